@@ -1,0 +1,88 @@
+package reload
+
+import (
+	"regexp"
+	"strings"
+
+	"github.com/reloader-operator/reloader/internal/source"
+)
+
+// Reason says why a source does or does not concern a workload. `explain`, Events and logs
+// print it.
+type Reason string
+
+// Reasons a source concerns a workload.
+const (
+	ReasonNamed         Reason = "named in the reload annotation"
+	ReasonSearch        Reason = "referenced, and the source carries the match annotation"
+	ReasonAuto          Reason = "referenced, and the workload has the auto annotation"
+	ReasonTypedAuto     Reason = "referenced, and the workload has the typed auto annotation"
+	ReasonAutoReloadAll Reason = "referenced, and --auto-reload-all is on"
+)
+
+// Reasons a source does not.
+const (
+	ReasonKindIgnored   Reason = "this kind of source is ignored (--resources-to-ignore)"
+	ReasonSourceIgnored Reason = "the source carries the ignore annotation"
+	ReasonExcluded      Reason = "excluded by the workload's exclude annotation"
+	ReasonOptedOut      Reason = "the workload's auto annotation is false"
+	ReasonNotReferenced Reason = "not referenced by the pod template, nor named"
+	ReasonNoRule        Reason = "referenced, but no reload annotation applies"
+)
+
+// Policy is the cluster-wide part of the decision, set by flags.
+type Policy struct {
+	Keys          Keys
+	AutoReloadAll bool
+	IgnoredKinds  map[source.Kind]bool
+}
+
+// Candidate is a source as the decision sees it.
+type Candidate struct {
+	ID source.ID
+	// Annotations of the source object; nil when it does not exist.
+	Annotations map[string]string
+	// Referenced is true when the workload's pod template refers to the source.
+	Referenced bool
+}
+
+// Concerns applies upstream Reloader's decision order: ignored kind, the source's ignore
+// annotation, exclude lists, named entries, search + match, auto and typed auto, then
+// --auto-reload-all when no auto annotation is set.
+func (p *Policy) Concerns(r *Rules, c Candidate) (bool, Reason) {
+	kind, name := c.ID.Kind, c.ID.Name
+	switch {
+	case p.IgnoredKinds[kind]:
+		return false, ReasonKindIgnored
+	case isTrue(c.Annotations[p.Keys.Ignore]):
+		return false, ReasonSourceIgnored
+	case matchesAny(r.Exclude[kind], name):
+		return false, ReasonExcluded
+	case matchesAny(r.Named[kind], name):
+		return true, ReasonNamed
+	case !c.Referenced:
+		return false, ReasonNotReferenced
+	case r.Search && isTrue(c.Annotations[p.Keys.Match]):
+		return true, ReasonSearch
+	case r.Auto != nil && *r.Auto:
+		return true, ReasonAuto
+	case r.TypedAuto[kind] != nil && *r.TypedAuto[kind]:
+		return true, ReasonTypedAuto
+	case r.Auto != nil && !*r.Auto:
+		return false, ReasonOptedOut
+	case p.AutoReloadAll && r.TypedAuto[kind] == nil:
+		return true, ReasonAutoReloadAll
+	}
+	return false, ReasonNoRule
+}
+
+func matchesAny(res []*regexp.Regexp, name string) bool {
+	for _, re := range res {
+		if re.MatchString(name) {
+			return true
+		}
+	}
+	return false
+}
+
+func isTrue(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "true") }
