@@ -1,0 +1,95 @@
+// Command reloader rolls Deployments, StatefulSets and DaemonSets when the ConfigMaps and
+// Secrets they use change. It accepts Stakater Reloader's flags, env vars and annotations.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/reloader-operator/reloader/internal/app"
+	"github.com/reloader-operator/reloader/internal/options"
+)
+
+func main() {
+	if err := newRootCommand().Execute(); err != nil {
+		os.Exit(1)
+	}
+}
+
+func newRootCommand() *cobra.Command {
+	opts := options.Default()
+	cmd := &cobra.Command{
+		Use:           "reloader",
+		Short:         "Roll workloads when the ConfigMaps and Secrets they use change",
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: false,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.FromEnvironment()
+			return run(ctrl.SetupSignalHandler(), opts)
+		},
+	}
+	opts.BindFlags(cmd.Flags())
+	return cmd
+}
+
+func run(ctx context.Context, opts options.Options) error {
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	logger, err := newLogger(opts)
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(logger)
+	for _, flag := range opts.NotYetImplemented() {
+		logger.Info("WARNING: flag accepted for compatibility but not implemented in this build; it has no effect", "flag", flag)
+	}
+	cfg, err := restConfig(opts.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	mgr, err := app.New(ctx, cfg, opts, logger)
+	if err != nil {
+		return err
+	}
+	logger.Info("starting reloader", "namespaces", opts.Namespaces, "strategy", opts.ReloadStrategy,
+		"autoReloadAll", opts.AutoReloadAll, "coalesceWindow", opts.CoalesceWindow.String(), "ha", opts.EnableHA)
+	return mgr.Start(ctx)
+}
+
+func newLogger(opts options.Options) (logr.Logger, error) {
+	level, err := options.ParseLogLevel(opts.LogLevel)
+	if err != nil {
+		return logr.Discard(), err
+	}
+	encoder := zap.ConsoleEncoder()
+	if opts.LogFormat == "json" {
+		encoder = zap.JSONEncoder()
+	}
+	return zap.New(encoder, zap.Level(level), zap.StacktraceLevel(zapcore.PanicLevel)), nil
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("load --kubeconfig %s: %w", kubeconfig, err)
+		}
+		return cfg, nil
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("find a cluster (set --kubeconfig or KUBECONFIG): %w", err)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,147 @@
+// Package app builds a reloader controller manager from options. cmd/reloader, the demo and
+// the integration tests all start reloader through it.
+package app
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/reloader-operator/reloader/internal/coalesce"
+	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/metrics"
+	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/workload"
+)
+
+// LeaderElectionID names the Lease replicas compete for with --enable-ha.
+const LeaderElectionID = "reloader-leader-election"
+
+// New returns a manager with a reconciler for every workload kind the options leave in.
+func New(ctx context.Context, cfg *rest.Config, opts options.Options, logger logr.Logger) (manager.Manager, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	strategy, _ := reload.NewStrategy(opts.ReloadStrategy) // validated above
+	ignored := opts.IgnoredSourceKinds()
+
+	var sources []controller.SourceType
+	for _, st := range []controller.SourceType{controller.ConfigMaps, controller.Secrets} {
+		if !ignored[st.Kind] {
+			sources = append(sources, st)
+		}
+	}
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+
+	byObject := map[client.Object]cache.ByObject{}
+	for _, st := range sources {
+		byObject[st.NewObject()] = cache.ByObject{Transform: st.Transform, Field: st.Field}
+	}
+	var namespaces map[string]cache.Config
+	if len(opts.Namespaces) > 0 {
+		namespaces = map[string]cache.Config{}
+		for _, ns := range opts.Namespaces {
+			namespaces[ns] = cache.Config{}
+		}
+	}
+
+	var ready atomic.Bool
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: scheme,
+		Logger: logger,
+		Cache: cache.Options{
+			DefaultNamespaces: namespaces,
+			ByObject:          byObject,
+			DefaultTransform:  cache.TransformStripManagedFields(),
+			// Never start an informer lazily on a read: every kind reloader reads is watched
+			// on purpose, with its own memory limits.
+			ReaderFailOnMissingInformer: true,
+		},
+		Metrics: metricsserver.Options{
+			BindAddress: opts.MetricsAddr,
+			ExtraHandlers: map[string]http.Handler{
+				"/live":  http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }),
+				"/ready": readyHandler(&ready),
+			},
+		},
+		HealthProbeBindAddress:        "0",
+		LeaderElection:                opts.EnableHA,
+		LeaderElectionID:              LeaderElectionID,
+		LeaderElectionNamespace:       leaderNamespace(),
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create manager: %w", err)
+	}
+
+	m := metrics.New(crmetrics.Registry, opts.MetricsCountByNamespace)
+	window := coalesce.New(opts.CoalesceWindow)
+	policy := reload.Policy{Keys: opts.Keys, AutoReloadAll: opts.AutoReloadAll, IgnoredKinds: ignored}
+	for _, kind := range workload.Builtin() {
+		if opts.IgnoresWorkload(kind.Name()) {
+			continue
+		}
+		r := &controller.WorkloadReconciler{
+			Client:   mgr.GetClient(),
+			Kind:     kind,
+			Sources:  sources,
+			Policy:   policy,
+			Strategy: strategy,
+			Window:   window,
+			Recorder: mgr.GetEventRecorder("reloader"),
+			Metrics:  m,
+			Workers:  opts.Workers,
+			Now:      time.Now,
+		}
+		if err := r.SetupWithManager(ctx, mgr); err != nil {
+			return nil, err
+		}
+	}
+
+	// Ready once the caches have synced: every replica, leader or not, so that a follower
+	// can take over at once.
+	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
+		if mgr.GetCache().WaitForCacheSync(ctx) {
+			ready.Store(true)
+		}
+		<-ctx.Done()
+		return nil
+	})); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+func readyHandler(ready *atomic.Bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+}
+
+// everyReplica is a runnable that runs on followers too, not only on the leader.
+type everyReplica func(ctx context.Context) error
+
+func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
+func (everyReplica) NeedLeaderElection() bool          { return false }

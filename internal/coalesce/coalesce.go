@@ -1,0 +1,76 @@
+// Package coalesce holds back a workload's reload until the changes to its sources have
+// settled, so that writes landing together give one rollout instead of several.
+//
+// A rollout costs seconds to minutes; a second one right behind it is pure waste. Waiting a
+// few hundred milliseconds after the last change costs little by comparison: a CI job that
+// applies a ConfigMap and a Secret back to back, or a ConfigMap ten times, rolls once.
+package coalesce
+
+import (
+	"sync"
+	"time"
+)
+
+// Window is a trailing window per key: a key is due once Quiet has passed since its last
+// change, or MaxWait since its first, whichever comes first. A zero Quiet disables it.
+type Window struct {
+	Quiet   time.Duration
+	MaxWait time.Duration
+	Now     func() time.Time
+
+	mu      sync.Mutex
+	pending map[string]span
+}
+
+type span struct{ first, last time.Time }
+
+// New returns a window with the given quiet period; changes wait at most ten quiet periods.
+func New(quiet time.Duration) *Window {
+	return &Window{Quiet: quiet, MaxWait: 10 * quiet, Now: time.Now, pending: map[string]span{}}
+}
+
+// Touch records a change that concerns key.
+func (w *Window) Touch(key string) {
+	if w.Quiet <= 0 {
+		return
+	}
+	now := w.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s, ok := w.pending[key]
+	if !ok {
+		s.first = now
+	}
+	s.last = now
+	w.pending[key] = s
+}
+
+// Wait returns how long key must still wait; zero means it is due.
+func (w *Window) Wait(key string) time.Duration {
+	w.mu.Lock()
+	s, ok := w.pending[key]
+	w.mu.Unlock()
+	if !ok {
+		return 0
+	}
+	now := w.Now()
+	wait := min(s.last.Add(w.Quiet).Sub(now), s.first.Add(w.MaxWait).Sub(now))
+	return max(wait, 0)
+}
+
+// Done forgets key's changes up to since, the time its reconcile started. A change touched
+// after that stays pending, so its own reconcile still waits.
+func (w *Window) Done(key string, since time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s, ok := w.pending[key]; ok && !s.last.After(since) {
+		delete(w.pending, key)
+	}
+}
+
+// Len is the number of keys with pending changes.
+func (w *Window) Len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.pending)
+}

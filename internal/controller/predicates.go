@@ -1,0 +1,26 @@
+package controller
+
+import (
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/reloader-operator/reloader/internal/reload"
+)
+
+// sourceChanged lets through source updates that can change a decision: new content, or a
+// change of the ignore or match annotation. Label edits and identical re-applies stop here.
+func sourceChanged(keys reload.Keys) predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, n := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
+			return o[cachedHashAnnotation] != n[cachedHashAnnotation] ||
+				o[keys.Ignore] != n[keys.Ignore] ||
+				o[keys.Match] != n[keys.Match]
+		},
+	}
+}
+
+// workloadChanged lets through spec and annotation changes of workloads, never status churn.
+func workloadChanged() predicate.Predicate {
+	return predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{})
+}

@@ -1,0 +1,218 @@
+// Package options holds reloader's command-line options, with upstream Reloader's flag and
+// environment variable names so that existing installs keep working.
+package options
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/source"
+)
+
+// Options configure one reloader process.
+type Options struct {
+	Kubeconfig string
+
+	ReloadStrategy   string
+	AutoReloadAll    bool
+	ReloadOnCreate   bool
+	ReloadOnDelete   bool
+	SyncAfterRestart bool
+
+	ResourcesToIgnore     []string
+	IgnoredWorkloadTypes  []string
+	Namespaces            []string
+	NamespacesToIgnore    []string
+	NamespaceSelector     string
+	ResourceLabelSelector string
+
+	WebhookURL           string
+	IsArgoRollouts       bool
+	EnableHA             bool
+	EnableCSIIntegration bool
+	EnablePprof          bool
+	PprofAddr            string
+
+	LogFormat   string
+	LogLevel    string
+	MetricsAddr string
+
+	// CoalesceWindow is how long a workload's sources must be quiet before it reloads.
+	CoalesceWindow time.Duration
+	Workers        int
+
+	MetricsCountByNamespace bool
+
+	Keys reload.Keys
+}
+
+// Default returns the options a bare `reloader` runs with.
+func Default() Options {
+	return Options{
+		ReloadStrategy: reload.StrategyEnvVars,
+		PprofAddr:      ":6060",
+		LogLevel:       "info",
+		MetricsAddr:    ":9090",
+		CoalesceWindow: 300 * time.Millisecond,
+		Workers:        4,
+		Keys:           reload.DefaultKeys(),
+	}
+}
+
+// BindFlags registers every flag on fs, writing into o.
+func (o *Options) BindFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "path to a kubeconfig; default: $KUBECONFIG, in-cluster config, then ~/.kube/config")
+	fs.StringVar(&o.ReloadStrategy, "reload-strategy", o.ReloadStrategy, "how a reload changes the pod template: env-vars or annotations")
+	fs.BoolVar(&o.AutoReloadAll, "auto-reload-all", o.AutoReloadAll, "reload every workload on change of the sources it references, unless it says auto: \"false\"")
+	fs.BoolVar(&o.ReloadOnCreate, "reload-on-create", o.ReloadOnCreate, "also reload when a referenced source is created")
+	fs.BoolVar(&o.ReloadOnDelete, "reload-on-delete", o.ReloadOnDelete, "also reload when a referenced source is deleted")
+	fs.BoolVar(&o.SyncAfterRestart, "sync-after-restart", o.SyncAfterRestart, "accepted for compatibility: changes made while reloader was down are always caught up")
+	fs.StringSliceVar(&o.ResourcesToIgnore, "resources-to-ignore", o.ResourcesToIgnore, "source kinds to neither watch nor react to: configMaps or secrets")
+	fs.StringSliceVar(&o.IgnoredWorkloadTypes, "ignored-workload-types", o.IgnoredWorkloadTypes, "workload kinds to leave alone, e.g. jobs,cronjobs")
+	fs.StringSliceVar(&o.Namespaces, "namespaces", o.Namespaces, "namespaces to watch (default: all, or $KUBERNETES_NAMESPACE)")
+	fs.StringSliceVar(&o.NamespacesToIgnore, "namespaces-to-ignore", o.NamespacesToIgnore, "namespaces to leave alone")
+	fs.StringVar(&o.NamespaceSelector, "namespace-selector", o.NamespaceSelector, "label selector of the namespaces to watch")
+	fs.StringVar(&o.ResourceLabelSelector, "resource-label-selector", o.ResourceLabelSelector, "label selector of the ConfigMaps and Secrets to watch")
+	fs.StringVar(&o.WebhookURL, "webhook-url", o.WebhookURL, "POST a notification to this URL instead of reloading")
+	fs.BoolVar(&o.IsArgoRollouts, "is-Argo-Rollouts", o.IsArgoRollouts, "also reload Argo Rollouts")
+	fs.BoolVar(&o.EnableHA, "enable-ha", o.EnableHA, "run several replicas; a Lease elects the one that reloads")
+	fs.BoolVar(&o.EnableCSIIntegration, "enable-csi-integration", o.EnableCSIIntegration, "reload on Secrets Store CSI driver secret rotation")
+	fs.BoolVar(&o.EnablePprof, "enable-pprof", o.EnablePprof, "serve pprof on --pprof-addr")
+	fs.StringVar(&o.PprofAddr, "pprof-addr", o.PprofAddr, "address of the pprof server")
+	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format: json, or empty for text")
+	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level: trace, debug, info, warning, error")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", o.MetricsAddr, "address of /metrics, /live and /ready; 0 turns it off")
+	fs.DurationVar(&o.CoalesceWindow, "coalesce-window", o.CoalesceWindow, "wait until a workload's sources have been quiet this long, so changes landing together reload once; 0 turns it off")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "workloads of one kind reconciled at once")
+
+	k := &o.Keys
+	fs.StringVar(&k.Auto, "auto-annotation", k.Auto, "annotation: reload on change of any referenced source")
+	fs.StringVar(&k.Search, "auto-search-annotation", k.Search, "annotation: reload on change of referenced sources that carry the match annotation")
+	fs.StringVar(&k.Match, "search-match-annotation", k.Match, "source annotation that opts in to search")
+	fs.StringVar(&k.Ignore, "ignore-annotation", k.Ignore, "source annotation whose changes never reload")
+	fs.StringVar(&k.PausePeriod, "pause-deployment-annotation", k.PausePeriod, "annotation: pause a Deployment this long after a reload")
+	fs.StringVar(&k.PausedAt, "pause-deployment-time-annotation", k.PausedAt, "annotation written while a Deployment is paused")
+	for _, kind := range source.Kinds {
+		name := string(kind)
+		plural := name + "s"
+		if strings.HasSuffix(name, "s") {
+			plural = name + "es"
+		}
+		fs.Var(mapEntry{k.Reload, kind}, name+"-annotation", "annotation: comma-separated names or regular expressions of "+plural+" to reload on")
+		fs.Var(mapEntry{k.TypedAuto, kind}, name+"-auto-annotation", "annotation: reload on change of any referenced "+name)
+		fs.Var(mapEntry{k.Exclude, kind}, name+"-exclude-annotation", "annotation: "+plural+" that never reload this workload")
+	}
+}
+
+// mapEntry is a flag that sets one entry of a map of annotation keys.
+type mapEntry struct {
+	m map[source.Kind]string
+	k source.Kind
+}
+
+func (e mapEntry) String() string {
+	if e.m == nil {
+		return ""
+	}
+	return e.m[e.k]
+}
+func (e mapEntry) Set(v string) error { e.m[e.k] = v; return nil }
+func (e mapEntry) Type() string       { return "string" }
+
+// ApplyEnv reads upstream's environment variables where no flag said otherwise.
+func (o *Options) ApplyEnv(getenv func(string) string) {
+	if len(o.Namespaces) == 0 {
+		if ns := strings.TrimSpace(getenv("KUBERNETES_NAMESPACE")); ns != "" {
+			o.Namespaces = []string{ns}
+		}
+	}
+	o.MetricsCountByNamespace = getenv("METRICS_COUNT_BY_NAMESPACE") == "enabled"
+}
+
+// FromEnvironment is ApplyEnv over the process environment.
+func (o *Options) FromEnvironment() { o.ApplyEnv(os.Getenv) }
+
+// IgnoredSourceKinds maps --resources-to-ignore to source kinds.
+func (o *Options) IgnoredSourceKinds() map[source.Kind]bool {
+	out := map[source.Kind]bool{}
+	for _, r := range o.ResourcesToIgnore {
+		switch strings.ToLower(strings.TrimSpace(r)) {
+		case "configmaps", "configmap":
+			out[source.ConfigMap] = true
+		case "secrets", "secret":
+			out[source.Secret] = true
+		}
+	}
+	return out
+}
+
+// IgnoresWorkload reports whether --ignored-workload-types names a kind ("Deployment"
+// matches deployment, deployments).
+func (o *Options) IgnoresWorkload(kind string) bool {
+	k := strings.ToLower(kind)
+	return slices.ContainsFunc(o.IgnoredWorkloadTypes, func(t string) bool {
+		t = strings.ToLower(strings.TrimSpace(t))
+		return t == k || t == k+"s"
+	})
+}
+
+// Validate reports every bad option at once.
+func (o *Options) Validate() error {
+	var errs []error
+	if _, err := reload.NewStrategy(o.ReloadStrategy); err != nil {
+		errs = append(errs, fmt.Errorf("--reload-strategy: %w", err))
+	}
+	for _, r := range o.ResourcesToIgnore {
+		switch strings.ToLower(strings.TrimSpace(r)) {
+		case "configmaps", "configmap", "secrets", "secret":
+		default:
+			errs = append(errs, fmt.Errorf("--resources-to-ignore: %q is neither configMaps nor secrets", r))
+		}
+	}
+	if len(o.IgnoredSourceKinds()) == 2 {
+		errs = append(errs, errors.New("--resources-to-ignore: ignoring both configMaps and secrets leaves nothing to watch"))
+	}
+	switch o.LogFormat {
+	case "", "json", "text":
+	default:
+		errs = append(errs, fmt.Errorf("--log-format: %q is neither json nor text", o.LogFormat))
+	}
+	if _, err := ParseLogLevel(o.LogLevel); err != nil {
+		errs = append(errs, err)
+	}
+	if o.CoalesceWindow < 0 {
+		errs = append(errs, fmt.Errorf("--coalesce-window: %v is negative", o.CoalesceWindow))
+	}
+	if o.Workers < 1 {
+		errs = append(errs, fmt.Errorf("--workers: %d is less than 1", o.Workers))
+	}
+	return errors.Join(errs...)
+}
+
+// NotYetImplemented lists the flags set that this build accepts but does not act on yet, so
+// that start-up can say so instead of silently ignoring them.
+func (o *Options) NotYetImplemented() []string {
+	var out []string
+	add := func(set bool, name string) {
+		if set {
+			out = append(out, name)
+		}
+	}
+	add(o.ReloadOnCreate, "--reload-on-create")
+	add(o.ReloadOnDelete, "--reload-on-delete")
+	add(len(o.NamespacesToIgnore) > 0, "--namespaces-to-ignore")
+	add(o.NamespaceSelector != "", "--namespace-selector")
+	add(o.ResourceLabelSelector != "", "--resource-label-selector")
+	add(o.WebhookURL != "", "--webhook-url")
+	add(o.IsArgoRollouts, "--is-Argo-Rollouts")
+	add(o.EnableCSIIntegration, "--enable-csi-integration")
+	add(o.EnablePprof, "--enable-pprof")
+	return out
+}
