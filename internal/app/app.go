@@ -13,9 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -82,7 +84,9 @@ func New(ctx context.Context, cfg *rest.Config, opts options.Options, logger log
 				"/ready": readyHandler(&ready),
 			},
 		},
-		HealthProbeBindAddress:        "0",
+		HealthProbeBindAddress: "0",
+		// Names are unique within one manager anyway; tests run several managers per process.
+		Controller:                    config.Controller{SkipNameValidation: ptr.To(true)},
 		LeaderElection:                opts.EnableHA,
 		LeaderElectionID:              LeaderElectionID,
 		LeaderElectionNamespace:       leaderNamespace(),

@@ -95,11 +95,13 @@ func (r *WorkloadReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	last, hasRecord := r.record(ctx, obj)
 	changed, next := reload.Diff(last, hasRecord, hashes)
 	if len(changed) == 0 && next.Equal(last) && (hasRecord || len(next) == 0) {
+		logger.V(2).Info("sources unchanged", "sources", len(next))
 		r.Window.Done(k, started)
 		return reconcile.Result{}, nil
 	}
 	if len(changed) > 0 {
 		if wait := r.Window.Wait(k); wait > 0 {
+			logger.V(1).Info("waiting for changes to settle", "wait", wait.String(), "changed", len(changed))
 			return reconcile.Result{RequeueAfter: wait}, nil
 		}
 	}

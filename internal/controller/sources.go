@@ -44,10 +44,16 @@ var (
 
 // Transform replaces a source's content by its hash before the object enters the cache, so
 // that reloader's memory grows with the number of objects, not with their bytes.
+//
+// The informer may hand the same object to Transform more than once (objects of the initial
+// list are); the second pass must keep the hash of the content, not hash the emptied object.
 func (t SourceType) Transform(obj any) (any, error) {
 	o, ok := obj.(client.Object)
 	if !ok {
 		return obj, nil
+	}
+	if _, done := o.GetAnnotations()[cachedHashAnnotation]; done {
+		return o, nil
 	}
 	h := t.Hash(o)
 	switch v := o.(type) {

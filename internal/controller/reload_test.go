@@ -1,0 +1,251 @@
+package controller_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/reload"
+)
+
+const auto = "reloader.stakater.com/auto"
+
+func TestAutoReloadSetsEnvVarOnTheContainersThatUseTheConfigMap(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "app-config", map[string]string{"k": "v1"})
+	d := deployment(ns, "web", map[string]string{auto: "true"}, podSpec("app-config"))
+	create(t, cm, d)
+	startReloader(t, ns)
+	recorded(t, d)
+	changes := templateChanges(t, d)
+
+	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
+
+	eventually(t, "env var set on app", func() error {
+		got := get(t, d)
+		if _, ok := envOf(&got.Spec.Template, "app", "STAKATER_APP_CONFIG_CONFIGMAP"); !ok {
+			return fmt.Errorf("no env var yet: %+v", got.Spec.Template.Spec.Containers[0].Env)
+		}
+		return nil
+	})
+	got := get(t, d)
+	if _, ok := envOf(&got.Spec.Template, "sidecar", "STAKATER_APP_CONFIG_CONFIGMAP"); ok {
+		t.Error("env var written to the sidecar, which does not use the ConfigMap")
+	}
+	settle()
+	if n := changes(); n != 1 {
+		t.Errorf("%d template changes, want 1", n)
+	}
+	owners := map[string]bool{}
+	for _, mf := range got.ManagedFields {
+		owners[mf.Manager] = true
+	}
+	if !owners[controller.FieldOwner] {
+		t.Errorf("no managed fields of %q: %v", controller.FieldOwner, owners)
+	}
+	eventually(t, "Reloaded event", func() error {
+		if !slices.Contains(eventReasons(t, ns, "web"), controller.ReasonReloaded) {
+			return fmt.Errorf("events: %v", eventReasons(t, ns, "web"))
+		}
+		return nil
+	})
+}
+
+func TestMetadataChangesAndIdenticalDataNeverReload(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "cfg", map[string]string{"k": "v"})
+	s := secret(ns, "sec", map[string]string{"p": "x"})
+	tpl := podSpec("cfg")
+	tpl.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "P", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "sec"}, Key: "p"}}}}
+	d := deployment(ns, "web", map[string]string{auto: "true"}, tpl)
+	create(t, cm, s, d)
+	startReloader(t, ns)
+	recorded(t, d)
+	before := get(t, d)
+
+	update(t, cm, func(c *corev1.ConfigMap) {
+		c.Labels = map[string]string{"team": "a"}
+		c.Annotations = map[string]string{"note": "x"}
+	})
+	update(t, s, func(c *corev1.Secret) { c.Labels = map[string]string{"team": "a"} })
+	update(t, cm, func(c *corev1.ConfigMap) { c.Data = map[string]string{"k": "v"} }) // identical re-apply
+	update(t, s, func(c *corev1.Secret) { c.StringData = map[string]string{"p": "x"} })
+	settle()
+
+	after := get(t, d)
+	if after.Generation != before.Generation || after.ResourceVersion != before.ResourceVersion {
+		t.Errorf("workload written: generation %d -> %d, resourceVersion %s -> %s",
+			before.Generation, after.Generation, before.ResourceVersion, after.ResourceVersion)
+	}
+}
+
+func TestServiceAccountTokenSecretsAreIgnored(t *testing.T) {
+	ns := newNamespace(t)
+	sa := &corev1.ServiceAccount{}
+	sa.Namespace, sa.Name = ns, "bot"
+	tok := secret(ns, "bot-token", map[string]string{"token": "a"})
+	tok.Type = corev1.SecretTypeServiceAccountToken
+	tok.Annotations = map[string]string{corev1.ServiceAccountNameKey: "bot"}
+	tpl := podSpec()
+	tpl.Spec.Volumes = []corev1.Volume{{Name: "t", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "bot-token"}}}}
+	tpl.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "t", MountPath: "/t"}}
+	d := deployment(ns, "web", map[string]string{auto: "true"}, tpl)
+	create(t, sa, tok, d)
+	startReloader(t, ns)
+	settle()
+	changes := templateChanges(t, d)
+
+	update(t, tok, func(s *corev1.Secret) { s.Data["token"] = []byte("b") })
+	settle()
+	if n := changes(); n != 0 {
+		t.Errorf("service account token change reloaded the workload (%d template changes)", n)
+	}
+}
+
+// A ConfigMap and a Secret changed 20 ms apart, or one ConfigMap written ten times in a row,
+// must roll the workload once.
+func TestChangesLandingTogetherRollOnce(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "cfg", map[string]string{"k": "0"})
+	s := secret(ns, "sec", map[string]string{"p": "0"})
+	tpl := podSpec("cfg")
+	tpl.Spec.Containers[0].EnvFrom = append(tpl.Spec.Containers[0].EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "sec"}}})
+	d := deployment(ns, "web", map[string]string{auto: "true"}, tpl)
+	create(t, cm, s, d)
+	startReloader(t, ns, func(o *options.Options) { o.CoalesceWindow = 300 * time.Millisecond })
+	recorded(t, d)
+	changes := templateChanges(t, d)
+
+	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "1" })
+	time.Sleep(20 * time.Millisecond)
+	update(t, s, func(c *corev1.Secret) { c.Data["p"] = []byte("1") })
+
+	eventually(t, "both env vars", func() error {
+		got := get(t, d)
+		_, a := envOf(&got.Spec.Template, "app", "STAKATER_CFG_CONFIGMAP")
+		_, b := envOf(&got.Spec.Template, "app", "STAKATER_SEC_SECRET")
+		if !a || !b {
+			return fmt.Errorf("configmap env %v, secret env %v", a, b)
+		}
+		return nil
+	})
+	settle()
+	if n := changes(); n != 1 {
+		t.Fatalf("ConfigMap + Secret: %d template changes, want exactly 1", n)
+	}
+
+	for i := 2; i < 12; i++ {
+		update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = fmt.Sprint(i) })
+	}
+	eventually(t, "last write applied", func() error {
+		got := get(t, d)
+		rec, _ := reload.ParseRecord(got.Annotations[reload.RecordAnnotation])
+		v, _ := envOf(&got.Spec.Template, "app", "STAKATER_CFG_CONFIGMAP")
+		if v == "" || rec["configmap/cfg"] != v {
+			return fmt.Errorf("env %q, record %q", v, rec["configmap/cfg"])
+		}
+		if changes() < 2 {
+			return fmt.Errorf("not reloaded yet")
+		}
+		return nil
+	})
+	settle()
+	if n := changes(); n != 2 {
+		t.Errorf("ten writes: %d template changes, want exactly 1", n-1)
+	}
+}
+
+func TestChangeWhileStoppedIsReloadedOnStart(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
+	d := deployment(ns, "web", map[string]string{auto: "true"}, podSpec("cfg"))
+	create(t, cm, d)
+	stop := startReloader(t, ns)
+	recorded(t, d)
+	stop()
+
+	changes := templateChanges(t, d)
+	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
+	settle()
+	startReloader(t, ns)
+	eventually(t, "reloaded after start", func() error {
+		if n := changes(); n != 1 {
+			return fmt.Errorf("%d template changes, want 1", n)
+		}
+		return nil
+	})
+}
+
+func TestStartAndRestartOverUnchangedSourcesChangeNoTemplate(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
+	s := secret(ns, "sec", map[string]string{"p": "x"})
+	tpl := podSpec("cfg")
+	tpl.Spec.Containers[0].EnvFrom = append(tpl.Spec.Containers[0].EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "sec"}}})
+	d := deployment(ns, "web", map[string]string{auto: "true"}, tpl)
+	sts := statefulSet(ns, "db", map[string]string{auto: "true"}, podSpec("cfg"))
+	create(t, cm, s, d, sts)
+	changes := []func() int{templateChanges(t, d), templateChanges(t, sts)}
+
+	// First install: the record is written, the template is not.
+	stop := startReloader(t, ns)
+	recorded(t, d)
+	recorded(t, sts)
+	settle()
+	stop()
+	for i, n := range changes {
+		if n() != 0 {
+			t.Fatalf("install changed template %d: %d changes", i, n())
+		}
+	}
+	before := []client.Object{get(t, d).DeepCopy(), get(t, sts).DeepCopy()}
+
+	// Restart: nothing at all is written.
+	startReloader(t, ns)
+	settle()
+	for _, b := range before {
+		after := get(t, b.DeepCopyObject().(client.Object))
+		if after.GetResourceVersion() != b.GetResourceVersion() {
+			t.Errorf("%s written on restart: resourceVersion %s -> %s", b.GetName(), b.GetResourceVersion(), after.GetResourceVersion())
+		}
+	}
+}
+
+func TestStatefulSetsAndDaemonSetsReload(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
+	sts := statefulSet(ns, "db", map[string]string{auto: "true"}, podSpec("cfg"))
+	ds := daemonSet(ns, "agent", map[string]string{auto: "true"}, podSpec("cfg"))
+	create(t, cm, sts, ds)
+	startReloader(t, ns)
+	recorded(t, sts)
+	recorded(t, ds)
+
+	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
+	eventually(t, "both reloaded", func() error {
+		s, d := get(t, sts), get(t, ds)
+		_, a := envOf(&s.Spec.Template, "app", "STAKATER_CFG_CONFIGMAP")
+		_, b := envOf(&d.Spec.Template, "app", "STAKATER_CFG_CONFIGMAP")
+		if !a || !b {
+			return fmt.Errorf("statefulset %v, daemonset %v", a, b)
+		}
+		return nil
+	})
+}
+
+func statefulSet(ns, name string, annotations map[string]string, tpl corev1.PodTemplateSpec) *appsv1.StatefulSet {
+	d := deployment(ns, name, annotations, tpl)
+	return &appsv1.StatefulSet{ObjectMeta: d.ObjectMeta, Spec: appsv1.StatefulSetSpec{Selector: d.Spec.Selector, Template: tpl}}
+}
+
+func daemonSet(ns, name string, annotations map[string]string, tpl corev1.PodTemplateSpec) *appsv1.DaemonSet {
+	d := deployment(ns, name, annotations, tpl)
+	return &appsv1.DaemonSet{ObjectMeta: d.ObjectMeta, Spec: appsv1.DaemonSetSpec{Selector: d.Spec.Selector, Template: tpl}}
+}
