@@ -1,0 +1,26 @@
+// Command demo starts a local cluster, runs reloader on it, changes a ConfigMap and shows the
+// Deployment that uses it roll to new pods.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/pflag"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/reloader-operator/reloader/internal/demo"
+)
+
+func main() {
+	opts := demo.Options{Out: os.Stdout}
+	pflag.StringVar(&opts.ReloaderBinary, "reloader", "bin/reloader", "reloader binary to run")
+	pflag.StringSliceVar(&opts.ReloaderArgs, "reloader-args", nil, "extra reloader flags")
+	pflag.BoolVar(&opts.Keep, "keep", false, "keep the cluster running after the demo, for kubectl")
+	pflag.Parse()
+	if _, err := demo.Run(ctrl.SetupSignalHandler(), opts); err != nil {
+		fmt.Fprintln(os.Stderr, "demo failed:", err)
+		os.Exit(1)
+	}
+	fmt.Println("==> demo done: the Deployment rolled to new pods after its ConfigMap changed")
+}
