@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -61,12 +62,14 @@ func testLogger() logr.Logger {
 	return logr.Discard()
 }
 
+var invalidNameChars = regexp.MustCompile(`[^a-z0-9-]+`)
+
 // newNamespace creates a namespace named after the test.
 func newNamespace(t *testing.T) string {
 	t.Helper()
-	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	name := invalidNameChars.ReplaceAllString(strings.ToLower(t.Name()), "-")
 	if len(name) > 50 {
-		name = name[:50]
+		name = name[len(name)-50:] // the end names the subtest
 	}
 	name = fmt.Sprintf("%s-%04d", strings.Trim(name, "-"), rand.IntN(10000))
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
