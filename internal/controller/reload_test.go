@@ -1,13 +1,17 @@
 package controller_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/controller"
@@ -248,4 +252,83 @@ func statefulSet(ns, name string, annotations map[string]string, tpl corev1.PodT
 func daemonSet(ns, name string, annotations map[string]string, tpl corev1.PodTemplateSpec) *appsv1.DaemonSet {
 	d := deployment(ns, name, annotations, tpl)
 	return &appsv1.DaemonSet{ObjectMeta: d.ObjectMeta, Spec: appsv1.DaemonSetSpec{Selector: d.Spec.Selector, Template: tpl}}
+}
+
+// A reload the API server refuses must say so in a ReloadFail Event and the metric, and be
+// retried: once the refusal is lifted, the workload reloads.
+func TestRefusedPatchIsAReloadFailAndIsRetried(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
+	d := deployment(ns, "web", map[string]string{auto: "true"}, podSpec("cfg"))
+	create(t, cm, d)
+	startReloader(t, ns)
+	recorded(t, d)
+
+	deny := denyReloaderWrites(t, ns)
+	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
+	eventually(t, "ReloadFail event", func() error {
+		if !slices.Contains(eventReasons(t, ns, "web"), controller.ReasonReloadFail) {
+			return fmt.Errorf("events: %v", eventReasons(t, ns, "web"))
+		}
+		return nil
+	})
+	deny()
+	eventually(t, "reloaded after the refusal is lifted", func() error {
+		if _, ok := envOf(&get(t, d).Spec.Template, "app", "STAKATER_CFG_CONFIGMAP"); !ok {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+}
+
+// denyReloaderWrites makes the API server refuse Deployment updates in ns until the returned
+// func is called, with a ValidatingAdmissionPolicy.
+func denyReloaderWrites(t *testing.T, ns string) (lift func()) {
+	t.Helper()
+	ctx := context.Background()
+	policy := &admissionv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "deny-" + ns},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionv1.Fail),
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionv1.RuleWithOperations{
+					Operations: []admissionv1.OperationType{admissionv1.Update},
+					Rule:       admissionv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"deployments"}},
+				},
+			}}},
+			Validations: []admissionv1.Validation{{Expression: "false", Message: "test: writes refused"}},
+		},
+	}
+	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "deny-" + ns},
+		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        policy.Name,
+			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
+			MatchResources: &admissionv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns},
+			}},
+		},
+	}
+	create(t, policy, binding)
+	// Policies take effect asynchronously: wait until a write is refused.
+	probe := deployment(ns, "probe", nil, podSpec())
+	create(t, probe)
+	eventually(t, "policy in force", func() error {
+		p := get(t, probe)
+		p.Labels = map[string]string{"probe": fmt.Sprint(time.Now().UnixNano())}
+		if err := k8s.Update(ctx, p); err == nil {
+			return fmt.Errorf("update still allowed")
+		}
+		return nil
+	})
+	lifted := false
+	lift = func() {
+		if !lifted {
+			lifted = true
+			_ = k8s.Delete(ctx, binding)
+			_ = k8s.Delete(ctx, policy)
+		}
+	}
+	t.Cleanup(lift)
+	return lift
 }

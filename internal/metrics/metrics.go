@@ -29,7 +29,7 @@ type Metrics struct {
 // New registers the collectors on reg. Registering twice (several managers in one test
 // process) reuses the first set.
 func New(reg prometheus.Registerer, countByNamespace bool) *Metrics {
-	return &Metrics{
+	m := &Metrics{
 		ReloadExecuted: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reloader_reload_executed_total",
 			Help: "Workload reloads, by success.",
@@ -53,6 +53,11 @@ func New(reg prometheus.Registerer, countByNamespace bool) *Metrics {
 		})),
 		byNamespace: countByNamespace,
 	}
+	// Export both series from the start, so that rate() and alerts see a zero, not a gap.
+	for _, success := range []string{"true", "false"} {
+		m.ReloadExecuted.WithLabelValues(success)
+	}
+	return m
 }
 
 // Reloaded counts one workload reload.
