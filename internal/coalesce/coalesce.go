@@ -58,6 +58,14 @@ func (w *Window) Wait(key string) time.Duration {
 	return max(wait, 0)
 }
 
+// FirstChange returns when key's oldest pending change was touched.
+func (w *Window) FirstChange(key string) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s, ok := w.pending[key]
+	return s.first, ok
+}
+
 // Done forgets key's changes up to since, the time its reconcile started. A change touched
 // after that stays pending, so its own reconcile still waits.
 func (w *Window) Done(key string, since time.Time) {

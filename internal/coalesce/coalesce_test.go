@@ -18,6 +18,9 @@ func TestWindow(t *testing.T) {
 	if got := w.Wait("a"); got != 300*time.Millisecond {
 		t.Fatalf("fresh change waits %v, want 300ms", got)
 	}
+	if first, ok := w.FirstChange("a"); !ok || !first.Equal(now) {
+		t.Fatalf("FirstChange = %v, %v; want %v", first, ok, now)
+	}
 	step(200 * time.Millisecond)
 	w.Touch("a") // trailing: a new change pushes the deadline
 	if got := w.Wait("a"); got != 300*time.Millisecond {

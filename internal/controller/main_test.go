@@ -285,3 +285,16 @@ func templateChanges(t *testing.T, obj client.Object) func() int {
 		return changes
 	}
 }
+
+// autoDeployment creates, in a new namespace, ConfigMap "cfg" and Deployment "web" with
+// the auto annotation reading it, starts reloader and waits until it has recorded "web".
+func autoDeployment(t *testing.T, configure ...func(*options.Options)) (ns string, cm *corev1.ConfigMap, d *appsv1.Deployment, stop func()) {
+	t.Helper()
+	ns = newNamespace(t)
+	cm = configMap(ns, "cfg", map[string]string{"k": "v1"})
+	d = deployment(ns, "web", map[string]string{"reloader.stakater.com/auto": "true"}, podSpec("cfg"))
+	create(t, cm, d)
+	stop = startReloader(t, ns, configure...)
+	recorded(t, d)
+	return ns, cm, d, stop
+}

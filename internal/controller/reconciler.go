@@ -129,6 +129,9 @@ func (r *WorkloadReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		r.Metrics.Errors.WithLabelValues(r.Kind.Name()).Inc()
 		return reconcile.Result{}, fmt.Errorf("patch %s: %w", k, err)
 	}
+	if first, ok := r.Window.FirstChange(k); ok && len(changes) > 0 {
+		r.Metrics.ChangeToPatch.Observe(r.Now().Sub(first).Seconds())
+	}
 	r.Window.Done(k, started)
 	if len(changes) == 0 {
 		logger.V(1).Info("recorded source hashes", "record", next.Encode())

@@ -167,12 +167,7 @@ func TestChangesLandingTogetherRollOnce(t *testing.T) {
 }
 
 func TestChangeWhileStoppedIsReloadedOnStart(t *testing.T) {
-	ns := newNamespace(t)
-	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
-	d := deployment(ns, "web", map[string]string{auto: "true"}, podSpec("cfg"))
-	create(t, cm, d)
-	stop := startReloader(t, ns)
-	recorded(t, d)
+	ns, cm, d, stop := autoDeployment(t)
 	stop()
 
 	changes := templateChanges(t, d)
@@ -257,12 +252,7 @@ func daemonSet(ns, name string, annotations map[string]string, tpl corev1.PodTem
 // A reload the API server refuses must say so in a ReloadFail Event and the metric, and be
 // retried: once the refusal is lifted, the workload reloads.
 func TestRefusedPatchIsAReloadFailAndIsRetried(t *testing.T) {
-	ns := newNamespace(t)
-	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
-	d := deployment(ns, "web", map[string]string{auto: "true"}, podSpec("cfg"))
-	create(t, cm, d)
-	startReloader(t, ns)
-	recorded(t, d)
+	ns, cm, d, _ := autoDeployment(t)
 
 	deny := denyReloaderWrites(t, ns)
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })

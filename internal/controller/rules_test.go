@@ -123,12 +123,7 @@ func TestTriggerRulesOverTheAPI(t *testing.T) {
 }
 
 func TestAnnotationsStrategyWritesLastReloadedFrom(t *testing.T) {
-	ns := newNamespace(t)
-	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
-	d := deployment(ns, "web", map[string]string{auto: "true"}, podSpec("cfg"))
-	create(t, cm, d)
-	startReloader(t, ns, func(o *options.Options) { o.ReloadStrategy = reload.StrategyAnnotations })
-	recorded(t, d)
+	ns, cm, d, _ := autoDeployment(t, func(o *options.Options) { o.ReloadStrategy = reload.StrategyAnnotations })
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
 
 	var last reload.LastReloaded

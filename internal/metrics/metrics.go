@@ -16,8 +16,6 @@ type Metrics struct {
 	// ReloadExecutedByNamespace is the same by namespace; only filled when enabled, because
 	// its cardinality grows with the namespaces.
 	ReloadExecutedByNamespace *prometheus.CounterVec
-	// Skipped counts reconciles that found a change but wrote nothing, by reason.
-	Skipped *prometheus.CounterVec
 	// Errors counts failed reconciles by kind.
 	Errors *prometheus.CounterVec
 	// ChangeToPatch is the time from the first source change a reload carries to its patch.
@@ -38,10 +36,6 @@ func New(reg prometheus.Registerer, countByNamespace bool) *Metrics {
 			Name: "reloader_reload_executed_total_by_namespace",
 			Help: "Workload reloads, by success and namespace (METRICS_COUNT_BY_NAMESPACE=enabled).",
 		}, []string{"success", "namespace"})),
-		Skipped: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "reloader_reload_skipped_total",
-			Help: "Source changes that concerned a workload but did not reload it, by reason.",
-		}, []string{"reason"})),
 		Errors: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reloader_reconcile_errors_total",
 			Help: "Workload reconciles that failed, by workload kind.",
