@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -53,9 +54,15 @@ func New(ctx context.Context, cfg *rest.Config, opts options.Options, logger log
 		return nil, err
 	}
 
+	sourceLabels, _ := opts.SourceSelector() // validated above
+	namespaceFilter := opts.NamespaceFilter()
 	byObject := map[client.Object]cache.ByObject{}
 	for _, st := range sources {
-		byObject[st.NewObject()] = cache.ByObject{Transform: st.Transform, Field: st.Field}
+		byObject[st.NewObject()] = cache.ByObject{
+			Transform: st.Transform,
+			Field:     and(st.Field, namespaceFilter),
+			Label:     sourceLabels,
+		}
 	}
 	var namespaces map[string]cache.Config
 	if len(opts.Namespaces) > 0 {
@@ -73,6 +80,8 @@ func New(ctx context.Context, cfg *rest.Config, opts options.Options, logger log
 			DefaultNamespaces: namespaces,
 			ByObject:          byObject,
 			DefaultTransform:  cache.TransformStripManagedFields(),
+			// Server-side, so ignored namespaces cost neither memory nor events.
+			DefaultFieldSelector: namespaceFilter,
 			// Never start an informer lazily on a read: every kind reloader reads is watched
 			// on purpose, with its own memory limits.
 			ReaderFailOnMissingInformer: true,
@@ -96,13 +105,29 @@ func New(ctx context.Context, cfg *rest.Config, opts options.Options, logger log
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
 
+	// Register every informer now, so that cache sync, and so readiness, covers them all;
+	// controllers would otherwise add theirs only once they start.
+	watched := []client.Object{}
+	for _, st := range sources {
+		watched = append(watched, st.NewObject())
+	}
+	var kinds []workload.Kind
+	for _, kind := range workload.Builtin() {
+		if !opts.IgnoresWorkload(kind.Name()) {
+			kinds = append(kinds, kind)
+			watched = append(watched, kind.NewObject())
+		}
+	}
+	for _, obj := range watched {
+		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
+			return nil, fmt.Errorf("watch %T: %w", obj, err)
+		}
+	}
+
 	m := metrics.New(crmetrics.Registry, opts.MetricsCountByNamespace)
 	window := coalesce.New(opts.CoalesceWindow)
 	policy := reload.Policy{Keys: opts.Keys, AutoReloadAll: opts.AutoReloadAll, IgnoredKinds: ignored}
-	for _, kind := range workload.Builtin() {
-		if opts.IgnoresWorkload(kind.Name()) {
-			continue
-		}
+	for _, kind := range kinds {
 		r := &controller.WorkloadReconciler{
 			Client:   mgr.GetClient(),
 			Kind:     kind,
@@ -120,6 +145,12 @@ func New(ctx context.Context, cfg *rest.Config, opts options.Options, logger log
 		}
 	}
 
+	if opts.EnablePprof {
+		if err := mgr.Add(pprofServer{addr: opts.PprofAddr}); err != nil {
+			return nil, err
+		}
+	}
+
 	// Ready once the caches have synced: every replica, leader or not, so that a follower
 	// can take over at once.
 	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
@@ -132,6 +163,20 @@ func New(ctx context.Context, cfg *rest.Config, opts options.Options, logger log
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// and combines field selectors, any of which may be nil.
+func and(sels ...fields.Selector) fields.Selector {
+	var set []fields.Selector
+	for _, s := range sels {
+		if s != nil {
+			set = append(set, s)
+		}
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	return fields.AndSelectors(set...)
 }
 
 func readyHandler(ready *atomic.Bool) http.Handler {

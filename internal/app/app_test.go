@@ -2,76 +2,215 @@ package app_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/reloader-operator/reloader/internal/app"
 	"github.com/reloader-operator/reloader/internal/localcluster"
 	"github.com/reloader-operator/reloader/internal/options"
 )
 
-func TestMetricsPortServesLiveReadyAndMetrics(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cluster, err := localcluster.Start(ctx, localcluster.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Stop()
+// This package's reloaders watch every namespace, so it has a control plane of its own.
+var restConfig *rest.Config
 
+func TestMain(m *testing.M) {
+	cluster, err := localcluster.Start(context.Background(), localcluster.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start control plane:", err)
+		os.Exit(1)
+	}
+	restConfig = cluster.Config
+	code := m.Run()
+	_ = cluster.Stop()
+	os.Exit(code)
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
-	opts := options.Default()
-	opts.MetricsAddr = addr
-	mgr, err := app.New(ctx, cluster.Config, opts, logr.Discard())
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// start runs a manager until the test ends and waits for its caches.
+func start(t *testing.T, opts options.Options) manager.Manager {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	mgr, err := app.New(ctx, restConfig, opts, logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgrCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mgrCtx) }()
-	defer func() { stop(); <-done }()
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	syncCtx, syncCancel := context.WithTimeout(ctx, 30*time.Second)
+	defer syncCancel()
+	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
+		t.Fatal("cache did not sync")
+	}
+	return mgr
+}
 
-	get := func(path string) (int, string) {
-		resp, err := http.Get("http://" + addr + path)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+func httpGet(addr, path string) (int, string) {
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		return 0, err.Error()
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		code, _ := get("/ready")
-		if code == http.StatusOK {
-			break
-		}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("/ready never answered 200, last %d", code)
+			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
-	if code, body := get("/live"); code != http.StatusOK {
+}
+
+func TestMetricsPortServesLiveReadyAndMetrics(t *testing.T) {
+	opts := options.Default()
+	opts.MetricsAddr = freeAddr(t)
+	start(t, opts)
+	waitFor(t, "/ready 200", func() bool { code, _ := httpGet(opts.MetricsAddr, "/ready"); return code == http.StatusOK })
+	if code, body := httpGet(opts.MetricsAddr, "/live"); code != http.StatusOK {
 		t.Errorf("/live = %d %s", code, body)
 	}
-	code, body := get("/metrics")
+	code, body := httpGet(opts.MetricsAddr, "/metrics")
 	if code != http.StatusOK {
 		t.Fatalf("/metrics = %d", code)
 	}
-	for _, name := range []string{"reloader_reload_executed_total", "controller_runtime_reconcile_total", "rest_client_requests_total"} {
+	for _, name := range []string{`reloader_reload_executed_total{success="true"}`, "controller_runtime_reconcile_total", "rest_client_requests_total"} {
 		if !strings.Contains(body, name) {
 			t.Errorf("/metrics lacks %s", name)
 		}
+	}
+	if code, _ := httpGet(opts.MetricsAddr, "/debug/pprof/"); code == http.StatusOK {
+		t.Error("pprof served on the metrics port")
+	}
+}
+
+func TestPprofOnlyWhenEnabledAndOnItsOwnAddress(t *testing.T) {
+	opts := options.Default()
+	opts.MetricsAddr = "0"
+	opts.EnablePprof = true
+	opts.PprofAddr = freeAddr(t)
+	start(t, opts)
+	waitFor(t, "pprof index", func() bool { code, _ := httpGet(opts.PprofAddr, "/debug/pprof/"); return code == http.StatusOK })
+}
+
+// --namespaces-to-ignore and --resource-label-selector are applied by the API server: what
+// they leave out is not in reloader's cache at all, and never reloads anything.
+func TestFiltersShrinkTheCache(t *testing.T) {
+	ctx := context.Background()
+	k8s, err := client.New(restConfig, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep, skip := "filters-keep", "filters-skip"
+	type pair struct {
+		ns, name string
+		labelled bool
+	}
+	pairs := []pair{{keep, "labelled", true}, {keep, "plain", false}, {skip, "labelled", true}}
+	for _, ns := range []string{keep, skip} {
+		if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range pairs {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: p.name}, Data: map[string]string{"k": "v1"}}
+		if p.labelled {
+			cm.Labels = map[string]string{"reload": "yes"}
+		}
+		labels := map[string]string{"app": p.name}
+		d := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: p.name, Annotations: map[string]string{"reloader.stakater.com/auto": "true"}},
+			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox",
+					EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: p.name}}}}}}},
+			}},
+		}
+		for _, o := range []client.Object{cm, d} {
+			if err := k8s.Create(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	opts := options.Default()
+	opts.MetricsAddr = "0"
+	opts.CoalesceWindow = 0
+	opts.NamespacesToIgnore = []string{skip}
+	opts.ResourceLabelSelector = "reload:yes" // upstream's legacy form
+	mgr := start(t, opts)
+
+	var cached corev1.ConfigMapList
+	if err := mgr.GetCache().List(ctx, &cached); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, cm := range cached.Items {
+		names = append(names, cm.Namespace+"/"+cm.Name)
+	}
+	if len(names) != 1 || names[0] != keep+"/labelled" {
+		t.Errorf("cached ConfigMaps = %v, want only %s/labelled", names, keep)
+	}
+	var deployments appsv1.DeploymentList
+	if err := mgr.GetCache().List(ctx, &deployments); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range deployments.Items {
+		if d.Namespace == skip {
+			t.Errorf("Deployment %s/%s of an ignored namespace is cached", d.Namespace, d.Name)
+		}
+	}
+
+	waitFor(t, "keep/labelled recorded", func() bool {
+		var d appsv1.Deployment
+		_ = k8s.Get(ctx, client.ObjectKey{Namespace: keep, Name: "labelled"}, &d)
+		return d.Annotations["reloader.dev/source-hashes"] != ""
+	})
+	for _, p := range pairs {
+		var cm corev1.ConfigMap
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: p.ns, Name: p.name}, &cm); err != nil {
+			t.Fatal(err)
+		}
+		cm.Data["k"] = "v2"
+		if err := k8s.Update(ctx, &cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	envCount := func(ns, name string) int {
+		var d appsv1.Deployment
+		_ = k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d)
+		return len(d.Spec.Template.Spec.Containers[0].Env)
+	}
+	waitFor(t, "keep/labelled reloaded", func() bool { return envCount(keep, "labelled") == 1 })
+	time.Sleep(1500 * time.Millisecond)
+	if envCount(keep, "plain") != 0 || envCount(skip, "labelled") != 0 {
+		t.Errorf("filtered out workloads reloaded: keep/plain %d, skip/labelled %d", envCount(keep, "plain"), envCount(skip, "labelled"))
 	}
 }

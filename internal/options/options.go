@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
@@ -190,6 +192,9 @@ func (o *Options) Validate() error {
 	if o.CoalesceWindow < 0 {
 		errs = append(errs, fmt.Errorf("--coalesce-window: %v is negative", o.CoalesceWindow))
 	}
+	if _, err := o.SourceSelector(); err != nil {
+		errs = append(errs, err)
+	}
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers: %d is less than 1", o.Workers))
 	}
@@ -207,12 +212,41 @@ func (o *Options) NotYetImplemented() []string {
 	}
 	add(o.ReloadOnCreate, "--reload-on-create")
 	add(o.ReloadOnDelete, "--reload-on-delete")
-	add(len(o.NamespacesToIgnore) > 0, "--namespaces-to-ignore")
 	add(o.NamespaceSelector != "", "--namespace-selector")
-	add(o.ResourceLabelSelector != "", "--resource-label-selector")
 	add(o.WebhookURL != "", "--webhook-url")
 	add(o.IsArgoRollouts, "--is-Argo-Rollouts")
 	add(o.EnableCSIIntegration, "--enable-csi-integration")
-	add(o.EnablePprof, "--enable-pprof")
 	return out
+}
+
+// SourceSelector parses --resource-label-selector. Upstream's "key:value" form is accepted
+// besides Kubernetes selector syntax.
+func (o *Options) SourceSelector() (labels.Selector, error) {
+	s := strings.TrimSpace(o.ResourceLabelSelector)
+	if s == "" {
+		return nil, nil
+	}
+	if !strings.ContainsAny(s, "=!() ") {
+		s = strings.ReplaceAll(s, ":", "=")
+	}
+	sel, err := labels.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("--resource-label-selector: %w", err)
+	}
+	return sel, nil
+}
+
+// NamespaceFilter returns a server-side field selector that leaves out
+// --namespaces-to-ignore, or nil.
+func (o *Options) NamespaceFilter() fields.Selector {
+	var sels []fields.Selector
+	for _, ns := range o.NamespacesToIgnore {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			sels = append(sels, fields.OneTermNotEqualSelector("metadata.namespace", ns))
+		}
+	}
+	if len(sels) == 0 {
+		return nil
+	}
+	return fields.AndSelectors(sels...)
 }
