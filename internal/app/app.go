@@ -98,7 +98,7 @@ func New(ctx context.Context, cfg *rest.Config, opts options.Options, logger log
 		Controller:                    config.Controller{SkipNameValidation: ptr.To(true)},
 		LeaderElection:                opts.EnableHA,
 		LeaderElectionID:              LeaderElectionID,
-		LeaderElectionNamespace:       leaderNamespace(),
+		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {

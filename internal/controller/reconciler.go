@@ -60,6 +60,14 @@ type observed struct {
 
 // Reconcile implements reconcile.Reconciler.
 func (r *WorkloadReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	res, err := r.reconcile(ctx, req)
+	if err != nil {
+		r.Metrics.Errors.WithLabelValues(r.Kind.Name()).Inc()
+	}
+	return res, err
+}
+
+func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	started := r.Now()
 	obj := r.Kind.NewObject()
 	k := r.windowKey(req.NamespacedName)
@@ -126,7 +134,6 @@ func (r *WorkloadReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 			r.Recorder.Eventf(original, sources[changed[0]].obj, corev1.EventTypeWarning, ReasonReloadFail, "Reload",
 				"Reload after change of %s failed: %v", describe(changes), err)
 		}
-		r.Metrics.Errors.WithLabelValues(r.Kind.Name()).Inc()
 		return reconcile.Result{}, fmt.Errorf("patch %s: %w", k, err)
 	}
 	if first, ok := r.Window.FirstChange(k); ok && len(changes) > 0 {
@@ -217,19 +224,7 @@ func (r *WorkloadReconciler) record(ctx context.Context, obj client.Object) (rel
 func describe(changes []reload.Change) string {
 	parts := make([]string, len(changes))
 	for i, ch := range changes {
-		parts[i] = fmt.Sprintf("%s %s", kindName(ch.ID.Kind), ch.ID.Name)
+		parts[i] = ch.ID.Kind.Title() + " " + ch.ID.Name
 	}
 	return strings.Join(parts, ", ")
-}
-
-func kindName(k source.Kind) string {
-	switch k {
-	case source.ConfigMap:
-		return "ConfigMap"
-	case source.Secret:
-		return "Secret"
-	case source.SecretProviderClass:
-		return "SecretProviderClass"
-	}
-	return string(k)
 }

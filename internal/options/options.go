@@ -51,6 +51,9 @@ type Options struct {
 	Workers        int
 
 	MetricsCountByNamespace bool
+	// LeaderElectionNamespace holds the --enable-ha Lease: POD_NAMESPACE, as upstream's chart
+	// sets it; empty means controller-runtime's default, the in-cluster namespace.
+	LeaderElectionNamespace string
 
 	Keys reload.Keys
 }
@@ -136,6 +139,7 @@ func (o *Options) ApplyEnv(getenv func(string) string) {
 		}
 	}
 	o.MetricsCountByNamespace = getenv("METRICS_COUNT_BY_NAMESPACE") == "enabled"
+	o.LeaderElectionNamespace = getenv("POD_NAMESPACE")
 }
 
 // FromEnvironment is ApplyEnv over the process environment.

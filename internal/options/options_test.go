@@ -64,11 +64,11 @@ func TestUpstreamFlagSpellingsParse(t *testing.T) {
 }
 
 func TestEnvironment(t *testing.T) {
-	env := map[string]string{"KUBERNETES_NAMESPACE": "team-a", "METRICS_COUNT_BY_NAMESPACE": "enabled"}
+	env := map[string]string{"KUBERNETES_NAMESPACE": "team-a", "METRICS_COUNT_BY_NAMESPACE": "enabled", "POD_NAMESPACE": "reloader"}
 	o := Default()
 	o.ApplyEnv(func(k string) string { return env[k] })
-	if len(o.Namespaces) != 1 || o.Namespaces[0] != "team-a" || !o.MetricsCountByNamespace {
-		t.Errorf("env not applied: %v %v", o.Namespaces, o.MetricsCountByNamespace)
+	if len(o.Namespaces) != 1 || o.Namespaces[0] != "team-a" || !o.MetricsCountByNamespace || o.LeaderElectionNamespace != "reloader" {
+		t.Errorf("env not applied: %v %v %q", o.Namespaces, o.MetricsCountByNamespace, o.LeaderElectionNamespace)
 	}
 	o = parse(t, "--namespaces=x")
 	o.ApplyEnv(func(k string) string { return env[k] })

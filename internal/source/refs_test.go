@@ -107,3 +107,12 @@ func TestParseID(t *testing.T) {
 		}
 	}
 }
+
+func TestKindTitle(t *testing.T) {
+	want := map[Kind]string{ConfigMap: "ConfigMap", Secret: "Secret", SecretProviderClass: "SecretProviderClass"}
+	for _, k := range Kinds {
+		if got := k.Title(); got != want[k] {
+			t.Errorf("%s.Title() = %q, want %q", k, got, want[k])
+		}
+	}
+}

@@ -23,6 +23,19 @@ func (k Kind) EnvSuffix() string {
 	return strings.ToUpper(string(k))
 }
 
+// Title is the kind as Kubernetes spells it, for Events and logs: "ConfigMap".
+func (k Kind) Title() string {
+	switch k {
+	case ConfigMap:
+		return "ConfigMap"
+	case Secret:
+		return "Secret"
+	case SecretProviderClass:
+		return "SecretProviderClass"
+	}
+	return string(k)
+}
+
 // ID identifies one source inside a workload's namespace.
 type ID struct {
 	Kind Kind
