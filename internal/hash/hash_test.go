@@ -53,3 +53,26 @@ func TestSecret(t *testing.T) {
 		t.Error("hash does not depend on the key (UID): it is a plain hash of the data")
 	}
 }
+
+func TestVersions(t *testing.T) {
+	one := Versions([]string{"secret/a=1", "secret/b=7"})
+	if got := Versions([]string{"secret/b=7", "secret/a=1", "secret/a=1"}); got != one {
+		t.Errorf("Versions is not a set: %q vs %q", got, one)
+	}
+	rotating := Versions([]string{"secret/a=1", "secret/a=2", "secret/b=7"})
+	tests := []struct {
+		applied, current string
+		want             bool
+	}{
+		{one, one, true},
+		{one, rotating, false},
+		{rotating, one, true},
+		{rotating, Versions([]string{"secret/a=2", "secret/b=7"}), true},
+		{one, "", true},
+	}
+	for i, tt := range tests {
+		if got := VersionsCovered(tt.applied, tt.current); got != tt.want {
+			t.Errorf("%d: VersionsCovered(%q, %q) = %v, want %v", i, tt.applied, tt.current, got, tt.want)
+		}
+	}
+}

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 
+	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/source"
 )
 
@@ -30,19 +32,55 @@ func (r Record) Encode() string {
 // Equal reports whether two records hold the same hashes.
 func (r Record) Equal(o Record) bool { return maps.Equal(r, o) }
 
-// Diff compares the hashes of the sources that concern a workload now with the record of what
-// was last applied. It returns the sources whose content changed and the record to store.
+// Absent is the recorded hash of a source that concerns a workload but does not exist.
+const Absent = ""
+
+// Events says which lifecycle events of a source reload, besides content changes
+// (--reload-on-create, --reload-on-delete).
+type Events struct {
+	OnCreate bool
+	OnDelete bool
+}
+
+// Diff compares the hashes of the sources that concern a workload now (Absent for those that
+// do not exist) with the record of what was last applied. It returns the sources to reload
+// (with Absent for a deletion) and the record to store.
 //
 // A workload seen for the first time (no record) is only recorded, never reloaded: installing
 // or upgrading reloader must not restart anything. A source that newly concerns the workload
-// is recorded without a reload; a source that no longer exists or concerns it is forgotten.
-func Diff(last Record, hasRecord bool, current map[source.ID]string) (changed []source.ID, next Record) {
+// is recorded without a reload; one that no longer concerns it is forgotten. A source that
+// appears where Absent was recorded was created; one that disappears was deleted: each reloads
+// only when ev says so. An unreported deletion keeps the last hash, so a re-created source
+// with other content still reloads.
+func Diff(last Record, hasRecord bool, current map[source.ID]string, ev Events) (changed []source.ID, next Record) {
 	next = make(Record, len(current))
 	for id, h := range current {
 		next[id.String()] = h
-		if old, ok := last[id.String()]; hasRecord && ok && old != h {
+		old, known := last[id.String()]
+		switch {
+		case !hasRecord || !known || old == h:
+		case old == Absent:
+			if ev.OnCreate {
+				changed = append(changed, id)
+			}
+		case h == Absent:
+			if ev.OnDelete {
+				changed = append(changed, id)
+			} else {
+				next[id.String()] = old
+			}
+		case !covered(id.Kind, old, h):
 			changed = append(changed, id)
 		}
 	}
+	slices.SortFunc(changed, source.CompareIDs)
 	return changed, next
+}
+
+// covered reports whether the content last applied still stands for the current content.
+func covered(kind source.Kind, applied, current string) bool {
+	if kind == source.SecretProviderClass {
+		return hash.VersionsCovered(applied, current)
+	}
+	return applied == current
 }

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/source"
 )
 
@@ -48,6 +49,9 @@ func TestParseRulesReportsBadValuesAndKeepsTheRest(t *testing.T) {
 	}
 	if r.Auto != nil {
 		t.Errorf("invalid auto value parsed as %v", *r.Auto)
+	}
+	if got := r.Literal[source.ConfigMap]; !slices.Equal(got, []string{"good"}) {
+		t.Errorf("literal names = %v, want [good]", got)
 	}
 }
 
@@ -103,23 +107,38 @@ func TestConcerns(t *testing.T) {
 func TestDiff(t *testing.T) {
 	a := source.ID{Kind: source.ConfigMap, Name: "a"}
 	b := source.ID{Kind: source.Secret, Name: "b"}
+	spc := source.ID{Kind: source.SecretProviderClass, Name: "vault"}
+	v1, v2 := hash.Versions([]string{"k=1"}), hash.Versions([]string{"k=2"})
+	both := hash.Versions([]string{"k=1", "k=2"})
+	all := Events{OnCreate: true, OnDelete: true}
 	tests := []struct {
 		name        string
 		last        Record
 		hasRecord   bool
 		current     map[source.ID]string
+		ev          Events
 		wantChanged []source.ID
 		wantNext    Record
 	}{
-		{"first sight records, never reloads", nil, false, map[source.ID]string{a: "1"}, nil, Record{"configmap/a": "1"}},
-		{"unchanged", Record{"configmap/a": "1"}, true, map[source.ID]string{a: "1"}, nil, Record{"configmap/a": "1"}},
-		{"changed", Record{"configmap/a": "1", "secret/b": "x"}, true, map[source.ID]string{a: "2", b: "x"}, []source.ID{a}, Record{"configmap/a": "2", "secret/b": "x"}},
-		{"new source only recorded", Record{"configmap/a": "1"}, true, map[source.ID]string{a: "1", b: "x"}, nil, Record{"configmap/a": "1", "secret/b": "x"}},
-		{"gone source forgotten", Record{"configmap/a": "1", "secret/b": "x"}, true, map[source.ID]string{a: "1"}, nil, Record{"configmap/a": "1"}},
+		{"first sight records, never reloads", nil, false, map[source.ID]string{a: "1"}, all, nil, Record{"configmap/a": "1"}},
+		{"first sight of a missing source records it absent", nil, false, map[source.ID]string{a: Absent}, all, nil, Record{"configmap/a": ""}},
+		{"unchanged", Record{"configmap/a": "1"}, true, map[source.ID]string{a: "1"}, Events{}, nil, Record{"configmap/a": "1"}},
+		{"changed", Record{"configmap/a": "1", "secret/b": "x"}, true, map[source.ID]string{a: "2", b: "x"}, Events{}, []source.ID{a}, Record{"configmap/a": "2", "secret/b": "x"}},
+		{"two changed, in order", Record{"configmap/a": "1", "secret/b": "x"}, true, map[source.ID]string{b: "y", a: "2"}, Events{}, []source.ID{a, b}, Record{"configmap/a": "2", "secret/b": "y"}},
+		{"new source only recorded", Record{"configmap/a": "1"}, true, map[source.ID]string{a: "1", b: "x"}, all, nil, Record{"configmap/a": "1", "secret/b": "x"}},
+		{"source no longer concerned is forgotten", Record{"configmap/a": "1", "secret/b": "x"}, true, map[source.ID]string{a: "1"}, all, nil, Record{"configmap/a": "1"}},
+		{"created: recorded only", Record{"configmap/a": ""}, true, map[source.ID]string{a: "1"}, Events{}, nil, Record{"configmap/a": "1"}},
+		{"created: reloads on create", Record{"configmap/a": ""}, true, map[source.ID]string{a: "1"}, Events{OnCreate: true}, []source.ID{a}, Record{"configmap/a": "1"}},
+		{"deleted: keeps the last hash", Record{"configmap/a": "1"}, true, map[source.ID]string{a: Absent}, Events{OnCreate: true}, nil, Record{"configmap/a": "1"}},
+		{"deleted: reloads on delete", Record{"configmap/a": "1"}, true, map[source.ID]string{a: Absent}, Events{OnDelete: true}, []source.ID{a}, Record{"configmap/a": ""}},
+		{"deleted then re-created with the same content", Record{"configmap/a": "1"}, true, map[source.ID]string{a: "1"}, Events{}, nil, Record{"configmap/a": "1"}},
+		{"still absent", Record{"configmap/a": ""}, true, map[source.ID]string{a: Absent}, all, nil, Record{"configmap/a": ""}},
+		{"csi: a new version reloads", Record{"secretproviderclass/vault": v1}, true, map[source.ID]string{spc: both}, Events{}, []source.ID{spc}, Record{"secretproviderclass/vault": both}},
+		{"csi: old versions going away do not", Record{"secretproviderclass/vault": both}, true, map[source.ID]string{spc: v2}, Events{}, nil, Record{"secretproviderclass/vault": v2}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			changed, next := Diff(tt.last, tt.hasRecord, tt.current)
+			changed, next := Diff(tt.last, tt.hasRecord, tt.current, tt.ev)
 			if !slices.Equal(changed, tt.wantChanged) || !next.Equal(tt.wantNext) {
 				t.Errorf("Diff() = %v, %v; want %v, %v", changed, next, tt.wantChanged, tt.wantNext)
 			}
@@ -157,6 +176,12 @@ func TestEnvVarsStrategy(t *testing.T) {
 	wantSide := []corev1.EnvVar{{Name: "STAKATER_S_SECRET", Value: "h"}}
 	if !reflect.DeepEqual(tpl.Spec.Containers[1].Env, wantSide) {
 		t.Errorf("side env = %v, want %v", tpl.Spec.Containers[1].Env, wantSide)
+	}
+
+	EnvVars{}.Apply(tpl, "ns", []Change{{ID: source.ID{Kind: source.Secret, Name: "s"}, Hash: Absent, Containers: []string{"app", "side"}}}, time.Now())
+	wantApp = wantApp[:1]
+	if !reflect.DeepEqual(tpl.Spec.Containers[0].Env, wantApp) || len(tpl.Spec.Containers[1].Env) != 0 {
+		t.Errorf("after deletion env = %v / %v, want %v / none", tpl.Spec.Containers[0].Env, tpl.Spec.Containers[1].Env, wantApp)
 	}
 }
 

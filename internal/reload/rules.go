@@ -15,8 +15,11 @@ type Rules struct {
 	Auto      *bool
 	TypedAuto map[source.Kind]*bool
 	Named     map[source.Kind][]*regexp.Regexp
-	Exclude   map[source.Kind][]*regexp.Regexp
-	Search    bool
+	// Literal are the named entries that are plain names, not patterns: they concern the
+	// workload even before the source exists, so its creation can be noticed.
+	Literal map[source.Kind][]string
+	Exclude map[source.Kind][]*regexp.Regexp
+	Search  bool
 }
 
 // HasNamed reports whether the workload names sources of this kind (it may not reference them).
@@ -59,7 +62,7 @@ func ParseRules(keys Keys, meta, template map[string]string) (Rules, []error) {
 		}
 		return &b
 	}
-	patterns := func(key string) []*regexp.Regexp {
+	patterns := func(key string, literals *[]string) []*regexp.Regexp {
 		v, ok := lookup(key)
 		if !ok {
 			return nil
@@ -76,6 +79,9 @@ func ParseRules(keys Keys, meta, template map[string]string) (Rules, []error) {
 				continue
 			}
 			res = append(res, re)
+			if literals != nil && regexp.QuoteMeta(entry) == entry {
+				*literals = append(*literals, entry)
+			}
 		}
 		return res
 	}
@@ -84,6 +90,7 @@ func ParseRules(keys Keys, meta, template map[string]string) (Rules, []error) {
 		Auto:      boolean(keys.Auto),
 		TypedAuto: map[source.Kind]*bool{},
 		Named:     map[source.Kind][]*regexp.Regexp{},
+		Literal:   map[source.Kind][]string{},
 		Exclude:   map[source.Kind][]*regexp.Regexp{},
 	}
 	if s := boolean(keys.Search); s != nil {
@@ -91,8 +98,10 @@ func ParseRules(keys Keys, meta, template map[string]string) (Rules, []error) {
 	}
 	for _, k := range source.Kinds {
 		r.TypedAuto[k] = boolean(keys.TypedAuto[k])
-		r.Named[k] = patterns(keys.Reload[k])
-		r.Exclude[k] = patterns(keys.Exclude[k])
+		var literals []string
+		r.Named[k] = patterns(keys.Reload[k], &literals)
+		r.Literal[k] = literals
+		r.Exclude[k] = patterns(keys.Exclude[k], nil)
 	}
 	return r, errs
 }

@@ -13,7 +13,8 @@ import (
 
 // Change is one source whose new content a reload applies to a pod template.
 type Change struct {
-	ID   source.ID
+	ID source.ID
+	// Hash is the new content hash; Absent when the source was deleted.
 	Hash string
 	// Containers are the containers that use the source; the env-vars strategy writes there.
 	Containers []string
@@ -53,7 +54,8 @@ func TargetContainers(ref *source.Ref, spec *corev1.PodSpec) []string {
 	return nil
 }
 
-// EnvVars sets STAKATER_<NAME>_<KIND>=<hash> on the containers that use each source.
+// EnvVars sets STAKATER_<NAME>_<KIND>=<hash> on the containers that use each source, and
+// removes it when the source was deleted.
 type EnvVars struct{}
 
 // Apply implements Strategy.
@@ -63,6 +65,10 @@ func (EnvVars) Apply(tpl *corev1.PodTemplateSpec, _ string, changes []Change, _ 
 		for i := range tpl.Spec.Containers {
 			c := &tpl.Spec.Containers[i]
 			if !slices.Contains(ch.Containers, c.Name) {
+				continue
+			}
+			if ch.Hash == Absent {
+				c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == name })
 				continue
 			}
 			setEnv(c, name, ch.Hash)
@@ -96,7 +102,8 @@ type LastReloaded struct {
 }
 
 // Apply implements Strategy. With several changes in one reload the annotation names the
-// last one; the template changes once either way.
+// last one; the template changes once either way. A deleted source is written with an empty
+// hash, the delete marker.
 func (Annotations) Apply(tpl *corev1.PodTemplateSpec, namespace string, changes []Change, now time.Time) {
 	if len(changes) == 0 {
 		return
