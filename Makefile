@@ -34,3 +34,8 @@ demo: build kube-binaries
 
 clean:
 	rm -rf bin
+
+# Regenerates the deepcopy functions of internal/extapi; the output is committed.
+CONTROLLER_GEN := sigs.k8s.io/controller-tools/cmd/controller-gen@v0.20.0
+generate:
+	go run $(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./internal/extapi/...

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/coalesce"
 	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/extapi"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
@@ -42,27 +44,67 @@ func New(ctx context.Context, cfg *rest.Config, opts options.Options, logger log
 	strategy, _ := reload.NewStrategy(opts.ReloadStrategy) // validated above
 	ignored := opts.IgnoredSourceKinds()
 
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := extapi.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	// The optional APIs are looked up once, at start-up.
+	apis, err := discover(cfg, scheme)
+	if err != nil {
+		return nil, err
+	}
+
 	var sources []controller.SourceType
 	for _, st := range []controller.SourceType{controller.ConfigMaps, controller.Secrets} {
 		if !ignored[st.Kind] {
 			sources = append(sources, st)
 		}
 	}
+	if opts.EnableCSIIntegration {
+		if apis.has(&extapi.SecretProviderClassPodStatus{}) {
+			sources = append(sources, controller.CSIMounts)
+		} else {
+			logger.Info("WARNING: --enable-csi-integration is set but the Secrets Store CSI driver's API (secrets-store.csi.x-k8s.io/v1 SecretProviderClassPodStatus) is not installed; CSI secrets are not watched")
+		}
+	}
 
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, err
+	var kinds []workload.Kind
+	for _, kind := range workload.Builtin() {
+		if !opts.IgnoresWorkload(kind.Name()) {
+			kinds = append(kinds, kind)
+		}
+	}
+	if opts.IsArgoRollouts && !opts.IgnoresWorkload("Rollout") {
+		if apis.has(&extapi.Rollout{}) {
+			kinds = append(kinds, workload.Rollout())
+		} else {
+			logger.Info("WARNING: --is-Argo-Rollouts is set but the argoproj.io/v1alpha1 Rollout API is not installed; Rollouts are not watched")
+		}
+	}
+	if !opts.IgnoresWorkload("DeploymentConfig") && apis.has(&extapi.DeploymentConfig{}) {
+		logger.Info("OpenShift DeploymentConfig API found; watching DeploymentConfigs")
+		kinds = append(kinds, workload.DeploymentConfig())
+	}
+	// The workload kinds whose objects are read: a Rollout may run a Deployment's template
+	// even when Deployments themselves are left alone.
+	indexed := slices.Clone(kinds)
+	if slices.ContainsFunc(kinds, func(k workload.Kind) bool { _, ok := k.(workload.Referencing); return ok }) &&
+		!slices.ContainsFunc(kinds, func(k workload.Kind) bool { return k.Name() == "Deployment" }) {
+		indexed = append(indexed, workload.Deployment())
 	}
 
 	sourceLabels, _ := opts.SourceSelector() // validated above
 	namespaceFilter := opts.NamespaceFilter()
 	byObject := map[client.Object]cache.ByObject{}
 	for _, st := range sources {
-		byObject[st.NewObject()] = cache.ByObject{
-			Transform: st.Transform,
-			Field:     and(st.Field, namespaceFilter),
-			Label:     sourceLabels,
+		b := cache.ByObject{Transform: st.Transform, Field: and(st.Field, namespaceFilter)}
+		if st.Pool == nil {
+			b.Label = sourceLabels
 		}
+		byObject[st.NewObject()] = b
 	}
 	var namespaces map[string]cache.Config
 	if len(opts.Namespaces) > 0 {
@@ -105,42 +147,51 @@ func New(ctx context.Context, cfg *rest.Config, opts options.Options, logger log
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
 
-	// Register every informer now, so that cache sync, and so readiness, covers them all;
-	// controllers would otherwise add theirs only once they start.
-	watched := []client.Object{}
+	// Register every informer and index now, so that cache sync, and so readiness, covers
+	// them all; controllers would otherwise add theirs only once they start.
+	indexer := mgr.GetFieldIndexer()
 	for _, st := range sources {
-		watched = append(watched, st.NewObject())
-	}
-	var kinds []workload.Kind
-	for _, kind := range workload.Builtin() {
-		if !opts.IgnoresWorkload(kind.Name()) {
-			kinds = append(kinds, kind)
-			watched = append(watched, kind.NewObject())
+		if st.Pool != nil {
+			if err := controller.IndexPooled(ctx, indexer, st); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := mgr.GetCache().GetInformer(ctx, st.NewObject()); err != nil {
+			return nil, fmt.Errorf("watch %ss: %w", st.Kind, err)
 		}
 	}
-	for _, obj := range watched {
-		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
-			return nil, fmt.Errorf("watch %T: %w", obj, err)
+	for _, kind := range indexed {
+		if err := controller.IndexWorkloads(ctx, indexer, kind, opts.Keys); err != nil {
+			return nil, err
+		}
+		if _, err := mgr.GetCache().GetInformer(ctx, kind.NewObject()); err != nil {
+			return nil, fmt.Errorf("watch %ss: %w", kind.Name(), err)
 		}
 	}
 
 	m := metrics.New(crmetrics.Registry, opts.MetricsCountByNamespace)
 	window := coalesce.New(opts.CoalesceWindow)
 	policy := reload.Policy{Keys: opts.Keys, AutoReloadAll: opts.AutoReloadAll, IgnoredKinds: ignored}
+	behaviour := controller.Behaviour{
+		Events:               reload.Events{OnCreate: opts.ReloadOnCreate, OnDelete: opts.ReloadOnDelete},
+		RunCronJobs:          opts.RunCronJobsOnReload,
+		RecreateFinishedJobs: opts.RecreateFinishedJobs,
+	}
 	for _, kind := range kinds {
 		r := &controller.WorkloadReconciler{
-			Client:   mgr.GetClient(),
-			Kind:     kind,
-			Sources:  sources,
-			Policy:   policy,
-			Strategy: strategy,
-			Window:   window,
-			Recorder: mgr.GetEventRecorder("reloader"),
-			Metrics:  m,
-			Workers:  opts.Workers,
-			Now:      time.Now,
+			Client:    mgr.GetClient(),
+			Kind:      kind,
+			Sources:   sources,
+			Policy:    policy,
+			Behaviour: behaviour,
+			Strategy:  strategy,
+			Window:    window,
+			Recorder:  mgr.GetEventRecorder("reloader"),
+			Metrics:   m,
+			Workers:   opts.Workers,
+			Now:       time.Now,
 		}
-		if err := r.SetupWithManager(ctx, mgr); err != nil {
+		if err := r.SetupWithManager(mgr); err != nil {
 			return nil, err
 		}
 	}

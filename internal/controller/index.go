@@ -1,6 +1,9 @@
 package controller
 
 import (
+	"context"
+	"fmt"
+
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/reload"
@@ -9,11 +12,30 @@ import (
 )
 
 // IndexSources indexes workloads by the sources that may concern them: "configmap/name" for
-// each reference in the pod template, and "configmap/*" when the workload names ConfigMaps in a
-// reload annotation (names there are regular expressions, so they can't be indexed by value).
+// each reference in the pod template, "configmap/*" when the workload names ConfigMaps in a
+// reload annotation (names there are regular expressions, so they can't be indexed by value),
+// and "workloadref/name" when it runs the template of Deployment "name".
 const IndexSources = "reloader.sources"
 
 func anyOf(kind source.Kind) string { return string(kind) + "/*" }
+
+func workloadRef(deployment string) string { return "workloadref/" + deployment }
+
+// IndexWorkloads registers IndexSources for one workload kind.
+func IndexWorkloads(ctx context.Context, indexer client.FieldIndexer, kind workload.Kind, keys reload.Keys) error {
+	if err := indexer.IndexField(ctx, kind.NewObject(), IndexSources, sourceIndexer(kind, keys)); err != nil {
+		return fmt.Errorf("index %s by source: %w", kind.Name(), err)
+	}
+	return nil
+}
+
+// IndexPooled registers IndexPooledSource for a pooled source type.
+func IndexPooled(ctx context.Context, indexer client.FieldIndexer, st SourceType) error {
+	if err := indexer.IndexField(ctx, st.NewObject(), IndexPooledSource, st.IndexValue); err != nil {
+		return fmt.Errorf("index %ss by source: %w", st.Kind, err)
+	}
+	return nil
+}
 
 func sourceIndexer(kind workload.Kind, keys reload.Keys) client.IndexerFunc {
 	return func(obj client.Object) []string {
@@ -27,6 +49,9 @@ func sourceIndexer(kind workload.Kind, keys reload.Keys) client.IndexerFunc {
 			if rules.HasNamed(k) {
 				values = append(values, anyOf(k))
 			}
+		}
+		if ref, ok := kind.(workload.Referencing); ok && ref.TemplateRef(obj) != "" {
+			values = append(values, workloadRef(ref.TemplateRef(obj)))
 		}
 		return values
 	}

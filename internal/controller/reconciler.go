@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,31 +32,38 @@ const FieldOwner = "Reloader"
 const (
 	ReasonReloaded          = "Reloaded"
 	ReasonReloadFail        = "ReloadFail"
+	ReasonReloadSkipped     = "ReloadSkipped"
 	ReasonInvalidAnnotation = "InvalidAnnotation"
+	ReasonResumed           = "Resumed"
 )
 
 // WorkloadReconciler brings one kind of workload in line with its sources: when the content
 // of a source that concerns a workload differs from the hash recorded on the workload, it
 // writes the new hashes into the pod template and the record, in one patch.
 type WorkloadReconciler struct {
-	Client   client.Client
-	Kind     workload.Kind
-	Sources  []SourceType
-	Policy   reload.Policy
-	Strategy reload.Strategy
-	Window   *coalesce.Window
-	Recorder recorder.EventRecorder
-	Metrics  *metrics.Metrics
+	Client    client.Client
+	Kind      workload.Kind
+	Sources   []SourceType
+	Policy    reload.Policy
+	Behaviour Behaviour
+	Strategy  reload.Strategy
+	Window    *coalesce.Window
+	Recorder  recorder.EventRecorder
+	Metrics   *metrics.Metrics
 	// Workers is how many workloads of this kind reconcile at once.
 	Workers int
 	Now     func() time.Time
+
+	jobs pendingJobs
 }
 
-// observed is one source that concerns the workload, as it is now.
-type observed struct {
-	obj  client.Object
-	hash string
-	ref  *source.Ref
+// Behaviour holds the flags that change what a reload does.
+type Behaviour struct {
+	Events reload.Events
+	// RunCronJobs also starts a Job when a CronJob reloads (upstream's behaviour).
+	RunCronJobs bool
+	// RecreateFinishedJobs also replaces Jobs that have completed or failed.
+	RecreateFinishedJobs bool
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -69,30 +77,29 @@ func (r *WorkloadReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 
 func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	started := r.Now()
-	obj := r.Kind.NewObject()
 	k := r.windowKey(req.NamespacedName)
-	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.Window.Done(k, started)
-			return reconcile.Result{}, nil
-		}
+	obj := r.Kind.NewObject()
+	err := r.Client.Get(ctx, req.NamespacedName, obj)
+	if err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, err
 	}
-	if !obj.GetDeletionTimestamp().IsZero() {
+	if pending, ok := r.jobs.get(req.NamespacedName); ok {
+		return r.createReplacement(ctx, req.NamespacedName, pending, obj, err == nil)
+	}
+	if err != nil || !obj.GetDeletionTimestamp().IsZero() {
 		r.Window.Done(k, started)
 		return reconcile.Result{}, nil
 	}
 	logger := log.FromContext(ctx)
-	tpl := r.Kind.PodTemplate(obj)
 
-	rules, errs := reload.ParseRules(r.Policy.Keys, obj.GetAnnotations(), tpl.Annotations)
-	if len(errs) > 0 {
-		msg := errors.Join(errs...).Error()
-		logger.Info("invalid reload annotation; the valid rules still apply", "error", msg)
-		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonInvalidAnnotation, "Validate", "%s", msg)
+	tw, err := r.template(ctx, obj)
+	if err != nil {
+		return reconcile.Result{}, err
 	}
+	rules, errs := reload.ParseRules(r.Policy.Keys, obj.GetAnnotations(), tw.tpl.Annotations)
+	r.invalid(ctx, obj, errs...)
 
-	sources, err := r.concerned(ctx, obj, tpl, &rules)
+	sources, err := r.concerned(ctx, obj.GetNamespace(), tw.tpl, &rules)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -101,40 +108,55 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Reques
 		hashes[id] = o.hash
 	}
 	last, hasRecord := r.record(ctx, obj)
-	changed, next := reload.Diff(last, hasRecord, hashes)
-	if len(changed) == 0 && next.Equal(last) && (hasRecord || len(next) == 0) {
-		logger.V(2).Info("sources unchanged", "sources", len(next))
-		r.Window.Done(k, started)
-		return reconcile.Result{}, nil
-	}
+	changed, next := reload.Diff(last, hasRecord, hashes, r.Behaviour.Events)
 	if len(changed) > 0 {
 		if wait := r.Window.Wait(k); wait > 0 {
 			logger.V(1).Info("waiting for changes to settle", "wait", wait.String(), "changed", len(changed))
 			return reconcile.Result{RequeueAfter: wait}, nil
 		}
 	}
-
-	original := obj.DeepCopyObject().(client.Object)
 	changes := make([]reload.Change, 0, len(changed))
 	for _, id := range changed {
 		o := sources[id]
-		changes = append(changes, reload.Change{ID: id, Hash: o.hash, Containers: reload.TargetContainers(o.ref, &tpl.Spec)})
+		changes = append(changes, reload.Change{ID: id, Hash: o.hash, Containers: reload.TargetContainers(o.ref, &tw.tpl.Spec)})
 	}
-	r.Strategy.Apply(tpl, obj.GetNamespace(), changes, started)
-	ann := obj.GetAnnotations()
-	if ann == nil {
-		ann = map[string]string{}
+	var related client.Object
+	if len(changed) > 0 {
+		related = sources[changed[0]].obj
 	}
-	ann[reload.RecordAnnotation] = next.Encode()
-	obj.SetAnnotations(ann)
+	if why := r.skip(obj); why != "" && len(changes) > 0 {
+		logger.Info("reload skipped", "reason", why)
+		r.Recorder.Eventf(obj, related, corev1.EventTypeNormal, ReasonReloadSkipped, "Reload",
+			"Not reloading %s %s after change of %s: %s", r.Kind.Name(), obj.GetName(), describe(changes), why)
+		changes = nil
+	}
 
-	if err := r.Client.Patch(ctx, obj, client.StrategicMergeFrom(original), client.FieldOwner(FieldOwner)); err != nil {
+	updated := obj.DeepCopyObject().(client.Object)
+	if len(changes) > 0 {
+		r.apply(ctx, updated, tw, changes, started)
+	}
+	if hasRecord || len(next) > 0 {
+		setAnnotation(updated, reload.RecordAnnotation, next.Encode())
+	}
+	requeue, resumed := r.pause(ctx, updated, len(changes) > 0, started)
+	if equality.Semantic.DeepEqual(obj, updated) && !tw.changed() {
+		logger.V(2).Info("sources unchanged", "sources", len(next))
+		r.Window.Done(k, started)
+		return reconcile.Result{RequeueAfter: requeue}, nil
+	}
+
+	if err := r.write(ctx, obj, updated, tw, changes, next); err != nil {
 		if len(changes) > 0 {
 			r.Metrics.Reloaded(obj.GetNamespace(), false)
-			r.Recorder.Eventf(original, sources[changed[0]].obj, corev1.EventTypeWarning, ReasonReloadFail, "Reload",
+			r.Recorder.Eventf(obj, related, corev1.EventTypeWarning, ReasonReloadFail, "Reload",
 				"Reload after change of %s failed: %v", describe(changes), err)
 		}
-		return reconcile.Result{}, fmt.Errorf("patch %s: %w", k, err)
+		return reconcile.Result{}, fmt.Errorf("write %s: %w", k, err)
+	}
+	if resumed {
+		logger.Info("resumed after pause period")
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonResumed, "Resume",
+			"Resumed %s %s after its pause period", r.Kind.Name(), obj.GetName())
 	}
 	if first, ok := r.Window.FirstChange(k); ok && len(changes) > 0 {
 		r.Metrics.ChangeToPatch.Observe(r.Now().Sub(first).Seconds())
@@ -142,68 +164,30 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Reques
 	r.Window.Done(k, started)
 	if len(changes) == 0 {
 		logger.V(1).Info("recorded source hashes", "record", next.Encode())
-		return reconcile.Result{}, nil
+		return reconcile.Result{RequeueAfter: requeue}, nil
 	}
 	r.Metrics.Reloaded(obj.GetNamespace(), true)
 	for _, ch := range changes {
 		logger.Info("reloaded", "source", ch.ID.String(), "hash", ch.Hash, "containers", ch.Containers)
 	}
-	r.Recorder.Eventf(obj, sources[changed[0]].obj, corev1.EventTypeNormal, ReasonReloaded, "Reload",
+	r.Recorder.Eventf(obj, related, corev1.EventTypeNormal, ReasonReloaded, "Reload",
 		"Reloaded %s %s after change of %s", r.Kind.Name(), obj.GetName(), describe(changes))
-	return reconcile.Result{}, nil
+	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// invalid reports bad annotations; the valid rules still apply.
+func (r *WorkloadReconciler) invalid(ctx context.Context, obj client.Object, errs ...error) {
+	if len(errs) == 0 {
+		return
+	}
+	msg := errors.Join(errs...).Error()
+	log.FromContext(ctx).Info("invalid reload annotation; the valid rules still apply", "error", msg)
+	r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonInvalidAnnotation, "Validate", "%s", msg)
 }
 
 // windowKey names a workload in the coalescing window.
 func (r *WorkloadReconciler) windowKey(nn types.NamespacedName) string {
 	return r.Kind.Name() + "/" + nn.String()
-}
-
-// concerned returns the existing sources that concern the workload, by ID.
-func (r *WorkloadReconciler) concerned(ctx context.Context, obj client.Object, tpl *corev1.PodTemplateSpec, rules *reload.Rules) (map[source.ID]observed, error) {
-	ns := obj.GetNamespace()
-	refs := map[source.ID]*source.Ref{}
-	for _, ref := range source.Refs(&tpl.Spec) {
-		refs[ref.ID] = &ref
-	}
-	out := map[source.ID]observed{}
-	for _, st := range r.Sources {
-		consider := func(o client.Object) {
-			id := source.ID{Kind: st.Kind, Name: o.GetName()}
-			ref := refs[id]
-			ok, _ := r.Policy.Concerns(rules, reload.Candidate{ID: id, Annotations: o.GetAnnotations(), Referenced: ref != nil})
-			if ok {
-				out[id] = observed{obj: o, hash: st.contentHash(o), ref: ref}
-			}
-		}
-		if rules.HasNamed(st.Kind) {
-			// Named entries are regular expressions: match them against the namespace's sources.
-			list := st.NewList()
-			if err := r.Client.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
-				return nil, fmt.Errorf("list %ss in %s: %w", st.Kind, ns, err)
-			}
-			if err := forEach(list, consider); err != nil {
-				return nil, err
-			}
-		}
-		for id := range refs {
-			if id.Kind != st.Kind {
-				continue
-			}
-			if _, done := out[id]; done {
-				continue
-			}
-			o := st.NewObject()
-			err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: id.Name}, o)
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("get %s %s/%s: %w", st.Kind, ns, id.Name, err)
-			}
-			consider(o)
-		}
-	}
-	return out, nil
 }
 
 // record reads the hashes last applied to the workload. An unreadable record counts as none:
@@ -221,10 +205,22 @@ func (r *WorkloadReconciler) record(ctx context.Context, obj client.Object) (rel
 	return rec, true
 }
 
+func setAnnotation(obj client.Object, key, value string) {
+	ann := obj.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[key] = value
+	obj.SetAnnotations(ann)
+}
+
 func describe(changes []reload.Change) string {
 	parts := make([]string, len(changes))
 	for i, ch := range changes {
 		parts[i] = ch.ID.Kind.Title() + " " + ch.ID.Name
+		if ch.Hash == reload.Absent {
+			parts[i] += " (deleted)"
+		}
 	}
 	return strings.Join(parts, ", ")
 }

@@ -2,9 +2,10 @@ package controller
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -13,24 +14,28 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/workload"
 )
 
-// SetupWithManager registers the source index and the controller for r.Kind.
-func (r *WorkloadReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(ctx, r.Kind.NewObject(), IndexSources, sourceIndexer(r.Kind, r.Policy.Keys)); err != nil {
-		return fmt.Errorf("index %s by source: %w", r.Kind.Name(), err)
-	}
+// SetupWithManager registers the controller for r.Kind. The indexes it reads (IndexWorkloads,
+// and IndexPooled for pooled sources) must be registered first.
+func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(strings.ToLower(r.Kind.Name())).
 		For(r.Kind.NewObject(), builder.WithPredicates(workloadChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)})
 	for _, st := range r.Sources {
-		b = b.Watches(st.NewObject(), handler.EnqueueRequestsFromMapFunc(r.mapSource(st.Kind)),
+		b = b.Watches(st.NewObject(), handler.EnqueueRequestsFromMapFunc(r.mapSource(st)),
 			builder.WithPredicates(sourceChanged(r.Policy.Keys)))
+	}
+	if _, ok := r.Kind.(workload.Referencing); ok {
+		b = b.Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.mapReferenced),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	}
 	return b.Complete(r)
 }
@@ -38,34 +43,62 @@ func (r *WorkloadReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Mana
 // mapSource finds, through the index, the workloads of r.Kind that a source event concerns,
 // and opens or extends their coalescing window. Other workloads in the namespace are never
 // looked at.
-func (r *WorkloadReconciler) mapSource(kind source.Kind) handler.MapFunc {
+func (r *WorkloadReconciler) mapSource(st SourceType) handler.MapFunc {
 	return func(ctx context.Context, src client.Object) []reconcile.Request {
-		id := source.ID{Kind: kind, Name: src.GetName()}
+		id := source.ID{Kind: st.Kind, Name: st.sourceName(src)}
+		if id.Name == "" {
+			return nil
+		}
+		var annotations map[string]string
+		if st.Pool == nil {
+			annotations = src.GetAnnotations()
+		}
+		ns := src.GetNamespace()
 		var reqs []reconcile.Request
 		seen := map[string]bool{}
-		for _, value := range []string{id.String(), anyOf(kind)} {
-			list := r.Kind.NewList()
-			if err := r.Client.List(ctx, list, client.InNamespace(src.GetNamespace()),
-				client.MatchingFields{IndexSources: value}, client.UnsafeDisableDeepCopy); err != nil {
-				log.FromContext(ctx).Error(err, "listing workloads by source index", "kind", r.Kind.Name(), "source", id.String())
-				continue
+		add := func(w client.Object, tpl *corev1.PodTemplateSpec) {
+			if seen[w.GetName()] || !r.concerns(w, tpl, id, annotations) {
+				return
 			}
-			_ = forEach(list, func(w client.Object) {
-				if seen[w.GetName()] || !r.concerns(w, id, src) {
-					return
-				}
-				seen[w.GetName()] = true
-				nn := client.ObjectKeyFromObject(w)
-				r.Window.Touch(r.windowKey(nn))
-				reqs = append(reqs, reconcile.Request{NamespacedName: nn})
+			seen[w.GetName()] = true
+			nn := client.ObjectKeyFromObject(w)
+			r.Window.Touch(r.windowKey(nn))
+			reqs = append(reqs, reconcile.Request{NamespacedName: nn})
+		}
+		for _, value := range []string{id.String(), anyOf(st.Kind)} {
+			_ = r.byIndex(ctx, r.Kind.NewList(), ns, value, func(w client.Object) {
+				add(w, r.Kind.PodTemplate(w))
+			})
+		}
+		if _, ok := r.Kind.(workload.Referencing); ok {
+			// Rollouts that run a Deployment's template: through the Deployments using the source.
+			_ = r.byIndex(ctx, &appsv1.DeploymentList{}, ns, id.String(), func(d client.Object) {
+				tpl := &d.(*appsv1.Deployment).Spec.Template
+				_ = r.byIndex(ctx, r.Kind.NewList(), ns, workloadRef(d.GetName()), func(w client.Object) { add(w, tpl) })
 			})
 		}
 		return reqs
 	}
 }
 
-func (r *WorkloadReconciler) concerns(w client.Object, id source.ID, src client.Object) bool {
-	tpl := r.Kind.PodTemplate(w)
+// mapReferenced enqueues the Rollouts that run a Deployment's template when that changes.
+func (r *WorkloadReconciler) mapReferenced(ctx context.Context, d client.Object) []reconcile.Request {
+	var reqs []reconcile.Request
+	_ = r.byIndex(ctx, r.Kind.NewList(), d.GetNamespace(), workloadRef(d.GetName()), func(w client.Object) {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(w)})
+	})
+	return reqs
+}
+
+func (r *WorkloadReconciler) byIndex(ctx context.Context, list client.ObjectList, ns, value string, fn func(client.Object)) error {
+	if err := r.Client.List(ctx, list, client.InNamespace(ns), client.MatchingFields{IndexSources: value}, client.UnsafeDisableDeepCopy); err != nil {
+		log.FromContext(ctx).Error(err, "listing by source index", "kind", r.Kind.Name(), "value", value)
+		return err
+	}
+	return forEach(list, fn)
+}
+
+func (r *WorkloadReconciler) concerns(w client.Object, tpl *corev1.PodTemplateSpec, id source.ID, annotations map[string]string) bool {
 	rules, _ := reload.ParseRules(r.Policy.Keys, w.GetAnnotations(), tpl.Annotations)
 	referenced := false
 	for _, ref := range source.Refs(&tpl.Spec) {
@@ -74,7 +107,7 @@ func (r *WorkloadReconciler) concerns(w client.Object, id source.ID, src client.
 			break
 		}
 	}
-	ok, _ := r.Policy.Concerns(&rules, reload.Candidate{ID: id, Annotations: src.GetAnnotations(), Referenced: referenced})
+	ok, _ := r.Policy.Concerns(&rules, reload.Candidate{ID: id, Annotations: annotations, Referenced: referenced})
 	return ok
 }
 

@@ -1,11 +1,17 @@
 package controller
 
 import (
+	"context"
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/reloader-operator/reloader/internal/extapi"
 	"github.com/reloader-operator/reloader/internal/hash"
+	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
 )
 
@@ -13,18 +19,32 @@ import (
 // content itself is dropped. It never reaches the API server.
 const cachedHashAnnotation = "reloader.dev/cached-content-hash"
 
+// IndexPooledSource indexes the objects of a pooled source type by the source they belong to.
+const IndexPooledSource = "reloader.pooled-source"
+
 // SourceType is how the controller reads one kind of source.
 type SourceType struct {
-	Kind      source.Kind
+	Kind source.Kind
+	// NewObject and NewList make the watched objects.
 	NewObject func() client.Object
 	NewList   func() client.ObjectList
-	// Hash computes the content hash of a full object.
+	// Hash computes the content hash of a full watched object.
 	Hash func(client.Object) string
 	// Field narrows the watch server-side.
 	Field fields.Selector
+	// Pool is set when a source is seen through many objects, one per pod (CSI mounts).
+	Pool *Pool
 }
 
-// ConfigMaps and Secrets are the built-in source types.
+// Pool describes a source made of many watched objects: its content is the union of theirs.
+type Pool struct {
+	// SourceName names the source a watched object belongs to.
+	SourceName func(client.Object) string
+	// Versions lists an object's "id=version" pairs.
+	Versions func(client.Object) []string
+}
+
+// ConfigMaps, Secrets and CSIMounts are the source types.
 var (
 	ConfigMaps = SourceType{
 		Kind:      source.ConfigMap,
@@ -40,7 +60,30 @@ var (
 		// Service account tokens are rotated by Kubernetes and are never user config.
 		Field: fields.OneTermNotEqualSelector("type", string(corev1.SecretTypeServiceAccountToken)),
 	}
+	// CSIMounts see a SecretProviderClass through the Secrets Store CSI driver's status of
+	// each pod's mount: a new object version in any of them is a change of the class.
+	CSIMounts = SourceType{
+		Kind:      source.SecretProviderClass,
+		NewObject: func() client.Object { return &extapi.SecretProviderClassPodStatus{} },
+		NewList:   func() client.ObjectList { return &extapi.SecretProviderClassPodStatusList{} },
+		Hash:      func(o client.Object) string { return hash.Versions(mountVersions(o)) },
+		Pool: &Pool{
+			SourceName: func(o client.Object) string {
+				return o.(*extapi.SecretProviderClassPodStatus).Status.SecretProviderClassName
+			},
+			Versions: mountVersions,
+		},
+	}
 )
+
+func mountVersions(o client.Object) []string {
+	objs := o.(*extapi.SecretProviderClassPodStatus).Status.Objects
+	out := make([]string, 0, len(objs))
+	for _, obj := range objs {
+		out = append(out, obj.ID+"="+obj.Version)
+	}
+	return out
+}
 
 // Transform replaces a source's content by its hash before the object enters the cache, so
 // that reloader's memory grows with the number of objects, not with their bytes.
@@ -78,4 +121,147 @@ func (t SourceType) contentHash(o client.Object) string {
 		return h
 	}
 	return t.Hash(o)
+}
+
+// sourceName names the source a watched object stands for.
+func (t SourceType) sourceName(o client.Object) string {
+	if t.Pool != nil {
+		return t.Pool.SourceName(o)
+	}
+	return o.GetName()
+}
+
+// IndexValue is the pooled-source index function.
+func (t SourceType) IndexValue(o client.Object) []string {
+	if name := t.sourceName(o); name != "" {
+		return []string{name}
+	}
+	return nil
+}
+
+// snapshot is a source as one reconcile sees it.
+type snapshot struct {
+	// obj is a watched object of the source, for Events; nil when the source is gone.
+	obj         client.Object
+	hash        string
+	annotations map[string]string
+}
+
+// get reads one source; ok is false when it does not exist.
+func (t SourceType) get(ctx context.Context, c client.Reader, ns, name string) (snapshot, bool, error) {
+	if t.Pool != nil {
+		list := t.NewList()
+		if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingFields{IndexPooledSource: name}, client.UnsafeDisableDeepCopy); err != nil {
+			return snapshot{}, false, fmt.Errorf("list %s mounts in %s: %w", name, ns, err)
+		}
+		s, ok := t.pooled(list)[name]
+		return s, ok, nil
+	}
+	o := t.NewObject()
+	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, o)
+	if apierrors.IsNotFound(err) {
+		return snapshot{}, false, nil
+	}
+	if err != nil {
+		return snapshot{}, false, fmt.Errorf("get %s %s/%s: %w", t.Kind, ns, name, err)
+	}
+	return snapshot{obj: o, hash: t.contentHash(o), annotations: o.GetAnnotations()}, true, nil
+}
+
+// all reads every source of the kind in a namespace, by name.
+func (t SourceType) all(ctx context.Context, c client.Reader, ns string) (map[string]snapshot, error) {
+	list := t.NewList()
+	if err := c.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list %ss in %s: %w", t.Kind, ns, err)
+	}
+	if t.Pool != nil {
+		return t.pooled(list), nil
+	}
+	out := map[string]snapshot{}
+	err := forEach(list, func(o client.Object) {
+		out[o.GetName()] = snapshot{obj: o, hash: t.contentHash(o), annotations: o.GetAnnotations()}
+	})
+	return out, err
+}
+
+// pooled folds the objects of a pooled type into one snapshot per source.
+func (t SourceType) pooled(list client.ObjectList) map[string]snapshot {
+	versions := map[string][]string{}
+	first := map[string]client.Object{}
+	_ = forEach(list, func(o client.Object) {
+		name := t.Pool.SourceName(o)
+		if name == "" {
+			return
+		}
+		versions[name] = append(versions[name], t.Pool.Versions(o)...)
+		if first[name] == nil {
+			first[name] = o
+		}
+	})
+	out := make(map[string]snapshot, len(versions))
+	for name, v := range versions {
+		out[name] = snapshot{obj: first[name], hash: hash.Versions(v)}
+	}
+	return out
+}
+
+// observed is one source that concerns a workload, as it is now.
+type observed struct {
+	snapshot
+	ref *source.Ref
+}
+
+// concerned returns the sources that concern the workload, by ID. A referenced or literally
+// named source that does not exist is returned with the Absent hash, so that its creation can
+// be noticed later; pooled sources exist only while mounted, and are left out instead.
+func (r *WorkloadReconciler) concerned(ctx context.Context, ns string, tpl *corev1.PodTemplateSpec, rules *reload.Rules) (map[source.ID]observed, error) {
+	refs := map[source.ID]*source.Ref{}
+	for _, ref := range source.Refs(&tpl.Spec) {
+		refs[ref.ID] = &ref
+	}
+	out := map[source.ID]observed{}
+	for _, st := range r.Sources {
+		consider := func(name string, s snapshot, exists bool) {
+			id := source.ID{Kind: st.Kind, Name: name}
+			ref := refs[id]
+			ok, _ := r.Policy.Concerns(rules, reload.Candidate{ID: id, Annotations: s.annotations, Referenced: ref != nil})
+			switch {
+			case !ok:
+			case exists:
+				out[id] = observed{snapshot: s, ref: ref}
+			case st.Pool == nil:
+				out[id] = observed{snapshot: snapshot{hash: reload.Absent}, ref: ref}
+			}
+		}
+		wanted := append([]string(nil), rules.Literal[st.Kind]...)
+		for id := range refs {
+			if id.Kind == st.Kind {
+				wanted = append(wanted, id.Name)
+			}
+		}
+		if rules.HasNamed(st.Kind) {
+			// Named entries are regular expressions: match them against the namespace's sources.
+			all, err := st.all(ctx, r.Client, ns)
+			if err != nil {
+				return nil, err
+			}
+			for name, s := range all {
+				consider(name, s, true)
+			}
+			for _, name := range wanted {
+				if _, ok := all[name]; !ok {
+					consider(name, snapshot{}, false)
+				}
+			}
+			continue
+		}
+		for _, name := range wanted {
+			s, ok, err := st.get(ctx, r.Client, ns, name)
+			if err != nil {
+				return nil, err
+			}
+			consider(name, s, ok)
+		}
+	}
+	return out, nil
 }

@@ -46,6 +46,11 @@ type Options struct {
 	LogLevel    string
 	MetricsAddr string
 
+	// RunCronJobsOnReload also starts a Job when a CronJob reloads.
+	RunCronJobsOnReload bool
+	// RecreateFinishedJobs also replaces Jobs that have completed or failed.
+	RecreateFinishedJobs bool
+
 	// CoalesceWindow is how long a workload's sources must be quiet before it reloads.
 	CoalesceWindow time.Duration
 	Workers        int
@@ -86,7 +91,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.NamespaceSelector, "namespace-selector", o.NamespaceSelector, "label selector of the namespaces to watch")
 	fs.StringVar(&o.ResourceLabelSelector, "resource-label-selector", o.ResourceLabelSelector, "label selector of the ConfigMaps and Secrets to watch")
 	fs.StringVar(&o.WebhookURL, "webhook-url", o.WebhookURL, "POST a notification to this URL instead of reloading")
-	fs.BoolVar(&o.IsArgoRollouts, "is-Argo-Rollouts", o.IsArgoRollouts, "also reload Argo Rollouts")
+	fs.BoolVar(&o.IsArgoRollouts, "is-Argo-Rollouts", o.IsArgoRollouts, "also reload Argo Rollouts, if their API is installed")
 	fs.BoolVar(&o.EnableHA, "enable-ha", o.EnableHA, "run several replicas; a Lease elects the one that reloads")
 	fs.BoolVar(&o.EnableCSIIntegration, "enable-csi-integration", o.EnableCSIIntegration, "reload on Secrets Store CSI driver secret rotation")
 	fs.BoolVar(&o.EnablePprof, "enable-pprof", o.EnablePprof, "serve pprof on --pprof-addr")
@@ -94,6 +99,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format: json, or empty for text")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level: trace, debug, info, warning, error")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", o.MetricsAddr, "address of /metrics, /live and /ready; 0 turns it off")
+	fs.BoolVar(&o.RunCronJobsOnReload, "run-cronjobs-on-reload", o.RunCronJobsOnReload, "when a CronJob reloads, also start a Job from it at once, as upstream does (per CronJob: annotation "+reload.RunOnReloadAnnotation+")")
+	fs.BoolVar(&o.RecreateFinishedJobs, "recreate-finished-jobs", o.RecreateFinishedJobs, "also replace Jobs that have completed or failed when their config changes (per Job: annotation "+reload.RecreateFinishedAnnotation+")")
 	fs.DurationVar(&o.CoalesceWindow, "coalesce-window", o.CoalesceWindow, "wait until a workload's sources have been quiet this long, so changes landing together reload once; 0 turns it off")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "workloads of one kind reconciled at once")
 
@@ -104,6 +111,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&k.Ignore, "ignore-annotation", k.Ignore, "source annotation whose changes never reload")
 	fs.StringVar(&k.PausePeriod, "pause-deployment-annotation", k.PausePeriod, "annotation: pause a Deployment this long after a reload")
 	fs.StringVar(&k.PausedAt, "pause-deployment-time-annotation", k.PausedAt, "annotation written while a Deployment is paused")
+	fs.StringVar(&k.RolloutStrategy, "rollout-strategy-annotation", k.RolloutStrategy, "annotation: how an Argo Rollout reloads, rollout or restart")
 	for _, kind := range source.Kinds {
 		name := string(kind)
 		plural := name + "s"
@@ -214,12 +222,8 @@ func (o *Options) NotYetImplemented() []string {
 			out = append(out, name)
 		}
 	}
-	add(o.ReloadOnCreate, "--reload-on-create")
-	add(o.ReloadOnDelete, "--reload-on-delete")
 	add(o.NamespaceSelector != "", "--namespace-selector")
 	add(o.WebhookURL != "", "--webhook-url")
-	add(o.IsArgoRollouts, "--is-Argo-Rollouts")
-	add(o.EnableCSIIntegration, "--enable-csi-integration")
 	return out
 }
 

@@ -57,3 +57,11 @@ const (
 	// restart touch nothing that did not change. Metadata annotations never restart pods.
 	RecordAnnotation = "reloader.dev/source-hashes"
 )
+
+// Annotations that opt one workload in or out of a behaviour whose default a flag sets.
+const (
+	// RunOnReloadAnnotation on a CronJob: "true" also starts a Job when it reloads.
+	RunOnReloadAnnotation = "reloader.dev/run-on-reload"
+	// RecreateFinishedAnnotation on a Job: "true" also replaces it once it has finished.
+	RecreateFinishedAnnotation = "reloader.dev/recreate-finished"
+)

@@ -1,0 +1,128 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/workload"
+)
+
+// podTemplate is where a workload's pod template lives: in the workload itself, or in the
+// Deployment an Argo Rollout refers to with workloadRef.
+type podTemplate struct {
+	tpl *corev1.PodTemplateSpec
+	// owner is a copy of the referenced Deployment, holding the changes; nil for the
+	// workload's own template.
+	owner, ownerOriginal *appsv1.Deployment
+}
+
+func (t podTemplate) changed() bool {
+	return t.owner != nil && !equality.Semantic.DeepEqual(t.owner, t.ownerOriginal)
+}
+
+func (r *WorkloadReconciler) template(ctx context.Context, obj client.Object) (podTemplate, error) {
+	ref, ok := r.Kind.(workload.Referencing)
+	if !ok || ref.TemplateRef(obj) == "" {
+		return podTemplate{tpl: r.Kind.PodTemplate(obj)}, nil
+	}
+	d := &appsv1.Deployment{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: ref.TemplateRef(obj)}, d)
+	if apierrors.IsNotFound(err) {
+		return podTemplate{tpl: &corev1.PodTemplateSpec{}}, nil
+	}
+	if err != nil {
+		return podTemplate{}, fmt.Errorf("get workloadRef Deployment: %w", err)
+	}
+	owner := d.DeepCopy()
+	return podTemplate{tpl: &owner.Spec.Template, owner: owner, ownerOriginal: d}, nil
+}
+
+// apply writes the changes into the copy of the workload (or its referenced Deployment).
+func (r *WorkloadReconciler) apply(ctx context.Context, updated client.Object, tw podTemplate, changes []reload.Change, now time.Time) {
+	if rs, ok := r.Kind.(workload.Restartable); ok && r.restarts(ctx, updated) {
+		rs.Restart(updated, now)
+		return
+	}
+	tpl := r.Kind.PodTemplate(updated)
+	if tw.owner != nil {
+		tpl = tw.tpl
+	}
+	r.Strategy.Apply(tpl, updated.GetNamespace(), changes, now)
+}
+
+// restarts reports whether an Argo Rollout asks to be restarted rather than rolled.
+func (r *WorkloadReconciler) restarts(ctx context.Context, obj client.Object) bool {
+	key := r.Policy.Keys.RolloutStrategy
+	switch v := strings.TrimSpace(obj.GetAnnotations()[key]); v {
+	case "", "rollout":
+		return false
+	case "restart":
+		return true
+	default:
+		r.invalid(ctx, obj, fmt.Errorf("annotation %s: %q is neither rollout nor restart; rolling out", key, v))
+		return false
+	}
+}
+
+// skip says why a reload of obj must not happen, or "".
+func (r *WorkloadReconciler) skip(obj client.Object) string {
+	if rc, ok := r.Kind.(workload.Recreated); ok && rc.Finished(obj) &&
+		!optedIn(obj, reload.RecreateFinishedAnnotation, r.Behaviour.RecreateFinishedJobs) {
+		return fmt.Sprintf("the Job has finished; annotate it %s: \"true\", or run reloader with --recreate-finished-jobs, to replace finished Jobs", reload.RecreateFinishedAnnotation)
+	}
+	return ""
+}
+
+// optedIn reads a per-workload "true"/"false" annotation that overrides a flag's default.
+func optedIn(obj client.Object, key string, dflt bool) bool {
+	if b, err := strconv.ParseBool(strings.TrimSpace(obj.GetAnnotations()[key])); err == nil {
+		return b
+	}
+	return dflt
+}
+
+// write stores the updated workload: one patch for most kinds; a replacement for Jobs; for a
+// CronJob that runs on reload, first the Job, under a name derived from the new state, so that
+// a retry never starts a second one.
+func (r *WorkloadReconciler) write(ctx context.Context, obj, updated client.Object, tw podTemplate, changes []reload.Change, next reload.Record) error {
+	if tw.changed() {
+		if err := r.Client.Patch(ctx, tw.owner, client.StrategicMergeFrom(tw.ownerOriginal), client.FieldOwner(FieldOwner)); err != nil {
+			return fmt.Errorf("patch workloadRef Deployment %s: %w", tw.owner.Name, err)
+		}
+	}
+	if rc, ok := r.Kind.(workload.Recreated); ok && len(changes) > 0 {
+		return r.replace(ctx, obj, rc.Replacement(updated))
+	}
+	if sc, ok := r.Kind.(workload.Scheduled); ok && len(changes) > 0 &&
+		optedIn(updated, reload.RunOnReloadAnnotation, r.Behaviour.RunCronJobs) && !sc.Suspended(updated) {
+		job := sc.RunNow(updated, runName(obj, next))
+		if err := r.Client.Create(ctx, job, client.FieldOwner(FieldOwner)); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("start Job from CronJob: %w", err)
+		}
+		log.FromContext(ctx).Info("started Job from reloaded CronJob", "job", job.GetName())
+	}
+	return r.Client.Patch(ctx, updated, r.Kind.PatchFrom(obj), client.FieldOwner(FieldOwner))
+}
+
+// runName names the Job a CronJob reload starts: the same for every retry of one reload.
+func runName(cronJob client.Object, next reload.Record) string {
+	sum := sha256.Sum256([]byte(string(cronJob.GetUID()) + "/" + strconv.FormatInt(cronJob.GetGeneration(), 10) + "/" + next.Encode()))
+	name := cronJob.GetName()
+	if len(name) > 42 {
+		name = name[:42]
+	}
+	return strings.TrimRight(name, "-.") + "-reload-" + hex.EncodeToString(sum[:4])
+}
