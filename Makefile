@@ -3,7 +3,7 @@
 SHELL := bash
 GO    ?= go
 
-.PHONY: all build kube-binaries test unit demo lint clean
+.PHONY: all build kube-binaries test unit demo lint clean generate
 
 all: build
 

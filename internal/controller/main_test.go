@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -20,12 +21,15 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/reloader-operator/reloader/internal/app"
+	"github.com/reloader-operator/reloader/internal/extapi"
 	"github.com/reloader-operator/reloader/internal/localcluster"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
@@ -39,13 +43,20 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	cluster, err := localcluster.Start(context.Background(), localcluster.Options{})
+	cluster, err := localcluster.Start(context.Background(), localcluster.Options{
+		CRDDirectoryPaths: []string{filepath.Join("..", "..", "test", "crds")},
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start control plane:", err)
 		os.Exit(1)
 	}
 	restConfig = cluster.Config
-	k8s, err = client.New(restConfig, client.Options{})
+	scheme := runtime.NewScheme()
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), extapi.AddToScheme(scheme)); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	k8s, err = client.New(restConfig, client.Options{Scheme: scheme})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -238,11 +249,15 @@ func eventReasons(t *testing.T, ns, name string) []string {
 
 // templateChanges watches one workload and counts the times its pod template changes, the
 // only writes that roll pods. (A Deployment's generation also moves on annotation changes.)
-func templateChanges(t *testing.T, obj client.Object) func() int {
+// The template is at spec.template unless path says otherwise.
+func templateChanges(t *testing.T, obj client.Object, path ...string) func() int {
+	if len(path) == 0 {
+		path = []string{"spec", "template"}
+	}
 	t.Helper()
 	gvk, err := apiutil.GVKForObject(obj, k8s.Scheme())
 	must(t, err)
-	wc, err := client.NewWithWatch(restConfig, client.Options{})
+	wc, err := client.NewWithWatch(restConfig, client.Options{Scheme: k8s.Scheme()})
 	must(t, err)
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
@@ -260,7 +275,7 @@ func templateChanges(t *testing.T, obj client.Object) func() int {
 			if !ok {
 				continue
 			}
-			tpl, _, _ := unstructured.NestedMap(u.Object, "spec", "template")
+			tpl, _, _ := unstructured.NestedMap(u.Object, path...)
 			b, _ := json.Marshal(tpl)
 			mu.Lock()
 			if last != "" && string(b) != last {

@@ -272,25 +272,40 @@ func TestRefusedPatchIsAReloadFailAndIsRetried(t *testing.T) {
 }
 
 // denyReloaderWrites makes the API server refuse Deployment updates in ns until the returned
-// func is called, with a ValidatingAdmissionPolicy.
+// func is called.
 func denyReloaderWrites(t *testing.T, ns string) (lift func()) {
 	t.Helper()
+	probe := deployment(ns, "probe", nil, podSpec())
+	create(t, probe)
+	return deny(t, ns, admissionv1.Update, "apps", "deployments", func() error {
+		p := get(t, probe)
+		p.Labels = map[string]string{"probe": fmt.Sprint(time.Now().UnixNano())}
+		return k8s.Update(context.Background(), p)
+	})
+}
+
+// deny makes the API server refuse one operation on one resource in ns, with a
+// ValidatingAdmissionPolicy, until the returned func is called. Policies take effect
+// asynchronously: deny returns once probe, an attempt of that operation, fails.
+func deny(t *testing.T, ns string, op admissionv1.OperationType, group, resource string, probe func() error) (lift func()) {
+	t.Helper()
 	ctx := context.Background()
+	name := fmt.Sprintf("deny-%s-%s", resource, ns)
 	policy := &admissionv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "deny-" + ns},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionv1.ValidatingAdmissionPolicySpec{
 			FailurePolicy: ptr.To(admissionv1.Fail),
 			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
 				RuleWithOperations: admissionv1.RuleWithOperations{
-					Operations: []admissionv1.OperationType{admissionv1.Update},
-					Rule:       admissionv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"deployments"}},
+					Operations: []admissionv1.OperationType{op},
+					Rule:       admissionv1.Rule{APIGroups: []string{group}, APIVersions: []string{"*"}, Resources: []string{resource}},
 				},
 			}}},
 			Validations: []admissionv1.Validation{{Expression: "false", Message: "test: writes refused"}},
 		},
 	}
 	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "deny-" + ns},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
 			PolicyName:        policy.Name,
 			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
@@ -300,14 +315,9 @@ func denyReloaderWrites(t *testing.T, ns string) (lift func()) {
 		},
 	}
 	create(t, policy, binding)
-	// Policies take effect asynchronously: wait until a write is refused.
-	probe := deployment(ns, "probe", nil, podSpec())
-	create(t, probe)
 	eventually(t, "policy in force", func() error {
-		p := get(t, probe)
-		p.Labels = map[string]string{"probe": fmt.Sprint(time.Now().UnixNano())}
-		if err := k8s.Update(ctx, p); err == nil {
-			return fmt.Errorf("update still allowed")
+		if probe() == nil {
+			return fmt.Errorf("%s %s still allowed", op, resource)
 		}
 		return nil
 	})
