@@ -1,5 +1,6 @@
-// Command reloader rolls Deployments, StatefulSets and DaemonSets when the ConfigMaps and
-// Secrets they use change. It accepts Stakater Reloader's flags, env vars and annotations.
+// Command reloader rolls workloads (Deployments, StatefulSets, DaemonSets, CronJobs, Jobs,
+// Argo Rollouts, DeploymentConfigs) when the ConfigMaps, Secrets and CSI secrets they use
+// change. It accepts Stakater Reloader's flags, env vars and annotations.
 package main
 
 import (
