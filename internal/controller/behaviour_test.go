@@ -216,20 +216,31 @@ func csiDeployment(ns, name, class string) *appsv1.Deployment {
 	return deployment(ns, name, map[string]string{auto: "true"}, tpl)
 }
 
-// A rotation reaches each pod's mount status at its own time; the workload reloads once.
+// A rotation reaches each pod's mount status at its own time; the workload reloads once. The
+// secretproviderclass annotations select and exclude classes like the other kinds'.
 func TestCSIRotationReloadsOncePerWorkload(t *testing.T) {
 	ns := newNamespace(t)
 	d := csiDeployment(ns, "web", "vault")
+	typed := csiDeployment(ns, "typed", "vault")
+	typed.Annotations = map[string]string{"secretproviderclass.reloader.stakater.com/auto": "true"}
+	named := deployment(ns, "named", map[string]string{"secretproviderclass.reloader.stakater.com/reload": "vault"}, podSpec())
+	excluded := csiDeployment(ns, "excluded", "vault")
+	excluded.Annotations["secretproviderclasses.exclude.reloader.stakater.com/reload"] = "vault"
 	other := csiDeployment(ns, "other", "elsewhere")
 	pods := []string{"web-1", "web-2", "web-3"}
-	create(t, d, other, mountStatus(ns, "other-1", "elsewhere", "v1"))
+	create(t, d, typed, named, excluded, other, mountStatus(ns, "other-1", "elsewhere", "v1"))
 	for _, p := range pods {
 		create(t, mountStatus(ns, p, "vault", "v1"))
 	}
 	startReloader(t, ns, func(o *options.Options) { o.EnableCSIIntegration = true })
-	recorded(t, d)
-	recorded(t, other)
-	changes, otherChanges := templateChanges(t, d), templateChanges(t, other)
+	reloaded := []*appsv1.Deployment{d, typed, named}
+	counts := map[string]func() int{}
+	for _, w := range append(reloaded, other) {
+		recorded(t, w)
+	}
+	for _, w := range append(reloaded, excluded, other) {
+		counts[w.Name] = templateChanges(t, w)
+	}
 
 	for _, p := range pods {
 		update(t, mountStatus(ns, p, "vault", ""), func(s *extapi.SecretProviderClassPodStatus) {
@@ -237,12 +248,16 @@ func TestCSIRotationReloadsOncePerWorkload(t *testing.T) {
 		})
 		time.Sleep(500 * time.Millisecond) // well past the coalescing window
 	}
-	eventually(t, "reloaded", func() error { return hasEnv(&get(t, d).Spec.Template, "STAKATER_VAULT_SECRETPROVIDERCLASS") })
-	settle()
-	if n := changes(); n != 1 {
-		t.Errorf("template changed %d times, want 1", n)
+	for _, w := range reloaded {
+		eventually(t, w.Name+" reloaded", func() error {
+			return hasEnv(&get(t, w).Spec.Template, "STAKATER_VAULT_SECRETPROVIDERCLASS")
+		})
 	}
-	if n := otherChanges(); n != 0 {
-		t.Errorf("workload of another class changed %d times", n)
+	settle()
+	want := map[string]int{"web": 1, "typed": 1, "named": 1, "excluded": 0, "other": 0}
+	for name, n := range want {
+		if got := counts[name](); got != n {
+			t.Errorf("%s: template changed %d times, want %d", name, got, n)
+		}
 	}
 }
