@@ -84,12 +84,7 @@ func TestPausePeriodLeavesUserPausesAloneAndReportsBadPeriods(t *testing.T) {
 	changeConfig(t, cm, "v2")
 	eventually(t, "user-paused reloaded", func() error { return hasEnv(&get(t, userPaused).Spec.Template, cfgEnv) })
 	eventually(t, "bad period reloaded", func() error { return hasEnv(&get(t, bad).Spec.Template, cfgEnv) })
-	eventually(t, "bad period reported", func() error {
-		if !slices.Contains(eventReasons(t, ns, "bad"), controller.ReasonInvalidAnnotation) {
-			return fmt.Errorf("events: %v", eventReasons(t, ns, "bad"))
-		}
-		return nil
-	})
+	eventuallyEvent(t, ns, "bad", controller.ReasonInvalidAnnotation)
 	time.Sleep(2 * time.Second) // past the 1s period
 	if cur := get(t, userPaused); !cur.Spec.Paused || cur.Annotations[pausedAt] != "" {
 		t.Errorf("user's pause touched: paused=%v paused-at=%q", cur.Spec.Paused, cur.Annotations[pausedAt])

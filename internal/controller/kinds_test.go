@@ -11,6 +11,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -134,17 +135,7 @@ func TestJobIsReplacedWithTheNewConfig(t *testing.T) {
 	oldUID := get(t, j).UID
 
 	changeConfig(t, cm, "v2")
-	eventually(t, "Job replaced", func() error {
-		cur := &batchv1.Job{}
-		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(j), cur); err != nil {
-			return err
-		}
-		if cur.UID == oldUID {
-			return fmt.Errorf("still the old Job")
-		}
-		return hasEnv(&cur.Spec.Template, cfgEnv)
-	})
-	cur := get(t, j)
+	cur := replaced(t, j, oldUID)
 	if *cur.Spec.BackoffLimit != 2 || cur.Annotations[auto] != "true" {
 		t.Errorf("replacement lost the user's spec or annotations: backoffLimit %d, annotations %v", *cur.Spec.BackoffLimit, cur.Annotations)
 	}
@@ -166,20 +157,9 @@ func TestJobReplacementIsRetriedUntilCreated(t *testing.T) {
 		return k8s.Create(context.Background(), job(ns, fmt.Sprintf("probe-%d", time.Now().UnixNano()), nil))
 	})
 	changeConfig(t, cm, "v2")
-	eventually(t, "ReloadFail event", func() error {
-		if !slices.Contains(eventReasons(t, ns, "migrate"), controller.ReasonReloadFail) {
-			return fmt.Errorf("events: %v", eventReasons(t, ns, "migrate"))
-		}
-		return nil
-	})
+	eventuallyEvent(t, ns, "migrate", controller.ReasonReloadFail)
 	lift()
-	eventually(t, "Job re-created with the new config", func() error {
-		cur := &batchv1.Job{}
-		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(j), cur); err != nil {
-			return err
-		}
-		return hasEnv(&cur.Spec.Template, cfgEnv)
-	})
+	replaced(t, j, "")
 }
 
 // Finished Jobs are left alone, with an Event saying why, unless they opt in.
@@ -198,25 +178,28 @@ func TestFinishedJobsAreReplacedOnlyWhenOptedIn(t *testing.T) {
 	doneUID, againUID := get(t, done).UID, get(t, again).UID
 
 	changeConfig(t, cm, "v2")
-	eventually(t, "opted-in Job replaced", func() error {
-		cur := &batchv1.Job{}
-		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(again), cur); err != nil {
-			return err
-		}
-		if cur.UID == againUID {
-			return fmt.Errorf("not replaced yet")
-		}
-		return nil
-	})
-	eventually(t, "ReloadSkipped event", func() error {
-		if !slices.Contains(eventReasons(t, ns, "done"), controller.ReasonReloadSkipped) {
-			return fmt.Errorf("events: %v", eventReasons(t, ns, "done"))
-		}
-		return nil
-	})
+	replaced(t, again, againUID)
+	eventuallyEvent(t, ns, "done", controller.ReasonReloadSkipped)
 	if cur := get(t, done); cur.UID != doneUID || hasEnv(&cur.Spec.Template, cfgEnv) == nil {
 		t.Errorf("finished Job was replaced or changed")
 	}
+}
+
+// replaced waits until the Job named like j is no longer the one with UID old, and runs the
+// new config; it returns the replacement.
+func replaced(t *testing.T, j *batchv1.Job, old types.UID) *batchv1.Job {
+	t.Helper()
+	cur := &batchv1.Job{}
+	eventually(t, "Job "+j.Name+" replaced", func() error {
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(j), cur); err != nil {
+			return err
+		}
+		if cur.UID == old {
+			return fmt.Errorf("still the old Job")
+		}
+		return hasEnv(&cur.Spec.Template, cfgEnv)
+	})
+	return cur
 }
 
 // finish marks a Job complete, as the Job controller would.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -245,6 +246,17 @@ func eventReasons(t *testing.T, ns, name string) []string {
 		}
 	}
 	return out
+}
+
+// eventuallyEvent waits for an Event with reason about the workload name.
+func eventuallyEvent(t *testing.T, ns, name, reason string) {
+	t.Helper()
+	eventually(t, reason+" event on "+name, func() error {
+		if got := eventReasons(t, ns, name); !slices.Contains(got, reason) {
+			return fmt.Errorf("events: %v", got)
+		}
+		return nil
+	})
 }
 
 // templateChanges watches one workload and counts the times its pod template changes, the

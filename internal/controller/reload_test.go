@@ -3,7 +3,6 @@ package controller_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -54,12 +53,7 @@ func TestAutoReloadSetsEnvVarOnTheContainersThatUseTheConfigMap(t *testing.T) {
 	if !owners[controller.FieldOwner] {
 		t.Errorf("no managed fields of %q: %v", controller.FieldOwner, owners)
 	}
-	eventually(t, "Reloaded event", func() error {
-		if !slices.Contains(eventReasons(t, ns, "web"), controller.ReasonReloaded) {
-			return fmt.Errorf("events: %v", eventReasons(t, ns, "web"))
-		}
-		return nil
-	})
+	eventuallyEvent(t, ns, "web", controller.ReasonReloaded)
 }
 
 func TestMetadataChangesAndIdenticalDataNeverReload(t *testing.T) {
@@ -256,12 +250,7 @@ func TestRefusedPatchIsAReloadFailAndIsRetried(t *testing.T) {
 
 	deny := denyReloaderWrites(t, ns)
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
-	eventually(t, "ReloadFail event", func() error {
-		if !slices.Contains(eventReasons(t, ns, "web"), controller.ReasonReloadFail) {
-			return fmt.Errorf("events: %v", eventReasons(t, ns, "web"))
-		}
-		return nil
-	})
+	eventuallyEvent(t, ns, "web", controller.ReasonReloadFail)
 	deny()
 	eventually(t, "reloaded after the refusal is lifted", func() error {
 		if _, ok := envOf(&get(t, d).Spec.Template, "app", "STAKATER_CFG_CONFIGMAP"); !ok {

@@ -177,12 +177,7 @@ func TestInvalidRegexIsReportedAndTheRestStillReloads(t *testing.T) {
 	good := deployment(ns, "good", map[string]string{auto: "true"}, podSpec("cfg"))
 	create(t, cm, bad, good)
 	startReloader(t, ns)
-	eventually(t, "InvalidAnnotation event", func() error {
-		if !slices.Contains(eventReasons(t, ns, "bad"), controller.ReasonInvalidAnnotation) {
-			return fmt.Errorf("events: %v", eventReasons(t, ns, "bad"))
-		}
-		return nil
-	})
+	eventuallyEvent(t, ns, "bad", controller.ReasonInvalidAnnotation)
 	recorded(t, bad)
 	recorded(t, good)
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
