@@ -146,6 +146,10 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Reques
 	}
 
 	if err := r.write(ctx, obj, updated, tw, changes, next); err != nil {
+		if apierrors.IsConflict(err) {
+			// Read a stale copy; the retry reads the new one. Not a failure anyone should see.
+			return reconcile.Result{}, fmt.Errorf("write %s: %w", k, err)
+		}
 		if len(changes) > 0 {
 			r.Metrics.Reloaded(obj.GetNamespace(), false)
 			r.Recorder.Eventf(obj, related, corev1.EventTypeWarning, ReasonReloadFail, "Reload",

@@ -8,12 +8,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"strings"
-	"syscall"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -24,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/localcluster"
+	"github.com/reloader-operator/reloader/internal/proc"
 	"github.com/reloader-operator/reloader/internal/reload"
 )
 
@@ -67,13 +64,13 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 
-	metricsAddr, err := freeAddr()
+	metricsAddr, err := proc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
 	say("starting %s (metrics on http://%s/metrics)", opts.ReloaderBinary, metricsAddr)
 	args := append([]string{"--metrics-addr=" + metricsAddr}, opts.ReloaderArgs...)
-	stopReloader, err := startProcess(opts.ReloaderBinary, args, cluster.Kubeconfig, out)
+	stopReloader, err := proc.Start(opts.ReloaderBinary, args, cluster.Kubeconfig, "    reloader | ", out)
 	if err != nil {
 		return nil, err
 	}
@@ -213,38 +210,6 @@ func poll(ctx context.Context, what string, cond func() (bool, error)) error {
 		return fmt.Errorf("waiting for %s: %w", what, err)
 	}
 	return nil
-}
-
-// startProcess runs a binary with KUBECONFIG set, its output prefixed, in its own process group.
-func startProcess(bin string, args []string, kubeconfig string, out io.Writer) (stop func(), err error) {
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	pr, pw := io.Pipe()
-	cmd.Stdout, cmd.Stderr = pw, pw
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", bin, err)
-	}
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			fmt.Fprintf(out, "    reloader | %s\n", sc.Text())
-		}
-	}()
-	return func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		_ = cmd.Wait()
-		pw.Close()
-	}, nil
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // scrape returns the value of one sample from a /metrics page, or "?" if absent.

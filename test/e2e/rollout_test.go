@@ -5,8 +5,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,10 +13,7 @@ import (
 )
 
 func TestConfigMapChangeRollsTheDeploymentToNewPods(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "reloader")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/reloader").CombinedOutput(); err != nil {
-		t.Fatalf("build reloader: %v\n%s", err, out)
-	}
+	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var log bytes.Buffer

@@ -1,0 +1,194 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/internal/localcluster"
+	"github.com/reloader-operator/reloader/internal/proc"
+	"github.com/reloader-operator/reloader/internal/reload"
+)
+
+func buildReloader(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "reloader")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/reloader").CombinedOutput(); err != nil {
+		t.Fatalf("build reloader: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// With the real Job, CronJob and Deployment controllers running: a Job is replaced and its
+// new pod runs the new config while the old pod goes; a CronJob gets a new job template and no
+// Job; a Deployment with a pause period rolls only once the period is over.
+func TestJobsCronJobsAndPausePeriodWithRealControllers(t *testing.T) {
+	bin := buildReloader(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cluster, err := localcluster.Start(ctx, localcluster.Options{Rollouts: true, Nodes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Stop()
+	cl, err := client.New(cluster.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	defer func() {
+		if t.Failed() {
+			t.Log(log.String())
+		}
+	}()
+	addr, err := proc.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := proc.Start(bin, []string{"--metrics-addr=" + addr}, cluster.Kubeconfig, "reloader | ", &log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+
+	const ns = "e2e"
+	if err := cluster.EnsureNamespace(ctx, cl, ns); err != nil {
+		t.Fatal(err)
+	}
+	annotated := map[string]string{"reloader.stakater.com/auto": "true"}
+	spec := func() corev1.PodSpec {
+		return corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{
+			Name: "app", Image: "busybox",
+			EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}},
+		}}}
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cfg"}, Data: map[string]string{"k": "v1"}}
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "migrate", Annotations: annotated},
+		Spec:       batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: spec()}},
+	}
+	cron := &batchv1.CronJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nightly", Annotations: annotated},
+		Spec: batchv1.CronJobSpec{Schedule: "0 0 1 1 *", JobTemplate: batchv1.JobTemplateSpec{
+			Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: spec()}},
+		}},
+	}
+	dspec := spec()
+	dspec.RestartPolicy = corev1.RestartPolicyAlways
+	labels := map[string]string{"app": "web"}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", Annotations: map[string]string{
+			"reloader.stakater.com/auto": "true", "deployment.reloader.stakater.com/pause-period": "5s"}},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: dspec},
+		},
+	}
+	for _, o := range []client.Object{cm, job, cron, d} {
+		if err := cl.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range []client.Object{job, cron, d} {
+		waitFor(t, ctx, o.GetName()+" recorded", func() (bool, error) {
+			err := cl.Get(ctx, client.ObjectKeyFromObject(o), o)
+			_, ok := o.GetAnnotations()[reload.RecordAnnotation]
+			return ok, err
+		})
+	}
+	oldJobUID := job.UID
+	waitFor(t, ctx, "the Job's first pod", func() (bool, error) {
+		n, err := podsOf(ctx, cl, ns, oldJobUID)
+		return n > 0, err
+	})
+	oldRS := replicaSets(t, ctx, cl, ns)
+
+	cm.Data["k"] = "v2"
+	if err := cl.Update(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "Job replaced, its new pod running the new config", func() (bool, error) {
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		if job.UID == oldJobUID || !hasReloadEnv(job.Spec.Template.Spec) {
+			return false, nil
+		}
+		n, err := podsOf(ctx, cl, ns, job.UID)
+		return n > 0, err
+	})
+	waitFor(t, ctx, "the old Job's pod garbage-collected", func() (bool, error) {
+		n, err := podsOf(ctx, cl, ns, oldJobUID)
+		return n == 0, err
+	})
+	waitFor(t, ctx, "CronJob template reloaded", func() (bool, error) {
+		err := cl.Get(ctx, client.ObjectKeyFromObject(cron), cron)
+		return err == nil && hasReloadEnv(cron.Spec.JobTemplate.Spec.Template.Spec), err
+	})
+	waitFor(t, ctx, "Deployment paused with the new template", func() (bool, error) {
+		err := cl.Get(ctx, client.ObjectKeyFromObject(d), d)
+		return err == nil && d.Spec.Paused && hasReloadEnv(d.Spec.Template.Spec), err
+	})
+	time.Sleep(2 * time.Second)
+	if got := replicaSets(t, ctx, cl, ns); got != oldRS {
+		t.Errorf("a paused Deployment rolled: ReplicaSets %d -> %d", oldRS, got)
+	}
+	waitFor(t, ctx, "resumed and rolled to a new ReplicaSet", func() (bool, error) {
+		err := cl.Get(ctx, client.ObjectKeyFromObject(d), d)
+		return err == nil && !d.Spec.Paused && replicaSets(t, ctx, cl, ns) == oldRS+1, err
+	})
+	var jobs batchv1.JobList
+	if err := cl.List(ctx, &jobs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs.Items) != 1 {
+		t.Errorf("%d Jobs in the namespace, want only the replaced one (the CronJob must not start one)", len(jobs.Items))
+	}
+}
+
+func waitFor(t *testing.T, ctx context.Context, what string, cond func() (bool, error)) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		return cond()
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+func podsOf(ctx context.Context, cl client.Client, ns string, jobUID any) (int, error) {
+	var pods corev1.PodList
+	err := cl.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{batchv1.ControllerUidLabel: fmt.Sprint(jobUID)})
+	return len(pods.Items), err
+}
+
+func replicaSets(t *testing.T, ctx context.Context, cl client.Client, ns string) int {
+	t.Helper()
+	var list appsv1.ReplicaSetList
+	if err := cl.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	return len(list.Items)
+}
+
+func hasReloadEnv(spec corev1.PodSpec) bool {
+	for _, e := range spec.Containers[0].Env {
+		if e.Name == "STAKATER_CFG_CONFIGMAP" {
+			return true
+		}
+	}
+	return false
+}
