@@ -31,7 +31,7 @@ func IndexWorkloads(ctx context.Context, indexer client.FieldIndexer, kind workl
 
 // IndexPooled registers IndexPooledSource for a pooled source type.
 func IndexPooled(ctx context.Context, indexer client.FieldIndexer, st SourceType) error {
-	if err := indexer.IndexField(ctx, st.NewObject(), IndexPooledSource, st.IndexValue); err != nil {
+	if err := indexer.IndexField(ctx, st.NewObject(), IndexPooledSource, st.indexValue); err != nil {
 		return fmt.Errorf("index %ss by source: %w", st.Kind, err)
 	}
 	return nil

@@ -131,8 +131,8 @@ func (t SourceType) sourceName(o client.Object) string {
 	return o.GetName()
 }
 
-// IndexValue is the pooled-source index function.
-func (t SourceType) IndexValue(o client.Object) []string {
+// indexValue is the pooled-source index function.
+func (t SourceType) indexValue(o client.Object) []string {
 	if name := t.sourceName(o); name != "" {
 		return []string{name}
 	}

@@ -63,6 +63,20 @@ func TestUpstreamFlagSpellingsParse(t *testing.T) {
 	}
 }
 
+func TestWorkloadBehaviourFlagsParse(t *testing.T) {
+	o := parse(t, "--run-cronjobs-on-reload", "--recreate-finished-jobs", "--reload-on-delete",
+		"--rollout-strategy-annotation=example.com/strategy", "--secretproviderclass-auto-annotation=example.com/spc")
+	if !o.RunCronJobsOnReload || !o.RecreateFinishedJobs || !o.ReloadOnDelete {
+		t.Errorf("parsed %+v", o)
+	}
+	if o.Keys.RolloutStrategy != "example.com/strategy" || o.Keys.TypedAuto[source.SecretProviderClass] != "example.com/spc" {
+		t.Errorf("annotation keys %+v", o.Keys)
+	}
+	if got := o.NotYetImplemented(); len(got) != 0 {
+		t.Errorf("implemented flags reported as not implemented: %v", got)
+	}
+}
+
 func TestEnvironment(t *testing.T) {
 	env := map[string]string{"KUBERNETES_NAMESPACE": "team-a", "METRICS_COUNT_BY_NAMESPACE": "enabled", "POD_NAMESPACE": "reloader"}
 	o := Default()
