@@ -85,13 +85,8 @@ func (r *WorkloadReconciler) createReplacement(ctx context.Context, nn types.Nam
 			"Re-created %s %s with the new configuration", r.Kind.Name(), nn.Name)
 		return reconcile.Result{}, nil
 	case apierrors.IsAlreadyExists(err):
-		// The old object may still be terminating; anything else under the name is a
-		// replacement already.
-		live := r.Kind.NewObject()
-		if gerr := r.Client.Get(ctx, nn, live); gerr == nil && live.GetUID() != p.replaces {
-			r.jobs.done(nn)
-			return reconcile.Result{}, nil
-		}
+		// The old object is still terminating, or a replacement exists that the cache has not
+		// shown yet; the next pass tells which, by UID, at the top of this function.
 		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}
 	r.Recorder.Eventf(p.obj, nil, corev1.EventTypeWarning, ReasonReloadFail, "Reload",

@@ -124,7 +124,7 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Reques
 	if len(changed) > 0 {
 		related = sources[changed[0]].obj
 	}
-	if why := r.skip(obj); why != "" && len(changes) > 0 {
+	if why := r.skip(obj); len(changes) > 0 && why != "" {
 		logger.Info("reload skipped", "reason", why)
 		r.Recorder.Eventf(obj, related, corev1.EventTypeNormal, ReasonReloadSkipped, "Reload",
 			"Not reloading %s %s after change of %s: %s", r.Kind.Name(), obj.GetName(), describe(changes), why)
