@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -63,9 +62,7 @@ func TestPausePeriodPausesThenResumesAcrossARestart(t *testing.T) {
 		}
 		return nil
 	})
-	if !slices.Contains(eventReasons(t, ns, "web"), controller.ReasonResumed) {
-		t.Errorf("no Resumed event: %v", eventReasons(t, ns, "web"))
-	}
+	eventuallyEvent(t, ns, "web", controller.ReasonResumed)
 }
 
 // A Deployment its user paused is reloaded but never resumed by reloader; a bad period is

@@ -3,7 +3,6 @@ package controller_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -139,9 +138,7 @@ func TestJobIsReplacedWithTheNewConfig(t *testing.T) {
 	if *cur.Spec.BackoffLimit != 2 || cur.Annotations[auto] != "true" {
 		t.Errorf("replacement lost the user's spec or annotations: backoffLimit %d, annotations %v", *cur.Spec.BackoffLimit, cur.Annotations)
 	}
-	if !slices.Contains(eventReasons(t, ns, "migrate"), controller.ReasonReloaded) {
-		t.Errorf("no Reloaded event: %v", eventReasons(t, ns, "migrate"))
-	}
+	eventuallyEvent(t, ns, "migrate", controller.ReasonReloaded)
 }
 
 // If the replacement can't be created, the Job is kept in memory and created once possible.
