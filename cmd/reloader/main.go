@@ -52,9 +52,6 @@ func run(ctx context.Context, opts options.Options) error {
 		return err
 	}
 	ctrl.SetLogger(logger)
-	for _, flag := range opts.NotYetImplemented() {
-		logger.Info("WARNING: flag accepted for compatibility but not implemented in this build; it has no effect", "flag", flag)
-	}
 	cfg, err := restConfig(opts.Kubeconfig)
 	if err != nil {
 		return err

@@ -4,17 +4,25 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -24,17 +32,17 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/reloader-operator/reloader/internal/alert"
 	"github.com/reloader-operator/reloader/internal/coalesce"
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/extapi"
+	"github.com/reloader-operator/reloader/internal/metainfo"
 	"github.com/reloader-operator/reloader/internal/metrics"
+	"github.com/reloader-operator/reloader/internal/notify"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
-
-// LeaderElectionID names the Lease replicas compete for with --enable-ha.
-const LeaderElectionID = "reloader-leader-election"
 
 // New returns a manager with a reconciler for every workload kind the options leave in.
 func New(ctx context.Context, cfg *rest.Config, opts options.Options, logger logr.Logger) (manager.Manager, error) {
@@ -114,6 +122,14 @@ func New(ctx context.Context, cfg *rest.Config, opts options.Options, logger log
 		}
 	}
 
+	namespaceLabels, _ := opts.NamespaceLabels() // validated above
+	var lock resourcelock.Interface
+	if opts.EnableHA {
+		if lock, err = leaseLock(cfg, opts); err != nil {
+			return nil, err
+		}
+	}
+
 	var ready atomic.Bool
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
@@ -137,11 +153,13 @@ func New(ctx context.Context, cfg *rest.Config, opts options.Options, logger log
 		},
 		HealthProbeBindAddress: "0",
 		// Names are unique within one manager anyway; tests run several managers per process.
-		Controller:                    config.Controller{SkipNameValidation: ptr.To(true)},
-		LeaderElection:                opts.EnableHA,
-		LeaderElectionID:              LeaderElectionID,
-		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
-		LeaderElectionReleaseOnCancel: true,
+		Controller:                          config.Controller{SkipNameValidation: ptr.To(true)},
+		LeaderElection:                      opts.EnableHA,
+		LeaderElectionResourceLockInterface: lock,
+		LeaseDuration:                       &opts.LeaseDuration,
+		RenewDeadline:                       &opts.LeaseRenewDeadline,
+		RetryPeriod:                         &opts.LeaseRetryPeriod,
+		LeaderElectionReleaseOnCancel:       true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
@@ -158,6 +176,11 @@ func New(ctx context.Context, cfg *rest.Config, opts options.Options, logger log
 		}
 		if _, err := mgr.GetCache().GetInformer(ctx, st.NewObject()); err != nil {
 			return nil, fmt.Errorf("watch %ss: %w", st.Kind, err)
+		}
+	}
+	if namespaceLabels != nil {
+		if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Namespace{}); err != nil {
+			return nil, fmt.Errorf("watch namespaces for --namespace-selector: %w", err)
 		}
 	}
 	for _, kind := range indexed {
@@ -177,23 +200,62 @@ func New(ctx context.Context, cfg *rest.Config, opts options.Options, logger log
 		RunCronJobs:          opts.RunCronJobsOnReload,
 		RecreateFinishedJobs: opts.RecreateFinishedJobs,
 	}
-	for _, kind := range kinds {
-		r := &controller.WorkloadReconciler{
-			Client:    mgr.GetClient(),
-			Kind:      kind,
-			Sources:   sources,
-			Policy:    policy,
-			Behaviour: behaviour,
-			Strategy:  strategy,
-			Window:    window,
-			Recorder:  mgr.GetEventRecorder("reloader"),
-			Metrics:   m,
-			Workers:   opts.Workers,
-			Now:       time.Now,
-		}
-		if err := r.SetupWithManager(mgr); err != nil {
+	alerts, err := newAlerter(opts, m, logger)
+	if err != nil {
+		return nil, err
+	}
+	if alerts != nil {
+		if err := mgr.Add(alerts); err != nil {
 			return nil, err
 		}
+	}
+	var reconcilers []*controller.WorkloadReconciler
+	for _, kind := range kinds {
+		reconcilers = append(reconcilers, &controller.WorkloadReconciler{
+			Client:     mgr.GetClient(),
+			Kind:       kind,
+			Sources:    sources,
+			Policy:     policy,
+			Behaviour:  behaviour,
+			Strategy:   strategy,
+			Window:     window,
+			Recorder:   mgr.GetEventRecorder("reloader"),
+			Metrics:    m,
+			Alerts:     alerts,
+			Namespaces: namespaceLabels,
+			Workers:    opts.Workers,
+			Now:        time.Now,
+		})
+	}
+	if opts.WebhookURL != "" && len(reconcilers) > 0 {
+		// Notify instead of reloading: the reconcilers only find the affected workloads.
+		poster, err := notify.NewPoster(opts.WebhookTimeout, opts.WebhookRetries, "")
+		if err != nil {
+			return nil, err
+		}
+		hook := &notify.Webhook{URL: opts.WebhookURL, Poster: poster}
+		n := &controller.Notifier{Client: mgr.GetClient(), Sources: sources, Workloads: reconcilers,
+			Events: behaviour.Events, Send: hook.Send, Metrics: m, Now: time.Now}
+		if err := n.SetupWithManager(mgr); err != nil {
+			return nil, err
+		}
+	} else {
+		for _, r := range reconcilers {
+			if err := r.SetupWithManager(mgr); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := mgr.Add(&metainfo.Publisher{
+		Client:    mgr.GetClient(),
+		Namespace: opts.ReloaderNamespace,
+		Deployment: metainfo.Deployment{Name: opts.ReloaderDeployment, Namespace: opts.ReloaderNamespace,
+			Pod: opts.LeaderIdentity},
+		Options:    opts.Effective(),
+		Log:        logger.WithName("meta-info"),
+		FieldOwner: controller.FieldOwner,
+	}); err != nil {
+		return nil, err
 	}
 
 	if opts.EnablePprof {
@@ -214,6 +276,55 @@ func New(ctx context.Context, cfg *rest.Config, opts options.Options, logger log
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// newAlerter returns the alert sender the ALERT_* settings ask for, or nil.
+func newAlerter(opts options.Options, m *metrics.Metrics, logger logr.Logger) (*alert.Alerter, error) {
+	if !opts.Alert.Enabled {
+		return nil, nil
+	}
+	poster, err := notify.NewPoster(opts.WebhookTimeout, opts.WebhookRetries, opts.Alert.Proxy)
+	if err != nil {
+		return nil, err
+	}
+	a := alert.New(opts.Alert.Sink, opts.Alert.WebhookURL, opts.Alert.AdditionalInfo, poster, logger.WithName("alert"))
+	a.Delivered = m.Notified
+	return a, nil
+}
+
+// leaseLock is the --enable-ha Lease, held under POD_NAME so that `kubectl get lease` names
+// the leader's pod.
+func leaseLock(cfg *rest.Config, opts options.Options) (resourcelock.Interface, error) {
+	ns := opts.LeaderElectionNamespace
+	if ns == "" {
+		b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+		if err != nil {
+			return nil, errors.New("--enable-ha: set POD_NAMESPACE to the namespace of the leader election Lease")
+		}
+		ns = strings.TrimSpace(string(b))
+	}
+	id := opts.LeaderIdentity
+	if id == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return nil, err
+		}
+		id = host + "_" + string(uuid.NewUUID())
+	}
+	// A hung request must not outlast the renew deadline.
+	cfg = rest.CopyConfig(cfg)
+	cfg.Timeout = max(opts.LeaseRenewDeadline/2, time.Second)
+	cfg = rest.AddUserAgent(cfg, "leader-election")
+	core, err := corev1client.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	coordination, err := coordinationv1client.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return resourcelock.New(resourcelock.LeasesResourceLock, ns, opts.LeaderElectionID, core, coordination,
+		resourcelock.ResourceLockConfig{Identity: id})
 }
 
 // and combines field selectors, any of which may be nil.

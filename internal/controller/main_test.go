@@ -39,12 +39,14 @@ import (
 // One real kube-apiserver + etcd for the package; each test gets its own namespace and its
 // own reloader scoped to it, so tests never see each other's objects.
 var (
+	cluster    *localcluster.Cluster
 	restConfig *rest.Config
 	k8s        client.Client
 )
 
 func TestMain(m *testing.M) {
-	cluster, err := localcluster.Start(context.Background(), localcluster.Options{
+	var err error
+	cluster, err = localcluster.Start(context.Background(), localcluster.Options{
 		CRDDirectoryPaths: []string{filepath.Join("..", "..", "test", "crds")},
 	})
 	if err != nil {
@@ -93,6 +95,12 @@ func newNamespace(t *testing.T) string {
 // startReloader runs reloader in-process, watching only ns, until the test ends or stop is called.
 func startReloader(t *testing.T, ns string, configure ...func(*options.Options)) (stop func()) {
 	t.Helper()
+	return startReloaderAs(t, restConfig, ns, configure...)
+}
+
+// startReloaderAs is startReloader with the credentials of cfg.
+func startReloaderAs(t *testing.T, cfg *rest.Config, ns string, configure ...func(*options.Options)) (stop func()) {
+	t.Helper()
 	opts := options.Default()
 	opts.Namespaces = []string{ns}
 	opts.MetricsAddr = "0"
@@ -101,7 +109,7 @@ func startReloader(t *testing.T, ns string, configure ...func(*options.Options))
 		c(&opts)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	mgr, err := app.New(ctx, restConfig, opts, testLogger())
+	mgr, err := app.New(ctx, cfg, opts, testLogger())
 	must(t, err)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()

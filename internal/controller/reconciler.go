@@ -12,12 +12,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	"github.com/reloader-operator/reloader/internal/alert"
 	"github.com/reloader-operator/reloader/internal/coalesce"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/reload"
@@ -50,6 +52,11 @@ type WorkloadReconciler struct {
 	Window    *coalesce.Window
 	Recorder  recorder.EventRecorder
 	Metrics   *metrics.Metrics
+	// Alerts hears of every reload; nil sends none.
+	Alerts *alert.Alerter
+	// Namespaces selects, by label, the namespaces whose workloads reload; nil selects all.
+	// It is read on each reconcile, so a namespace gaining or losing a label counts at once.
+	Namespaces labels.Selector
 	// Workers is how many workloads of this kind reconcile at once.
 	Workers int
 	Now     func() time.Time
@@ -68,40 +75,51 @@ type Behaviour struct {
 
 // Reconcile implements reconcile.Reconciler.
 func (r *WorkloadReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	res, err := r.reconcile(ctx, req)
+	started := time.Now()
+	res, outcome, err := r.reconcile(ctx, req)
 	if err != nil {
+		outcome = metrics.OutcomeError
 		r.Metrics.Errors.WithLabelValues(r.Kind.Name()).Inc()
 	}
+	r.Metrics.Reconciles.WithLabelValues(r.Kind.Name(), outcome).Inc()
+	r.Metrics.ReconcileDuration.WithLabelValues(r.Kind.Name()).Observe(time.Since(started).Seconds())
 	return res, err
 }
 
-func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, string, error) {
 	started := r.Now()
 	k := r.windowKey(req.NamespacedName)
 	obj := r.Kind.NewObject()
 	err := r.Client.Get(ctx, req.NamespacedName, obj)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return reconcile.Result{}, err
+		return reconcile.Result{}, "", err
 	}
 	if pending, ok := r.jobs.get(req.NamespacedName); ok {
-		return r.createReplacement(ctx, req.NamespacedName, pending, obj, err == nil)
+		res, err := r.createReplacement(ctx, req.NamespacedName, pending, obj, err == nil)
+		return res, metrics.OutcomeReloaded, err
 	}
 	if err != nil || !obj.GetDeletionTimestamp().IsZero() {
 		r.Window.Done(k, started)
-		return reconcile.Result{}, nil
+		return reconcile.Result{}, metrics.OutcomeUnchanged, nil
 	}
 	logger := log.FromContext(ctx)
+	if selected, err := r.namespaceSelected(ctx, obj.GetNamespace()); err != nil || !selected {
+		// Left as it is, record included: if the namespace is selected again, changes made
+		// meanwhile are caught up then.
+		r.Window.Done(k, started)
+		return reconcile.Result{}, metrics.OutcomeIgnored, err
+	}
 
 	tw, err := r.template(ctx, obj)
 	if err != nil {
-		return reconcile.Result{}, err
+		return reconcile.Result{}, "", err
 	}
 	rules, errs := reload.ParseRules(r.Policy.Keys, obj.GetAnnotations(), tw.tpl.Annotations)
 	r.invalid(ctx, obj, errs...)
 
 	sources, err := r.concerned(ctx, obj.GetNamespace(), tw.tpl, &rules)
 	if err != nil {
-		return reconcile.Result{}, err
+		return reconcile.Result{}, "", err
 	}
 	hashes := make(map[source.ID]string, len(sources))
 	for id, o := range sources {
@@ -112,7 +130,7 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Reques
 	if len(changed) > 0 {
 		if wait := r.Window.Wait(k); wait > 0 {
 			logger.V(1).Info("waiting for changes to settle", "wait", wait.String(), "changed", len(changed))
-			return reconcile.Result{RequeueAfter: wait}, nil
+			return reconcile.Result{RequeueAfter: wait}, metrics.OutcomeWaiting, nil
 		}
 	}
 	changes := make([]reload.Change, 0, len(changed))
@@ -124,7 +142,10 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Reques
 	if len(changed) > 0 {
 		related = sources[changed[0]].obj
 	}
-	if why := r.skip(obj); len(changes) > 0 && why != "" {
+	outcome := metrics.OutcomeUnchanged
+	if why, reason := r.skip(obj); len(changes) > 0 && why != "" {
+		outcome = metrics.OutcomeSkipped
+		r.Metrics.Skipped.WithLabelValues(r.Kind.Name(), reason).Inc()
 		logger.Info("reload skipped", "reason", why)
 		r.Recorder.Eventf(obj, related, corev1.EventTypeNormal, ReasonReloadSkipped, "Reload",
 			"Not reloading %s %s after change of %s: %s", r.Kind.Name(), obj.GetName(), describe(changes), why)
@@ -142,22 +163,23 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Reques
 	if equality.Semantic.DeepEqual(obj, updated) && !tw.changed() {
 		logger.V(2).Info("sources unchanged", "sources", len(next))
 		r.Window.Done(k, started)
-		return reconcile.Result{RequeueAfter: requeue}, nil
+		return reconcile.Result{RequeueAfter: requeue}, outcome, nil
 	}
 
 	if err := r.write(ctx, obj, updated, tw, changes, next); err != nil {
 		if apierrors.IsConflict(err) {
 			// Read a stale copy; the retry reads the new one. Not a failure anyone should see.
-			return reconcile.Result{}, fmt.Errorf("write %s: %w", k, err)
+			return reconcile.Result{}, "", fmt.Errorf("write %s: %w", k, err)
 		}
 		if len(changes) > 0 {
 			r.Metrics.Reloaded(obj.GetNamespace(), false)
 			r.Recorder.Eventf(obj, related, corev1.EventTypeWarning, ReasonReloadFail, "Reload",
 				"Reload after change of %s failed: %v", describe(changes), err)
 		}
-		return reconcile.Result{}, fmt.Errorf("write %s: %w", k, err)
+		return reconcile.Result{}, "", fmt.Errorf("write %s: %w", k, err)
 	}
 	if resumed {
+		r.Metrics.Actions.WithLabelValues(r.Kind.Name(), "resume").Inc()
 		logger.Info("resumed after pause period")
 		r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonResumed, "Resume",
 			"Resumed %s %s after its pause period", r.Kind.Name(), obj.GetName())
@@ -168,15 +190,39 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Reques
 	r.Window.Done(k, started)
 	if len(changes) == 0 {
 		logger.V(1).Info("recorded source hashes", "record", next.Encode())
-		return reconcile.Result{RequeueAfter: requeue}, nil
+		if outcome == metrics.OutcomeUnchanged && !resumed {
+			outcome = metrics.OutcomeRecorded
+		}
+		return reconcile.Result{RequeueAfter: requeue}, outcome, nil
 	}
 	r.Metrics.Reloaded(obj.GetNamespace(), true)
-	for _, ch := range changes {
+	r.Metrics.Actions.WithLabelValues(r.Kind.Name(), "reload").Inc()
+	if _, was := obj.GetAnnotations()[r.Policy.Keys.PausedAt]; !was {
+		if _, is := updated.GetAnnotations()[r.Policy.Keys.PausedAt]; is {
+			r.Metrics.Actions.WithLabelValues(r.Kind.Name(), "pause").Inc()
+		}
+	}
+	alerted := make([]alert.Source, len(changes))
+	for i, ch := range changes {
 		logger.Info("reloaded", "source", ch.ID.String(), "hash", ch.Hash, "containers", ch.Containers)
+		alerted[i] = alert.Source{Kind: ch.ID.Kind.Title(), Name: ch.ID.Name, Hash: ch.Hash, Deleted: ch.Hash == reload.Absent}
 	}
 	r.Recorder.Eventf(obj, related, corev1.EventTypeNormal, ReasonReloaded, "Reload",
 		"Reloaded %s %s after change of %s", r.Kind.Name(), obj.GetName(), describe(changes))
-	return reconcile.Result{RequeueAfter: requeue}, nil
+	r.Alerts.Queue(alert.Reload{Kind: r.Kind.Name(), Namespace: obj.GetNamespace(), Name: obj.GetName(), Sources: alerted, Time: r.Now()})
+	return reconcile.Result{RequeueAfter: requeue}, metrics.OutcomeReloaded, nil
+}
+
+// namespaceSelected applies the namespace selector to the namespace as it is now.
+func (r *WorkloadReconciler) namespaceSelected(ctx context.Context, name string) (bool, error) {
+	if r.Namespaces == nil {
+		return true, nil
+	}
+	ns := &corev1.Namespace{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return r.Namespaces.Matches(labels.Set(ns.Labels)), nil
 }
 
 // invalid reports bad annotations; the valid rules still apply.

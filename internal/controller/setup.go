@@ -37,6 +37,10 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.mapReferenced),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	}
+	if r.Namespaces != nil {
+		b = b.Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.mapNamespace),
+			builder.WithPredicates(predicate.LabelChangedPredicate{}))
+	}
 	return b.Complete(r)
 }
 
@@ -53,32 +57,54 @@ func (r *WorkloadReconciler) mapSource(st SourceType) handler.MapFunc {
 		if st.Pool == nil {
 			annotations = src.GetAnnotations()
 		}
-		ns := src.GetNamespace()
 		var reqs []reconcile.Request
-		seen := map[string]bool{}
-		add := func(w client.Object, tpl *corev1.PodTemplateSpec) {
-			if seen[w.GetName()] || !r.concerns(w, tpl, id, annotations) {
-				return
-			}
-			seen[w.GetName()] = true
+		r.affected(ctx, src.GetNamespace(), id, annotations, func(w client.Object) {
 			nn := client.ObjectKeyFromObject(w)
 			r.Window.Touch(r.windowKey(nn))
 			reqs = append(reqs, reconcile.Request{NamespacedName: nn})
-		}
-		for _, value := range []string{id.String(), anyOf(st.Kind)} {
-			_ = r.byIndex(ctx, r.Kind.NewList(), ns, value, func(w client.Object) {
-				add(w, r.Kind.PodTemplate(w))
-			})
-		}
-		if _, ok := r.Kind.(workload.Referencing); ok {
-			// Rollouts that run a Deployment's template: through the Deployments using the source.
-			_ = r.byIndex(ctx, &appsv1.DeploymentList{}, ns, id.String(), func(d client.Object) {
-				tpl := &d.(*appsv1.Deployment).Spec.Template
-				_ = r.byIndex(ctx, r.Kind.NewList(), ns, workloadRef(d.GetName()), func(w client.Object) { add(w, tpl) })
-			})
-		}
+		})
 		return reqs
 	}
+}
+
+// affected calls fn once for each workload of r.Kind in ns that source id concerns; annotations
+// are the source's own.
+func (r *WorkloadReconciler) affected(ctx context.Context, ns string, id source.ID, annotations map[string]string, fn func(client.Object)) {
+	seen := map[string]bool{}
+	add := func(w client.Object, tpl *corev1.PodTemplateSpec) {
+		if seen[w.GetName()] || !r.concerns(w, tpl, id, annotations) {
+			return
+		}
+		seen[w.GetName()] = true
+		fn(w)
+	}
+	for _, value := range []string{id.String(), anyOf(id.Kind)} {
+		_ = r.byIndex(ctx, r.Kind.NewList(), ns, value, func(w client.Object) {
+			add(w, r.Kind.PodTemplate(w))
+		})
+	}
+	if _, ok := r.Kind.(workload.Referencing); ok {
+		// Rollouts that run a Deployment's template: through the Deployments using the source.
+		_ = r.byIndex(ctx, &appsv1.DeploymentList{}, ns, id.String(), func(d client.Object) {
+			tpl := &d.(*appsv1.Deployment).Spec.Template
+			_ = r.byIndex(ctx, r.Kind.NewList(), ns, workloadRef(d.GetName()), func(w client.Object) { add(w, tpl) })
+		})
+	}
+}
+
+// mapNamespace enqueues every workload of r.Kind in a namespace whose labels changed, so that
+// one that has just been selected catches up at once.
+func (r *WorkloadReconciler) mapNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
+	list := r.Kind.NewList()
+	if err := r.Client.List(ctx, list, client.InNamespace(ns.GetName()), client.UnsafeDisableDeepCopy); err != nil {
+		log.FromContext(ctx).Error(err, "listing workloads of a relabelled namespace", "namespace", ns.GetName())
+		return nil
+	}
+	var reqs []reconcile.Request
+	_ = forEach(list, func(w client.Object) {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(w)})
+	})
+	return reqs
 }
 
 // mapReferenced enqueues the Rollouts that run a Deployment's template when that changes.

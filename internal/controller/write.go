@@ -78,12 +78,12 @@ func (r *WorkloadReconciler) restarts(ctx context.Context, obj client.Object) bo
 }
 
 // skip says why a reload of obj must not happen, or "".
-func (r *WorkloadReconciler) skip(obj client.Object) string {
+func (r *WorkloadReconciler) skip(obj client.Object) (why, reason string) {
 	if rc, ok := r.Kind.(workload.Recreated); ok && rc.Finished(obj) &&
 		!optedIn(obj, reload.RecreateFinishedAnnotation, r.Behaviour.RecreateFinishedJobs) {
-		return fmt.Sprintf("the Job has finished; annotate it %s: \"true\", or run reloader with --recreate-finished-jobs, to replace finished Jobs", reload.RecreateFinishedAnnotation)
+		return fmt.Sprintf("the Job has finished; annotate it %s: \"true\", or run reloader with --recreate-finished-jobs, to replace finished Jobs", reload.RecreateFinishedAnnotation), "finished-job"
 	}
-	return ""
+	return "", ""
 }
 
 // optedIn reads a per-workload "true"/"false" annotation that overrides a flag's default.
@@ -104,6 +104,7 @@ func (r *WorkloadReconciler) write(ctx context.Context, obj, updated client.Obje
 		}
 	}
 	if rc, ok := r.Kind.(workload.Recreated); ok && len(changes) > 0 {
+		r.Metrics.Actions.WithLabelValues(r.Kind.Name(), "replace-job").Inc()
 		return r.replace(ctx, obj, rc.Replacement(updated))
 	}
 	if sc, ok := r.Kind.(workload.Scheduled); ok && len(changes) > 0 &&
@@ -112,6 +113,7 @@ func (r *WorkloadReconciler) write(ctx context.Context, obj, updated client.Obje
 		if err := r.Client.Create(ctx, job, client.FieldOwner(FieldOwner)); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("start Job from CronJob: %w", err)
 		}
+		r.Metrics.Actions.WithLabelValues(r.Kind.Name(), "run-cronjob").Inc()
 		log.FromContext(ctx).Info("started Job from reloaded CronJob", "job", job.GetName())
 	}
 	return r.Client.Patch(ctx, updated, r.Kind.PatchFrom(obj), client.FieldOwner(FieldOwner))

@@ -179,6 +179,24 @@ func (c *Cluster) addNodes(ctx context.Context, n int) error {
 	return nil
 }
 
+// AddUser authenticates a new user by client certificate; with no groups it may do only what
+// RBAC grants it. It returns a config for the user and the path of a kubeconfig file for it.
+func (c *Cluster) AddUser(name string, groups ...string) (*rest.Config, string, error) {
+	u, err := c.env.ControlPlane.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	if err != nil {
+		return nil, "", fmt.Errorf("add user %s: %w", name, err)
+	}
+	kubeconfig, err := u.KubeConfig()
+	if err != nil {
+		return nil, "", err
+	}
+	path := filepath.Join(c.Dir, "kubeconfig-"+name)
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		return nil, "", err
+	}
+	return u.Config(), path, nil
+}
+
 // EnsureNamespace creates a namespace with the default ServiceAccount that pods need.
 func (c *Cluster) EnsureNamespace(ctx context.Context, cl client.Client, name string) error {
 	for _, obj := range []client.Object{

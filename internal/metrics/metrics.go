@@ -20,6 +20,16 @@ type Metrics struct {
 	Errors *prometheus.CounterVec
 	// ChangeToPatch is the time from the first source change a reload carries to its patch.
 	ChangeToPatch prometheus.Histogram
+	// Reconciles counts workload reconciles by kind and outcome.
+	Reconciles *prometheus.CounterVec
+	// ReconcileDuration is how long one workload reconcile takes.
+	ReconcileDuration *prometheus.HistogramVec
+	// Actions counts the writes reloader makes, by workload kind and action.
+	Actions *prometheus.CounterVec
+	// Skipped counts reloads not made, by workload kind and reason.
+	Skipped *prometheus.CounterVec
+	// Notifications counts --webhook-url and alert deliveries, by target and success.
+	Notifications *prometheus.CounterVec
 
 	byNamespace bool
 }
@@ -45,6 +55,27 @@ func New(reg prometheus.Registerer, countByNamespace bool) *Metrics {
 			Help:    "Time from a workload's first pending source change to its reload patch, coalescing window included.",
 			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		})),
+		Reconciles: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reloader_reconcile_total",
+			Help: "Workload reconciles, by workload kind and outcome (reloaded, recorded, unchanged, waiting, skipped, ignored, error).",
+		}, []string{"kind", "outcome"})),
+		ReconcileDuration: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "reloader_reconcile_duration_seconds",
+			Help:    "Time one workload reconcile takes, API writes included.",
+			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"kind"})),
+		Actions: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reloader_action_total",
+			Help: "Writes reloader made, by workload kind and action (reload, pause, resume, replace-job, run-cronjob, notify).",
+		}, []string{"kind", "action"})),
+		Skipped: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reloader_skipped_total",
+			Help: "Reloads not made although a source changed, by workload kind and reason.",
+		}, []string{"kind", "reason"})),
+		Notifications: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reloader_notifications_total",
+			Help: "Notifications sent, by target (webhook, or the alert sink) and success.",
+		}, []string{"target", "success"})),
 		byNamespace: countByNamespace,
 	}
 	// Export both series from the start, so that rate() and alerts see a zero, not a gap.
@@ -61,6 +92,22 @@ func (m *Metrics) Reloaded(namespace string, success bool) {
 	if m.byNamespace {
 		m.ReloadExecutedByNamespace.WithLabelValues(s, namespace).Inc()
 	}
+}
+
+// Outcomes of a reconcile, the values of reloader_reconcile_total's outcome label.
+const (
+	OutcomeReloaded  = "reloaded"
+	OutcomeRecorded  = "recorded"
+	OutcomeUnchanged = "unchanged"
+	OutcomeWaiting   = "waiting"
+	OutcomeSkipped   = "skipped"
+	OutcomeIgnored   = "ignored"
+	OutcomeError     = "error"
+)
+
+// Notified counts one notification delivery.
+func (m *Metrics) Notified(target string, success bool) {
+	m.Notifications.WithLabelValues(target, strconv.FormatBool(success)).Inc()
 }
 
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {

@@ -5,8 +5,10 @@ package options
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -59,6 +61,18 @@ type Options struct {
 	// LeaderElectionNamespace holds the --enable-ha Lease: POD_NAMESPACE, as upstream's chart
 	// sets it; empty means controller-runtime's default, the in-cluster namespace.
 	LeaderElectionNamespace string
+	// LeaderElectionID names the Lease.
+	LeaderElectionID string
+	// LeaderIdentity is this replica's name in the Lease: POD_NAME, else the host name.
+	LeaderIdentity     string
+	LeaseDuration      time.Duration
+	LeaseRenewDeadline time.Duration
+	LeaseRetryPeriod   time.Duration
+	WebhookTimeout     time.Duration
+	WebhookRetries     int
+	ReloaderNamespace  string
+	ReloaderDeployment string
+	Alert              Alert
 
 	Keys reload.Keys
 }
@@ -73,8 +87,28 @@ func Default() Options {
 		CoalesceWindow: 300 * time.Millisecond,
 		Workers:        4,
 		Keys:           reload.DefaultKeys(),
+
+		LeaderElectionID:   "reloader-leader-election",
+		LeaseDuration:      15 * time.Second,
+		LeaseRenewDeadline: 10 * time.Second,
+		LeaseRetryPeriod:   2 * time.Second,
+		WebhookTimeout:     10 * time.Second,
+		WebhookRetries:     3,
 	}
 }
+
+// Alert configures the notification sent after each reload (upstream's ALERT_* variables).
+type Alert struct {
+	Enabled bool
+	// Sink is slack, teams, gchat or raw.
+	Sink           string
+	WebhookURL     string
+	Proxy          string
+	AdditionalInfo string
+}
+
+// AlertSinks are the values ALERT_SINK accepts.
+var AlertSinks = []string{"slack", "teams", "gchat", "raw"}
 
 // BindFlags registers every flag on fs, writing into o.
 func (o *Options) BindFlags(fs *pflag.FlagSet) {
@@ -103,6 +137,12 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.RecreateFinishedJobs, "recreate-finished-jobs", o.RecreateFinishedJobs, "also replace Jobs that have completed or failed when their config changes (per Job: annotation "+reload.RecreateFinishedAnnotation+")")
 	fs.DurationVar(&o.CoalesceWindow, "coalesce-window", o.CoalesceWindow, "wait until a workload's sources have been quiet this long, so changes landing together reload once; 0 turns it off")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "workloads of one kind reconciled at once")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "name of the Lease replicas compete for with --enable-ha")
+	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "how long followers wait before taking over from a leader that stopped renewing")
+	fs.DurationVar(&o.LeaseRenewDeadline, "leader-election-renew-deadline", o.LeaseRenewDeadline, "how long the leader retries renewing before it gives up leadership")
+	fs.DurationVar(&o.LeaseRetryPeriod, "leader-election-retry-period", o.LeaseRetryPeriod, "how often replicas try to acquire or renew the Lease")
+	fs.DurationVar(&o.WebhookTimeout, "webhook-timeout", o.WebhookTimeout, "timeout of one --webhook-url request")
+	fs.IntVar(&o.WebhookRetries, "webhook-retries", o.WebhookRetries, "attempts per --webhook-url notification before it is requeued with backoff")
 
 	k := &o.Keys
 	fs.StringVar(&k.Auto, "auto-annotation", k.Auto, "annotation: reload on change of any referenced source")
@@ -148,6 +188,27 @@ func (o *Options) ApplyEnv(getenv func(string) string) {
 	}
 	o.MetricsCountByNamespace = getenv("METRICS_COUNT_BY_NAMESPACE") == "enabled"
 	o.LeaderElectionNamespace = getenv("POD_NAMESPACE")
+	o.LeaderIdentity = getenv("POD_NAME")
+	o.ReloaderNamespace = getenv("RELOADER_NAMESPACE")
+	if o.ReloaderNamespace == "" {
+		o.ReloaderNamespace = o.LeaderElectionNamespace
+	}
+	o.ReloaderDeployment = getenv("RELOADER_DEPLOYMENT_NAME")
+	o.Alert = Alert{
+		Enabled:        isTrue(getenv("ALERT_ON_RELOAD")),
+		Sink:           strings.ToLower(strings.TrimSpace(getenv("ALERT_SINK"))),
+		WebhookURL:     strings.TrimSpace(getenv("ALERT_WEBHOOK_URL")),
+		Proxy:          strings.TrimSpace(getenv("ALERT_WEBHOOK_PROXY")),
+		AdditionalInfo: getenv("ALERT_ADDITIONAL_INFO"),
+	}
+	if o.Alert.Sink == "" {
+		o.Alert.Sink = "raw"
+	}
+}
+
+func isTrue(s string) bool {
+	b, err := strconv.ParseBool(strings.TrimSpace(s))
+	return err == nil && b
 }
 
 // FromEnvironment is ApplyEnv over the process environment.
@@ -210,21 +271,80 @@ func (o *Options) Validate() error {
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers: %d is less than 1", o.Workers))
 	}
+	if _, err := o.NamespaceLabels(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.WebhookURL != "" {
+		if err := checkURL(o.WebhookURL); err != nil {
+			errs = append(errs, fmt.Errorf("--webhook-url: %w", err))
+		}
+		if o.WebhookRetries < 1 || o.WebhookTimeout <= 0 {
+			errs = append(errs, errors.New("--webhook-retries must be at least 1 and --webhook-timeout positive"))
+		}
+	}
+	if o.EnableHA && !(o.LeaseDuration > o.LeaseRenewDeadline && o.LeaseRenewDeadline > o.LeaseRetryPeriod && o.LeaseRetryPeriod > 0) {
+		errs = append(errs, fmt.Errorf("leader election needs lease duration (%v) > renew deadline (%v) > retry period (%v) > 0",
+			o.LeaseDuration, o.LeaseRenewDeadline, o.LeaseRetryPeriod))
+	}
+	if o.Alert.Enabled {
+		if !slices.Contains(AlertSinks, o.Alert.Sink) {
+			errs = append(errs, fmt.Errorf("ALERT_SINK: %q is not one of %s", o.Alert.Sink, strings.Join(AlertSinks, ", ")))
+		}
+		if err := checkURL(o.Alert.WebhookURL); err != nil {
+			errs = append(errs, fmt.Errorf("ALERT_WEBHOOK_URL: %w", err))
+		}
+		if o.Alert.Proxy != "" {
+			if err := checkURL(o.Alert.Proxy); err != nil {
+				errs = append(errs, fmt.Errorf("ALERT_WEBHOOK_PROXY: %w", err))
+			}
+		}
+	}
 	return errors.Join(errs...)
 }
 
-// NotYetImplemented lists the flags set that this build accepts but does not act on yet, so
-// that start-up can say so instead of silently ignoring them.
-func (o *Options) NotYetImplemented() []string {
-	var out []string
-	add := func(set bool, name string) {
-		if set {
-			out = append(out, name)
-		}
+// checkURL accepts absolute http and https URLs.
+func checkURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return err
 	}
-	add(o.NamespaceSelector != "", "--namespace-selector")
-	add(o.WebhookURL != "", "--webhook-url")
-	return out
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q is not an http(s) URL", s)
+	}
+	return nil
+}
+
+// NamespaceLabels parses --namespace-selector: Kubernetes selector syntax, or upstream's
+// comma-separated "key:value" terms, where "key:*" means the key is set and a lone "*" means
+// every namespace. nil means no selector.
+func (o *Options) NamespaceLabels() (labels.Selector, error) {
+	s := strings.TrimSpace(o.NamespaceSelector)
+	if s == "" {
+		return nil, nil
+	}
+	if s == "*" {
+		return labels.Everything(), nil
+	}
+	if !strings.ContainsAny(s, "=!() ") {
+		terms := strings.Split(s, ",")
+		for i, term := range terms {
+			key, value, found := strings.Cut(strings.TrimSpace(term), ":")
+			switch {
+			case !found:
+				terms[i] = key
+			case value == "*":
+				terms[i] = key
+			default:
+				terms[i] = key + "=" + value
+			}
+		}
+		s = strings.Join(terms, ",")
+	}
+	sel, err := labels.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("--namespace-selector: %w", err)
+	}
+	return sel, nil
 }
 
 // SourceSelector parses --resource-label-selector. Upstream's "key:value" form is accepted
@@ -257,4 +377,22 @@ func (o *Options) NamespaceFilter() fields.Selector {
 		return nil
 	}
 	return fields.AndSelectors(sels...)
+}
+
+// Effective lists every flag with the value in force, by flag name, plus the settings that
+// come from the environment; secrets (webhook and alert URLs) are left out.
+func (o Options) Effective() map[string]string {
+	out := map[string]string{}
+	fs := pflag.NewFlagSet("effective", pflag.ContinueOnError)
+	o.BindFlags(fs)
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Name != "webhook-url" {
+			out[f.Name] = f.Value.String()
+		}
+	})
+	out["webhook-url-set"] = strconv.FormatBool(o.WebhookURL != "")
+	out["METRICS_COUNT_BY_NAMESPACE"] = strconv.FormatBool(o.MetricsCountByNamespace)
+	out["ALERT_ON_RELOAD"] = strconv.FormatBool(o.Alert.Enabled)
+	out["ALERT_SINK"] = o.Alert.Sink
+	return out
 }

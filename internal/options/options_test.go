@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/reloader-operator/reloader/internal/source"
 )
@@ -72,9 +73,6 @@ func TestWorkloadBehaviourFlagsParse(t *testing.T) {
 	if o.Keys.RolloutStrategy != "example.com/strategy" || o.Keys.TypedAuto[source.SecretProviderClass] != "example.com/spc" {
 		t.Errorf("annotation keys %+v", o.Keys)
 	}
-	if got := o.NotYetImplemented(); len(got) != 0 {
-		t.Errorf("implemented flags reported as not implemented: %v", got)
-	}
 }
 
 func TestEnvironment(t *testing.T) {
@@ -91,13 +89,72 @@ func TestEnvironment(t *testing.T) {
 	}
 }
 
+func TestAlertAndIdentityEnvironment(t *testing.T) {
+	env := map[string]string{"ALERT_ON_RELOAD": "true", "ALERT_SINK": "Slack", "ALERT_WEBHOOK_URL": "https://hooks.example/x",
+		"ALERT_WEBHOOK_PROXY": "http://proxy:3128", "ALERT_ADDITIONAL_INFO": "cluster prod-eu", "POD_NAME": "reloader-7f9",
+		"POD_NAMESPACE": "ops", "RELOADER_DEPLOYMENT_NAME": "reloader"}
+	o := Default()
+	o.ApplyEnv(func(k string) string { return env[k] })
+	want := Alert{Enabled: true, Sink: "slack", WebhookURL: "https://hooks.example/x", Proxy: "http://proxy:3128", AdditionalInfo: "cluster prod-eu"}
+	if o.Alert != want {
+		t.Errorf("alert %+v, want %+v", o.Alert, want)
+	}
+	if o.LeaderIdentity != "reloader-7f9" || o.ReloaderNamespace != "ops" || o.ReloaderDeployment != "reloader" {
+		t.Errorf("identity %q, meta-info namespace %q, deployment %q", o.LeaderIdentity, o.ReloaderNamespace, o.ReloaderDeployment)
+	}
+	if err := o.Validate(); err != nil {
+		t.Error(err)
+	}
+	env["RELOADER_NAMESPACE"] = "meta"
+	o.ApplyEnv(func(k string) string { return env[k] })
+	if o.ReloaderNamespace != "meta" {
+		t.Errorf("RELOADER_NAMESPACE not preferred over POD_NAMESPACE: %q", o.ReloaderNamespace)
+	}
+}
+
+func TestNamespaceSelectorForms(t *testing.T) {
+	ns := func(l map[string]string) labels.Set { return labels.Set(l) }
+	cases := []struct {
+		selector string
+		matches  []labels.Set
+		misses   []labels.Set
+	}{
+		{"team:a", []labels.Set{ns(map[string]string{"team": "a"})}, []labels.Set{ns(map[string]string{"team": "b"}), nil}},
+		{"team:*", []labels.Set{ns(map[string]string{"team": "b"})}, []labels.Set{ns(map[string]string{"other": "x"})}},
+		{"team:a,env:prod", []labels.Set{ns(map[string]string{"team": "a", "env": "prod"})}, []labels.Set{ns(map[string]string{"team": "a"})}},
+		{"env in (prod,staging),!skip", []labels.Set{ns(map[string]string{"env": "prod"})}, []labels.Set{ns(map[string]string{"env": "prod", "skip": ""})}},
+		{"*", []labels.Set{nil, ns(map[string]string{"a": "b"})}, nil},
+	}
+	for _, c := range cases {
+		o := parse(t, "--namespace-selector="+c.selector)
+		sel, err := o.NamespaceLabels()
+		if err != nil {
+			t.Errorf("%q: %v", c.selector, err)
+			continue
+		}
+		for _, l := range c.matches {
+			if !sel.Matches(l) {
+				t.Errorf("%q does not match %v", c.selector, l)
+			}
+		}
+		for _, l := range c.misses {
+			if sel.Matches(l) {
+				t.Errorf("%q matches %v", c.selector, l)
+			}
+		}
+	}
+}
+
 func TestValidateReportsEveryProblem(t *testing.T) {
-	o := parse(t, "--reload-strategy=restart", "--resources-to-ignore=pods", "--log-level=loud", "--coalesce-window=-1s")
+	o := parse(t, "--reload-strategy=restart", "--resources-to-ignore=pods", "--log-level=loud", "--coalesce-window=-1s",
+		"--namespace-selector=a in (", "--webhook-url=ftp://x", "--enable-ha", "--leader-election-renew-deadline=1m")
+	o.Alert = Alert{Enabled: true, Sink: "pager", WebhookURL: "not a url"}
 	err := o.Validate()
 	if err == nil {
 		t.Fatal("bad options accepted")
 	}
-	for _, want := range []string{"--reload-strategy", "--resources-to-ignore", "--log-level", "--coalesce-window"} {
+	for _, want := range []string{"--reload-strategy", "--resources-to-ignore", "--log-level", "--coalesce-window",
+		"--namespace-selector", "--webhook-url", "renew deadline", "ALERT_SINK", "ALERT_WEBHOOK_URL"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %s: %v", want, err)
 		}

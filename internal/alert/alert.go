@@ -1,0 +1,160 @@
+// Package alert tells a chat channel or any HTTP endpoint about each reload (upstream's
+// ALERT_* settings). Alerts are queued and sent in the background: a slow or failing sink
+// never delays or fails a reload.
+package alert
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/reloader-operator/reloader/internal/notify"
+)
+
+// Reload is what an alert reports.
+type Reload struct {
+	Kind      string
+	Namespace string
+	Name      string
+	Sources   []Source
+	Time      time.Time
+}
+
+// Source is one changed source of a reload.
+type Source struct {
+	Kind    string `json:"kind"`
+	Name    string `json:"name"`
+	Hash    string `json:"hash"`
+	Deleted bool   `json:"deleted,omitempty"`
+}
+
+// Text is the one-line human description every chat sink shows.
+func (r Reload) Text(additional string) string {
+	parts := make([]string, len(r.Sources))
+	for i, s := range r.Sources {
+		parts[i] = s.Kind + " " + s.Name
+		if s.Deleted {
+			parts[i] += " (deleted)"
+		}
+	}
+	text := fmt.Sprintf("Reloader reloaded %s %s/%s after a change of %s", r.Kind, r.Namespace, r.Name, strings.Join(parts, ", "))
+	if additional != "" {
+		text += "\n" + additional
+	}
+	return text
+}
+
+// Body renders r in the message format of sink: slack, teams, gchat or raw.
+func Body(sink string, r Reload, additional string) ([]byte, error) {
+	text := r.Text(additional)
+	switch sink {
+	case "slack", "gchat":
+		// Both incoming-webhook APIs take a plain message as {"text": ...}.
+		return json.Marshal(map[string]string{"text": text})
+	case "teams":
+		// A Workflows ("When a Teams webhook request is received") message with one Adaptive Card.
+		card := map[string]any{
+			"$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
+			"type":    "AdaptiveCard",
+			"version": "1.4",
+			"body":    []map[string]any{{"type": "TextBlock", "text": text, "wrap": true}},
+		}
+		return json.Marshal(map[string]any{
+			"type": "message",
+			"attachments": []map[string]any{{
+				"contentType": "application/vnd.microsoft.card.adaptive",
+				"content":     card,
+			}},
+		})
+	case "raw":
+		return json.Marshal(rawAlert{
+			Event:          "reload",
+			Workload:       notify.Workload{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name},
+			Sources:        r.Sources,
+			Message:        text,
+			AdditionalInfo: additional,
+			Time:           r.Time.UTC(),
+		})
+	}
+	return nil, fmt.Errorf("unknown alert sink %q", sink)
+}
+
+type rawAlert struct {
+	Event          string          `json:"event"`
+	Workload       notify.Workload `json:"workload"`
+	Sources        []Source        `json:"sources"`
+	Message        string          `json:"message"`
+	AdditionalInfo string          `json:"additionalInfo,omitempty"`
+	Time           time.Time       `json:"time"`
+}
+
+// Alerter queues alerts and sends them one at a time. Its zero value is not usable; nil is
+// (it drops everything), so callers need not check whether alerts are on.
+type Alerter struct {
+	Sink           string
+	URL            string
+	AdditionalInfo string
+	Poster         *notify.Poster
+	Log            logr.Logger
+	// Delivered is called after each attempt to deliver, for metrics.
+	Delivered func(sink string, success bool)
+
+	queue chan Reload
+}
+
+// QueueSize bounds the alerts waiting to be sent; more are dropped with a log line.
+const QueueSize = 256
+
+// New returns an Alerter; run it with Start.
+func New(sink, url, additional string, poster *notify.Poster, log logr.Logger) *Alerter {
+	return &Alerter{Sink: sink, URL: url, AdditionalInfo: additional, Poster: poster, Log: log, queue: make(chan Reload, QueueSize)}
+}
+
+// Queue hands r to the sender without waiting.
+func (a *Alerter) Queue(r Reload) {
+	if a == nil {
+		return
+	}
+	select {
+	case a.queue <- r:
+	default:
+		a.Log.Info("alert queue full; alert dropped", "workload", r.Kind+" "+r.Namespace+"/"+r.Name)
+		a.delivered(false)
+	}
+}
+
+// Start sends queued alerts until ctx ends. It implements manager.Runnable.
+func (a *Alerter) Start(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case r := <-a.queue:
+			a.send(ctx, r)
+		}
+	}
+}
+
+// NeedLeaderElection is false: only the leader reloads, so only it queues alerts.
+func (a *Alerter) NeedLeaderElection() bool { return false }
+
+func (a *Alerter) send(ctx context.Context, r Reload) {
+	body, err := Body(a.Sink, r, a.AdditionalInfo)
+	if err == nil {
+		err = a.Poster.Post(ctx, a.URL, body)
+	}
+	if err != nil {
+		a.Log.Error(err, "alert not delivered", "sink", a.Sink, "workload", r.Kind+" "+r.Namespace+"/"+r.Name)
+	}
+	a.delivered(err == nil)
+}
+
+func (a *Alerter) delivered(ok bool) {
+	if a.Delivered != nil {
+		a.Delivered(a.Sink, ok)
+	}
+}

@@ -1,0 +1,135 @@
+package alert
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/reloader-operator/reloader/internal/notify"
+)
+
+var sample = Reload{Kind: "Deployment", Namespace: "team-a", Name: "api",
+	Sources: []Source{{Kind: "ConfigMap", Name: "app-config", Hash: "h1"}, {Kind: "Secret", Name: "creds", Deleted: true}},
+	Time:    time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
+
+// received starts a sink that hands each request body to the returned channel.
+func received(t *testing.T, status int) (string, <-chan map[string]any) {
+	t.Helper()
+	ch := make(chan map[string]any, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			t.Error(err)
+		}
+		ch <- body
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, ch
+}
+
+func start(t *testing.T, sink, url string, delivered func(string, bool)) *Alerter {
+	t.Helper()
+	poster, err := notify.NewPoster(time.Second, 1, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := New(sink, url, "cluster prod-eu", poster, logr.Discard())
+	a.Delivered = delivered
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = a.Start(ctx) }()
+	return a
+}
+
+func await(t *testing.T, ch <-chan map[string]any) map[string]any {
+	t.Helper()
+	select {
+	case b := <-ch:
+		return b
+	case <-time.After(5 * time.Second):
+		t.Fatal("no alert arrived")
+		return nil
+	}
+}
+
+func TestEachSinkGetsItsFormat(t *testing.T) {
+	want := "Reloader reloaded Deployment team-a/api after a change of ConfigMap app-config, Secret creds (deleted)\ncluster prod-eu"
+	for _, sink := range []string{"slack", "gchat", "teams", "raw"} {
+		t.Run(sink, func(t *testing.T) {
+			url, ch := received(t, http.StatusOK)
+			start(t, sink, url, nil).Queue(sample)
+			body := await(t, ch)
+			var text any
+			switch sink {
+			case "slack", "gchat":
+				text = body["text"]
+			case "teams":
+				att := body["attachments"].([]any)[0].(map[string]any)
+				if att["contentType"] != "application/vnd.microsoft.card.adaptive" {
+					t.Errorf("attachment %v", att)
+				}
+				text = att["content"].(map[string]any)["body"].([]any)[0].(map[string]any)["text"]
+			case "raw":
+				text = body["message"]
+				w := body["workload"].(map[string]any)
+				if body["event"] != "reload" || w["name"] != "api" || w["namespace"] != "team-a" ||
+					len(body["sources"].([]any)) != 2 || body["additionalInfo"] != "cluster prod-eu" {
+					t.Errorf("raw alert %v", body)
+				}
+			}
+			if text != want {
+				t.Errorf("text %q, want %q", text, want)
+			}
+		})
+	}
+}
+
+func TestFailingSinkNeverBlocks(t *testing.T) {
+	hang := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-hang }))
+	defer srv.Close()
+	defer close(hang)
+	var failed atomic.Int32
+	a := start(t, "slack", srv.URL, func(_ string, ok bool) {
+		if !ok {
+			failed.Add(1)
+		}
+	})
+	begin := time.Now()
+	for range QueueSize + 50 {
+		a.Queue(sample)
+	}
+	if took := time.Since(begin); took > time.Second {
+		t.Errorf("queueing took %v", took)
+	}
+	if failed.Load() < 49 {
+		t.Errorf("%d alerts counted as failed; the overflow should be dropped and counted", failed.Load())
+	}
+	var nilAlerter *Alerter
+	nilAlerter.Queue(sample) // alerts off: no panic
+}
+
+func TestErrorAnswerIsCountedAndNextAlertStillSent(t *testing.T) {
+	url, ch := received(t, http.StatusInternalServerError)
+	results := make(chan bool, 4)
+	a := start(t, "raw", url, func(_ string, ok bool) { results <- ok })
+	a.Queue(sample)
+	a.Queue(sample)
+	for range 2 {
+		await(t, ch)
+		if ok := <-results; ok {
+			t.Error("a 500 answer counted as delivered")
+		}
+	}
+	if !strings.Contains(sample.Text(""), "ConfigMap app-config") {
+		t.Error(sample.Text(""))
+	}
+}

@@ -1,0 +1,128 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/reloader-operator/reloader/internal/metrics"
+	"github.com/reloader-operator/reloader/internal/notify"
+	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/source"
+)
+
+// Notifier replaces reloads with notifications (--webhook-url): when a source changes, it
+// POSTs what changed and which workloads would have reloaded, and writes nothing to the
+// cluster. The hashes it compares against live in memory: the sources present at start-up are
+// taken as they are, so a restart sends no burst of notifications, and changes made while it
+// was down are not reported.
+type Notifier struct {
+	Client  client.Client
+	Sources []SourceType
+	// Workloads find the affected workloads, one per kind; they are never started.
+	Workloads []*WorkloadReconciler
+	Events    reload.Events
+	Send      func(context.Context, notify.Change) error
+	Metrics   *metrics.Metrics
+	Now       func() time.Time
+
+	started time.Time
+	mu      sync.Mutex
+	seen    map[string]string
+}
+
+// SetupWithManager registers the notifier; the workload indexes must be registered first.
+func (n *Notifier) SetupWithManager(mgr ctrl.Manager) error {
+	n.started = n.Now()
+	n.seen = map[string]string{}
+	b := ctrl.NewControllerManagedBy(mgr).Named("webhook")
+	for _, st := range n.Sources {
+		b = b.Watches(st.NewObject(), handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			name := st.sourceName(o)
+			if name == "" {
+				return nil
+			}
+			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: string(st.Kind) + "/" + name}}}
+		}), builder.WithPredicates(sourceChanged(n.Workloads[0].Policy.Keys)))
+	}
+	return b.Complete(n)
+}
+
+// Reconcile compares one source with the hash last seen and notifies on a change.
+func (n *Notifier) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	kind, name, _ := strings.Cut(req.Name, "/")
+	var st *SourceType
+	for i := range n.Sources {
+		if string(n.Sources[i].Kind) == kind {
+			st = &n.Sources[i]
+		}
+	}
+	if st == nil {
+		return reconcile.Result{}, nil
+	}
+	s, exists, err := st.get(ctx, n.Client, req.Namespace, name)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	key := req.Namespace + "/" + req.Name
+	n.mu.Lock()
+	last, known := n.seen[key]
+	n.mu.Unlock()
+
+	change := notify.Change{Kind: st.Kind.Title(), Namespace: req.Namespace, Name: name, Hash: s.hash, Time: n.Now().UTC()}
+	notifying := false
+	switch {
+	case !exists:
+		change.Hash, change.Deleted = reload.Absent, true
+		notifying = known && n.Events.OnDelete
+	case !known:
+		// New to this process: present at start-up, or created since.
+		created := s.obj != nil && s.obj.GetCreationTimestamp().After(n.started)
+		change.Created = true
+		notifying = created && n.Events.OnCreate
+	default:
+		notifying = last != s.hash
+	}
+	if notifying {
+		id := source.ID{Kind: st.Kind, Name: name}
+		for _, w := range n.Workloads {
+			if selected, err := w.namespaceSelected(ctx, req.Namespace); err != nil || !selected {
+				if err != nil {
+					return reconcile.Result{}, err
+				}
+				continue
+			}
+			w.affected(ctx, req.Namespace, id, s.annotations, func(o client.Object) {
+				change.Workloads = append(change.Workloads, notify.Workload{Kind: w.Kind.Name(), Namespace: o.GetNamespace(), Name: o.GetName()})
+			})
+		}
+		notifying = len(change.Workloads) > 0
+	}
+	if notifying {
+		err := n.Send(ctx, change)
+		n.Metrics.Notified("webhook", err == nil)
+		if err != nil {
+			// Not marked as seen: the workqueue retries with backoff.
+			return reconcile.Result{}, fmt.Errorf("notify change of %s %s/%s: %w", change.Kind, req.Namespace, name, err)
+		}
+		n.Metrics.Actions.WithLabelValues("webhook", "notify").Inc()
+		log.FromContext(ctx).Info("notified webhook instead of reloading", "source", kind+"/"+name, "hash", change.Hash, "workloads", len(change.Workloads))
+	}
+	n.mu.Lock()
+	if exists {
+		n.seen[key] = s.hash
+	} else {
+		delete(n.seen, key)
+	}
+	n.mu.Unlock()
+	return reconcile.Result{}, nil
+}

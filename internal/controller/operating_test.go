@@ -1,0 +1,312 @@
+package controller_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/reloader-operator/reloader/internal/metainfo"
+	"github.com/reloader-operator/reloader/internal/notify"
+	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/reload"
+)
+
+func setLabel(t *testing.T, ns, key, value string) {
+	t.Helper()
+	update(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, func(n *corev1.Namespace) {
+		if n.Labels == nil {
+			n.Labels = map[string]string{}
+		}
+		if value == "" {
+			delete(n.Labels, key)
+		} else {
+			n.Labels[key] = value
+		}
+	})
+}
+
+func TestNamespaceSelectorTakesEffectWithoutRestart(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
+	d := deployment(ns, "web", map[string]string{"reloader.stakater.com/auto": "true"}, podSpec("cfg"))
+	create(t, cm, d)
+	startReloader(t, ns, func(o *options.Options) { o.NamespaceSelector = "reloader:enabled" })
+	changes := templateChanges(t, d)
+
+	changeConfig(t, cm, "v2")
+	settle()
+	if n := changes(); n != 0 {
+		t.Fatalf("workload in an unselected namespace reloaded %d times", n)
+	}
+	if _, ok := get(t, d).Annotations[reload.RecordAnnotation]; ok {
+		t.Fatal("workload in an unselected namespace was written to")
+	}
+
+	setLabel(t, ns, "reloader", "enabled")
+	recorded(t, d) // selected now: taken as it is, no reload
+	changeConfig(t, cm, "v3")
+	eventually(t, "reload once selected", func() error {
+		if n := changes(); n != 1 {
+			return fmt.Errorf("%d template changes", n)
+		}
+		return nil
+	})
+
+	setLabel(t, ns, "reloader", "")
+	settle()
+	changeConfig(t, cm, "v4")
+	settle()
+	if n := changes(); n != 1 {
+		t.Errorf("%d template changes after the label was removed, want still 1", n)
+	}
+}
+
+// hookServer records the --webhook-url documents it receives; it fails the first failures.
+type hookServer struct {
+	mu       sync.Mutex
+	failures int
+	got      []notify.Change
+}
+
+func (h *hookServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.failures > 0 {
+		h.failures--
+		http.Error(w, "try later", http.StatusServiceUnavailable)
+		return
+	}
+	var c notify.Change
+	if err := json.NewDecoder(r.Body).Decode(&c); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	h.got = append(h.got, c)
+}
+
+func (h *hookServer) changes() []notify.Change {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]notify.Change(nil), h.got...)
+}
+
+func TestWebhookURLNotifiesInsteadOfReloading(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
+	unrelated := configMap(ns, "other", map[string]string{"k": "v1"})
+	d := deployment(ns, "web", map[string]string{"reloader.stakater.com/auto": "true"}, podSpec("cfg"))
+	create(t, cm, unrelated, d)
+	hook := &hookServer{failures: 2} // the first delivery is retried
+	srv := httptest.NewServer(hook)
+	defer srv.Close()
+	startReloader(t, ns, func(o *options.Options) {
+		o.WebhookURL = srv.URL
+		o.WebhookRetries = 1 // each failure goes back to the workqueue's backoff
+	})
+	changes := templateChanges(t, d)
+	settle()
+	if got := hook.changes(); len(got) != 0 {
+		t.Fatalf("notified at start-up: %+v", got)
+	}
+
+	changeConfig(t, unrelated, "v2")
+	changeConfig(t, cm, "v2")
+	eventually(t, "webhook notified", func() error {
+		if got := hook.changes(); len(got) != 1 {
+			return fmt.Errorf("%d notifications", len(got))
+		}
+		return nil
+	})
+	c := hook.changes()[0]
+	if c.Kind != "ConfigMap" || c.Namespace != ns || c.Name != "cfg" || c.Hash == "" ||
+		len(c.Workloads) != 1 || c.Workloads[0] != (notify.Workload{Kind: "Deployment", Namespace: ns, Name: "web"}) {
+		t.Errorf("notification %+v", c)
+	}
+	settle()
+	if n := changes(); n != 0 {
+		t.Errorf("workload reloaded %d times in webhook mode", n)
+	}
+	if len(hook.changes()) != 1 {
+		t.Errorf("notified %d times for one change", len(hook.changes()))
+	}
+}
+
+func TestAlertsAfterReload(t *testing.T) {
+	var mu sync.Mutex
+	var bodies []map[string]any
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&b)
+		mu.Lock()
+		bodies = append(bodies, b)
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	ns, cm, d, _ := autoDeployment(t, func(o *options.Options) {
+		o.Alert = options.Alert{Enabled: true, Sink: "raw", WebhookURL: srv.URL, AdditionalInfo: "test cluster"}
+	})
+	changeConfig(t, cm, "v2")
+	eventually(t, "alert received", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(bodies) != 1 {
+			return fmt.Errorf("%d alerts", len(bodies))
+		}
+		return nil
+	})
+	w := bodies[0]["workload"].(map[string]any)
+	if w["name"] != d.Name || w["namespace"] != ns || bodies[0]["additionalInfo"] != "test cluster" {
+		t.Errorf("alert %v", bodies[0])
+	}
+}
+
+func TestFailingAlertSinkNeverBlocksReloads(t *testing.T) {
+	hang := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-hang }))
+	defer srv.Close()
+	defer close(hang)
+	_, cm, d, _ := autoDeployment(t, func(o *options.Options) {
+		o.Alert = options.Alert{Enabled: true, Sink: "slack", WebhookURL: srv.URL}
+		o.WebhookTimeout = time.Minute
+	})
+	changes := templateChanges(t, d)
+	for i := range 3 {
+		changeConfig(t, cm, fmt.Sprintf("v%d", i+2))
+		eventually(t, "reload despite a hanging alert sink", func() error {
+			if n := changes(); n != i+1 {
+				return fmt.Errorf("%d template changes", n)
+			}
+			return nil
+		})
+	}
+}
+
+// counter reads one series of a counter from controller-runtime's registry.
+func counter(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := crmetrics.Registry.Gather()
+	must(t, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if v, ok := labels[l.GetName()]; ok && v != l.GetValue() {
+					continue series
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
+func TestMetricsCountReloadsAndOutcomes(t *testing.T) {
+	reloads := map[string]string{"kind": "Deployment", "action": "reload"}
+	reloaded := map[string]string{"kind": "Deployment", "outcome": "reloaded"}
+	executed := map[string]string{"success": "true"}
+	before := []float64{counter(t, "reloader_action_total", reloads), counter(t, "reloader_reconcile_total", reloaded),
+		counter(t, "reloader_reload_executed_total", executed)}
+	_, cm, d, _ := autoDeployment(t)
+	changes := templateChanges(t, d)
+	changeConfig(t, cm, "v2")
+	eventually(t, "reloaded", func() error {
+		if n := changes(); n != 1 {
+			return fmt.Errorf("%d template changes", n)
+		}
+		return nil
+	})
+	eventually(t, "counted", func() error {
+		after := []float64{counter(t, "reloader_action_total", reloads), counter(t, "reloader_reconcile_total", reloaded),
+			counter(t, "reloader_reload_executed_total", executed)}
+		for i := range after {
+			if after[i]-before[i] != 1 {
+				return fmt.Errorf("deltas %v -> %v", before, after)
+			}
+		}
+		return nil
+	})
+	families, err := crmetrics.Registry.Gather()
+	must(t, err)
+	var names []string
+	for _, f := range families {
+		names = append(names, f.GetName())
+	}
+	for _, want := range []string{"rest_client_requests_total", "reloader_change_to_patch_seconds", "reloader_reconcile_duration_seconds"} {
+		if !strings.Contains(strings.Join(names, " "), want) {
+			t.Errorf("metric %s not exposed", want)
+		}
+	}
+}
+
+func TestMetaInfoConfigMap(t *testing.T) {
+	ns := newNamespace(t)
+	startReloader(t, ns, func(o *options.Options) {
+		o.ReloaderNamespace = ns
+		o.ReloaderDeployment = "reloader"
+		o.ReloadStrategy = reload.StrategyAnnotations
+	})
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: metainfo.Name}}
+	eventually(t, "meta-info ConfigMap", func() error { return k8s.Get(context.Background(), client.ObjectKeyFromObject(cm), cm) })
+	if cm.Labels[metainfo.LabelKey] != metainfo.LabelValue {
+		t.Errorf("labels %v", cm.Labels)
+	}
+	var build metainfo.Build
+	var opts map[string]string
+	var dep metainfo.Deployment
+	must(t, json.Unmarshal([]byte(cm.Data["buildInfo"]), &build))
+	must(t, json.Unmarshal([]byte(cm.Data["reloaderOptions"]), &opts))
+	must(t, json.Unmarshal([]byte(cm.Data["deploymentInfo"]), &dep))
+	if !strings.HasPrefix(build.GoVersion, "go") || opts["reload-strategy"] != reload.StrategyAnnotations ||
+		opts["namespaces"] != "["+ns+"]" || dep.Name != "reloader" || dep.Namespace != ns {
+		t.Errorf("meta-info %+v %v %+v", build, opts, dep)
+	}
+}
+
+func TestNamespacedInstallWithoutClusterRole(t *testing.T) {
+	ns := newNamespace(t)
+	user := "reloader-" + ns
+	cfg, _, err := cluster.AddUser(user)
+	must(t, err)
+	read := []string{"get", "list", "watch"}
+	write := append([]string{"patch", "update"}, read...)
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reloader"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets"}, Verbs: read},
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets"}, Verbs: write},
+		{APIGroups: []string{"batch"}, Resources: []string{"cronjobs", "jobs"}, Verbs: append([]string{"create", "delete"}, write...)},
+		{APIGroups: []string{"apps.openshift.io"}, Resources: []string{"deploymentconfigs"}, Verbs: write},
+		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
+	}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reloader"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "reloader"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
+	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
+	d := deployment(ns, "web", map[string]string{"reloader.stakater.com/auto": "true"}, podSpec("cfg"))
+	create(t, role, binding, cm, d)
+
+	startReloaderAs(t, cfg, ns)
+	recorded(t, d)
+	changes := templateChanges(t, d)
+	changeConfig(t, cm, "v2")
+	eventually(t, "reload with namespace-scoped RBAC only", func() error {
+		if n := changes(); n != 1 {
+			return fmt.Errorf("%d template changes", n)
+		}
+		return nil
+	})
+	eventuallyEvent(t, ns, "web", "Reloaded")
+}

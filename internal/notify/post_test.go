@@ -1,0 +1,134 @@
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func newPoster(t *testing.T, timeout time.Duration, attempts int, proxy string) *Poster {
+	t.Helper()
+	p, err := NewPoster(timeout, attempts, proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Backoff = 10 * time.Millisecond
+	return p
+}
+
+func TestPostRetriesServerErrorsThenSucceeds(t *testing.T) {
+	var calls atomic.Int32
+	var got Change
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) < 3 {
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("%s with Content-Type %q", r.Method, r.Header.Get("Content-Type"))
+		}
+		if err := json.NewDecoder(r.Body).Decode(&got); err != nil {
+			t.Error(err)
+		}
+	}))
+	defer srv.Close()
+	w := Webhook{URL: srv.URL + "/hook", Poster: newPoster(t, time.Second, 3, "")}
+	sent := Change{Kind: "ConfigMap", Namespace: "team-a", Name: "app", Hash: "abc",
+		Workloads: []Workload{{Kind: "Deployment", Namespace: "team-a", Name: "api"}}}
+	if err := w.Send(context.Background(), sent); err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 3 {
+		t.Errorf("%d calls, want 3", calls.Load())
+	}
+	if got.Name != "app" || got.Hash != "abc" || len(got.Workloads) != 1 || got.Workloads[0].Name != "api" {
+		t.Errorf("server received %+v", got)
+	}
+}
+
+func TestPostGivesUp(t *testing.T) {
+	cases := []struct {
+		name      string
+		status    int
+		wantCalls int32
+	}{
+		{"server error after every attempt", http.StatusInternalServerError, 3},
+		{"client error at once", http.StatusBadRequest, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var calls atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				calls.Add(1)
+				http.Error(w, "nope", c.status)
+			}))
+			defer srv.Close()
+			err := newPoster(t, time.Second, 3, "").Post(context.Background(), srv.URL+"/secret-token", []byte(`{}`))
+			var se *StatusError
+			if !errors.As(err, &se) || se.Code != c.status {
+				t.Fatalf("error %v, want status %d", err, c.status)
+			}
+			if strings.Contains(err.Error(), "secret-token") {
+				t.Errorf("error leaks the URL path: %v", err)
+			}
+			if calls.Load() != c.wantCalls {
+				t.Errorf("%d calls, want %d", calls.Load(), c.wantCalls)
+			}
+		})
+	}
+}
+
+func TestPostFollowsNoRedirect(t *testing.T) {
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { elsewhere.Add(1) }))
+	defer other.Close()
+	srv := httptest.NewServer(http.RedirectHandler(other.URL, http.StatusTemporaryRedirect))
+	defer srv.Close()
+	err := newPoster(t, time.Second, 2, "").Post(context.Background(), srv.URL, []byte(`{}`))
+	var se *StatusError
+	if !errors.As(err, &se) || se.Code != http.StatusTemporaryRedirect {
+		t.Errorf("error %v, want the redirect as a failure", err)
+	}
+	if elsewhere.Load() != 0 {
+		t.Error("the redirect was followed")
+	}
+}
+
+func TestPostTimesOut(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+	defer srv.Close()
+	defer close(release)
+	start := time.Now()
+	err := newPoster(t, 100*time.Millisecond, 2, "").Post(context.Background(), srv.URL, []byte(`{}`))
+	if err == nil {
+		t.Fatal("a server that never answers counted as delivered")
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("gave up after %v", took)
+	}
+}
+
+func TestPostThroughProxy(t *testing.T) {
+	var proxied atomic.Value
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A forward proxy receives the absolute target URL.
+		body, _ := io.ReadAll(r.Body)
+		proxied.Store(r.URL.String() + " " + string(body))
+	}))
+	defer proxy.Close()
+	err := newPoster(t, time.Second, 1, proxy.URL).Post(context.Background(), "http://hooks.invalid/services/x", []byte(`{"a":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := proxied.Load().(string); got != `http://hooks.invalid/services/x {"a":1}` {
+		t.Errorf("proxy saw %q", got)
+	}
+}
