@@ -1,0 +1,244 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/internal/hash"
+	"github.com/reloader-operator/reloader/internal/localcluster"
+	"github.com/reloader-operator/reloader/internal/proc"
+	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/source"
+)
+
+// lockedBuffer collects the output of several processes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Two replicas with --enable-ha against one control plane. The leader is killed (SIGKILL, no
+// Lease release) in the middle of a burst of ConfigMap changes. The follower reports ready
+// before it leads, takes over, catches up the changes made during the failover, and restarts
+// nothing twice: every Deployment ends on its ConfigMap's last content, and each pod-template
+// change carries content never rolled out before.
+func TestLeaderKilledDuringBurst(t *testing.T) {
+	bin := buildReloader(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cluster, err := localcluster.Start(ctx, localcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Stop()
+	cl, err := client.New(cluster.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out lockedBuffer
+	defer func() {
+		if t.Failed() {
+			t.Log(out.String())
+		}
+	}()
+
+	const ns, workloads, rounds, killAfter = "ha", 10, 6, 3
+	if err := cluster.EnsureNamespace(ctx, cl, ns); err != nil {
+		t.Fatal(err)
+	}
+	cms := make([]*corev1.ConfigMap, workloads)
+	for i := range workloads {
+		name := fmt.Sprintf("app-%d", i)
+		cms[i] = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{"round": "0"}}
+		labels := map[string]string{"app": name}
+		d := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{"reloader.stakater.com/auto": "true"}},
+			Spec: appsv1.DeploymentSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{Name: "app", Image: "busybox", EnvFrom: []corev1.EnvFromSource{{
+						ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}}}},
+				}},
+			},
+		}
+		for _, o := range []client.Object{cms[i], d} {
+			if err := cl.Create(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	replica := func(name string) (*proc.Process, string) {
+		addr, err := proc.FreeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := proc.Run(proc.Spec{Bin: bin, Kubeconfig: cluster.Kubeconfig, Prefix: name + " | ", Out: &out,
+			Args: []string{"--enable-ha", "--metrics-addr=" + addr, "--leader-election-lease-duration=4s",
+				"--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms"},
+			Env: []string{"POD_NAME=" + name, "POD_NAMESPACE=" + ns}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Stop)
+		return p, "http://" + addr
+	}
+	holder := func() string {
+		var lease coordinationv1.Lease
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "reloader-leader-election"}, &lease); err != nil || lease.Spec.HolderIdentity == nil {
+			return ""
+		}
+		return *lease.Spec.HolderIdentity
+	}
+	ready := func(url string) bool {
+		resp, err := http.Get(url + "/ready")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+
+	leader, _ := replica("replica-a")
+	waitFor(t, ctx, "replica-a leads", func() (bool, error) { return holder() == "replica-a", nil })
+	_, followerURL := replica("replica-b")
+	waitFor(t, ctx, "the follower reports ready", func() (bool, error) { return ready(followerURL), nil })
+	if h := holder(); h != "replica-a" {
+		t.Fatalf("lease held by %q", h)
+	}
+	for _, cm := range cms {
+		waitFor(t, ctx, cm.Name+" recorded", func() (bool, error) {
+			var d appsv1.Deployment
+			err := cl.Get(ctx, client.ObjectKeyFromObject(cm), &d)
+			_, ok := d.Annotations[reload.RecordAnnotation]
+			return ok, err
+		})
+	}
+
+	seen := watchTemplates(t, ctx, cluster.Config, ns)
+	for round := 1; round <= rounds; round++ {
+		for _, cm := range cms {
+			cm.Data["round"] = strconv.Itoa(round)
+			if err := cl.Update(ctx, cm); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if round == killAfter {
+			leader.Kill()
+			t.Logf("killed replica-a after round %d", round)
+		}
+		time.Sleep(400 * time.Millisecond)
+	}
+	waitFor(t, ctx, "replica-b leads", func() (bool, error) { return holder() == "replica-b", nil })
+
+	envName := func(cm *corev1.ConfigMap) string {
+		return reload.EnvVarName(source.ID{Kind: source.ConfigMap, Name: cm.Name})
+	}
+	waitFor(t, ctx, "every Deployment on its ConfigMap's last content", func() (bool, error) {
+		for _, cm := range cms {
+			if last := seen.last(cm.Name, envName(cm)); last != hash.ConfigMap(cm) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	time.Sleep(3 * time.Second) // room for a late duplicate to show up
+	for _, cm := range cms {
+		values := seen.values(cm.Name, envName(cm))
+		distinct := map[string]bool{}
+		for _, v := range values {
+			distinct[v] = true
+		}
+		t.Logf("%s: %d template changes over %d rounds", cm.Name, len(values), rounds)
+		if len(values) != len(distinct) || len(values) > rounds {
+			t.Errorf("%s: %d template changes carrying %d distinct contents over %d rounds: %v", cm.Name, len(values), len(distinct), rounds, values)
+		}
+	}
+}
+
+// templateLog records, per Deployment, the value of an env var at each pod-template change.
+type templateLog struct {
+	mu      sync.Mutex
+	current map[string]string
+	changes map[string][]string
+}
+
+func (l *templateLog) values(name, env string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, c := range l.changes[name] {
+		var tpl corev1.PodTemplateSpec
+		_ = json.Unmarshal([]byte(c), &tpl)
+		for _, e := range tpl.Spec.Containers[0].Env {
+			if e.Name == env {
+				out = append(out, e.Value)
+			}
+		}
+	}
+	return out
+}
+
+func (l *templateLog) last(name, env string) string {
+	v := l.values(name, env)
+	if len(v) == 0 {
+		return ""
+	}
+	return v[len(v)-1]
+}
+
+func watchTemplates(t *testing.T, ctx context.Context, cfg *rest.Config, ns string) *templateLog {
+	t.Helper()
+	wc, err := client.NewWithWatch(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(ctx, &appsv1.DeploymentList{}, client.InNamespace(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	l := &templateLog{current: map[string]string{}, changes: map[string][]string{}}
+	go func() {
+		for ev := range w.ResultChan() {
+			d, ok := ev.Object.(*appsv1.Deployment)
+			if !ok {
+				continue
+			}
+			b, _ := json.Marshal(d.Spec.Template)
+			l.mu.Lock()
+			if prev, ok := l.current[d.Name]; ok && prev != string(b) {
+				l.changes[d.Name] = append(l.changes[d.Name], string(b))
+			}
+			l.current[d.Name] = string(b)
+			l.mu.Unlock()
+		}
+	}()
+	return l
+}
