@@ -1,0 +1,100 @@
+package loadtest
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"strconv"
+	"time"
+)
+
+// auditPolicy logs every request of the users under test at Metadata level, once, when it
+// completes; nothing of anyone else.
+func auditPolicy(users ...string) string {
+	b, _ := json.Marshal(users)
+	return `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived", "ResponseStarted"]
+rules:
+- level: Metadata
+  users: ` + string(b) + `
+- level: None
+`
+}
+
+// auditEvent is the part of an audit.k8s.io/v1 Event the load test reads.
+type auditEvent struct {
+	Verb string `json:"verb"`
+	User struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	ObjectRef struct {
+		Resource string `json:"resource"`
+	} `json:"objectRef"`
+	ResponseStatus struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+	Received time.Time `json:"requestReceivedTimestamp"`
+}
+
+// readAudit returns the events of user in the log.
+func readAudit(path, user string) ([]auditEvent, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []auditEvent
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var e auditEvent
+		if json.Unmarshal(sc.Bytes(), &e) == nil && e.User.Username == user {
+			out = append(out, e)
+		}
+	}
+	return out, sc.Err()
+}
+
+// API is a side's request count, from the audit log.
+type API struct {
+	Total     int            `json:"total"`
+	ByVerb    map[string]int `json:"byVerb"`
+	ByCode    map[string]int `json:"byCode"`
+	Conflicts int            `json:"conflicts"`
+	Lists     int            `json:"lists"`
+	Writes    int            `json:"writes"`
+}
+
+func countAPI(events []auditEvent) API {
+	a := API{ByVerb: map[string]int{}, ByCode: map[string]int{}}
+	for _, e := range events {
+		a.Total++
+		a.ByVerb[e.Verb]++
+		a.ByCode[strconv.Itoa(e.ResponseStatus.Code)]++
+		switch e.Verb {
+		case "list":
+			a.Lists++
+		case "create", "update", "patch", "delete":
+			a.Writes++
+		}
+		if e.ResponseStatus.Code == 409 {
+			a.Conflicts++
+		}
+	}
+	return a
+}
+
+// rate is the requests per second, watches left out, received in [from, to).
+func rate(events []auditEvent, from, to time.Time) float64 {
+	n := 0
+	for _, e := range events {
+		if e.Verb != "watch" && !e.Received.Before(from) && e.Received.Before(to) {
+			n++
+		}
+	}
+	if s := to.Sub(from).Seconds(); s > 0 {
+		return float64(n) / s
+	}
+	return 0
+}

@@ -1,0 +1,180 @@
+package loadtest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Driver makes a scenario's changes and books, for every workload, the content writes that
+// concern it: the expectation the sides are judged against.
+type Driver struct {
+	client     client.Client
+	controller *Controller
+	progress   func(string)
+
+	mu       sync.Mutex
+	versions map[string]int
+	users    map[string]map[string]bool // source key -> workload keys using it
+	writes   map[string][]time.Time     // workload key -> starts of the content writes it must follow
+	created  map[string]Workload
+	deleted  map[string]bool
+}
+
+func newDriver(c client.Client, spec Spec, ctl *Controller, progress func(string)) *Driver {
+	d := &Driver{client: c, controller: ctl, progress: progress, versions: map[string]int{},
+		users: map[string]map[string]bool{}, writes: map[string][]time.Time{}, created: map[string]Workload{}, deleted: map[string]bool{}}
+	for _, w := range spec.Workloads {
+		d.use(w)
+	}
+	return d
+}
+
+func (d *Driver) use(w Workload) {
+	for _, r := range w.Refs {
+		k := r.Source.Key()
+		if d.users[k] == nil {
+			d.users[k] = map[string]bool{}
+		}
+		d.users[k][w.Key()] = true
+	}
+}
+
+// Update writes new content into s.
+func (d *Driver) Update(ctx context.Context, s Source) error {
+	d.mu.Lock()
+	d.versions[s.Key()]++
+	version := d.versions[s.Key()]
+	d.mu.Unlock()
+	start, err := d.write(ctx, s, func(o client.Object) { setData(o, data(s.Size, version)) })
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for w := range d.users[s.Key()] {
+		if !d.deleted[w] {
+			d.writes[w] = append(d.writes[w], start)
+		}
+	}
+	return nil
+}
+
+// Touch changes only metadata of s, and writes the same data again: no reload is due.
+func (d *Driver) Touch(ctx context.Context, s Source, n int) error {
+	_, err := d.write(ctx, s, func(o client.Object) {
+		ann := o.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann["loadtest/touched"] = fmt.Sprint(n)
+		o.SetAnnotations(ann)
+		l := o.GetLabels()
+		l["loadtest-touch"] = fmt.Sprint(n % 7)
+		o.SetLabels(l)
+	})
+	return err
+}
+
+// write changes s with a retry on conflict; it returns the start of the successful attempt.
+func (d *Driver) write(ctx context.Context, s Source, change func(client.Object)) (time.Time, error) {
+	var start time.Time
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		o := sourceObject(s, 0)
+		if err := d.client.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+			return err
+		}
+		change(o)
+		start = time.Now()
+		return d.client.Update(ctx, o)
+	})
+	if err != nil {
+		return start, fmt.Errorf("update %s: %w", s.Key(), err)
+	}
+	return start, nil
+}
+
+// AddWorkload creates w during the load.
+func (d *Driver) AddWorkload(ctx context.Context, w Workload) error {
+	if err := d.client.Create(ctx, workloadObject(w)); err != nil {
+		return fmt.Errorf("create %s: %w", w.Key(), err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.use(w)
+	d.created[w.Key()] = w
+	return nil
+}
+
+// DeleteWorkload deletes w; nothing more is expected of it.
+func (d *Driver) DeleteWorkload(ctx context.Context, w Workload) error {
+	d.mu.Lock()
+	d.deleted[w.Key()] = true
+	delete(d.writes, w.Key())
+	d.mu.Unlock()
+	if err := d.client.Delete(ctx, workloadObject(w), client.PropagationPolicy("Background")); err != nil {
+		return fmt.Errorf("delete %s: %w", w.Key(), err)
+	}
+	return nil
+}
+
+// Restart stops the controller (SIGTERM) and starts it again.
+func (d *Driver) Restart(ctx context.Context) error {
+	d.progress("restarting controller")
+	d.controller.Stop()
+	return d.controller.Start(ctx)
+}
+
+// StopController stops the controller until StartController.
+func (d *Driver) StopController() {
+	d.progress("controller stopped")
+	d.controller.Stop()
+}
+
+// StartController starts the controller again.
+func (d *Driver) StartController(ctx context.Context) error {
+	d.progress("controller starting")
+	return d.controller.Start(ctx)
+}
+
+// Progress reports a phase of the drive on the terminal.
+func (d *Driver) Progress(msg string) { d.progress(msg) }
+
+// Expected returns, per workload still present, the content writes it must follow.
+func (d *Driver) Expected() (writes map[string][]time.Time, tracked map[string]bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	writes = map[string][]time.Time{}
+	tracked = map[string]bool{}
+	for _, users := range d.users {
+		for w := range users {
+			if !d.deleted[w] {
+				tracked[w] = true
+			}
+		}
+	}
+	for w, ts := range d.writes {
+		writes[w] = append([]time.Time(nil), ts...)
+	}
+	return writes, tracked
+}
+
+// every runs fn every interval until ctx ends or the duration is over.
+func every(ctx context.Context, duration, interval time.Duration, fn func(i int) error) error {
+	end := time.Now().Add(duration)
+	for i := 0; time.Now().Before(end); i++ {
+		if err := fn(i); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(interval):
+		}
+	}
+	return nil
+}

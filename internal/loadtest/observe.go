@@ -1,0 +1,100 @@
+package loadtest
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+var workloadGVKs = map[string]schema.GroupVersionKind{
+	Deployment:  {Group: "apps", Version: "v1", Kind: Deployment},
+	StatefulSet: {Group: "apps", Version: "v1", Kind: StatefulSet},
+	DaemonSet:   {Group: "apps", Version: "v1", Kind: DaemonSet},
+	CronJob:     {Group: "batch", Version: "v1", Kind: CronJob},
+	Job:         {Group: "batch", Version: "v1", Kind: Job},
+}
+
+// Observer records every pod-template change of the load test's workloads, with the time it
+// was seen. A Job replaced under the same name counts when the new one's template differs.
+type Observer struct {
+	mu       sync.Mutex
+	template map[string]string
+	changes  map[string][]time.Time
+}
+
+// Observe watches every workload kind labelled loadtest=true until ctx ends.
+func Observe(ctx context.Context, c client.WithWatch) (*Observer, error) {
+	o := &Observer{template: map[string]string{}, changes: map[string][]time.Time{}}
+	started := make(chan error, len(workloadGVKs))
+	for kind, gvk := range workloadGVKs {
+		go o.watch(ctx, c, kind, gvk, started)
+	}
+	for range workloadGVKs {
+		if err := <-started; err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+func (o *Observer) watch(ctx context.Context, c client.WithWatch, kind string, gvk schema.GroupVersionKind, started chan<- error) {
+	first := true
+	for ctx.Err() == nil {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		w, err := c.Watch(ctx, list, client.MatchingLabels{"loadtest": "true"})
+		if first {
+			started <- err
+			first = false
+			if err != nil {
+				return
+			}
+		}
+		if err != nil {
+			time.Sleep(time.Second)
+			continue
+		}
+		for ev := range w.ResultChan() {
+			if ev.Type != watch.Added && ev.Type != watch.Modified {
+				continue
+			}
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			tpl, _, _ := unstructured.NestedMap(u.Object, TemplatePath(kind)...)
+			b, _ := json.Marshal(tpl)
+			key := kind + "/" + u.GetNamespace() + "/" + u.GetName()
+			o.mu.Lock()
+			if prev, seen := o.template[key]; seen && prev != string(b) {
+				o.changes[key] = append(o.changes[key], time.Now())
+			}
+			o.template[key] = string(b)
+			o.mu.Unlock()
+		}
+	}
+}
+
+// Changes returns the times each workload's template changed.
+func (o *Observer) Changes() map[string][]time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make(map[string][]time.Time, len(o.changes))
+	for k, v := range o.changes {
+		out[k] = append([]time.Time(nil), v...)
+	}
+	return out
+}
+
+// Seen reports how many workloads the observer has seen.
+func (o *Observer) Seen() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.template)
+}

@@ -1,0 +1,130 @@
+package loadtest
+
+import (
+	"math"
+	"sort"
+	"time"
+)
+
+// Result is one side's run of one scenario.
+type Result struct {
+	Scenario string `json:"scenario"`
+	Title    string `json:"title"`
+	Side     string `json:"side"`
+	Binary   string `json:"binary"`
+	Scale    int    `json:"scale"`
+
+	Workloads int `json:"workloads"`
+	Writes    int `json:"writes"`
+	// ExpectedMin and ExpectedMax bound the reloads: each workload with writes reloads at
+	// least once and at most once per write.
+	ExpectedMin int `json:"expectedMin"`
+	ExpectedMax int `json:"expectedMax"`
+	Reloads     int `json:"reloads"`
+	// Missed counts workloads whose template never changed after the last write concerning them.
+	Missed int `json:"missed"`
+	// Duplicates counts template changes beyond one per write.
+	Duplicates int `json:"duplicates"`
+	// Unexpected counts template changes of workloads no write concerned.
+	Unexpected int      `json:"unexpected"`
+	Examples   []string `json:"examples,omitempty"`
+
+	Latency Latency `json:"latency"`
+	// API is nil when no audit log was available (an existing cluster).
+	API           *API    `json:"api,omitempty"`
+	IdleRPSBefore float64 `json:"idleRpsBefore"`
+	IdleRPSAfter  float64 `json:"idleRpsAfter"`
+	CPUSeconds    float64 `json:"cpuSeconds"`
+	PeakRSSMiB    float64 `json:"peakRssMiB"`
+	// Metrics are reloader_* counters the binary exposes, if any.
+	Metrics map[string]float64 `json:"metrics,omitempty"`
+
+	Seconds float64 `json:"seconds"`
+	Error   string  `json:"error,omitempty"`
+}
+
+// Latency is from each write's start to the first template change after it, in milliseconds.
+type Latency struct {
+	P50     float64   `json:"p50"`
+	P95     float64   `json:"p95"`
+	P99     float64   `json:"p99"`
+	Max     float64   `json:"max"`
+	Samples []float64 `json:"samples,omitempty"`
+}
+
+// judge compares the observed template changes with the writes each workload had to follow.
+func judge(r *Result, writes map[string][]time.Time, tracked map[string]bool, changes map[string][]time.Time) {
+	var samples []float64
+	example := func(s string) {
+		if len(r.Examples) < 10 {
+			r.Examples = append(r.Examples, s)
+		}
+	}
+	r.Workloads = len(tracked)
+	for w := range tracked {
+		ws, cs := writes[w], changes[w]
+		if len(ws) == 0 {
+			if len(cs) > 0 {
+				r.Unexpected += len(cs)
+				example("unexpected: " + w)
+			}
+			continue
+		}
+		r.Writes += len(ws)
+		r.ExpectedMin++
+		r.ExpectedMax += len(ws)
+		r.Reloads += len(cs)
+		last := ws[len(ws)-1]
+		for _, t := range ws {
+			last = maxTime(last, t)
+		}
+		if len(cs) == 0 || cs[len(cs)-1].Before(last) {
+			r.Missed++
+			example("missed: " + w)
+		}
+		if extra := len(cs) - len(ws); extra > 0 {
+			r.Duplicates += extra
+			example("duplicate: " + w)
+		}
+		for _, t := range ws {
+			i := sort.Search(len(cs), func(i int) bool { return !cs[i].Before(t) })
+			if i < len(cs) {
+				samples = append(samples, float64(cs[i].Sub(t).Microseconds())/1000)
+			}
+		}
+	}
+	r.Latency = summarize(samples)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+func summarize(samples []float64) Latency {
+	if len(samples) == 0 {
+		return Latency{}
+	}
+	sort.Float64s(samples)
+	q := func(p float64) float64 {
+		return samples[int(math.Min(float64(len(samples)-1), math.Ceil(p*float64(len(samples)))-1))]
+	}
+	return Latency{P50: q(0.50), P95: q(0.95), P99: q(0.99), Max: samples[len(samples)-1], Samples: samples}
+}
+
+// settled reports whether every workload with writes changed after its last write.
+func settled(writes map[string][]time.Time, changes map[string][]time.Time) bool {
+	for w, ws := range writes {
+		cs := changes[w]
+		last := ws[0]
+		for _, t := range ws {
+			last = maxTime(last, t)
+		}
+		if len(cs) == 0 || cs[len(cs)-1].Before(last) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,299 @@
+package loadtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/internal/localcluster"
+)
+
+// Config is one `loadtest run`.
+type Config struct {
+	Sides       []Side
+	Scenarios   []Scenario
+	Params      Params
+	Parallelism int
+	ResultsDir  string
+	// Kubeconfig runs on an existing cluster instead of a local control plane per run.
+	Kubeconfig string
+	// MetricsAddrFlag: see Controller.
+	MetricsAddrFlag string
+	// Nodes is the number of fake kwok nodes of each local control plane.
+	Nodes int
+	// Progress receives one line per phase.
+	Progress io.Writer
+}
+
+// Run runs every scenario, each side after the other on a fresh control plane, and writes one
+// JSON result per scenario and side into ResultsDir.
+func Run(ctx context.Context, cfg Config) ([]Result, error) {
+	if err := os.MkdirAll(cfg.ResultsDir, 0o755); err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	var results []Result
+	work := make(chan Scenario)
+	var wg sync.WaitGroup
+	for range max(cfg.Parallelism, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for sc := range work {
+				// The sides of one scenario never run at the same time.
+				for _, side := range cfg.Sides {
+					r := runCell(ctx, cfg, sc, side)
+					if err := writeJSON(filepath.Join(cfg.ResultsDir, sc.ID+"-"+side.Name+".json"), r); err != nil {
+						r.Error = errors.Join(errors.New(r.Error), err).Error()
+					}
+					mu.Lock()
+					results = append(results, r)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, sc := range cfg.Scenarios {
+		work <- sc
+	}
+	close(work)
+	wg.Wait()
+	sortResults(results)
+	return results, ctx.Err()
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// cell is one scenario run by one side.
+type cell struct {
+	cfg      Config
+	sc       Scenario
+	side     Side
+	started  time.Time
+	progress func(string)
+}
+
+func runCell(ctx context.Context, cfg Config, sc Scenario, side Side) Result {
+	c := &cell{cfg: cfg, sc: sc, side: side, started: time.Now()}
+	c.progress = func(msg string) {
+		if cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, "[%-3s %-3s %6.1fs] %s\n", sc.ID, side.Name, time.Since(c.started).Seconds(), msg)
+		}
+	}
+	r := Result{Scenario: sc.ID, Title: sc.Title, Side: side.Name, Binary: side.Bin, Scale: cfg.Params.Scale}
+	if err := c.run(ctx, &r); err != nil {
+		r.Error = err.Error()
+		c.progress("error: " + err.Error())
+	}
+	r.Seconds = time.Since(c.started).Seconds()
+	c.progress(fmt.Sprintf("done: %d reloads, %d missed, %d duplicates, %d unexpected", r.Reloads, r.Missed, r.Duplicates, r.Unexpected))
+	return r
+}
+
+func (c *cell) run(ctx context.Context, r *Result) error {
+	dir := filepath.Join(c.cfg.ResultsDir, "runs", c.sc.ID+"-"+c.side.Name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	logFile, err := os.Create(filepath.Join(dir, "controller.log"))
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+
+	spec := c.sc.Build(c.cfg.Params)
+	user := "loadtest-" + c.side.Name
+	auditLog := filepath.Join(dir, "audit.log")
+	var admin *rest.Config
+	var controllerKubeconfig string
+	if c.cfg.Kubeconfig == "" {
+		c.progress("starting control plane")
+		policy := filepath.Join(dir, "audit-policy.yaml")
+		if err := os.WriteFile(policy, []byte(auditPolicy(user)), 0o644); err != nil {
+			return err
+		}
+		cluster, err := localcluster.Start(ctx, localcluster.Options{Rollouts: true, Nodes: max(c.cfg.Nodes, 1),
+			APIServerFlags: map[string]string{"audit-policy-file": policy, "audit-log-path": auditLog, "audit-log-format": "json"}})
+		if err != nil {
+			return err
+		}
+		defer cluster.Stop()
+		admin = cluster.Config
+		if _, controllerKubeconfig, err = cluster.AddUser(user, "system:masters"); err != nil {
+			return err
+		}
+	} else {
+		auditLog = ""
+		controllerKubeconfig = c.cfg.Kubeconfig
+		if admin, err = clientcmd.BuildConfigFromFlags("", c.cfg.Kubeconfig); err != nil {
+			return err
+		}
+		prefixNamespaces(&spec, "loadtest-"+c.side.Name+"-")
+	}
+	cl, err := client.NewWithWatch(admin, client.Options{})
+	if err != nil {
+		return err
+	}
+	c.progress(fmt.Sprintf("setup: %d namespaces, %d sources, %d workloads", len(spec.Namespaces), len(spec.Sources), len(spec.Workloads)))
+	if err := setup(ctx, cl, spec); err != nil {
+		return err
+	}
+	if c.cfg.Kubeconfig != "" {
+		defer teardown(cl, spec)
+	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	obs, err := Observe(watchCtx, cl)
+	if err != nil {
+		return err
+	}
+	if err := poll(ctx, 60*time.Second, func() bool { return obs.Seen() >= len(spec.Workloads) }); err != nil {
+		return fmt.Errorf("observer saw %d of %d workloads: %w", obs.Seen(), len(spec.Workloads), err)
+	}
+
+	side := c.side
+	side.Args = append(append([]string(nil), side.Args...), spec.Args...)
+	ctl := &Controller{Side: side, Kubeconfig: controllerKubeconfig, MetricsAddrFlag: c.cfg.MetricsAddrFlag, Out: logFile}
+	c.progress("starting " + filepath.Base(side.Bin))
+	if err := ctl.Start(ctx); err != nil {
+		return err
+	}
+	defer ctl.Stop()
+	events := func() []auditEvent {
+		if auditLog == "" {
+			return nil
+		}
+		ev, _ := readAudit(auditLog, user)
+		return ev
+	}
+	if auditLog != "" {
+		c.progress("waiting for the controller's start-up requests to settle")
+		_ = poll(ctx, 60*time.Second, func() bool { return rate(events(), time.Now().Add(-2*time.Second), time.Now()) == 0 })
+	}
+	idleFrom := time.Now()
+	_ = sleep(ctx, 3*time.Second)
+	r.IdleRPSBefore = rate(events(), idleFrom, time.Now())
+
+	c.progress(fmt.Sprintf("driving load for %v", c.cfg.Params.Duration))
+	d := newDriver(cl, spec, ctl, c.progress)
+	if err := c.sc.Drive(ctx, d, spec, c.cfg.Params); err != nil {
+		return fmt.Errorf("drive: %w", err)
+	}
+	writes, tracked := d.Expected()
+	c.progress("waiting for reloads to land")
+	_ = poll(ctx, 30*time.Second+c.cfg.Params.Duration, func() bool { return settled(writes, obs.Changes()) })
+	_ = sleep(ctx, 2*time.Second) // room for late duplicates
+	idleFrom = time.Now()
+	c.progress("measuring idle requests")
+	_ = sleep(ctx, 5*time.Second)
+	idleTo := time.Now()
+	ctl.Stop()
+	stopWatch()
+
+	judge(r, writes, tracked, obs.Changes())
+	if auditLog != "" {
+		ev := events()
+		api := countAPI(ev)
+		r.API = &api
+		r.IdleRPSAfter = rate(ev, idleFrom, idleTo)
+	}
+	r.CPUSeconds = ctl.CPUSeconds
+	r.PeakRSSMiB = float64(ctl.PeakRSS) / (1 << 20)
+	r.Metrics = map[string]float64{}
+	for _, name := range []string{"reloader_reload_executed_total", "reloader_reconcile_total", "reloader_action_total", "reloader_skipped_total", "rest_client_requests_total"} {
+		if v, ok := metricValue(ctl.Metrics, name); ok {
+			r.Metrics[name] = v
+		}
+	}
+	return nil
+}
+
+func prefixNamespaces(s *Spec, prefix string) {
+	for i := range s.Namespaces {
+		s.Namespaces[i] = prefix + s.Namespaces[i]
+	}
+	for i := range s.Sources {
+		s.Sources[i].Namespace = prefix + s.Sources[i].Namespace
+	}
+	for i := range s.Workloads {
+		s.Workloads[i].Namespace = prefix + s.Workloads[i].Namespace
+		for j := range s.Workloads[i].Refs {
+			s.Workloads[i].Refs[j].Source.Namespace = prefix + s.Workloads[i].Refs[j].Source.Namespace
+		}
+	}
+}
+
+func setup(ctx context.Context, cl client.Client, spec Spec) error {
+	for _, ns := range spec.Namespaces {
+		for _, o := range []client.Object{
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns}},
+		} {
+			if err := cl.Create(ctx, o); client.IgnoreAlreadyExists(err) != nil {
+				return err
+			}
+		}
+	}
+	for _, s := range spec.Sources {
+		if err := cl.Create(ctx, sourceObject(s, 0)); err != nil {
+			return fmt.Errorf("create %s: %w", s.Key(), err)
+		}
+	}
+	for _, w := range spec.Workloads {
+		if err := cl.Create(ctx, workloadObject(w)); err != nil {
+			return fmt.Errorf("create %s: %w", w.Key(), err)
+		}
+	}
+	return nil
+}
+
+func teardown(cl client.Client, spec Spec) {
+	for _, ns := range spec.Namespaces {
+		_ = cl.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	}
+}
+
+func poll(ctx context.Context, timeout time.Duration, cond func() bool) error {
+	return wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) { return cond(), nil })
+}
+
+func sortResults(rs []Result) {
+	order := map[string]int{}
+	for i, id := range ScenarioIDs() {
+		order[id] = i
+	}
+	sideOrder := func(s string) int {
+		if s == "old" {
+			return 0
+		}
+		return 1
+	}
+	for i := 1; i < len(rs); i++ {
+		for j := i; j > 0; j-- {
+			a, b := rs[j-1], rs[j]
+			if order[a.Scenario] > order[b.Scenario] || order[a.Scenario] == order[b.Scenario] && sideOrder(a.Side) > sideOrder(b.Side) {
+				rs[j-1], rs[j] = b, a
+			}
+		}
+	}
+}
+
