@@ -3,7 +3,7 @@
 SHELL := bash
 GO    ?= go
 
-.PHONY: all build kube-binaries test unit demo lint clean generate
+.PHONY: all build kube-binaries test unit demo lint clean generate loadtest-quick loadtest
 
 all: build
 
@@ -11,6 +11,7 @@ build:
 	$(GO) build -o bin/reloader ./cmd/reloader
 	$(GO) build -o bin/localcluster ./cmd/localcluster
 	$(GO) build -o bin/demo ./cmd/demo
+	$(GO) build -o bin/loadtest ./cmd/loadtest
 
 kube-binaries:
 	@bash hack/kube-binaries.sh >/dev/null
@@ -31,6 +32,18 @@ unit:
 # Start a local cluster, run reloader, change a ConfigMap, watch the Deployment roll.
 demo: build kube-binaries
 	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" ./bin/demo --reloader bin/reloader $(DEMO_ARGS)
+
+# A/B load test. OLD and NEW are any reloader-compatible binaries; both default to this build.
+OLD ?= bin/reloader
+NEW ?= bin/reloader
+LOADTEST_ARGS ?=
+loadtest-quick: build kube-binaries
+	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" ./bin/loadtest run --old=$(OLD) --new=$(NEW) \
+		--scenario=S1,S4,S6 --scale=1 --duration=10s --results-dir=loadtest-results $(LOADTEST_ARGS)
+
+loadtest: build kube-binaries
+	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" ./bin/loadtest run --old=$(OLD) --new=$(NEW) \
+		--scenario=all --results-dir=loadtest-results $(LOADTEST_ARGS)
 
 clean:
 	rm -rf bin

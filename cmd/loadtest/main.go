@@ -16,11 +16,16 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"go.uber.org/zap/zapcore"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/reloader-operator/reloader/internal/loadtest"
 )
 
 func main() {
+	// The local control planes log through controller-runtime; only their errors matter here.
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	if err := newRoot().Execute(); err != nil {
 		os.Exit(1)
 	}
