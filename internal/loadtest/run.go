@@ -296,4 +296,3 @@ func sortResults(rs []Result) {
 		}
 	}
 }
-
