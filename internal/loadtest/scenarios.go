@@ -69,16 +69,6 @@ func (b *builder) pairs(ns, prefix string, n, perSource, size int) {
 	}
 }
 
-func (b *builder) sourcesWithPrefix(prefix string) []Source {
-	var out []Source
-	for _, s := range b.Sources {
-		if strings.HasPrefix(s.Name, prefix) {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 func updateAll(ctx context.Context, d *Driver, sources []Source) error {
 	for _, s := range sources {
 		if err := d.Update(ctx, s); err != nil {
@@ -94,6 +84,13 @@ func sleep(ctx context.Context, dur time.Duration) error {
 		return ctx.Err()
 	case <-time.After(dur):
 		return nil
+	}
+}
+
+// periodic updates every source of the scenario each interval, for the run's duration.
+func periodic(interval time.Duration) func(context.Context, *Driver, Spec, Params) error {
+	return func(ctx context.Context, d *Driver, s Spec, p Params) error {
+		return every(ctx, p.Duration, interval, func(int) error { return updateAll(ctx, d, s.Sources) })
 	}
 }
 
@@ -139,9 +136,7 @@ var Scenarios = map[string]Scenario{
 			b.pairs(b.ns("s2"), "shared", 1, 50*p.Scale, 256)
 			return b.Spec
 		},
-		Drive: func(ctx context.Context, d *Driver, s Spec, p Params) error {
-			return every(ctx, p.Duration, 5*time.Second, func(int) error { return updateAll(ctx, d, s.Sources) })
-		}},
+		Drive: periodic(5 * time.Second)},
 	"S3": {ID: "S3", Title: "many namespaces: 10×scale namespaces, a ConfigMap and a Secret each",
 		Build: func(p Params) Spec {
 			var b builder
@@ -154,9 +149,7 @@ var Scenarios = map[string]Scenario{
 			}
 			return b.Spec
 		},
-		Drive: func(ctx context.Context, d *Driver, s Spec, p Params) error {
-			return every(ctx, p.Duration, 4*time.Second, func(int) error { return updateAll(ctx, d, s.Sources) })
-		}},
+		Drive: periodic(4 * time.Second)},
 	"S4": {ID: "S4", Title: "no-op updates: labels, annotations and identical data only; nothing may reload",
 		Build: func(p Params) Spec {
 			var b builder
@@ -248,9 +241,7 @@ var Scenarios = map[string]Scenario{
 			}
 			return b.Spec
 		},
-		Drive: func(ctx context.Context, d *Driver, s Spec, p Params) error {
-			return every(ctx, p.Duration, 3*time.Second, func(int) error { return updateAll(ctx, d, s.Sources) })
-		}},
+		Drive: periodic(3 * time.Second)},
 	"S9": {ID: "S9", Title: "every workload kind: Deployment, StatefulSet, DaemonSet, CronJob, Job",
 		Build: func(p Params) Spec {
 			var b builder
@@ -267,9 +258,7 @@ var Scenarios = map[string]Scenario{
 			}
 			return b.Spec
 		},
-		Drive: func(ctx context.Context, d *Driver, s Spec, p Params) error {
-			return every(ctx, p.Duration, 5*time.Second, func(int) error { return updateAll(ctx, d, s.Sources) })
-		}},
+		Drive: periodic(5 * time.Second)},
 	"S10": {ID: "S10", Title: "Secrets and mixed: a ConfigMap and a Secret changed together, then apart",
 		Build: func(p Params) Spec {
 			var b builder
@@ -296,9 +285,7 @@ var Scenarios = map[string]Scenario{
 			b.Args = []string{"--reload-strategy=annotations"}
 			return b.Spec
 		},
-		Drive: func(ctx context.Context, d *Driver, s Spec, p Params) error {
-			return every(ctx, p.Duration, 2*time.Second, func(int) error { return updateAll(ctx, d, s.Sources) })
-		}},
+		Drive: periodic(2 * time.Second)},
 	"S12": {ID: "S12", Title: "pause-period: Deployments paused 5 s after each reload",
 		Build: func(p Params) Spec {
 			var b builder
@@ -308,9 +295,7 @@ var Scenarios = map[string]Scenario{
 			}
 			return b.Spec
 		},
-		Drive: func(ctx context.Context, d *Driver, s Spec, p Params) error {
-			return every(ctx, p.Duration, 2*time.Second, func(int) error { return updateAll(ctx, d, s.Sources) })
-		}},
+		Drive: periodic(2 * time.Second)},
 	"S13": {ID: "S13", Title: "complex references: init containers, valueFrom, volumes, projected volumes",
 		Build: func(p Params) Spec {
 			var b builder

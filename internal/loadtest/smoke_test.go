@@ -3,21 +3,13 @@ package loadtest
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-)
 
-func buildReloader(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "reloader")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/reloader").CombinedOutput(); err != nil {
-		t.Fatalf("build reloader: %v\n%s", err, out)
-	}
-	return bin
-}
+	"github.com/reloader-operator/reloader/internal/proc"
+)
 
 // The tool end to end, on real control planes: a correct build passes the correctness gates
 // of S4 (nothing may reload) and S6 (restart mid-load), and a build that notifies instead of
@@ -26,7 +18,10 @@ func TestSmokeRunAndReport(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts control planes")
 	}
-	bin := buildReloader(t)
+	bin, err := proc.Build("../../cmd/reloader", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	var progress strings.Builder
 	scenarios, err := Select("S4,S6")

@@ -95,3 +95,22 @@ func FreeAddr() (string, error) {
 	defer l.Close()
 	return l.Addr().String(), nil
 }
+
+// Build compiles the package at pkg (a path such as ../../cmd/reloader) into dir and returns
+// the binary's path; tests run reloader as users do, as a built binary.
+func Build(pkg, dir string) (string, error) {
+	bin := dir + "/" + lastElem(pkg)
+	if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+	}
+	return bin, nil
+}
+
+func lastElem(path string) string {
+	for i := len(path) - 1; i >= 0; i-- {
+		if path[i] == '/' {
+			return path[i+1:]
+		}
+	}
+	return path
+}

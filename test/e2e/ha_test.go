@@ -52,15 +52,7 @@ func TestLeaderKilledDuringBurst(t *testing.T) {
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cluster, err := localcluster.Start(ctx, localcluster.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Stop()
-	cl, err := client.New(cluster.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cluster, cl := startCluster(t, ctx, localcluster.Options{})
 	var out lockedBuffer
 	defer func() {
 		if t.Failed() {

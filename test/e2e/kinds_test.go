@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -24,9 +22,9 @@ import (
 
 func buildReloader(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "reloader")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/reloader").CombinedOutput(); err != nil {
-		t.Fatalf("build reloader: %v\n%s", err, out)
+	bin, err := proc.Build("../../cmd/reloader", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }
@@ -38,15 +36,7 @@ func TestJobsCronJobsAndPausePeriodWithRealControllers(t *testing.T) {
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cluster, err := localcluster.Start(ctx, localcluster.Options{Rollouts: true, Nodes: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Stop()
-	cl, err := client.New(cluster.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cluster, cl := startCluster(t, ctx, localcluster.Options{Rollouts: true, Nodes: 1})
 	var log bytes.Buffer
 	defer func() {
 		if t.Failed() {
@@ -157,6 +147,21 @@ func TestJobsCronJobsAndPausePeriodWithRealControllers(t *testing.T) {
 	if len(jobs.Items) != 1 {
 		t.Errorf("%d Jobs in the namespace, want only the replaced one (the CronJob must not start one)", len(jobs.Items))
 	}
+}
+
+// startCluster starts a local control plane for the test and an admin client of it.
+func startCluster(t *testing.T, ctx context.Context, opts localcluster.Options) (*localcluster.Cluster, client.Client) {
+	t.Helper()
+	cluster, err := localcluster.Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.Stop() })
+	cl, err := client.New(cluster.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cluster, cl
 }
 
 func waitFor(t *testing.T, ctx context.Context, what string, cond func() (bool, error)) {
