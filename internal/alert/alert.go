@@ -32,16 +32,21 @@ type Source struct {
 	Deleted bool   `json:"deleted,omitempty"`
 }
 
-// Text is the one-line human description every chat sink shows.
-func (r Reload) Text(additional string) string {
-	parts := make([]string, len(r.Sources))
-	for i, s := range r.Sources {
+// Describe names changed sources for people: "ConfigMap app, Secret creds (deleted)".
+func Describe(sources []Source) string {
+	parts := make([]string, len(sources))
+	for i, s := range sources {
 		parts[i] = s.Kind + " " + s.Name
 		if s.Deleted {
 			parts[i] += " (deleted)"
 		}
 	}
-	text := fmt.Sprintf("Reloader reloaded %s %s/%s after a change of %s", r.Kind, r.Namespace, r.Name, strings.Join(parts, ", "))
+	return strings.Join(parts, ", ")
+}
+
+// Text is the one-line human description every chat sink shows.
+func (r Reload) Text(additional string) string {
+	text := fmt.Sprintf("Reloader reloaded %s %s/%s after a change of %s", r.Kind, r.Namespace, r.Name, Describe(r.Sources))
 	if additional != "" {
 		text += "\n" + additional
 	}

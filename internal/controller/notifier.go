@@ -93,14 +93,16 @@ func (n *Notifier) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		notifying = last != s.hash
 	}
 	if notifying {
+		// Every workload kind shares one namespace selector.
+		selected, err := n.Workloads[0].namespaceSelected(ctx, req.Namespace)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		notifying = selected
+	}
+	if notifying {
 		id := source.ID{Kind: st.Kind, Name: name}
 		for _, w := range n.Workloads {
-			if selected, err := w.namespaceSelected(ctx, req.Namespace); err != nil || !selected {
-				if err != nil {
-					return reconcile.Result{}, err
-				}
-				continue
-			}
 			w.affected(ctx, req.Namespace, id, s.annotations, func(o client.Object) {
 				change.Workloads = append(change.Workloads, notify.Workload{Kind: w.Kind.Name(), Namespace: o.GetNamespace(), Name: o.GetName()})
 			})

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -202,14 +201,13 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Reques
 			r.Metrics.Actions.WithLabelValues(r.Kind.Name(), "pause").Inc()
 		}
 	}
-	alerted := make([]alert.Source, len(changes))
-	for i, ch := range changes {
+	for _, ch := range changes {
 		logger.Info("reloaded", "source", ch.ID.String(), "hash", ch.Hash, "containers", ch.Containers)
-		alerted[i] = alert.Source{Kind: ch.ID.Kind.Title(), Name: ch.ID.Name, Hash: ch.Hash, Deleted: ch.Hash == reload.Absent}
 	}
+	reloaded := sourcesOf(changes)
 	r.Recorder.Eventf(obj, related, corev1.EventTypeNormal, ReasonReloaded, "Reload",
-		"Reloaded %s %s after change of %s", r.Kind.Name(), obj.GetName(), describe(changes))
-	r.Alerts.Queue(alert.Reload{Kind: r.Kind.Name(), Namespace: obj.GetNamespace(), Name: obj.GetName(), Sources: alerted, Time: r.Now()})
+		"Reloaded %s %s after change of %s", r.Kind.Name(), obj.GetName(), alert.Describe(reloaded))
+	r.Alerts.Queue(alert.Reload{Kind: r.Kind.Name(), Namespace: obj.GetNamespace(), Name: obj.GetName(), Sources: reloaded, Time: r.Now()})
 	return reconcile.Result{RequeueAfter: requeue}, metrics.OutcomeReloaded, nil
 }
 
@@ -264,13 +262,13 @@ func setAnnotation(obj client.Object, key, value string) {
 	obj.SetAnnotations(ann)
 }
 
-func describe(changes []reload.Change) string {
-	parts := make([]string, len(changes))
+// sourcesOf names the changed sources of a reload, as Events and alerts show them.
+func sourcesOf(changes []reload.Change) []alert.Source {
+	out := make([]alert.Source, len(changes))
 	for i, ch := range changes {
-		parts[i] = ch.ID.Kind.Title() + " " + ch.ID.Name
-		if ch.Hash == reload.Absent {
-			parts[i] += " (deleted)"
-		}
+		out[i] = alert.Source{Kind: ch.ID.Kind.Title(), Name: ch.ID.Name, Hash: ch.Hash, Deleted: ch.Hash == reload.Absent}
 	}
-	return strings.Join(parts, ", ")
+	return out
 }
+
+func describe(changes []reload.Change) string { return alert.Describe(sourcesOf(changes)) }

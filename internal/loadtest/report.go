@@ -160,13 +160,13 @@ func rows(old, nu *Result, g Gates) ([]Row, bool) {
 			pass = false
 		}
 	}
-	any := old
-	if any == nil || any.Error != "" {
-		any = nu
+	booked := old // either side booked the same writes
+	if booked == nil || booked.Error != "" {
+		booked = nu
 	}
 	expected := ""
-	if any != nil {
-		expected = fmt.Sprintf("%d..%d", any.ExpectedMin, any.ExpectedMax)
+	if booked != nil {
+		expected = fmt.Sprintf("%d..%d", booked.ExpectedMin, booked.ExpectedMax)
 	}
 	out = append(out, Row{Metric: "reloads", Old: val(old, func(r *Result) float64 { return float64(r.Reloads) }),
 		New: val(nu, func(r *Result) float64 { return float64(r.Reloads) }), Expected: expected})
