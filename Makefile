@@ -3,12 +3,18 @@
 SHELL := bash
 GO    ?= go
 
-.PHONY: all build kube-binaries test unit demo lint clean generate loadtest-quick loadtest
+.PHONY: all build kube-binaries test unit demo lint clean generate loadtest-quick loadtest image manifests test-deployments
 
 all: build
 
+# Release identity stamped into the binary (reloader --version, the meta-info ConfigMap, the image).
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS  := -s -w -X github.com/reloader-operator/reloader/internal/version.Version=$(VERSION) \
+	-X github.com/reloader-operator/reloader/internal/version.Commit=$(COMMIT)
+
 build:
-	$(GO) build -o bin/reloader ./cmd/reloader
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/reloader ./cmd/reloader
 	$(GO) build -o bin/localcluster ./cmd/localcluster
 	$(GO) build -o bin/demo ./cmd/demo
 	$(GO) build -o bin/loadtest ./cmd/loadtest
@@ -20,10 +26,27 @@ lint:
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go'))"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	cd deployments && $(GO) vet ./...
 
-# Unit, envtest integration and end-to-end tests against real control planes.
+# Unit, envtest integration and end-to-end tests against real control planes, then the
+# install tests (image, chart, manifests) of the deployments module.
 test: kube-binaries lint
 	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" $(GO) test -count=1 -timeout 20m ./...
+	$(MAKE) test-deployments
+
+# deployments/ is a Go module of its own, so Helm's and go-containerregistry's dependencies
+# never enter the controller's go.mod.
+test-deployments: kube-binaries
+	cd deployments && RELOADER_KUBE_BIN_DIR="$$(bash ../hack/kube-binaries.sh)" $(GO) test -count=1 -timeout 20m ./...
+
+# OCI image for linux/amd64 and linux/arm64, built without a Docker daemon: an OCI layout and
+# one `docker load`-able tarball per architecture under dist/.
+image:
+	cd deployments && $(GO) run ./cmd/image --out ../dist --version $(VERSION) --commit $(COMMIT)
+
+# Regenerates deployments/reloader.yaml and the Kustomize base from the Helm chart.
+manifests:
+	cd deployments && $(GO) run ./cmd/manifests
 
 # Pure-logic tests only; no control plane.
 unit:
