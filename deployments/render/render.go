@@ -1,0 +1,92 @@
+// Package render renders the Helm chart the way `helm template` does, through Helm's Go SDK,
+// into objects that tests and the manifests generator can read.
+package render
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+)
+
+// Chart renders the chart in dir with values (nil for the defaults) as release releaseName in
+// namespace, client-side, and returns the objects in Helm's install order. values.schema.json
+// is enforced: a value the schema rejects is an error naming it.
+func Chart(dir string, values map[string]any, releaseName, namespace string) ([]*unstructured.Unstructured, error) {
+	manifest, err := Manifest(dir, values, releaseName, namespace)
+	if err != nil {
+		return nil, err
+	}
+	return Decode(manifest)
+}
+
+// Manifest is Chart's rendered YAML, as `helm template` prints it.
+func Manifest(dir string, values map[string]any, releaseName, namespace string) (string, error) {
+	chrt, err := loader.Load(dir)
+	if err != nil {
+		return "", fmt.Errorf("load chart %s: %w", dir, err)
+	}
+	install := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
+	install.ClientOnly = true
+	install.DryRun = true
+	install.Replace = true
+	install.DisableHooks = true
+	install.IncludeCRDs = false
+	install.ReleaseName = releaseName
+	install.Namespace = namespace
+	if values == nil {
+		values = map[string]any{}
+	}
+	rel, err := install.Run(chrt, values)
+	if err != nil {
+		return "", fmt.Errorf("render chart %s: %w", dir, err)
+	}
+	return rel.Manifest, nil
+}
+
+// Decode splits a multi-document YAML stream into objects, skipping empty documents.
+func Decode(manifest string) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader([]byte(manifest)), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		var m map[string]any
+		err := dec.Decode(&m)
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("decode rendered manifest: %w", err)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		out = append(out, &unstructured.Unstructured{Object: m})
+	}
+}
+
+// Find returns the first object of kind with name, or nil.
+func Find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	for _, o := range objs {
+		if o.GetKind() == kind && (name == "" || o.GetName() == name) {
+			return o
+		}
+	}
+	return nil
+}
+
+// OfKind returns the objects of one kind.
+func OfKind(objs []*unstructured.Unstructured, kind string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		if strings.EqualFold(o.GetKind(), kind) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
