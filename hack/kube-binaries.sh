@@ -23,6 +23,14 @@ if complete; then
 fi
 
 mkdir -p "$dir"
+# Two test processes may ask at once (make test, then the deployments module): one builds,
+# the other waits for it instead of compiling the same binaries beside it.
+exec 9>"$dir.lock"
+flock 9
+if complete; then
+	echo "$dir"
+	exit 0
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export GOFLAGS=-mod=mod GOWORK=off CGO_ENABLED=0
