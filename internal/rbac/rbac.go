@@ -1,0 +1,143 @@
+// Package rbac declares, once, the Kubernetes permissions reloader needs for a set of options.
+// The Helm chart's ClusterRole and Roles are tested against it, so the chart can neither grant
+// more than the controller uses nor forget what a flag makes it use.
+package rbac
+
+import (
+	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/reloader-operator/reloader/internal/metainfo"
+	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/source"
+)
+
+// Platform says what the options alone can't: which optional APIs the cluster serves that
+// reloader watches without a flag.
+type Platform struct {
+	// OpenShift: the apps.openshift.io DeploymentConfig API is served. Reloader finds it by
+	// discovery and watches DeploymentConfigs; the chart's reloader.isOpenshift.
+	OpenShift bool
+}
+
+// Rules are the permissions of one reloader install, by where they must be granted.
+type Rules struct {
+	// Watched are granted where reloader watches: in a ClusterRole for a cluster-wide
+	// install, or in a Role in each namespace of Namespaces.
+	Watched []rbacv1.PolicyRule
+	// Namespaces are the watched namespaces; empty means all (a cluster-wide install).
+	Namespaces []string
+	// Cluster are rules on cluster-scoped resources, which only a ClusterRole can grant.
+	Cluster []rbacv1.PolicyRule
+	// Own are granted only in reloader's own namespace (a Role): the HA Lease and the
+	// meta-info ConfigMap.
+	Own []rbacv1.PolicyRule
+}
+
+var (
+	read      = []string{"get", "list", "watch"}
+	readPatch = []string{"get", "list", "watch", "patch"}
+)
+
+// workloadKind is one kind reloader may reconcile.
+type workloadKind struct {
+	name     string // as --ignored-workload-types and the controller name it
+	group    string
+	resource string
+}
+
+var (
+	deployments       = workloadKind{"Deployment", "apps", "deployments"}
+	builtinKinds      = []workloadKind{deployments, {"StatefulSet", "apps", "statefulsets"}, {"DaemonSet", "apps", "daemonsets"}, {"CronJob", "batch", "cronjobs"}, {"Job", "batch", "jobs"}}
+	rolloutKind       = workloadKind{"Rollout", "argoproj.io", "rollouts"}
+	deploymentConfigs = workloadKind{"DeploymentConfig", "apps.openshift.io", "deploymentconfigs"}
+)
+
+// For returns the permissions reloader needs when run with opts on platform p. The table
+// follows internal/app: what it watches, what the reconcilers write, and where.
+func For(opts options.Options, p Platform) Rules {
+	// With --webhook-url reloader only reads: it POSTs instead of writing workloads or Events.
+	writes := opts.WebhookURL == ""
+	r := Rules{Namespaces: append([]string(nil), opts.Namespaces...)}
+
+	ignored := opts.IgnoredSourceKinds()
+	if !ignored[source.ConfigMap] {
+		r.Watched = append(r.Watched, rule("", "configmaps", read...))
+	}
+	if !ignored[source.Secret] {
+		r.Watched = append(r.Watched, rule("", "secrets", read...))
+	}
+	if opts.EnableCSIIntegration {
+		r.Watched = append(r.Watched, rule("secrets-store.csi.x-k8s.io", "secretproviderclasspodstatuses", read...))
+	}
+
+	kinds := []workloadKind{}
+	for _, k := range builtinKinds {
+		if !opts.IgnoresWorkload(k.name) {
+			kinds = append(kinds, k)
+		}
+	}
+	rollouts := opts.IsArgoRollouts && !opts.IgnoresWorkload(rolloutKind.name)
+	if rollouts {
+		kinds = append(kinds, rolloutKind)
+		// A Rollout's workloadRef runs a Deployment's template, which reloader reads and
+		// patches even when Deployments themselves are ignored.
+		if opts.IgnoresWorkload(deployments.name) {
+			kinds = append(kinds, deployments)
+		}
+	}
+	if p.OpenShift && !opts.IgnoresWorkload(deploymentConfigs.name) {
+		kinds = append(kinds, deploymentConfigs)
+	}
+	jobsReloaded := false
+	for _, k := range kinds {
+		verbs := read
+		if writes {
+			// Every reload, and the first sight of a workload (its record), is a patch.
+			verbs = readPatch
+		}
+		if k.resource == "jobs" && writes {
+			// A Job's template is immutable: a reload deletes it and creates it again.
+			jobsReloaded = true
+			verbs = append(append([]string(nil), verbs...), "create", "delete")
+		}
+		r.Watched = append(r.Watched, rule(k.group, k.resource, verbs...))
+	}
+	cronJobs := !opts.IgnoresWorkload("CronJob")
+	if writes && cronJobs && opts.RunCronJobsOnReload && !jobsReloaded {
+		// Starting a Job from a reloaded CronJob needs create only; Jobs are not watched.
+		r.Watched = append(r.Watched, rule("batch", "jobs", "create"))
+	}
+	if writes {
+		// controller-runtime's GetEventRecorder writes events.k8s.io/v1 Events, in the
+		// workload's namespace; a repeated Event becomes a patch of its series.
+		r.Watched = append(r.Watched, rule("events.k8s.io", "events", "create", "patch"))
+	}
+
+	if _, err := opts.NamespaceLabels(); err == nil && opts.NamespaceSelector != "" {
+		// The selector is matched against the namespace's labels on every reconcile.
+		r.Cluster = append(r.Cluster, rule("", "namespaces", read...))
+	}
+
+	if opts.EnableHA {
+		// The leader election lock: created once (a create has no name to restrict it to),
+		// then read and renewed by name.
+		r.Own = append(r.Own,
+			rule("coordination.k8s.io", "leases", "create"),
+			named(rule("coordination.k8s.io", "leases", "get", "update"), opts.LeaderElectionID))
+	}
+	if opts.ReloaderNamespace != "" {
+		// Server-side apply of one ConfigMap: a patch, and a create the first time, both
+		// authorised by name.
+		r.Own = append(r.Own, named(rule("", "configmaps", "create", "patch"), metainfo.Name))
+	}
+	return r
+}
+
+func rule(group, resource string, verbs ...string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{APIGroups: []string{group}, Resources: []string{resource}, Verbs: verbs}
+}
+
+func named(r rbacv1.PolicyRule, names ...string) rbacv1.PolicyRule {
+	r.ResourceNames = names
+	return r
+}

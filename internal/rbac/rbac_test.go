@@ -1,0 +1,163 @@
+package rbac
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/reloader-operator/reloader/internal/options"
+)
+
+// parse builds options the way cmd/reloader does: flags, then the environment.
+func parse(t *testing.T, env map[string]string, args ...string) options.Options {
+	t.Helper()
+	o := options.Default()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	o.ApplyEnv(func(k string) string { return env[k] })
+	return o
+}
+
+var ownEnv = map[string]string{"POD_NAMESPACE": "reloader", "POD_NAME": "reloader-0"}
+
+func TestFor(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		env      map[string]string
+		platform Platform
+		// watched, cluster and own list atoms that must (+) or must not (-) be granted.
+		watched, cluster, own []string
+		namespaces            []string
+	}{
+		{
+			name: "default",
+			env:  ownEnv,
+			watched: []string{"+/configmaps:list", "+/secrets:watch", "-/configmaps:patch", "-/secrets:update",
+				"+apps/deployments:patch", "+apps/statefulsets:patch", "+apps/daemonsets:patch", "+batch/cronjobs:patch",
+				"+batch/jobs:create", "+batch/jobs:delete", "+batch/jobs:patch", "-apps/deployments:update",
+				"+events.k8s.io/events:create", "+events.k8s.io/events:patch", "-/events:create",
+				"-argoproj.io/rollouts:get", "-apps.openshift.io/deploymentconfigs:get",
+				"-secrets-store.csi.x-k8s.io/secretproviderclasspodstatuses:get"},
+			cluster: []string{"-/namespaces:list"},
+			own: []string{"+/configmaps[reloader-meta-info]:create", "+/configmaps[reloader-meta-info]:patch",
+				"-coordination.k8s.io/leases:create"},
+		},
+		{
+			name: "no own namespace: no meta-info",
+			own:  []string{"-/configmaps[reloader-meta-info]:patch"},
+		},
+		{
+			name:       "namespaced",
+			env:        map[string]string{"KUBERNETES_NAMESPACE": "reloader", "POD_NAMESPACE": "reloader"},
+			namespaces: []string{"reloader"},
+		},
+		{
+			name:       "namespaces a,b",
+			args:       []string{"--namespaces=a,b"},
+			namespaces: []string{"a", "b"},
+		},
+		{
+			name: "HA",
+			args: []string{"--enable-ha", "--leader-election-id=lock"},
+			env:  ownEnv,
+			own:  []string{"+coordination.k8s.io/leases:create", "+coordination.k8s.io/leases[lock]:get", "+coordination.k8s.io/leases[lock]:update", "-coordination.k8s.io/leases:get"},
+		},
+		{
+			name:    "ignored kinds",
+			args:    []string{"--resources-to-ignore=secrets", "--ignored-workload-types=jobs,cronjobs"},
+			watched: []string{"-/secrets:get", "+/configmaps:get", "-batch/jobs:get", "-batch/jobs:create", "-batch/cronjobs:get"},
+		},
+		{
+			name:    "CronJob runs without Job reloads",
+			args:    []string{"--ignored-workload-types=jobs", "--run-cronjobs-on-reload"},
+			watched: []string{"+batch/jobs:create", "-batch/jobs:get", "-batch/jobs:delete"},
+		},
+		{
+			name:    "Argo and CSI",
+			args:    []string{"--is-Argo-Rollouts", "--enable-csi-integration"},
+			watched: []string{"+argoproj.io/rollouts:patch", "+secrets-store.csi.x-k8s.io/secretproviderclasspodstatuses:watch", "-secrets-store.csi.x-k8s.io/secretproviderclasspodstatuses:patch"},
+		},
+		{
+			name:    "Rollouts read Deployments even when those are ignored",
+			args:    []string{"--is-Argo-Rollouts", "--ignored-workload-types=deployments"},
+			watched: []string{"+apps/deployments:get", "+apps/deployments:patch"},
+		},
+		{
+			name:     "OpenShift",
+			platform: Platform{OpenShift: true},
+			watched:  []string{"+apps.openshift.io/deploymentconfigs:patch"},
+		},
+		{
+			name:    "namespace selector",
+			args:    []string{"--namespace-selector=env:prod"},
+			cluster: []string{"+/namespaces:get", "+/namespaces:list", "+/namespaces:watch", "-/namespaces:patch"},
+		},
+		{
+			name:    "webhook only reads",
+			args:    []string{"--webhook-url=https://example.com/hook"},
+			env:     ownEnv,
+			watched: []string{"+apps/deployments:get", "-apps/deployments:patch", "-batch/jobs:create", "-events.k8s.io/events:create"},
+			own:     []string{"+/configmaps[reloader-meta-info]:patch"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := For(parse(t, tt.env, tt.args...), tt.platform)
+			check(t, "watched", Grants(r.Watched), tt.watched)
+			check(t, "cluster", Grants(r.Cluster), tt.cluster)
+			check(t, "own", Grants(r.Own), tt.own)
+			if !slices.Equal(r.Namespaces, tt.namespaces) {
+				t.Errorf("namespaces = %v, want %v", r.Namespaces, tt.namespaces)
+			}
+		})
+	}
+}
+
+func check(t *testing.T, where string, got, want []string) {
+	t.Helper()
+	for _, w := range want {
+		atom, grant := w[1:], w[0] == '+'
+		if slices.Contains(got, atom) != grant {
+			t.Errorf("%s: granted(%s) = %v, want %v; grants: %v", where, atom, !grant, grant, got)
+		}
+	}
+}
+
+// Nothing reloader does needs to update or delete what it reads, except Jobs it replaces.
+func TestNoWildcardsNoUpdates(t *testing.T) {
+	opts := parse(t, ownEnv, "--enable-ha", "--is-Argo-Rollouts", "--enable-csi-integration", "--namespace-selector=a=b")
+	r := For(opts, Platform{OpenShift: true})
+	for _, a := range Grants(slices.Concat(r.Watched, r.Cluster, r.Own)) {
+		if containsAny(a, "*", ":deletecollection", ":escalate", ":bind", ":impersonate") {
+			t.Errorf("too broad: %s", a)
+		}
+		if containsAny(a, ":update") && a != "coordination.k8s.io/leases["+opts.LeaderElectionID+"]:update" {
+			t.Errorf("unexpected update: %s", a)
+		}
+		if containsAny(a, ":delete") && a != "batch/jobs:delete" {
+			t.Errorf("unexpected delete: %s", a)
+		}
+	}
+}
+
+func containsAny(s string, subs ...string) bool {
+	return slices.ContainsFunc(subs, func(sub string) bool { return strings.Contains(s, sub) })
+}
+
+func TestGrantsNormalises(t *testing.T) {
+	a := Grants([]rbacv1.PolicyRule{{APIGroups: []string{"apps"}, Resources: []string{"deployments", "daemonsets"}, Verbs: []string{"list", "get"}}})
+	b := Grants([]rbacv1.PolicyRule{
+		{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, Verbs: []string{"get", "list"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "get"}},
+	})
+	if !slices.Equal(a, b) {
+		t.Errorf("%v != %v", a, b)
+	}
+}
