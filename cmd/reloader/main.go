@@ -18,15 +18,23 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/app"
 	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/version"
 )
 
 func main() {
-	if err := newRootCommand().Execute(); err != nil {
+	if err := execute(os.Args[1:], run); err != nil {
 		os.Exit(1)
 	}
 }
 
-func newRootCommand() *cobra.Command {
+// execute parses args as upstream's users write them and hands the options to run.
+func execute(args []string, run func(context.Context, options.Options) error) error {
+	cmd := newRootCommand(run)
+	cmd.SetArgs(options.JoinBoolValues(cmd.Flags(), args))
+	return cmd.Execute()
+}
+
+func newRootCommand(run func(context.Context, options.Options) error) *cobra.Command {
 	opts := options.Default()
 	cmd := &cobra.Command{
 		Use:           "reloader",
@@ -34,19 +42,23 @@ func newRootCommand() *cobra.Command {
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: false,
+		// --version prints this and exits before RunE: no cluster is contacted.
+		Version: version.Get().String(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.FromEnvironment()
-			return run(ctrl.SetupSignalHandler(), opts)
+			return run(cmd.Context(), opts)
 		},
 	}
+	cmd.SetVersionTemplate("{{.Version}}\n")
 	opts.BindFlags(cmd.Flags())
 	return cmd
 }
 
-func run(ctx context.Context, opts options.Options) error {
+func run(_ context.Context, opts options.Options) error {
 	if err := opts.Validate(); err != nil {
 		return err
 	}
+	ctx := ctrl.SetupSignalHandler()
 	logger, err := newLogger(opts)
 	if err != nil {
 		return err

@@ -159,26 +159,46 @@ func TestJobReplacementIsRetriedUntilCreated(t *testing.T) {
 	replaced(t, j, "")
 }
 
-// Finished Jobs are left alone, with an Event saying why, unless they opt in.
-func TestFinishedJobsAreReplacedOnlyWhenOptedIn(t *testing.T) {
-	ns := newNamespace(t)
-	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
-	done := job(ns, "done", map[string]string{auto: "true"}, "cfg")
-	again := job(ns, "again", map[string]string{auto: "true", reload.RecreateFinishedAnnotation: "true"}, "cfg")
-	create(t, cm, done, again)
-	for _, j := range []*batchv1.Job{done, again} {
-		finish(t, j)
-	}
-	startReloader(t, ns)
-	recorded(t, done)
-	recorded(t, again)
-	doneUID, againUID := get(t, done).UID, get(t, again).UID
+// Finished Jobs are re-run with the new config by default, as upstream does. A Job that opts
+// out with the annotation, or every Job with --recreate-finished-jobs=false (unless it opts
+// in), is left alone with an Event saying why.
+func TestFinishedJobsAreReRunUnlessOptedOut(t *testing.T) {
+	for _, flag := range []bool{true, false} {
+		t.Run(fmt.Sprintf("recreate-finished-jobs=%v", flag), func(t *testing.T) {
+			ns := newNamespace(t)
+			cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
+			plain := job(ns, "plain", map[string]string{auto: "true"}, "cfg")
+			optIn := job(ns, "opt-in", map[string]string{auto: "true", reload.RecreateFinishedAnnotation: "true"}, "cfg")
+			optOut := job(ns, "opt-out", map[string]string{auto: "true", reload.RecreateFinishedAnnotation: "false"}, "cfg")
+			all := []*batchv1.Job{plain, optIn, optOut}
+			create(t, cm, plain, optIn, optOut)
+			uids := map[string]types.UID{}
+			for _, j := range all {
+				finish(t, j)
+			}
+			startReloader(t, ns, func(o *options.Options) { o.RecreateFinishedJobs = flag })
+			for _, j := range all {
+				recorded(t, j)
+				uids[j.Name] = get(t, j).UID
+			}
 
-	changeConfig(t, cm, "v2")
-	replaced(t, again, againUID)
-	eventuallyEvent(t, ns, "done", controller.ReasonReloadSkipped)
-	if cur := get(t, done); cur.UID != doneUID || hasEnv(&cur.Spec.Template, cfgEnv) == nil {
-		t.Errorf("finished Job was replaced or changed")
+			changeConfig(t, cm, "v2")
+			rerun, left := []*batchv1.Job{optIn}, []*batchv1.Job{optOut}
+			if flag {
+				rerun = append(rerun, plain)
+			} else {
+				left = append(left, plain)
+			}
+			for _, j := range rerun {
+				replaced(t, j, uids[j.Name])
+			}
+			for _, j := range left {
+				eventuallyEvent(t, ns, j.Name, controller.ReasonReloadSkipped)
+				if cur := get(t, j); cur.UID != uids[j.Name] || hasEnv(&cur.Spec.Template, cfgEnv) == nil {
+					t.Errorf("finished Job %s was replaced or changed", j.Name)
+				}
+			}
+		})
 	}
 }
 

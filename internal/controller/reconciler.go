@@ -68,7 +68,8 @@ type Behaviour struct {
 	Events reload.Events
 	// RunCronJobs also starts a Job when a CronJob reloads (upstream's behaviour).
 	RunCronJobs bool
-	// RecreateFinishedJobs also replaces Jobs that have completed or failed.
+	// RecreateFinishedJobs also replaces Jobs that have completed or failed, as upstream
+	// does; --recreate-finished-jobs defaults to it.
 	RecreateFinishedJobs bool
 }
 

@@ -81,7 +81,7 @@ func (r *WorkloadReconciler) restarts(ctx context.Context, obj client.Object) bo
 func (r *WorkloadReconciler) skip(obj client.Object) (why, reason string) {
 	if rc, ok := r.Kind.(workload.Recreated); ok && rc.Finished(obj) &&
 		!optedIn(obj, reload.RecreateFinishedAnnotation, r.Behaviour.RecreateFinishedJobs) {
-		return fmt.Sprintf("the Job has finished; annotate it %s: \"true\", or run reloader with --recreate-finished-jobs, to replace finished Jobs", reload.RecreateFinishedAnnotation), "finished-job"
+		return fmt.Sprintf("the Job has finished and re-running finished Jobs is turned off (annotation %s: \"false\", or --recreate-finished-jobs=false)", reload.RecreateFinishedAnnotation), "finished-job"
 	}
 	return "", ""
 }

@@ -5,13 +5,13 @@ package metainfo
 import (
 	"context"
 	"encoding/json"
-	"runtime"
-	"runtime/debug"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/internal/version"
 )
 
 // Name, LabelKey and LabelValue identify the ConfigMap, as upstream names it.
@@ -30,27 +30,10 @@ type Build struct {
 	Modified       bool   `json:"modified,omitempty"`
 }
 
-// ReadBuild reads the build information Go stamps into the binary.
+// ReadBuild describes this binary as `reloader --version` does.
 func ReadBuild() Build {
-	b := Build{GoVersion: runtime.Version(), ReleaseVersion: "(devel)"}
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return b
-	}
-	if info.Main.Version != "" {
-		b.ReleaseVersion = info.Main.Version
-	}
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			b.CommitHash = s.Value
-		case "vcs.time":
-			b.CommitTime = s.Value
-		case "vcs.modified":
-			b.Modified = s.Value == "true"
-		}
-	}
-	return b
+	v := version.Get()
+	return Build{GoVersion: v.GoVersion, ReleaseVersion: v.Version, CommitHash: v.Commit, CommitTime: v.CommitTime, Modified: v.Modified}
 }
 
 // Deployment names the reloader installation.

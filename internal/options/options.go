@@ -87,8 +87,12 @@ func Default() Options {
 		CoalesceWindow: 300 * time.Millisecond,
 		Workers:        4,
 		Keys:           reload.DefaultKeys(),
+		// Upstream re-runs a finished Job whose config changed; its users opted in to that.
+		RecreateFinishedJobs: true,
 
-		LeaderElectionID:   "reloader-leader-election",
+		// Upstream's Lease name: during a rolling switch with --enable-ha, an upstream
+		// leader and a reloader leader hold the same Lease, so they never reload at once.
+		LeaderElectionID:   DefaultLeaderElectionID,
 		LeaseDuration:      15 * time.Second,
 		LeaseRenewDeadline: 10 * time.Second,
 		LeaseRetryPeriod:   2 * time.Second,
@@ -96,6 +100,9 @@ func Default() Options {
 		WebhookRetries:     3,
 	}
 }
+
+// DefaultLeaderElectionID is the Lease upstream Reloader's replicas hold.
+const DefaultLeaderElectionID = "stakater-reloader-lock"
 
 // Alert configures the notification sent after each reload (upstream's ALERT_* variables).
 type Alert struct {
@@ -119,11 +126,11 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.ReloadOnDelete, "reload-on-delete", o.ReloadOnDelete, "also reload when a referenced source is deleted")
 	fs.BoolVar(&o.SyncAfterRestart, "sync-after-restart", o.SyncAfterRestart, "accepted for compatibility: changes made while reloader was down are always caught up")
 	fs.StringSliceVar(&o.ResourcesToIgnore, "resources-to-ignore", o.ResourcesToIgnore, "source kinds to neither watch nor react to: configMaps or secrets")
-	fs.StringSliceVar(&o.IgnoredWorkloadTypes, "ignored-workload-types", o.IgnoredWorkloadTypes, "workload kinds to leave alone, e.g. jobs,cronjobs")
+	fs.StringSliceVar(&o.IgnoredWorkloadTypes, "ignored-workload-types", o.IgnoredWorkloadTypes, "workload kinds to leave alone: "+strings.Join(WorkloadTypes, ", ")+" (singular or plural, any case)")
 	fs.StringSliceVar(&o.Namespaces, "namespaces", o.Namespaces, "namespaces to watch (default: all, or $KUBERNETES_NAMESPACE)")
 	fs.StringSliceVar(&o.NamespacesToIgnore, "namespaces-to-ignore", o.NamespacesToIgnore, "namespaces to leave alone")
-	fs.StringVar(&o.NamespaceSelector, "namespace-selector", o.NamespaceSelector, "label selector of the namespaces to watch")
-	fs.StringVar(&o.ResourceLabelSelector, "resource-label-selector", o.ResourceLabelSelector, "label selector of the ConfigMaps and Secrets to watch")
+	fs.Var(&selectorFlag{s: &o.NamespaceSelector}, "namespace-selector", "label selector of the namespaces to watch: key=value, key:value, key=*, key:* or *; comma-separated or repeated")
+	fs.Var(&selectorFlag{s: &o.ResourceLabelSelector}, "resource-label-selector", "label selector of the ConfigMaps and Secrets to watch: key=value, key:value, key=* or key:*; comma-separated or repeated")
 	fs.StringVar(&o.WebhookURL, "webhook-url", o.WebhookURL, "POST a notification to this URL instead of reloading")
 	fs.BoolVar(&o.IsArgoRollouts, "is-Argo-Rollouts", o.IsArgoRollouts, "also reload Argo Rollouts, if their API is installed")
 	fs.BoolVar(&o.EnableHA, "enable-ha", o.EnableHA, "run several replicas; a Lease elects the one that reloads")
@@ -134,7 +141,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level: trace, debug, info, warning, error")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", o.MetricsAddr, "address of /metrics, /live and /ready; 0 turns it off")
 	fs.BoolVar(&o.RunCronJobsOnReload, "run-cronjobs-on-reload", o.RunCronJobsOnReload, "when a CronJob reloads, also start a Job from it at once, as upstream does (per CronJob: annotation "+reload.RunOnReloadAnnotation+")")
-	fs.BoolVar(&o.RecreateFinishedJobs, "recreate-finished-jobs", o.RecreateFinishedJobs, "also replace Jobs that have completed or failed when their config changes (per Job: annotation "+reload.RecreateFinishedAnnotation+")")
+	fs.BoolVar(&o.RecreateFinishedJobs, "recreate-finished-jobs", o.RecreateFinishedJobs, "also replace Jobs that have completed or failed when their config changes, as upstream does; =false leaves finished Jobs alone (per Job: annotation "+reload.RecreateFinishedAnnotation+": \"false\" or \"true\")")
 	fs.DurationVar(&o.CoalesceWindow, "coalesce-window", o.CoalesceWindow, "wait until a workload's sources have been quiet this long, so changes landing together reload once; 0 turns it off")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "workloads of one kind reconciled at once")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "name of the Lease replicas compete for with --enable-ha")
@@ -228,14 +235,27 @@ func (o *Options) IgnoredSourceKinds() map[source.Kind]bool {
 	return out
 }
 
+// WorkloadTypes are the values --ignored-workload-types accepts (the singular works too).
+var WorkloadTypes = []string{"deployments", "daemonsets", "statefulsets", "cronjobs", "jobs", "rollouts", "deploymentconfigs"}
+
+// workloadType returns the plural, lower-case form of a --ignored-workload-types entry, or ""
+// when it names no workload kind.
+func workloadType(t string) string {
+	t = strings.ToLower(strings.TrimSpace(t))
+	if !strings.HasSuffix(t, "s") {
+		t += "s"
+	}
+	if slices.Contains(WorkloadTypes, t) {
+		return t
+	}
+	return ""
+}
+
 // IgnoresWorkload reports whether --ignored-workload-types names a kind ("Deployment"
 // matches deployment, deployments).
 func (o *Options) IgnoresWorkload(kind string) bool {
-	k := strings.ToLower(kind)
-	return slices.ContainsFunc(o.IgnoredWorkloadTypes, func(t string) bool {
-		t = strings.ToLower(strings.TrimSpace(t))
-		return t == k || t == k+"s"
-	})
+	k := workloadType(kind)
+	return slices.ContainsFunc(o.IgnoredWorkloadTypes, func(t string) bool { return workloadType(t) == k })
 }
 
 // Validate reports every bad option at once.
@@ -249,6 +269,11 @@ func (o *Options) Validate() error {
 		case "configmaps", "configmap", "secrets", "secret":
 		default:
 			errs = append(errs, fmt.Errorf("--resources-to-ignore: %q is neither configMaps nor secrets", r))
+		}
+	}
+	for _, t := range o.IgnoredWorkloadTypes {
+		if workloadType(t) == "" {
+			errs = append(errs, fmt.Errorf("--ignored-workload-types: %q is not one of %s (singular or plural, any case)", t, strings.Join(WorkloadTypes, ", ")))
 		}
 	}
 	if len(o.IgnoredSourceKinds()) == 2 {
@@ -314,50 +339,18 @@ func checkURL(s string) error {
 	return nil
 }
 
-// NamespaceLabels parses --namespace-selector: Kubernetes selector syntax, or upstream's
-// comma-separated "key:value" terms, where "key:*" means the key is set and a lone "*" means
-// every namespace. nil means no selector.
+// NamespaceLabels parses --namespace-selector (see ParseSelector); nil means no selector.
 func (o *Options) NamespaceLabels() (labels.Selector, error) {
-	s := strings.TrimSpace(o.NamespaceSelector)
-	if s == "" {
-		return nil, nil
-	}
-	if s == "*" {
-		return labels.Everything(), nil
-	}
-	if !strings.ContainsAny(s, "=!() ") {
-		terms := strings.Split(s, ",")
-		for i, term := range terms {
-			key, value, found := strings.Cut(strings.TrimSpace(term), ":")
-			switch {
-			case !found:
-				terms[i] = key
-			case value == "*":
-				terms[i] = key
-			default:
-				terms[i] = key + "=" + value
-			}
-		}
-		s = strings.Join(terms, ",")
-	}
-	sel, err := labels.Parse(s)
+	sel, err := ParseSelector(o.NamespaceSelector)
 	if err != nil {
 		return nil, fmt.Errorf("--namespace-selector: %w", err)
 	}
 	return sel, nil
 }
 
-// SourceSelector parses --resource-label-selector. Upstream's "key:value" form is accepted
-// besides Kubernetes selector syntax.
+// SourceSelector parses --resource-label-selector (see ParseSelector); nil means no selector.
 func (o *Options) SourceSelector() (labels.Selector, error) {
-	s := strings.TrimSpace(o.ResourceLabelSelector)
-	if s == "" {
-		return nil, nil
-	}
-	if !strings.ContainsAny(s, "=!() ") {
-		s = strings.ReplaceAll(s, ":", "=")
-	}
-	sel, err := labels.Parse(s)
+	sel, err := ParseSelector(o.ResourceLabelSelector)
 	if err != nil {
 		return nil, fmt.Errorf("--resource-label-selector: %w", err)
 	}

@@ -164,3 +164,48 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		t.Error("ignoring both kinds accepted")
 	}
 }
+
+// An upstream leader and a reloader leader must contend for one Lease during a rolling switch.
+func TestLeaseNameIsUpstreamsUnlessOverridden(t *testing.T) {
+	if got := parse(t).LeaderElectionID; got != "stakater-reloader-lock" {
+		t.Errorf("default Lease %q", got)
+	}
+	if got := parse(t, "--leader-election-id=mine").LeaderElectionID; got != "mine" {
+		t.Errorf("--leader-election-id gave %q", got)
+	}
+}
+
+// Finished Jobs are re-run by default, as upstream does; the flag opts out.
+func TestRecreateFinishedJobsDefaultsToUpstreamsBehaviour(t *testing.T) {
+	if !parse(t).RecreateFinishedJobs {
+		t.Error("finished Jobs are skipped by default")
+	}
+	if parse(t, "--recreate-finished-jobs=false").RecreateFinishedJobs {
+		t.Error("--recreate-finished-jobs=false ignored")
+	}
+}
+
+func TestParseSelectorForms(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                          "<nil>",
+		"*":                         "",
+		"a:b":                       "a=b",
+		"a:*,b=*":                   "a,b",
+		"a=b,*":                     "a=b",
+		"env in (x,y),c:d,!e":       "c=d,!e,env in (x,y)",
+		"a!=b":                      "a!=b",
+		"k.example.com/x:v,other=*": "k.example.com/x=v,other",
+	} {
+		sel, err := ParseSelector(in)
+		got := "<nil>"
+		if sel != nil {
+			got = sel.String()
+		}
+		if err != nil || got != want {
+			t.Errorf("ParseSelector(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := ParseSelector("a in ("); err == nil {
+		t.Error("a broken selector parsed")
+	}
+}

@@ -103,7 +103,7 @@ func TestLeaderKilledDuringBurst(t *testing.T) {
 	}
 	holder := func() string {
 		var lease coordinationv1.Lease
-		if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "reloader-leader-election"}, &lease); err != nil || lease.Spec.HolderIdentity == nil {
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "stakater-reloader-lock"}, &lease); err != nil || lease.Spec.HolderIdentity == nil {
 			return ""
 		}
 		return *lease.Spec.HolderIdentity

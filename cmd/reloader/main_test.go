@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/reloader-operator/reloader/internal/options"
+)
+
+// parseAsCommand runs the command's own parsing on args and returns the options it would
+// run with, validated as at start-up.
+func parseAsCommand(t *testing.T, args ...string) (options.Options, error) {
+	t.Helper()
+	var got options.Options
+	ran := false
+	err := execute(args, func(_ context.Context, o options.Options) error {
+		ran = true
+		got = o
+		return o.Validate()
+	})
+	if err == nil && !ran {
+		t.Fatalf("%v: the command did not run", args)
+	}
+	return got, err
+}
+
+// Upstream's chart renders --namespace-selector="env=test", quotes included in the argument.
+func TestQuotedSelectorsAsUpstreamsChartRendersThem(t *testing.T) {
+	o, err := parseAsCommand(t, `--namespace-selector="env=test"`, `--resource-label-selector="reload=yes"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.NamespaceSelector != "env=test" || o.ResourceLabelSelector != "reload=yes" {
+		t.Errorf("selectors %q, %q", o.NamespaceSelector, o.ResourceLabelSelector)
+	}
+}
+
+func TestRepeatedSelectorsAndUpstreamForms(t *testing.T) {
+	cases := []struct {
+		args    []string
+		matches labels.Set
+		misses  labels.Set
+	}{
+		{[]string{"--namespace-selector=env=test", "--namespace-selector=team:*"},
+			labels.Set{"env": "test", "team": "a"}, labels.Set{"env": "test"}},
+		{[]string{"--namespace-selector=team=*"}, labels.Set{"team": "b"}, labels.Set{"other": "b"}},
+		{[]string{"--namespace-selector=*"}, labels.Set{}, nil},
+		{[]string{"--namespace-selector=env in (a,b)", "--namespace-selector", "!skip"},
+			labels.Set{"env": "b"}, labels.Set{"env": "b", "skip": ""}},
+		{[]string{`--namespace-selector="env in (a,b)",team:x`}, labels.Set{"env": "a", "team": "x"}, labels.Set{"env": "c", "team": "x"}},
+	}
+	for _, c := range cases {
+		o, err := parseAsCommand(t, c.args...)
+		if err != nil {
+			t.Errorf("%v: %v", c.args, err)
+			continue
+		}
+		sel, err := o.NamespaceLabels()
+		if err != nil || sel == nil {
+			t.Errorf("%v: selector %v, %v", c.args, sel, err)
+			continue
+		}
+		if !sel.Matches(c.matches) {
+			t.Errorf("%v (%s) does not match %v", c.args, sel, c.matches)
+		}
+		if c.misses != nil && sel.Matches(c.misses) {
+			t.Errorf("%v (%s) matches %v", c.args, sel, c.misses)
+		}
+	}
+	o, err := parseAsCommand(t, "--resource-label-selector=reload:yes", "--resource-label-selector=team=*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel, err := o.SourceSelector()
+	if err != nil || !sel.Matches(labels.Set{"reload": "yes", "team": "a"}) || sel.Matches(labels.Set{"reload": "yes"}) {
+		t.Errorf("resource selector %v, %v", sel, err)
+	}
+}
+
+// Every boolean flag takes its value as the next argument too, as upstream's string-typed
+// switches do.
+func TestSpaceSeparatedBooleans(t *testing.T) {
+	o, err := parseAsCommand(t, "--reload-on-create", "true", "--auto-reload-all", "false", "--reload-on-delete", "True",
+		"--recreate-finished-jobs", "false", "--enable-ha", "false", "--namespaces", "true", "--is-Argo-Rollouts", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.ReloadOnCreate || o.AutoReloadAll || !o.ReloadOnDelete || o.RecreateFinishedJobs || o.EnableHA || !o.IsArgoRollouts {
+		t.Errorf("parsed %+v", o)
+	}
+	if len(o.Namespaces) != 1 || o.Namespaces[0] != "true" {
+		t.Errorf("a string flag's value was taken for a boolean: namespaces %v", o.Namespaces)
+	}
+	if _, err := parseAsCommand(t, "--reload-on-create", "yes-please"); err == nil {
+		t.Error("a stray positional argument was accepted")
+	}
+	// Every boolean flag, both spellings.
+	fs := newRootCommand(nil).Flags()
+	var bools []string
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Value.Type() == "bool" {
+			bools = append(bools, f.Name)
+		}
+	})
+	if len(bools) < 10 {
+		t.Fatalf("only %d boolean flags found: %v", len(bools), bools)
+	}
+	for _, name := range bools {
+		for _, v := range []string{"true", "false"} {
+			cmd := newRootCommand(func(context.Context, options.Options) error { return nil })
+			cmd.SetArgs(options.JoinBoolValues(cmd.Flags(), []string{"--" + name, v}))
+			if err := cmd.Execute(); err != nil {
+				t.Errorf("--%s %s: %v", name, v, err)
+				continue
+			}
+			if got := cmd.Flags().Lookup(name).Value.String(); got != v {
+				t.Errorf("--%s %s parsed as %s", name, v, got)
+			}
+		}
+	}
+}
+
+func TestMisspeltWorkloadTypeFailsAtStartUp(t *testing.T) {
+	_, err := parseAsCommand(t, "--ignored-workload-types=jobs,cronjbs")
+	if err == nil {
+		t.Fatal("cronjbs accepted")
+	}
+	for _, want := range []string{`"cronjbs"`, "deployments", "daemonsets", "statefulsets", "cronjobs", "jobs", "rollouts", "deploymentconfigs"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not name %s: %v", want, err)
+		}
+	}
+	if _, err := parseAsCommand(t, "--ignored-workload-types=Jobs,cronjob,DeploymentConfigs,rollout"); err != nil {
+		t.Errorf("singular, plural and mixed case refused: %v", err)
+	}
+}
+
+// --version answers without options validation or a cluster: run is never called.
+func TestVersionPrintsBuildAndExits(t *testing.T) {
+	cmd := newRootCommand(func(context.Context, options.Options) error { return errors.New("run called") })
+	var out strings.Builder
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"--version"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "reloader ") || !strings.Contains(out.String(), runtime.Version()) || !strings.Contains(out.String(), "commit ") {
+		t.Errorf("--version printed %q", out.String())
+	}
+}
