@@ -1,0 +1,179 @@
+package chart_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/reloader-operator/reloader/deployments/render"
+	"github.com/reloader-operator/reloader/internal/rbac"
+)
+
+// matrix are the values sets the RBAC and lint tests render.
+var matrix = []struct{ name, values string }{
+	{"default", ``},
+	{"watchGlobally=false", `reloader: {watchGlobally: false}`},
+	{"namespaces [a,b]", `reloader: {watchGlobally: false, namespaces: [a, b]}`},
+	{"namespaces as CSV", `reloader: {namespaces: "a, b"}`},
+	{"HA with 2 replicas", `reloader: {enableHA: true, deployment: {replicas: 2}}`},
+	{"CSI", `reloader: {enableCSIIntegration: true}`},
+	{"Argo Rollouts", `reloader: {isArgoRollouts: true}`},
+	{"OpenShift", `reloader: {isOpenshift: true}`},
+	{"Jobs and CronJobs ignored", `reloader: {ignoreJobs: true, ignoreCronJobs: true}`},
+	{"Jobs ignored, CronJobs run on reload", `reloader: {ignoreJobs: true, runCronJobsOnReload: true}`},
+	{"Secrets ignored", `reloader: {ignoreSecrets: true}`},
+	{"ConfigMaps ignored", `reloader: {ignoreConfigMaps: true}`},
+	{"annotations strategy", `reloader: {reloadStrategy: annotations}`},
+	{"namespace selector", `reloader: {namespaceSelector: "env=test"}`},
+	{"namespace selector, namespaced", `reloader: {namespaceSelector: "env:test", namespaces: [a]}`},
+	{"webhook", `reloader: {webhookUrl: "https://hooks.example.com/reloader"}`},
+	{"everything", `reloader: {enableHA: true, deployment: {replicas: 3}, enableCSIIntegration: true, isArgoRollouts: true,
+		isOpenshift: true, namespaceSelector: "team:*", reloadOnCreate: true, reloadOnDelete: true, autoReloadAll: true,
+		leaderElection: {id: my-lock, leaseDuration: 20s, renewDeadline: 15s, retryPeriod: 3s}, coalesceWindow: 1s, workers: 8,
+		recreateFinishedJobs: false, enableMetricsByNamespace: true, logFormat: json, logLevel: debug,
+		service: {port: 9090}, serviceMonitor: {enabled: true}, podMonitor: {enabled: true}, podDisruptionBudget: {enabled: true},
+		netpol: {enabled: true}, grafanaDashboard: {enabled: true}, prometheusRule: {enabled: true}}`},
+}
+
+// TestRBACMatchesTable renders the chart for each values set, parses the container's args and
+// env into options as the binary does, and checks that the rendered ClusterRole and Roles grant
+// exactly what internal/rbac says those options need, in the right places.
+func TestRBACMatchesTable(t *testing.T) {
+	for _, m := range matrix {
+		t.Run(m.name, func(t *testing.T) {
+			objs := renderChart(t, m.values)
+			_, c := container(t, objs)
+			opts := parseOptions(t, c)
+			r, _ := values(t, m.values)["reloader"].(map[string]any)
+			openshift, _ := r["isOpenshift"].(bool)
+			want := rbac.For(opts, rbac.Platform{OpenShift: openshift})
+
+			roles := map[string][]rbacv1.PolicyRule{} // by "namespace/name"; "" namespace: ClusterRoles
+			for _, o := range objs {
+				if o.GetKind() != "ClusterRole" && o.GetKind() != "Role" {
+					continue
+				}
+				var r rbacv1.Role // a ClusterRole's rules decode the same
+				fromUnstructured(t, o, &r)
+				roles[o.GetNamespace()+"/"+o.GetName()] = r.Rules
+			}
+			checkBindings(t, objs, roles)
+
+			clusterWide := slices.Concat(want.Cluster)
+			if len(want.Namespaces) == 0 {
+				clusterWide = slices.Concat(want.Watched, want.Cluster)
+			}
+			expect := map[string][]string{}
+			if len(clusterWide) > 0 {
+				expect["/"+release+"-role"] = rbac.Grants(clusterWide)
+			}
+			for _, ns := range want.Namespaces {
+				expect[ns+"/"+release+"-role"] = rbac.Grants(want.Watched)
+			}
+			expect[namespace+"/"+release+"-metadata-role"] = rbac.Grants(want.Own)
+
+			for key, grants := range expect {
+				got, ok := roles[key]
+				if !ok {
+					t.Errorf("no role %s; rendered roles: %v", key, keys(roles))
+					continue
+				}
+				if g := rbac.Grants(got); !slices.Equal(g, grants) {
+					t.Errorf("role %s grants\n  %v\nwant (internal/rbac)\n  %v\nmissing: %v\nextra: %v",
+						key, g, grants, minus(grants, g), minus(g, grants))
+				}
+			}
+			for key := range roles {
+				if _, ok := expect[key]; !ok {
+					t.Errorf("unexpected role %s", key)
+				}
+			}
+		})
+	}
+}
+
+// checkBindings requires each role to be bound, by name, to the chart's ServiceAccount only.
+func checkBindings(t *testing.T, objs []*unstructured.Unstructured, roles map[string][]rbacv1.PolicyRule) {
+	t.Helper()
+	bound := map[string]bool{}
+	for _, o := range objs {
+		if o.GetKind() != "ClusterRoleBinding" && o.GetKind() != "RoleBinding" {
+			continue
+		}
+		var b rbacv1.RoleBinding
+		fromUnstructured(t, o, &b)
+		ns := o.GetNamespace()
+		if b.RoleRef.Kind == "ClusterRole" {
+			ns = ""
+		}
+		bound[ns+"/"+b.RoleRef.Name] = true
+		want := []rbacv1.Subject{{Kind: "ServiceAccount", Name: release, Namespace: namespace}}
+		if !slices.Equal(b.Subjects, want) {
+			t.Errorf("%s %s binds %v, want %v", o.GetKind(), o.GetName(), b.Subjects, want)
+		}
+	}
+	for key := range roles {
+		if !bound[key] {
+			t.Errorf("role %s is bound to nothing", key)
+		}
+	}
+}
+
+func fromUnstructured(t *testing.T, o *unstructured.Unstructured, into any) {
+	t.Helper()
+	if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(o.Object, into); err != nil {
+		t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func minus(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// A namespaced install has no ClusterRole, unless a namespace selector needs to read
+// Namespaces, which only a ClusterRole can grant.
+func TestNamespacedInstallHasNoClusterRole(t *testing.T) {
+	for _, doc := range []string{`reloader: {watchGlobally: false}`, `reloader: {namespaces: [a, b]}`} {
+		objs := renderChart(t, doc)
+		if n := len(render.OfKind(objs, "ClusterRole")) + len(render.OfKind(objs, "ClusterRoleBinding")); n != 0 {
+			t.Errorf("%s: %d cluster-scoped RBAC objects", doc, n)
+		}
+		var where []string
+		for _, r := range render.OfKind(objs, "Role") {
+			where = append(where, r.GetNamespace()+"/"+r.GetName())
+		}
+		t.Logf("%s: roles %s", doc, strings.Join(where, ", "))
+	}
+}
+
+func TestRBACDisabled(t *testing.T) {
+	objs := renderChart(t, `reloader: {rbac: {enabled: false}, serviceAccount: {create: false, name: existing}}`)
+	for _, kind := range []string{"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ServiceAccount"} {
+		if n := len(render.OfKind(objs, kind)); n != 0 {
+			t.Errorf("%d %s rendered with rbac.enabled=false", n, kind)
+		}
+	}
+	d, _ := container(t, objs)
+	if sa := d.Spec.Template.Spec.ServiceAccountName; sa != "existing" {
+		t.Errorf("serviceAccountName = %q, want existing", sa)
+	}
+}

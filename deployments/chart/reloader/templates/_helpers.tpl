@@ -1,0 +1,202 @@
+{{/* The chart's name, as used in labels. */}}
+{{- define "reloader.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The release's full name: the prefix of every object name. */}}
+{{- define "reloader.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels that select the pods; stable across upgrades. */}}
+{{- define "reloader.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "reloader.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- with .Values.reloader.matchLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Labels of every object. */}}
+{{- define "reloader.labels" -}}
+{{ include "reloader.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "reloader.serviceAccountName" -}}
+{{- if .Values.reloader.serviceAccount.create -}}
+{{- default (include "reloader.fullname" .) .Values.reloader.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.reloader.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "reloader.image" -}}
+{{- $repo := default .Values.image.repository .Values.image.name -}}
+{{- with .Values.global.imageRegistry }}{{ $repo = printf "%s/%s" (trimSuffix "/" .) $repo }}{{ end -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" $repo .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repo (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* global.imagePullSecrets and deployment.imagePullSecrets, as [{name: ...}]. */}}
+{{- define "reloader.imagePullSecrets" -}}
+{{- $out := list -}}
+{{- range (concat .Values.global.imagePullSecrets .Values.reloader.deployment.imagePullSecrets) -}}
+{{- if kindIs "string" . }}{{ $out = append $out (dict "name" .) }}{{ else }}{{ $out = append $out . }}{{ end -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/*
+The namespaces reloader watches, as a JSON list: reloader.namespaces (a list or a
+comma-separated string), else the release namespace when watchGlobally is false, else none
+(all namespaces, a cluster-wide install).
+*/}}
+{{- define "reloader.watchedNamespaces" -}}
+{{- $ns := .Values.reloader.namespaces | default list -}}
+{{- if kindIs "string" $ns }}{{ $ns = splitList "," $ns }}{{ end -}}
+{{- $out := list -}}
+{{- range $ns }}{{ $t := trim . }}{{ if $t }}{{ $out = append $out $t }}{{ end }}{{ end -}}
+{{- if and (not $out) (not .Values.reloader.watchGlobally) }}{{ $out = list .Release.Namespace }}{{ end -}}
+{{- toJson ($out | uniq) -}}
+{{- end -}}
+
+{{/* The workload kinds left alone (--ignored-workload-types). */}}
+{{- define "reloader.ignoredWorkloadTypes" -}}
+{{- $r := .Values.reloader -}}
+{{- $out := list -}}
+{{- if $r.ignoreJobs }}{{ $out = append $out "jobs" }}{{ end -}}
+{{- if $r.ignoreCronJobs }}{{ $out = append $out "cronjobs" }}{{ end -}}
+{{- if not $r.isOpenshift }}{{ $out = append $out "deploymentconfigs" }}{{ end -}}
+{{- join "," $out -}}
+{{- end -}}
+
+{{/* custom_annotations keys, by the flag each one sets. */}}
+{{- define "reloader.annotationFlags" -}}
+auto: auto-annotation
+configmap: configmap-annotation
+secret: secret-annotation
+secretproviderclass: secretproviderclass-annotation
+configmap_auto: configmap-auto-annotation
+secret_auto: secret-auto-annotation
+secretproviderclass_auto: secretproviderclass-auto-annotation
+configmap_exclude: configmap-exclude-annotation
+secret_exclude: secret-exclude-annotation
+secretproviderclass_exclude: secretproviderclass-exclude-annotation
+search: auto-search-annotation
+match: search-match-annotation
+ignore: ignore-annotation
+pausePeriod: pause-deployment-annotation
+pauseTime: pause-deployment-time-annotation
+rolloutStrategy: rollout-strategy-annotation
+{{- end -}}
+
+{{/* The container's arguments, as a JSON list. */}}
+{{- define "reloader.args" -}}
+{{- $r := .Values.reloader -}}
+{{- $args := list -}}
+{{- $ns := include "reloader.watchedNamespaces" . | fromJsonArray -}}
+{{- if $r.namespaces }}{{ $args = append $args (printf "--namespaces=%s" (join "," $ns)) }}{{ end -}}
+{{- with $r.ignoreNamespaces }}{{ $args = append $args (printf "--namespaces-to-ignore=%s" .) }}{{ end -}}
+{{- with $r.namespaceSelector }}{{ $args = append $args (printf "--namespace-selector=%s" .) }}{{ end -}}
+{{- with $r.resourceLabelSelector }}{{ $args = append $args (printf "--resource-label-selector=%s" .) }}{{ end -}}
+{{- if $r.ignoreSecrets }}{{ $args = append $args "--resources-to-ignore=secrets" }}{{ end -}}
+{{- if $r.ignoreConfigMaps }}{{ $args = append $args "--resources-to-ignore=configMaps" }}{{ end -}}
+{{- with include "reloader.ignoredWorkloadTypes" . }}{{ $args = append $args (printf "--ignored-workload-types=%s" .) }}{{ end -}}
+{{- if $r.reloadOnCreate }}{{ $args = append $args "--reload-on-create=true" }}{{ end -}}
+{{- if $r.reloadOnDelete }}{{ $args = append $args "--reload-on-delete=true" }}{{ end -}}
+{{- if $r.syncAfterRestart }}{{ $args = append $args "--sync-after-restart=true" }}{{ end -}}
+{{- if $r.autoReloadAll }}{{ $args = append $args "--auto-reload-all=true" }}{{ end -}}
+{{- if ne $r.reloadStrategy "default" }}{{ $args = append $args (printf "--reload-strategy=%s" $r.reloadStrategy) }}{{ end -}}
+{{- if $r.isArgoRollouts }}{{ $args = append $args "--is-Argo-Rollouts=true" }}{{ end -}}
+{{- if $r.enableCSIIntegration }}{{ $args = append $args "--enable-csi-integration=true" }}{{ end -}}
+{{- if $r.enableHA }}
+{{- $args = append $args "--enable-ha=true" -}}
+{{- $args = append $args (printf "--leader-election-id=%s" $r.leaderElection.id) -}}
+{{- with $r.leaderElection.leaseDuration }}{{ $args = append $args (printf "--leader-election-lease-duration=%s" .) }}{{ end -}}
+{{- with $r.leaderElection.renewDeadline }}{{ $args = append $args (printf "--leader-election-renew-deadline=%s" .) }}{{ end -}}
+{{- with $r.leaderElection.retryPeriod }}{{ $args = append $args (printf "--leader-election-retry-period=%s" .) }}{{ end -}}
+{{- end -}}
+{{- if $r.enablePProf }}
+{{- $args = append $args "--enable-pprof=true" -}}
+{{- $args = append $args (printf "--pprof-addr=%s" $r.pprofAddr) -}}
+{{- end -}}
+{{- with $r.logFormat }}{{ $args = append $args (printf "--log-format=%s" .) }}{{ end -}}
+{{- with $r.logLevel }}{{ $args = append $args (printf "--log-level=%s" .) }}{{ end -}}
+{{- /* Upstream renders webhookUrl only inside custom_annotations; here it always counts. */ -}}
+{{- with $r.webhookUrl }}{{ $args = append $args (printf "--webhook-url=%s" .) }}{{ end -}}
+{{- with $r.webhookTimeout }}{{ $args = append $args (printf "--webhook-timeout=%s" .) }}{{ end -}}
+{{- if not (kindIs "invalid" $r.webhookRetries) }}{{ $args = append $args (printf "--webhook-retries=%d" (int $r.webhookRetries)) }}{{ end -}}
+{{- $flags := include "reloader.annotationFlags" . | fromYaml -}}
+{{- range $key := keys $r.custom_annotations | sortAlpha }}
+{{- $value := get $r.custom_annotations $key -}}
+{{- if $value }}{{ $args = append $args (printf "--%s=%s" (get $flags $key) $value) }}{{ end -}}
+{{- end -}}
+{{- with $r.coalesceWindow }}{{ $args = append $args (printf "--coalesce-window=%s" .) }}{{ end -}}
+{{- if not (kindIs "invalid" $r.workers) }}{{ $args = append $args (printf "--workers=%d" (int $r.workers)) }}{{ end -}}
+{{- if $r.runCronJobsOnReload }}{{ $args = append $args "--run-cronjobs-on-reload=true" }}{{ end -}}
+{{- if not (kindIs "invalid" $r.recreateFinishedJobs) }}{{ $args = append $args (printf "--recreate-finished-jobs=%t" $r.recreateFinishedJobs) }}{{ end -}}
+{{- toJson $args -}}
+{{- end -}}
+
+{{/*
+RBAC: the same table as internal/rbac (the test compares them for a matrix of values).
+Watched rules apply where reloader watches: a ClusterRole, or a Role per watched namespace.
+*/}}
+{{- define "reloader.watchedRules" -}}
+{{- $r := .Values.reloader -}}
+{{- $writes := not $r.webhookUrl -}}
+{{- $read := list "get" "list" "watch" -}}
+{{- $kind := $read -}}
+{{- if $writes }}{{ $kind = append $read "patch" }}{{ end -}}
+{{- $rules := list -}}
+{{- if not $r.ignoreConfigMaps }}{{ $rules = append $rules (dict "apiGroups" (list "") "resources" (list "configmaps") "verbs" $read) }}{{ end -}}
+{{- if not $r.ignoreSecrets }}{{ $rules = append $rules (dict "apiGroups" (list "") "resources" (list "secrets") "verbs" $read) }}{{ end -}}
+{{- if $r.enableCSIIntegration }}{{ $rules = append $rules (dict "apiGroups" (list "secrets-store.csi.x-k8s.io") "resources" (list "secretproviderclasspodstatuses") "verbs" $read) }}{{ end -}}
+{{- $rules = append $rules (dict "apiGroups" (list "apps") "resources" (list "deployments" "statefulsets" "daemonsets") "verbs" $kind) -}}
+{{- if not $r.ignoreCronJobs }}{{ $rules = append $rules (dict "apiGroups" (list "batch") "resources" (list "cronjobs") "verbs" $kind) }}{{ end -}}
+{{- if not $r.ignoreJobs }}
+{{- /* A Job's template is immutable: a reload deletes it and creates it again. */ -}}
+{{- $jobs := $kind }}{{ if $writes }}{{ $jobs = concat $kind (list "create" "delete") }}{{ end -}}
+{{- $rules = append $rules (dict "apiGroups" (list "batch") "resources" (list "jobs") "verbs" $jobs) -}}
+{{- else if and $writes $r.runCronJobsOnReload (not $r.ignoreCronJobs) -}}
+{{- $rules = append $rules (dict "apiGroups" (list "batch") "resources" (list "jobs") "verbs" (list "create")) -}}
+{{- end -}}
+{{- if $r.isArgoRollouts }}{{ $rules = append $rules (dict "apiGroups" (list "argoproj.io") "resources" (list "rollouts") "verbs" $kind) }}{{ end -}}
+{{- if $r.isOpenshift }}{{ $rules = append $rules (dict "apiGroups" (list "apps.openshift.io") "resources" (list "deploymentconfigs") "verbs" $kind) }}{{ end -}}
+{{- if $writes }}{{ $rules = append $rules (dict "apiGroups" (list "events.k8s.io") "resources" (list "events") "verbs" (list "create" "patch")) }}{{ end -}}
+{{- toYaml $rules -}}
+{{- end -}}
+
+{{/* Rules on cluster-scoped resources: always in a ClusterRole. */}}
+{{- define "reloader.clusterRules" -}}
+{{- if .Values.reloader.namespaceSelector -}}
+{{- toYaml (list (dict "apiGroups" (list "") "resources" (list "namespaces") "verbs" (list "get" "list" "watch"))) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Rules in reloader's own namespace: the HA Lease and the meta-info ConfigMap. */}}
+{{- define "reloader.ownRules" -}}
+{{- $r := .Values.reloader -}}
+{{- $rules := list -}}
+{{- if $r.enableHA }}
+{{- $rules = append $rules (dict "apiGroups" (list "coordination.k8s.io") "resources" (list "leases") "verbs" (list "create")) -}}
+{{- $rules = append $rules (dict "apiGroups" (list "coordination.k8s.io") "resources" (list "leases") "resourceNames" (list $r.leaderElection.id) "verbs" (list "get" "update")) -}}
+{{- end -}}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "configmaps") "resourceNames" (list "reloader-meta-info") "verbs" (list "create" "patch")) -}}
+{{- toYaml $rules -}}
+{{- end -}}
