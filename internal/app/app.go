@@ -22,6 +22,7 @@ import (
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -167,6 +168,7 @@ func New(ctx context.Context, cfg *rest.Config, opts options.Options, logger log
 
 	// Register every informer and index now, so that cache sync, and so readiness, covers
 	// them all; controllers would otherwise add theirs only once they start.
+	m := metrics.New(crmetrics.Registry, opts.MetricsCountByNamespace)
 	indexer := mgr.GetFieldIndexer()
 	for _, st := range sources {
 		if st.Pool != nil {
@@ -174,13 +176,21 @@ func New(ctx context.Context, cfg *rest.Config, opts options.Options, logger log
 				return nil, err
 			}
 		}
-		if _, err := mgr.GetCache().GetInformer(ctx, st.NewObject()); err != nil {
+		informer, err := mgr.GetCache().GetInformer(ctx, st.NewObject())
+		if err != nil {
 			return nil, fmt.Errorf("watch %ss: %w", st.Kind, err)
+		}
+		if _, err := informer.AddEventHandler(st.CountEvents(m.Upstream)); err != nil {
+			return nil, err
 		}
 	}
 	if namespaceLabels != nil {
-		if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Namespace{}); err != nil {
+		informer, err := mgr.GetCache().GetInformer(ctx, &corev1.Namespace{})
+		if err != nil {
 			return nil, fmt.Errorf("watch namespaces for --namespace-selector: %w", err)
+		}
+		if _, err := informer.AddEventHandler(countNamespaceEvents(m.Upstream)); err != nil {
+			return nil, err
 		}
 	}
 	for _, kind := range indexed {
@@ -192,7 +202,6 @@ func New(ctx context.Context, cfg *rest.Config, opts options.Options, logger log
 		}
 	}
 
-	m := metrics.New(crmetrics.Registry, opts.MetricsCountByNamespace)
 	window := coalesce.New(opts.CoalesceWindow)
 	policy := reload.Policy{Keys: opts.Keys, AutoReloadAll: opts.AutoReloadAll, IgnoredKinds: ignored}
 	behaviour := controller.Behaviour{
@@ -269,6 +278,7 @@ func New(ctx context.Context, cfg *rest.Config, opts options.Options, logger log
 	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
 		if mgr.GetCache().WaitForCacheSync(ctx) {
 			ready.Store(true)
+			m.CachesSynced.Set(1)
 		}
 		<-ctx.Done()
 		return nil
@@ -356,3 +366,11 @@ type everyReplica func(ctx context.Context) error
 
 func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
 func (everyReplica) NeedLeaderElection() bool          { return false }
+
+func countNamespaceEvents(u *metrics.Upstream) toolscache.ResourceEventHandler {
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { u.EventReceived(metrics.EventAdd, "namespaces") },
+		UpdateFunc: func(_, _ any) { u.EventReceived(metrics.EventUpdate, "namespaces") },
+		DeleteFunc: func(any) { u.EventReceived(metrics.EventDelete, "namespaces") },
+	}
+}

@@ -79,7 +79,7 @@ func (r *WorkloadReconciler) createReplacement(ctx context.Context, nn types.Nam
 	switch {
 	case err == nil:
 		r.jobs.done(nn)
-		r.Metrics.Reloaded(nn.Namespace, true)
+		r.Metrics.Reloaded(r.Kind.Name(), nn.Namespace, true, 0)
 		log.FromContext(ctx).Info("re-created after an earlier failure")
 		r.Recorder.Eventf(fresh, nil, corev1.EventTypeNormal, ReasonReloaded, "Reload",
 			"Re-created %s %s with the new configuration", r.Kind.Name(), nn.Name)

@@ -10,6 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -44,7 +45,8 @@ type Notifier struct {
 func (n *Notifier) SetupWithManager(mgr ctrl.Manager) error {
 	n.started = n.Now()
 	n.seen = map[string]string{}
-	b := ctrl.NewControllerManagedBy(mgr).Named("webhook")
+	b := ctrl.NewControllerManagedBy(mgr).Named("webhook").
+		WithOptions(controller.Options{NewQueue: metrics.NewQueue[reconcile.Request](n.Metrics.Queues, mgr.GetLogger())})
 	for _, st := range n.Sources {
 		b = b.Watches(st.NewObject(), handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			name := st.sourceName(o)
@@ -111,12 +113,11 @@ func (n *Notifier) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	}
 	if notifying {
 		err := n.Send(ctx, change)
-		n.Metrics.Notified("webhook", err == nil)
+		n.Metrics.Notified(metrics.TargetWebhook, err == nil)
 		if err != nil {
 			// Not marked as seen: the workqueue retries with backoff.
 			return reconcile.Result{}, fmt.Errorf("notify change of %s %s/%s: %w", change.Kind, req.Namespace, name, err)
 		}
-		n.Metrics.Actions.WithLabelValues("webhook", "notify").Inc()
 		log.FromContext(ctx).Info("notified webhook instead of reloading", "source", kind+"/"+name, "hash", change.Hash, "workloads", len(change.Workloads))
 	}
 	n.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -215,12 +216,25 @@ func counter(t *testing.T, name string, labels map[string]string) float64 {
 	return 0
 }
 
+// One reload counts once in reloader's own series and in upstream's, under upstream's labels.
 func TestMetricsCountReloadsAndOutcomes(t *testing.T) {
-	reloads := map[string]string{"kind": "Deployment", "action": "reload"}
-	reloaded := map[string]string{"kind": "Deployment", "outcome": "reloaded"}
-	executed := map[string]string{"success": "true"}
-	before := []float64{counter(t, "reloader_action_total", reloads), counter(t, "reloader_reconcile_total", reloaded),
-		counter(t, "reloader_reload_executed_total", executed)}
+	series := []struct {
+		name   string
+		labels map[string]string
+	}{
+		{"reloader_workload_action_total", map[string]string{"kind": "Deployment", "action": "reload"}},
+		{"reloader_workload_reconcile_total", map[string]string{"kind": "Deployment", "outcome": "reloaded"}},
+		{"reloader_reload_executed_total", map[string]string{"success": "true"}},
+		{"reloader_action_total", map[string]string{"workload_kind": "Deployment", "result": "success"}},
+	}
+	read := func() []float64 {
+		var out []float64
+		for _, s := range series {
+			out = append(out, counter(t, s.name, s.labels))
+		}
+		return out
+	}
+	before := read()
 	_, cm, d, _ := autoDeployment(t)
 	changes := templateChanges(t, d)
 	changeConfig(t, cm, "v2")
@@ -231,11 +245,10 @@ func TestMetricsCountReloadsAndOutcomes(t *testing.T) {
 		return nil
 	})
 	eventually(t, "counted", func() error {
-		after := []float64{counter(t, "reloader_action_total", reloads), counter(t, "reloader_reconcile_total", reloaded),
-			counter(t, "reloader_reload_executed_total", executed)}
+		after := read()
 		for i := range after {
 			if after[i]-before[i] != 1 {
-				return fmt.Errorf("deltas %v -> %v", before, after)
+				return fmt.Errorf("%s: %v -> %v", series[i].name, before[i], after[i])
 			}
 		}
 		return nil
@@ -246,8 +259,9 @@ func TestMetricsCountReloadsAndOutcomes(t *testing.T) {
 	for _, f := range families {
 		names = append(names, f.GetName())
 	}
-	for _, want := range []string{"rest_client_requests_total", "reloader_change_to_patch_seconds", "reloader_reconcile_duration_seconds"} {
-		if !strings.Contains(strings.Join(names, " "), want) {
+	for _, want := range []string{"rest_client_requests_total", "reloader_change_to_patch_seconds", "reloader_workload_reconcile_duration_seconds",
+		"reloader_action_latency_seconds", "reloader_reconcile_duration_seconds", "reloader_workqueue_latency_seconds"} {
+		if !slices.Contains(names, want) {
 			t.Errorf("metric %s not exposed", want)
 		}
 	}

@@ -79,10 +79,8 @@ func (r *WorkloadReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	res, outcome, err := r.reconcile(ctx, req)
 	if err != nil {
 		outcome = metrics.OutcomeError
-		r.Metrics.Errors.WithLabelValues(r.Kind.Name()).Inc()
 	}
-	r.Metrics.Reconciles.WithLabelValues(r.Kind.Name(), outcome).Inc()
-	r.Metrics.ReconcileDuration.WithLabelValues(r.Kind.Name()).Observe(time.Since(started).Seconds())
+	r.Metrics.Reconciled(r.Kind.Name(), outcome, time.Since(started))
 	return res, err
 }
 
@@ -145,7 +143,7 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Reques
 	outcome := metrics.OutcomeUnchanged
 	if why, reason := r.skip(obj); len(changes) > 0 && why != "" {
 		outcome = metrics.OutcomeSkipped
-		r.Metrics.Skipped.WithLabelValues(r.Kind.Name(), reason).Inc()
+		r.Metrics.SkippedReload(r.Kind.Name(), reason)
 		logger.Info("reload skipped", "reason", why)
 		r.Recorder.Eventf(obj, related, corev1.EventTypeNormal, ReasonReloadSkipped, "Reload",
 			"Not reloading %s %s after change of %s: %s", r.Kind.Name(), obj.GetName(), describe(changes), why)
@@ -172,7 +170,7 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Reques
 			return reconcile.Result{}, "", fmt.Errorf("write %s: %w", k, err)
 		}
 		if len(changes) > 0 {
-			r.Metrics.Reloaded(obj.GetNamespace(), false)
+			r.Metrics.Reloaded(r.Kind.Name(), obj.GetNamespace(), false, 0)
 			r.Recorder.Eventf(obj, related, corev1.EventTypeWarning, ReasonReloadFail, "Reload",
 				"Reload after change of %s failed: %v", describe(changes), err)
 		}
@@ -184,8 +182,9 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Reques
 		r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonResumed, "Resume",
 			"Resumed %s %s after its pause period", r.Kind.Name(), obj.GetName())
 	}
-	if first, ok := r.Window.FirstChange(k); ok && len(changes) > 0 {
-		r.Metrics.ChangeToPatch.Observe(r.Now().Sub(first).Seconds())
+	var latency time.Duration
+	if first, ok := r.Window.FirstChange(k); ok {
+		latency = r.Now().Sub(first)
 	}
 	r.Window.Done(k, started)
 	if len(changes) == 0 {
@@ -195,7 +194,7 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Reques
 		}
 		return reconcile.Result{RequeueAfter: requeue}, outcome, nil
 	}
-	r.Metrics.Reloaded(obj.GetNamespace(), true)
+	r.Metrics.Reloaded(r.Kind.Name(), obj.GetNamespace(), true, latency)
 	r.Metrics.Actions.WithLabelValues(r.Kind.Name(), "reload").Inc()
 	if _, was := obj.GetAnnotations()[r.Policy.Keys.PausedAt]; !was {
 		if _, is := updated.GetAnnotations()[r.Policy.Keys.PausedAt]; is {

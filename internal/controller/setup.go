@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/workload"
@@ -28,7 +29,8 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(strings.ToLower(r.Kind.Name())).
 		For(r.Kind.NewObject(), builder.WithPredicates(workloadChanged())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)})
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1),
+			NewQueue: metrics.NewQueue[reconcile.Request](r.Metrics.Queues, mgr.GetLogger())})
 	for _, st := range r.Sources {
 		b = b.Watches(st.NewObject(), handler.EnqueueRequestsFromMapFunc(r.mapSource(st)),
 			builder.WithPredicates(sourceChanged(r.Policy.Keys)))
@@ -58,20 +60,27 @@ func (r *WorkloadReconciler) mapSource(st SourceType) handler.MapFunc {
 			annotations = src.GetAnnotations()
 		}
 		var reqs []reconcile.Request
-		r.affected(ctx, src.GetNamespace(), id, annotations, func(w client.Object) {
+		scanned := r.affected(ctx, src.GetNamespace(), id, annotations, func(w client.Object) {
 			nn := client.ObjectKeyFromObject(w)
 			r.Window.Touch(r.windowKey(nn))
 			reqs = append(reqs, reconcile.Request{NamespacedName: nn})
 		})
+		r.Metrics.Upstream.WorkloadsScanned.WithLabelValues(r.Kind.Name()).Add(float64(scanned))
+		r.Metrics.Upstream.WorkloadsMatched.WithLabelValues(r.Kind.Name()).Add(float64(len(reqs)))
 		return reqs
 	}
 }
 
 // affected calls fn once for each workload of r.Kind in ns that source id concerns; annotations
-// are the source's own.
-func (r *WorkloadReconciler) affected(ctx context.Context, ns string, id source.ID, annotations map[string]string, fn func(client.Object)) {
-	seen := map[string]bool{}
+// are the source's own. It returns how many workloads the index lookups found.
+func (r *WorkloadReconciler) affected(ctx context.Context, ns string, id source.ID, annotations map[string]string, fn func(client.Object)) (scanned int) {
+	// A Rollout may be found twice, with its own template and with its Deployment's.
+	visited, seen := map[string]bool{}, map[string]bool{}
 	add := func(w client.Object, tpl *corev1.PodTemplateSpec) {
+		if !visited[w.GetName()] {
+			visited[w.GetName()] = true
+			scanned++
+		}
 		if seen[w.GetName()] || !r.concerns(w, tpl, id, annotations) {
 			return
 		}
@@ -90,6 +99,7 @@ func (r *WorkloadReconciler) affected(ctx context.Context, ns string, id source.
 			_ = r.byIndex(ctx, r.Kind.NewList(), ns, workloadRef(d.GetName()), func(w client.Object) { add(w, tpl) })
 		})
 	}
+	return scanned
 }
 
 // mapNamespace enqueues every workload of r.Kind in a namespace whose labels changed, so that

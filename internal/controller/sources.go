@@ -7,10 +7,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/extapi"
 	"github.com/reloader-operator/reloader/internal/hash"
+	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
 )
@@ -25,6 +27,8 @@ const IndexPooledSource = "reloader.pooled-source"
 // SourceType is how the controller reads one kind of source.
 type SourceType struct {
 	Kind source.Kind
+	// Resource is the watched objects' API resource, as upstream's metrics name it.
+	Resource string
 	// NewObject and NewList make the watched objects.
 	NewObject func() client.Object
 	NewList   func() client.ObjectList
@@ -48,12 +52,14 @@ type Pool struct {
 var (
 	ConfigMaps = SourceType{
 		Kind:      source.ConfigMap,
+		Resource:  "configmaps",
 		NewObject: func() client.Object { return &corev1.ConfigMap{} },
 		NewList:   func() client.ObjectList { return &corev1.ConfigMapList{} },
 		Hash:      func(o client.Object) string { return hash.ConfigMap(o.(*corev1.ConfigMap)) },
 	}
 	Secrets = SourceType{
 		Kind:      source.Secret,
+		Resource:  "secrets",
 		NewObject: func() client.Object { return &corev1.Secret{} },
 		NewList:   func() client.ObjectList { return &corev1.SecretList{} },
 		Hash:      func(o client.Object) string { return hash.Secret(o.(*corev1.Secret)) },
@@ -64,6 +70,7 @@ var (
 	// each pod's mount: a new object version in any of them is a change of the class.
 	CSIMounts = SourceType{
 		Kind:      source.SecretProviderClass,
+		Resource:  "secretproviderclasspodstatuses",
 		NewObject: func() client.Object { return &extapi.SecretProviderClassPodStatus{} },
 		NewList:   func() client.ObjectList { return &extapi.SecretProviderClassPodStatusList{} },
 		Hash:      func(o client.Object) string { return hash.Versions(mountVersions(o)) },
@@ -264,4 +271,21 @@ func (r *WorkloadReconciler) concerned(ctx context.Context, ns string, tpl *core
 		}
 	}
 	return out, nil
+}
+
+// CountEvents counts the watch events of the source informer in upstream's series; an update
+// that leaves the content as it was is upstream's no_data_change skip.
+func (t SourceType) CountEvents(u *metrics.Upstream) toolscache.ResourceEventHandler {
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { u.EventReceived(metrics.EventAdd, t.Resource) },
+		UpdateFunc: func(oldObj, newObj any) {
+			u.EventReceived(metrics.EventUpdate, t.Resource)
+			o, okOld := oldObj.(client.Object)
+			n, okNew := newObj.(client.Object)
+			if okOld && okNew && t.contentHash(o) == t.contentHash(n) {
+				u.Skipped.WithLabelValues(metrics.SkipNoDataChange).Inc()
+			}
+		},
+		DeleteFunc: func(any) { u.EventReceived(metrics.EventDelete, t.Resource) },
+	}
 }

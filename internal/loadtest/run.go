@@ -219,7 +219,9 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 	r.CPUSeconds = ctl.CPUSeconds
 	r.PeakRSSMiB = float64(ctl.PeakRSS) / (1 << 20)
 	r.Metrics = map[string]float64{}
-	for _, name := range []string{"reloader_reload_executed_total", "reloader_reconcile_total", "reloader_action_total", "reloader_skipped_total", "rest_client_requests_total"} {
+	// Upstream's names first, which both sides may expose; then reloader's own.
+	for _, name := range []string{"reloader_reload_executed_total", "reloader_reconcile_total", "reloader_action_total", "reloader_skipped_total",
+		"reloader_workload_reconcile_total", "reloader_workload_action_total", "reloader_workload_skipped_total", "rest_client_requests_total"} {
 		if v, ok := metricValue(ctl.Metrics, name); ok {
 			r.Metrics[name] = v
 		}

@@ -1,15 +1,17 @@
-// Package metrics defines reloader's Prometheus metrics. The names users chart with upstream
-// Reloader keep their meaning.
+// Package metrics defines reloader's Prometheus metrics. Upstream Reloader's metric names
+// keep upstream's labels and meaning (upstream.go), so its dashboards and alerts keep working;
+// reloader's richer series have names of their own.
 package metrics
 
 import (
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are reloader's own collectors.
+// Metrics are reloader's own collectors, and upstream's.
 type Metrics struct {
 	// ReloadExecuted counts workload reloads by success, as upstream does.
 	ReloadExecuted *prometheus.CounterVec
@@ -30,6 +32,13 @@ type Metrics struct {
 	Skipped *prometheus.CounterVec
 	// Notifications counts --webhook-url and alert deliveries, by target and success.
 	Notifications *prometheus.CounterVec
+	// CachesSynced is 1 once every watched kind's cache has synced (when /ready turns ok).
+	CachesSynced prometheus.Gauge
+
+	// Upstream holds upstream's series.
+	Upstream *Upstream
+	// Queues measures the work queues for upstream's reloader_workqueue_* series.
+	Queues *Queues
 
 	byNamespace bool
 }
@@ -56,26 +65,32 @@ func New(reg prometheus.Registerer, countByNamespace bool) *Metrics {
 			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		})),
 		Reconciles: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "reloader_reconcile_total",
+			Name: "reloader_workload_reconcile_total",
 			Help: "Workload reconciles, by workload kind and outcome (reloaded, recorded, unchanged, waiting, skipped, ignored, error).",
 		}, []string{"kind", "outcome"})),
 		ReconcileDuration: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "reloader_reconcile_duration_seconds",
-			Help:    "Time one workload reconcile takes, API writes included.",
+			Name:    "reloader_workload_reconcile_duration_seconds",
+			Help:    "Time one workload reconcile takes, API writes included, by workload kind.",
 			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"kind"})),
 		Actions: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "reloader_action_total",
+			Name: "reloader_workload_action_total",
 			Help: "Writes reloader made, by workload kind and action (reload, pause, resume, replace-job, run-cronjob, notify).",
 		}, []string{"kind", "action"})),
 		Skipped: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "reloader_skipped_total",
+			Name: "reloader_workload_skipped_total",
 			Help: "Reloads not made although a source changed, by workload kind and reason.",
 		}, []string{"kind", "reason"})),
 		Notifications: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reloader_notifications_total",
 			Help: "Notifications sent, by target (webhook, or the alert sink) and success.",
 		}, []string{"target", "success"})),
+		CachesSynced: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "reloader_caches_synced",
+			Help: "1 once the cache of every watched kind has synced (when /ready turns ok), 0 before.",
+		})),
+		Upstream:    newUpstream(reg),
+		Queues:      newQueues(reg),
 		byNamespace: countByNamespace,
 	}
 	// Export both series from the start, so that rate() and alerts see a zero, not a gap.
@@ -85,16 +100,7 @@ func New(reg prometheus.Registerer, countByNamespace bool) *Metrics {
 	return m
 }
 
-// Reloaded counts one workload reload.
-func (m *Metrics) Reloaded(namespace string, success bool) {
-	s := strconv.FormatBool(success)
-	m.ReloadExecuted.WithLabelValues(s).Inc()
-	if m.byNamespace {
-		m.ReloadExecutedByNamespace.WithLabelValues(s, namespace).Inc()
-	}
-}
-
-// Outcomes of a reconcile, the values of reloader_reconcile_total's outcome label.
+// Outcomes of a reconcile, the values of reloader_workload_reconcile_total's outcome label.
 const (
 	OutcomeReloaded  = "reloaded"
 	OutcomeRecorded  = "recorded"
@@ -105,10 +111,69 @@ const (
 	OutcomeError     = "error"
 )
 
-// Notified counts one notification delivery.
+// Reconciled counts one workload reconcile, here and in upstream's series: a reconcile in a
+// namespace the selector leaves out is upstream's ignored_or_not_selected skip, a failed one
+// is upstream's handler_error (the work queue retries it).
+func (m *Metrics) Reconciled(kind, outcome string, took time.Duration) {
+	m.Reconciles.WithLabelValues(kind, outcome).Inc()
+	m.ReconcileDuration.WithLabelValues(kind).Observe(took.Seconds())
+	result := ResultSuccess
+	switch outcome {
+	case OutcomeError:
+		result = ResultError
+		m.Errors.WithLabelValues(kind).Inc()
+		m.Upstream.Errors.WithLabelValues(ErrorHandler).Inc()
+	case OutcomeIgnored:
+		m.Upstream.Skipped.WithLabelValues(SkipNotSelected).Inc()
+	}
+	m.Upstream.Reconciles.WithLabelValues(result).Inc()
+	m.Upstream.ReconcileDuration.WithLabelValues(result).Observe(took.Seconds())
+}
+
+// Reloaded counts one workload reload. latency, from the first source change it carries to
+// the write, is observed when known (> 0) and the reload succeeded.
+func (m *Metrics) Reloaded(kind, namespace string, success bool, latency time.Duration) {
+	s := strconv.FormatBool(success)
+	m.ReloadExecuted.WithLabelValues(s).Inc()
+	if m.byNamespace {
+		m.ReloadExecutedByNamespace.WithLabelValues(s, namespace).Inc()
+	}
+	result := ResultSuccess
+	if !success {
+		result = ResultError
+	}
+	m.Upstream.Actions.WithLabelValues(kind, result).Inc()
+	if success && latency > 0 {
+		m.ChangeToPatch.Observe(latency.Seconds())
+		m.Upstream.ActionLatency.WithLabelValues(kind).Observe(latency.Seconds())
+	}
+}
+
+// SkippedReload counts a reload not made although a source changed. Upstream's reason
+// values are snake_case.
+func (m *Metrics) SkippedReload(kind, reason string) {
+	m.Skipped.WithLabelValues(kind, reason).Inc()
+	m.Upstream.Skipped.WithLabelValues(snake(reason)).Inc()
+}
+
+// Notified counts one notification delivery; a --webhook-url one is also upstream's action
+// of workload kind "webhook".
 func (m *Metrics) Notified(target string, success bool) {
 	m.Notifications.WithLabelValues(target, strconv.FormatBool(success)).Inc()
+	if target != TargetWebhook {
+		return
+	}
+	if success {
+		m.Actions.WithLabelValues(TargetWebhook, "notify").Inc()
+		m.Upstream.Actions.WithLabelValues(TargetWebhook, ResultSuccess).Inc()
+		return
+	}
+	m.Upstream.Actions.WithLabelValues(TargetWebhook, ResultError).Inc()
+	m.Upstream.Errors.WithLabelValues(ErrorWebhookSend).Inc()
 }
+
+// TargetWebhook is the notification target of --webhook-url.
+const TargetWebhook = "webhook"
 
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	if err := reg.Register(c); err != nil {
