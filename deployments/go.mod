@@ -7,6 +7,7 @@ replace github.com/reloader-operator/reloader => ../
 require (
 	github.com/google/go-containerregistry v0.22.1
 	github.com/reloader-operator/reloader v0.0.0-00010101000000-000000000000
+	golang.org/x/crypto/x509roots/fallback v0.0.0-20261030153154-30a33513ff6d
 	helm.sh/helm/v3 v3.22.0
 	sigs.k8s.io/controller-runtime v0.25.2
 )

@@ -1,0 +1,41 @@
+package image
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// versionPkg holds the variables the link flags stamp.
+const versionPkg = "github.com/reloader-operator/reloader/internal/version"
+
+// Binary compiles ./cmd/reloader of the main module at repoRoot into a static linux/<arch>
+// binary stamped with version and commit, and returns its bytes. The flags make the bytes
+// depend only on the source, the Go toolchain and the stamps: no cgo, no file paths, no
+// build id, and the baseline instruction set of each architecture.
+func Binary(ctx context.Context, repoRoot, arch, version, commit string) ([]byte, error) {
+	for _, v := range []string{version, commit} {
+		// The go command splits -ldflags on spaces and quotes.
+		if v == "" || strings.ContainsAny(v, " \t\n'\"") {
+			return nil, fmt.Errorf("version and commit must be non-empty words, got %q", v)
+		}
+	}
+	dir, err := os.MkdirTemp("", "reloader-image-bin-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	out := filepath.Join(dir, "reloader")
+
+	ldflags := fmt.Sprintf("-s -w -buildid= -X %s.Version=%s -X %s.Commit=%s", versionPkg, version, versionPkg, commit)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", ldflags, "-o", out, "./cmd/reloader")
+	cmd.Dir = repoRoot
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch, "GOAMD64=v1", "GOARM64=v8.0")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build ./cmd/reloader for linux/%s: %w\n%s", arch, err, msg)
+	}
+	return os.ReadFile(out)
+}
