@@ -1,0 +1,147 @@
+package chart_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// TestUpstreamValuesRenderFlags: upstream's values keys render upstream's flags and env, and
+// the binary reads them back as the options they mean.
+func TestUpstreamValuesRenderFlags(t *testing.T) {
+	for _, tt := range []struct {
+		values string
+		args   []string // must all be present
+		env    map[string]string
+	}{
+		{values: ``, args: []string{"--ignored-workload-types=deploymentconfigs"}},
+		{values: `reloader: {watchGlobally: false}`, env: map[string]string{"KUBERNETES_NAMESPACE": namespace}},
+		{values: `reloader: {namespaces: [a, b]}`, args: []string{"--namespaces=a,b"}},
+		{values: `reloader: {namespaces: "a,b"}`, args: []string{"--namespaces=a,b"}},
+		{values: `reloader: {ignoreNamespaces: "kube-system,kube-public"}`, args: []string{"--namespaces-to-ignore=kube-system,kube-public"}},
+		{values: `reloader: {namespaceSelector: "env=test"}`, args: []string{"--namespace-selector=env=test"}},
+		{values: `reloader: {resourceLabelSelector: "reload:yes"}`, args: []string{"--resource-label-selector=reload:yes"}},
+		{values: `reloader: {ignoreSecrets: true}`, args: []string{"--resources-to-ignore=secrets"}},
+		{values: `reloader: {ignoreConfigMaps: true}`, args: []string{"--resources-to-ignore=configMaps"}},
+		{values: `reloader: {ignoreJobs: true, ignoreCronJobs: true}`, args: []string{"--ignored-workload-types=jobs,cronjobs,deploymentconfigs"}},
+		{values: `reloader: {isOpenshift: true, ignoreJobs: true}`, args: []string{"--ignored-workload-types=jobs"}},
+		{values: `reloader: {reloadOnCreate: true, reloadOnDelete: true, syncAfterRestart: true, autoReloadAll: true}`,
+			args: []string{"--reload-on-create=true", "--reload-on-delete=true", "--sync-after-restart=true", "--auto-reload-all=true"}},
+		{values: `reloader: {reloadStrategy: annotations}`, args: []string{"--reload-strategy=annotations"}},
+		{values: `reloader: {reloadStrategy: env-vars}`, args: []string{"--reload-strategy=env-vars"}},
+		{values: `reloader: {isArgoRollouts: true, enableCSIIntegration: true}`, args: []string{"--is-Argo-Rollouts=true", "--enable-csi-integration=true"}},
+		{values: `reloader: {enableHA: true}`, args: []string{"--enable-ha=true", "--leader-election-id=stakater-reloader-lock"},
+			env: map[string]string{"POD_NAME": podName, "POD_NAMESPACE": namespace}},
+		{values: `reloader: {enablePProf: true, pprofAddr: ":7070"}`, args: []string{"--enable-pprof=true", "--pprof-addr=:7070"}},
+		{values: `reloader: {logFormat: json, logLevel: debug}`, args: []string{"--log-format=json", "--log-level=debug"}},
+		{values: `reloader: {enableMetricsByNamespace: true}`, env: map[string]string{"METRICS_COUNT_BY_NAMESPACE": "enabled"}},
+		// Upstream renders webhookUrl only when custom_annotations is set too; here it always counts.
+		{values: `reloader: {webhookUrl: "https://hooks.example.com/x"}`, args: []string{"--webhook-url=https://hooks.example.com/x"}},
+		{values: `reloader: {custom_annotations: {configmap: a/cm, secret: a/s, auto: a/auto, secret_auto: a/sa, configmap_auto: a/ca,
+			search: a/search, match: a/match, ignore: a/ignore, pausePeriod: a/pp, pauseTime: a/pt}}`,
+			args: []string{"--configmap-annotation=a/cm", "--secret-annotation=a/s", "--auto-annotation=a/auto",
+				"--secret-auto-annotation=a/sa", "--configmap-auto-annotation=a/ca", "--auto-search-annotation=a/search",
+				"--search-match-annotation=a/match", "--ignore-annotation=a/ignore", "--pause-deployment-annotation=a/pp",
+				"--pause-deployment-time-annotation=a/pt"}},
+		{values: `reloader: {coalesceWindow: 2s, workers: 6, runCronJobsOnReload: true, recreateFinishedJobs: false,
+			enableHA: true, leaderElection: {id: l, leaseDuration: 30s, renewDeadline: 20s, retryPeriod: 5s}}`,
+			args: []string{"--coalesce-window=2s", "--workers=6", "--run-cronjobs-on-reload=true", "--recreate-finished-jobs=false",
+				"--leader-election-id=l", "--leader-election-lease-duration=30s", "--leader-election-renew-deadline=20s",
+				"--leader-election-retry-period=5s"}},
+		{values: `reloader: {deployment: {env: {open: {ALERT_ON_RELOAD: "true", ALERT_SINK: slack, ALERT_WEBHOOK_URL: "https://hooks.example.com/a"}, field: {NODE: spec.nodeName}}}}`,
+			env: map[string]string{"ALERT_ON_RELOAD": "true", "ALERT_SINK": "slack"}},
+	} {
+		objs := renderChart(t, tt.values)
+		_, c := container(t, objs)
+		parseOptions(t, c) // the binary accepts what the chart renders
+		for _, a := range tt.args {
+			if !hasArg(c, a) {
+				t.Errorf("%s: no arg %s in %q", tt.values, a, c.Args)
+			}
+		}
+		e := env(c)
+		for k, v := range tt.env {
+			if e[k] != v {
+				t.Errorf("%s: env %s = %q, want %q", tt.values, k, e[k], v)
+			}
+		}
+	}
+}
+
+func TestDefaultArgsAreMinimal(t *testing.T) {
+	_, c := container(t, renderChart(t, ``))
+	if want := []string{"--ignored-workload-types=deploymentconfigs"}; !slices.Equal(c.Args, want) {
+		t.Errorf("default args %q, want %q", c.Args, want)
+	}
+}
+
+// TestContainerContract: what every install gets, whatever the values.
+func TestContainerContract(t *testing.T) {
+	for _, m := range matrix {
+		d, c := container(t, renderChart(t, m.values))
+		e := env(c)
+		for _, name := range []string{"POD_NAME", "POD_NAMESPACE", "RELOADER_NAMESPACE", "RELOADER_DEPLOYMENT_NAME", "GOMAXPROCS", "GOMEMLIMIT"} {
+			if e[name] == "" {
+				t.Errorf("%s: env %s not set", m.name, name)
+			}
+		}
+		for _, ev := range c.Env {
+			if (ev.Name == "GOMAXPROCS" || ev.Name == "GOMEMLIMIT") && (ev.ValueFrom == nil || ev.ValueFrom.ResourceFieldRef == nil ||
+				!strings.HasPrefix(ev.ValueFrom.ResourceFieldRef.Resource, "limits.")) {
+				t.Errorf("%s: %s is not taken from the limits: %+v", m.name, ev.Name, ev)
+			}
+		}
+		if len(c.Ports) != 1 || c.Ports[0].ContainerPort != 9090 || c.Ports[0].Name != "http" {
+			t.Errorf("%s: ports %+v, want 9090 named http", m.name, c.Ports)
+		}
+		if p := c.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/live" {
+			t.Errorf("%s: liveness probe %+v, want GET /live", m.name, p)
+		}
+		if p := c.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/ready" {
+			t.Errorf("%s: readiness probe %+v, want GET /ready", m.name, p)
+		}
+		sc, psc := c.SecurityContext, d.Spec.Template.Spec.SecurityContext
+		switch {
+		case sc == nil || psc == nil:
+			t.Errorf("%s: no security context", m.name)
+		case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem,
+			sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation,
+			sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}),
+			psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot, psc.RunAsUser == nil || *psc.RunAsUser != 65532,
+			psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault:
+			t.Errorf("%s: security context %+v, pod %+v", m.name, sc, psc)
+		}
+	}
+}
+
+// Without HA a second replica would reload everything twice: replicas are clamped to 1, as
+// upstream does; with HA they are spread over nodes.
+func TestReplicas(t *testing.T) {
+	d, _ := container(t, renderChart(t, `reloader: {deployment: {replicas: 3}}`))
+	if *d.Spec.Replicas != 1 {
+		t.Errorf("replicas without HA = %d, want 1", *d.Spec.Replicas)
+	}
+	d, _ = container(t, renderChart(t, `reloader: {enableHA: true, deployment: {replicas: 3}}`))
+	if *d.Spec.Replicas != 3 {
+		t.Errorf("replicas with HA = %d, want 3", *d.Spec.Replicas)
+	}
+	if a := d.Spec.Template.Spec.Affinity; a == nil || a.PodAntiAffinity == nil {
+		t.Errorf("HA renders no pod anti-affinity: %+v", a)
+	}
+}
+
+func TestImage(t *testing.T) {
+	for _, tt := range []struct{ values, want string }{
+		{``, "ghcr.io/reloader-operator/reloader:0.1.0"},
+		{`image: {tag: v9}`, "ghcr.io/reloader-operator/reloader:v9"},
+		{`image: {name: example.com/r, tag: v9}`, "example.com/r:v9"},
+		{`global: {imageRegistry: mirror.local}`, "mirror.local/ghcr.io/reloader-operator/reloader:0.1.0"},
+		{`image: {digest: "sha256:` + strings.Repeat("ab", 32) + `"}`, "ghcr.io/reloader-operator/reloader@sha256:" + strings.Repeat("ab", 32)},
+	} {
+		if _, c := container(t, renderChart(t, tt.values)); c.Image != tt.want {
+			t.Errorf("%s: image %s, want %s", tt.values, c.Image, tt.want)
+		}
+	}
+}
