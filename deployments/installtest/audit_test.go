@@ -1,0 +1,108 @@
+package installtest
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+)
+
+// auditPolicy records every request of a ServiceAccount, once, when its response is sent;
+// reloader runs as one, the test itself as a client-certificate admin that is left out.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived", "ResponseStarted"]
+rules:
+- level: Metadata
+  userGroups: ["system:serviceaccounts"]
+- level: None
+`
+
+// auditEvent is the part of an audit.k8s.io/v1 Event this test reads.
+type auditEvent struct {
+	Verb       string `json:"verb"`
+	RequestURI string `json:"requestURI"`
+	User       struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	ObjectRef struct {
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
+		APIGroup    string `json:"apiGroup"`
+	} `json:"objectRef"`
+	ResponseStatus struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+}
+
+// what names the request for a person fixing RBAC: verb group/resource[/sub] ns/name.
+func (e auditEvent) what() string {
+	r := e.ObjectRef.Resource
+	if e.ObjectRef.APIGroup != "" {
+		r = e.ObjectRef.APIGroup + "/" + r
+	}
+	if e.ObjectRef.Subresource != "" {
+		r += "/" + e.ObjectRef.Subresource
+	}
+	where := "cluster-wide"
+	if e.ObjectRef.Namespace != "" {
+		where = "namespace " + e.ObjectRef.Namespace
+	}
+	if e.ObjectRef.Name != "" {
+		where += " name " + e.ObjectRef.Name
+	}
+	return fmt.Sprintf("%s %s (%s)", e.Verb, r, where)
+}
+
+// requestsOf returns the audited requests of user.
+func requestsOf(user string) ([]auditEvent, error) {
+	f, err := os.Open(auditLog)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []auditEvent
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var e auditEvent
+		if json.Unmarshal(sc.Bytes(), &e) == nil && e.User.Username == user {
+			out = append(out, e)
+		}
+	}
+	return out, sc.Err()
+}
+
+// forbidden lists the distinct requests answered 403, with how often each was.
+func forbidden(events []auditEvent) []string {
+	counts := map[string]int{}
+	for _, e := range events {
+		if e.ResponseStatus.Code == 403 {
+			counts[e.what()]++
+		}
+	}
+	var out []string
+	for what, n := range counts {
+		out = append(out, fmt.Sprintf("%s ×%d", what, n))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// summary counts requests by verb and code, for the log of a passing run.
+func summary(events []auditEvent) string {
+	counts := map[string]int{}
+	for _, e := range events {
+		counts[fmt.Sprintf("%s %d", e.Verb, e.ResponseStatus.Code)]++
+	}
+	var parts []string
+	for k, n := range counts {
+		parts = append(parts, fmt.Sprintf("%s: %d", k, n))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
