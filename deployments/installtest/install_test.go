@@ -9,6 +9,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -210,7 +211,7 @@ func runInstall(t *testing.T, in install) {
 	}
 
 	// Only one replica reloads; together they reload each workload.
-	reloaders := 0
+	reloaders, leader := 0, ""
 	for _, p := range procs {
 		text, err := p.metrics()
 		if err != nil {
@@ -219,7 +220,7 @@ func runInstall(t *testing.T, in install) {
 		n := sample(text, "reloader_reload_executed_total", `success="true"`)
 		t.Logf("%s: reloader_reload_executed_total{success=\"true\"} %v", p.name, n)
 		if n > 0 {
-			reloaders++
+			reloaders, leader = reloaders+1, p.name
 		}
 		if n > 0 && n < float64(len(expected)) {
 			t.Errorf("%s reloaded %v times, want at least %d (one per workload)", p.name, n, len(expected))
@@ -231,6 +232,30 @@ func runInstall(t *testing.T, in install) {
 	if reloaders != 1 {
 		t.Errorf("%d replicas reloaded workloads, want exactly 1", reloaders)
 	}
+	if len(procs) > 1 {
+		checkLeaseHolder(t, ctx, releaseNS, leader)
+	}
+}
+
+// checkLeaseHolder checks that the replica that reloaded holds the Lease in the release
+// namespace under its POD_NAME: the chart's downward API env is what names the replicas.
+func checkLeaseHolder(t *testing.T, ctx context.Context, namespace, leader string) {
+	t.Helper()
+	var leases coordinationv1.LeaseList
+	if err := admin.List(ctx, &leases, client.InNamespace(namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var holders []string
+	for _, l := range leases.Items {
+		if l.Spec.HolderIdentity != nil {
+			holders = append(holders, l.Name+" held by "+*l.Spec.HolderIdentity)
+		}
+	}
+	if len(holders) != 1 || !strings.HasSuffix(holders[0], " held by "+leader) {
+		t.Errorf("Leases in %s: %v; want one, held by %s, the replica that reloaded", namespace, holders, leader)
+		return
+	}
+	t.Logf("Lease %s", holders[0])
 }
 
 // haReplicas is the number of replicas the values set asks for.

@@ -1,24 +1,8 @@
 package installtest
 
 import (
-	"slices"
 	"testing"
 )
-
-func TestMetricNamesOfPromQL(t *testing.T) {
-	for expr, want := range map[string][]string{
-		`sum(rate(reloader_reload_executed_total{success="false", namespace=~"$namespace"}[5m])) by (namespace) > 0`:       {"reloader_reload_executed_total"},
-		`histogram_quantile(0.99, sum by (le, kind) (rate(reloader_reconcile_duration_seconds_bucket[$__rate_interval])))`: {"reloader_reconcile_duration_seconds_bucket"},
-		`max(leader_election_master_status{name="x"}) == 0 and on(job) up`:                                                 {"leader_election_master_status", "up"},
-		`label_values(reloader_reconcile_total, kind)`:                                                                     {"reloader_reconcile_total"},
-		`increase(workqueue_retries_total[1h]) / ignoring(x) group_left workqueue_adds_total offset 5m`:                    {"workqueue_retries_total", "workqueue_adds_total"},
-		`absent(controller_runtime_active_workers) or vector(0) * 1e3`:                                                     {"controller_runtime_active_workers"},
-	} {
-		if got := metricNames(expr); !slices.Equal(got, want) {
-			t.Errorf("metricNames(%s) = %q, want %q", expr, got, want)
-		}
-	}
-}
 
 func TestExposition(t *testing.T) {
 	text := `# HELP reloader_reload_executed_total Reloads.
