@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/reloader-operator/reloader/deployments/render"
 )
 
 // TestUpstreamValuesRenderFlags: upstream's values keys render upstream's flags and env, and
@@ -137,11 +140,91 @@ func TestImage(t *testing.T) {
 		{``, "ghcr.io/reloader-operator/reloader:0.1.0"},
 		{`image: {tag: v9}`, "ghcr.io/reloader-operator/reloader:v9"},
 		{`image: {name: example.com/r, tag: v9}`, "example.com/r:v9"},
+		{`reloader: {deployment: {image: {name: example.com/old, tag: v1.0.97}}}`, "example.com/old:v1.0.97"},
 		{`global: {imageRegistry: mirror.local}`, "mirror.local/ghcr.io/reloader-operator/reloader:0.1.0"},
 		{`image: {digest: "sha256:` + strings.Repeat("ab", 32) + `"}`, "ghcr.io/reloader-operator/reloader@sha256:" + strings.Repeat("ab", 32)},
 	} {
 		if _, c := container(t, renderChart(t, tt.values)); c.Image != tt.want {
 			t.Errorf("%s: image %s, want %s", tt.values, c.Image, tt.want)
 		}
+	}
+}
+
+// A values file written for upstream's chart, with the keys its defaults spell out (null
+// maps, upstream's older image keys, keys reloader ignores), installs unchanged.
+func TestUpstreamStyleValuesFileAccepted(t *testing.T) {
+	objs := renderChart(t, `
+global: {imagePullSecrets: [regcred]}
+kubernetes: {host: https://kubernetes.default}
+nameOverride: ""
+fullnameOverride: ""
+reloader:
+  autoReloadAll: false
+  isArgoRollouts: false
+  isOpenshift: false
+  ignoreSecrets: false
+  ignoreConfigMaps: false
+  reloadOnCreate: false
+  syncAfterRestart: false
+  reloadStrategy: default
+  ignoreNamespaces: ""
+  namespaceSelector: ""
+  resourceLabelSelector: ""
+  logFormat: ""
+  watchGlobally: true
+  enableHA: false
+  readOnlyRootFileSystem: false
+  legacy: {rbac: false}
+  matchLabels: {}
+  deployment:
+    replicas: 1
+    revisionHistoryLimit: 2
+    nodeSelector:
+    affinity: {}
+    securityContext: {runAsNonRoot: true, runAsUser: 65534, seccompProfile: {type: RuntimeDefault}}
+    containerSecurityContext: {}
+    tolerations: []
+    topologySpreadConstraints: []
+    annotations: {}
+    labels: {provider: stakater, group: com.stakater.platform}
+    image: {name: ghcr.io/stakater/reloader, tag: v1.0.97, pullPolicy: IfNotPresent}
+    env: {open: , secret: , field: , existing: }
+    livenessProbe: {}
+    readinessProbe: {}
+    resources: {}
+    pod: {annotations: {}}
+    priorityClassName: ""
+  service: {}
+  rbac: {enabled: true, labels: {}}
+  serviceAccount: {create: true, labels: {}, annotations: {}, name: }
+  custom_annotations: {}
+  serviceMonitor: {enabled: false, labels: {}, annotations: {}, honorLabels: true, metricRelabelings: [], relabelings: [], targetLabels: []}
+  podMonitor: {enabled: false, labels: {}, annotations: {}, honorLabels: true, metricRelabelings: [], relabelings: [], podTargetLabels: []}
+  podDisruptionBudget: {enabled: false}
+  netpol: {enabled: false, from: [], to: []}
+  verticalPodAutoscaler: {enabled: false, controlledResources: [], maxAllowed: {}, minAllowed: {}, updatePolicy: {updateMode: Auto}}
+  webhookUrl: ""
+`)
+	d, c := container(t, objs)
+	parseOptions(t, c)
+	if c.Image != "ghcr.io/stakater/reloader:v1.0.97" {
+		t.Errorf("image %s, want upstream's older image keys honoured", c.Image)
+	}
+	if ps := d.Spec.Template.Spec.ImagePullSecrets; len(ps) != 1 || ps[0].Name != "regcred" {
+		t.Errorf("imagePullSecrets %v", ps)
+	}
+	if len(render.OfKind(objs, "ClusterRole")) != 1 {
+		t.Error("no ClusterRole")
+	}
+}
+
+func TestVerticalPodAutoscaler(t *testing.T) {
+	objs := renderChart(t, `reloader: {verticalPodAutoscaler: {enabled: true, controlledResources: [memory], maxAllowed: {memory: 1Gi}}}`)
+	vpa := render.Find(objs, "VerticalPodAutoscaler", release)
+	if vpa == nil {
+		t.Fatal("no VerticalPodAutoscaler")
+	}
+	if name, _, _ := unstructured.NestedString(vpa.Object, "spec", "targetRef", "name"); name != release {
+		t.Errorf("VPA targets %q", name)
 	}
 }

@@ -42,13 +42,15 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 {{- end -}}
 
+{{/* image.*, or upstream's older reloader.deployment.image.* when set. */}}
 {{- define "reloader.image" -}}
-{{- $repo := default .Values.image.repository .Values.image.name -}}
+{{- $old := .Values.reloader.deployment.image | default dict -}}
+{{- $repo := $old.name | default .Values.image.name | default .Values.image.repository -}}
 {{- with .Values.global.imageRegistry }}{{ $repo = printf "%s/%s" (trimSuffix "/" .) $repo }}{{ end -}}
 {{- if .Values.image.digest -}}
 {{- printf "%s@%s" $repo .Values.image.digest -}}
 {{- else -}}
-{{- printf "%s:%s" $repo (default .Chart.AppVersion .Values.image.tag) -}}
+{{- printf "%s:%s" $repo ($old.tag | default .Values.image.tag | default .Chart.AppVersion | toString) -}}
 {{- end -}}
 {{- end -}}
 
