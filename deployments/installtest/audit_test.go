@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 )
 
 // auditPolicy records every request of a ServiceAccount, once, when its response is sent;
@@ -58,6 +59,19 @@ func (e auditEvent) what() string {
 	return fmt.Sprintf("%s %s (%s)", e.Verb, r, where)
 }
 
+// settleAuditLog waits until the log has stopped growing for a moment: the API server logs
+// a watch when it notices that its client has gone, shortly after the process exited.
+func settleAuditLog() {
+	var last int64 = -1
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+		fi, err := os.Stat(auditLog)
+		if err != nil || fi.Size() == last {
+			return
+		}
+		last = fi.Size()
+	}
+}
+
 // requestsOf returns the audited requests of user.
 func requestsOf(user string) ([]auditEvent, error) {
 	f, err := os.Open(auditLog)
@@ -93,11 +107,19 @@ func forbidden(events []auditEvent) []string {
 	return out
 }
 
-// summary counts requests by verb and code, for the log of a passing run.
+// summary counts requests by verb, resource and code, for the log of a passing run: what
+// the install's RBAC is used for.
 func summary(events []auditEvent) string {
 	counts := map[string]int{}
 	for _, e := range events {
-		counts[fmt.Sprintf("%s %d", e.Verb, e.ResponseStatus.Code)]++
+		r := e.ObjectRef.Resource
+		if e.ObjectRef.APIGroup != "" {
+			r = e.ObjectRef.APIGroup + "/" + r
+		}
+		if r == "" {
+			r = e.RequestURI // discovery
+		}
+		counts[fmt.Sprintf("%s %s %d", e.Verb, r, e.ResponseStatus.Code)]++
 	}
 	var parts []string
 	for k, n := range counts {

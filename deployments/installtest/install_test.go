@@ -53,6 +53,10 @@ var matrix = []install{
 		kinds: append(slices.Clone(builtinKinds), CSI), watched: []string{"csi-apps"}},
 	{name: "argo", values: reloaderValues(map[string]any{"isArgoRollouts": true}),
 		kinds: append(slices.Clone(builtinKinds), Rollout), watched: []string{"argo-apps"}},
+	// Not in the list, but the test cluster serves the DeploymentConfig API: this is
+	// the install that may watch it.
+	{name: "openshift", values: reloaderValues(map[string]any{"isOpenshift": true}),
+		kinds: append(slices.Clone(builtinKinds), DeploymentConfig), watched: []string{"openshift-apps"}},
 	{name: "no-jobs", values: reloaderValues(map[string]any{"ignoreJobs": true, "ignoreCronJobs": true}),
 		kinds: []string{Deployment, DaemonSet, StatefulSet}, ignored: []string{Job, CronJob}, watched: []string{"no-jobs-apps"}},
 	{name: "annotations", values: reloaderValues(map[string]any{"reloadStrategy": "annotations"}),
@@ -294,6 +298,7 @@ func reloaderContainer(t *testing.T, objs []*unstructured.Unstructured) (*appsv1
 // checkAudit fails the test for every request of user the API server refused with 403,
 // naming it so that the missing RBAC rule is evident.
 func checkAudit(t *testing.T, user string) {
+	settleAuditLog()
 	events, err := requestsOf(user)
 	if err != nil {
 		t.Errorf("read audit log: %v", err)

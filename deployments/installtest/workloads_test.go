@@ -25,7 +25,9 @@ const (
 	CronJob     = "CronJob"
 	Job         = "Job"
 	Rollout     = "Rollout"
-	CSI         = "CSI"
+	// DeploymentConfig is OpenShift's; reloader finds its API by discovery.
+	DeploymentConfig = "DeploymentConfig"
+	CSI              = "CSI"
 )
 
 // builtinKinds are watched by every install unless ignored.
@@ -120,6 +122,8 @@ func newWorkload(kind, ns string) client.Object {
 		return &batchv1.Job{ObjectMeta: meta, Spec: batchv1.JobSpec{Template: tpl}}
 	case Rollout:
 		return &extapi.Rollout{ObjectMeta: meta, Spec: extapi.RolloutSpec{Template: tpl}}
+	case DeploymentConfig:
+		return &extapi.DeploymentConfig{ObjectMeta: meta, Spec: extapi.DeploymentConfigSpec{Template: &tpl}}
 	}
 	panic("unknown kind " + kind)
 }
@@ -139,6 +143,8 @@ func podTemplate(obj client.Object) *corev1.PodTemplateSpec {
 		return &o.Spec.Template
 	case *extapi.Rollout:
 		return &o.Spec.Template
+	case *extapi.DeploymentConfig:
+		return o.Spec.Template
 	}
 	panic(fmt.Sprintf("no pod template in %T", obj))
 }
