@@ -190,9 +190,9 @@ func runInstall(t *testing.T, in install) {
 	}
 	for _, w := range expected {
 		eventually(t, ctx, describe(w)+" reloaded", func() error {
-			now, err := state(ctx, w)
+			now, err := state(ctx, w) // a Job is not found between its delete and create
 			if err != nil {
-				return client.IgnoreNotFound(err) // a Job between delete and create
+				return err
 			}
 			if now == before[w] {
 				return fmt.Errorf("unchanged")
