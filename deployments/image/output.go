@@ -2,6 +2,7 @@ package image
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -52,6 +53,9 @@ func Write(out, repository string, r *Result) (*Outputs, error) {
 	})); err != nil {
 		return nil, fmt.Errorf("OCI layout %s: %w", o.Layout, err)
 	}
+	if err := dropExecBits(o.Layout); err != nil {
+		return nil, err
+	}
 
 	for _, arch := range r.Arches {
 		path := filepath.Join(out, fmt.Sprintf("reloader-%s-linux-%s.tar", tag, arch))
@@ -80,4 +84,15 @@ func Tag(version string) string {
 		return "dev"
 	}
 	return t
+}
+
+// dropExecBits makes the layout's files -rw-r--r--: go-containerregistry creates them
+// with every permission bit the umask leaves, and JSON or blobs are not programs.
+func dropExecBits(dir string) error {
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		return os.Chmod(path, 0o644)
+	})
 }
