@@ -107,6 +107,18 @@ func forbidden(events []auditEvent) []string {
 	return out
 }
 
+// refusals is an error naming the requests of user refused so far, if any.
+func refusals(user string) error {
+	events, err := requestsOf(user)
+	if err != nil {
+		return err
+	}
+	if denied := forbidden(events); len(denied) > 0 {
+		return fmt.Errorf("%s was refused (403): %s", user, strings.Join(denied, "; "))
+	}
+	return nil
+}
+
 // summary counts requests by verb, resource and code, for the log of a passing run: what
 // the install's RBAC is used for.
 func summary(events []auditEvent) string {

@@ -104,6 +104,8 @@ func runInstall(t *testing.T, in install) {
 	// 5, registered first so that it runs after every process has stopped.
 	user := serviceAccountUser(releaseNS, sa)
 	t.Cleanup(func() { checkAudit(t, user) })
+	// A refused request ends every wait at once: whatever it waits for may never come.
+	refused := func() error { return refusals(user) }
 
 	// 2. Credentials of the chart's ServiceAccount, env as the kubelet resolves it.
 	kubeconfig, err := serviceAccountKubeconfig(ctx, t.TempDir(), releaseNS, sa)
@@ -134,7 +136,7 @@ func runInstall(t *testing.T, in install) {
 		procs = append(procs, startReloader(t, pod.Name, containerArgs(container, env), env, kubeconfig))
 	}
 	for _, p := range procs {
-		if err := p.waitReady(ctx); err != nil {
+		if err := p.waitReady(ctx, refused); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -165,7 +167,7 @@ func runInstall(t *testing.T, in install) {
 		untouched = append(untouched, w)
 	}
 	for _, w := range expected {
-		eventually(t, ctx, describe(w)+" recorded by reloader", func() error {
+		eventually(t, ctx, describe(w)+" recorded by reloader", refused, func() error {
 			if ok, err := recorded(ctx, w); err != nil || ok {
 				return err
 			}
@@ -189,7 +191,7 @@ func runInstall(t *testing.T, in install) {
 		}
 	}
 	for _, w := range expected {
-		eventually(t, ctx, describe(w)+" reloaded", func() error {
+		eventually(t, ctx, describe(w)+" reloaded", refused, func() error {
 			now, err := state(ctx, w) // a Job is not found between its delete and create
 			if err != nil {
 				return err
@@ -338,11 +340,15 @@ func describe(o client.Object) string {
 	return fmt.Sprintf("%s %s/%s", kind, o.GetNamespace(), o.GetName())
 }
 
-// eventually polls check until it returns nil, and fails the test with its last error.
-func eventually(t *testing.T, ctx context.Context, what string, check func() error) {
+// eventually polls check until it returns nil, and fails the test with its last error; an
+// error from abort fails it at once.
+func eventually(t *testing.T, ctx context.Context, what string, abort, check func() error) {
 	t.Helper()
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 45*time.Second, true, func(context.Context) (bool, error) {
+		if err := abort(); err != nil {
+			return false, err
+		}
 		last = check()
 		return last == nil, nil
 	})

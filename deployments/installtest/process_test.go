@@ -92,13 +92,17 @@ func (p *reloaderProcess) stop() {
 	})
 }
 
-// waitReady waits for /ready to answer 200; an exit of the process ends the wait at once.
-func (p *reloaderProcess) waitReady(ctx context.Context) error {
+// waitReady waits for /ready to answer 200; an exit of the process, or an error from abort,
+// ends the wait at once.
+func (p *reloaderProcess) waitReady(ctx context.Context, abort func() error) error {
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
 		select {
 		case <-p.exited:
 			return false, fmt.Errorf("reloader %s exited: %s", p.name, p.cmd.ProcessState)
 		default:
+		}
+		if err := abort(); err != nil {
+			return false, err
 		}
 		resp, err := http.Get(p.url + "/ready")
 		if err != nil {
