@@ -1,0 +1,403 @@
+package rbac_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/pflag"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/reloader-operator/reloader/internal/app"
+	"github.com/reloader-operator/reloader/internal/localcluster"
+	"github.com/reloader-operator/reloader/internal/metainfo"
+	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/rbac"
+	"github.com/reloader-operator/reloader/internal/reload"
+)
+
+// A real kube-apiserver proves the table: reloader runs as a user granted exactly
+// rbac.For(options), does its work, and no request of it is refused. The optional APIs
+// (Argo Rollouts, the CSI driver, OpenShift) are served through the project's test CRDs.
+var (
+	cluster *localcluster.Cluster
+	admin   client.Client
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	cluster, err = localcluster.Start(context.Background(), localcluster.Options{
+		CRDDirectoryPaths: []string{filepath.Join("..", "..", "test", "crds")},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start control plane:", err)
+		os.Exit(1)
+	}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	admin, err = client.New(cluster.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctrllog.SetLogger(logr.Discard())
+	code := m.Run()
+	_ = cluster.Stop()
+	os.Exit(code)
+}
+
+// TestTableSufficesOnARealAPIServer: for each option set, reloader granted only the table's
+// rules syncs its caches, reloads each kind it handles, writes its meta-info ConfigMap (and
+// Lease, with HA), and is refused nothing.
+func TestTableSufficesOnARealAPIServer(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       func(watched string) []string
+		nsLabels   map[string]string
+		platform   rbac.Platform
+		kinds      []string // reloaded kinds to check
+		cronJobRun bool     // a CronJob reload starts a Job
+		webhook    bool     // notify instead of reloading: nothing is written
+	}{
+		{name: "cluster-wide", args: func(string) []string { return []string{"--ignored-workload-types=deploymentconfigs"} },
+			kinds: []string{"Deployment", "Job", "CronJob"}},
+		{name: "namespaced", args: func(ns string) []string {
+			return []string{"--namespaces=" + ns, "--ignored-workload-types=deploymentconfigs", "--reload-strategy=annotations"}
+		}, kinds: []string{"Deployment", "Job", "CronJob"}},
+		{name: "HA, namespace selector, CronJob runs, Jobs ignored", args: func(string) []string {
+			return []string{"--enable-ha", "--leader-election-id=rbac-test-lock", "--namespace-selector=team:a",
+				"--ignored-workload-types=jobs,deploymentconfigs", "--run-cronjobs-on-reload"}
+		}, nsLabels: map[string]string{"team": "a"}, kinds: []string{"Deployment", "CronJob"}, cronJobRun: true},
+		{name: "Argo, CSI and OpenShift APIs, Secrets ignored", args: func(string) []string {
+			return []string{"--is-Argo-Rollouts", "--enable-csi-integration", "--resources-to-ignore=secrets"}
+		}, platform: rbac.Platform{OpenShift: true}, kinds: []string{"Deployment"}},
+		{name: "webhook", args: func(string) []string {
+			return []string{"--ignored-workload-types=deploymentconfigs"}
+		}, kinds: []string{"Deployment"}, webhook: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			watched := namespace(t, tt.nsLabels)
+			own := namespace(t, nil)
+			args := tt.args(watched)
+			var posts atomic.Int32
+			if tt.webhook {
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					_, _ = io.Copy(io.Discard, r.Body)
+					posts.Add(1)
+				}))
+				t.Cleanup(srv.Close)
+				args = append(args, "--webhook-url="+srv.URL)
+			}
+			opts := parse(t, args, map[string]string{"POD_NAMESPACE": own, "POD_NAME": "reloader-0", "RELOADER_NAMESPACE": own})
+			rules := rbac.For(opts, tt.platform)
+
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: watched, Name: "cfg"}, Data: map[string]string{"k": "v1"}}
+			workloads := workloadsUsing(watched, "cfg", tt.kinds)
+			must(t, admin.Create(ctx, cm))
+			for _, w := range workloads {
+				must(t, admin.Create(ctx, w))
+			}
+
+			refused := runAs(t, opts, rules, own)
+			if tt.webhook {
+				time.Sleep(time.Second) // the notifier remembers the hashes it starts with
+				workloads = nil
+			}
+			for _, w := range workloads {
+				eventually(t, "record on "+w.GetName(), func() error {
+					must(t, admin.Get(ctx, client.ObjectKeyFromObject(w), w))
+					if _, ok := w.GetAnnotations()[reload.RecordAnnotation]; !ok {
+						return fmt.Errorf("not recorded yet")
+					}
+					return nil
+				})
+			}
+			before := map[string]*corev1.PodTemplateSpec{}
+			uids := map[string]string{}
+			for _, w := range workloads {
+				before[w.GetName()] = template(w).DeepCopy()
+				uids[w.GetName()] = string(w.GetUID())
+			}
+
+			cm.Data["k"] = "v2"
+			must(t, admin.Update(ctx, cm))
+
+			for _, w := range workloads {
+				eventually(t, "reload of "+w.GetName(), func() error {
+					if err := admin.Get(ctx, client.ObjectKeyFromObject(w), w); err != nil {
+						return err
+					}
+					if _, isJob := w.(*batchv1.Job); isJob && string(w.GetUID()) == uids[w.GetName()] {
+						return fmt.Errorf("Job not replaced yet")
+					}
+					if equality.Semantic.DeepEqual(template(w), before[w.GetName()]) {
+						return fmt.Errorf("template unchanged")
+					}
+					return nil
+				})
+			}
+			if len(workloads) > 0 {
+				eventually(t, "a Reloaded Event", func() error { return hasEvent(ctx, watched, "Reloaded") })
+			}
+			if tt.cronJobRun {
+				eventually(t, "a Job started from the CronJob", func() error {
+					jobs := &batchv1.JobList{}
+					must(t, admin.List(ctx, jobs, client.InNamespace(watched)))
+					if len(jobs.Items) == 0 {
+						return fmt.Errorf("no Job")
+					}
+					return nil
+				})
+			}
+			if tt.webhook {
+				eventually(t, "a webhook POST", func() error {
+					if posts.Load() == 0 {
+						return fmt.Errorf("none yet")
+					}
+					return nil
+				})
+			}
+			eventually(t, "the meta-info ConfigMap", func() error {
+				return admin.Get(ctx, client.ObjectKey{Namespace: own, Name: metainfo.Name}, &corev1.ConfigMap{})
+			})
+			if opts.EnableHA {
+				eventually(t, "the Lease", func() error {
+					return admin.Get(ctx, client.ObjectKey{Namespace: own, Name: opts.LeaderElectionID}, &coordinationv1.Lease{})
+				})
+			}
+			// Events are written in the background; give the last ones time to land.
+			time.Sleep(time.Second)
+			if r := refused(); len(r) > 0 {
+				t.Errorf("with the rules of internal/rbac, %d requests were refused:\n  %s\nrules: %v",
+					len(r), strings.Join(r, "\n  "), rbac.Grants(slices.Concat(rules.Watched, rules.Cluster, rules.Own)))
+			}
+		})
+	}
+}
+
+func parse(t *testing.T, args []string, env map[string]string) options.Options {
+	t.Helper()
+	o := options.Default()
+	fs := pflag.NewFlagSet("reloader", pflag.ContinueOnError)
+	o.BindFlags(fs)
+	must(t, fs.Parse(args))
+	o.ApplyEnv(func(k string) string { return env[k] })
+	o.MetricsAddr = "0"
+	o.CoalesceWindow = 100 * time.Millisecond
+	return o
+}
+
+// runAs grants rules to a new user, as the chart would (a ClusterRole, or a Role per watched
+// namespace; cluster-scoped rules in a ClusterRole; own rules in a Role in own), and runs
+// reloader as that user until the test ends. refused lists the requests answered 403.
+func runAs(t *testing.T, opts options.Options, rules rbac.Rules, own string) (refused func() []string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	user := fmt.Sprintf("reloader-rbac-%04d", rand.IntN(10000))
+	cfg, _, err := cluster.AddUser(user)
+	must(t, err)
+	grant(t, user, "", "watched", rules.Watched, rules.Namespaces)
+	grant(t, user, "", "cluster", rules.Cluster, nil)
+	grant(t, user, own, "own", rules.Own, []string{own})
+
+	rec := &forbidden{}
+	cfg.WrapTransport = rec.wrap
+	mgr, err := app.New(ctx, cfg, opts, logr.Discard())
+	must(t, err)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("reloader stopped with error: %v", err)
+		}
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("requests refused: %v", rec.list())
+		}
+	})
+	syncCtx, syncCancel := context.WithTimeout(ctx, 30*time.Second)
+	defer syncCancel()
+	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
+		t.Fatalf("caches did not sync; refused: %v", rec.list())
+	}
+	return rec.list
+}
+
+// grant binds rules to user: in a Role in each of namespaces, or, with none, in a ClusterRole.
+func grant(t *testing.T, user, own, purpose string, rules []rbacv1.PolicyRule, namespaces []string) {
+	t.Helper()
+	if len(rules) == 0 {
+		return
+	}
+	ctx := context.Background()
+	name := user + "-" + purpose
+	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
+	var objs []client.Object
+	if len(namespaces) == 0 {
+		objs = append(objs,
+			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules},
+			&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Subjects: subjects,
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}})
+	}
+	for _, ns := range namespaces {
+		objs = append(objs,
+			&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: rules},
+			&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Subjects: subjects,
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}})
+	}
+	for _, o := range objs {
+		must(t, admin.Create(ctx, o))
+		t.Cleanup(func() { _ = admin.Delete(context.Background(), o) })
+	}
+}
+
+// forbidden records the requests the API server refuses.
+type forbidden struct {
+	mu   sync.Mutex
+	reqs []string
+}
+
+func (f *forbidden) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		if err == nil && resp.StatusCode == http.StatusForbidden {
+			f.mu.Lock()
+			f.reqs = append(f.reqs, req.Method+" "+req.URL.Path)
+			f.mu.Unlock()
+		}
+		return resp, err
+	})
+}
+
+func (f *forbidden) list() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := slices.Clone(f.reqs)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+
+func namespace(t *testing.T, labels map[string]string) string {
+	t.Helper()
+	name := fmt.Sprintf("rbac-%04d", rand.IntN(10000))
+	must(t, cluster.EnsureNamespace(context.Background(), admin, name))
+	if labels != nil {
+		ns := &corev1.Namespace{}
+		must(t, admin.Get(context.Background(), client.ObjectKey{Name: name}, ns))
+		ns.Labels = labels
+		must(t, admin.Update(context.Background(), ns))
+	}
+	t.Cleanup(func() {
+		_ = admin.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	})
+	return name
+}
+
+// workloadsUsing returns one auto-reloaded workload of each kind, using ConfigMap cm.
+func workloadsUsing(ns, cm string, kinds []string) []client.Object {
+	auto := map[string]string{"reloader.stakater.com/auto": "true"}
+	spec := corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{
+		Name: "app", Image: "busybox",
+		EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}},
+	}}}
+	labels := map[string]string{"app": "rbac-test"}
+	var out []client.Object
+	for _, kind := range kinds {
+		meta := metav1.ObjectMeta{Namespace: ns, Name: strings.ToLower(kind), Annotations: auto}
+		switch kind {
+		case "Deployment":
+			s := *spec.DeepCopy()
+			s.RestartPolicy = corev1.RestartPolicyAlways
+			out = append(out, &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: s}}})
+		case "Job":
+			out = append(out, &batchv1.Job{ObjectMeta: meta, Spec: batchv1.JobSpec{
+				Template: corev1.PodTemplateSpec{Spec: *spec.DeepCopy()}}})
+		case "CronJob":
+			out = append(out, &batchv1.CronJob{ObjectMeta: meta, Spec: batchv1.CronJobSpec{Schedule: "0 3 * * *",
+				JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: *spec.DeepCopy()}}}}})
+		}
+	}
+	return out
+}
+
+func template(obj client.Object) *corev1.PodTemplateSpec {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		return &o.Spec.Template
+	case *batchv1.Job:
+		return &o.Spec.Template
+	case *batchv1.CronJob:
+		return &o.Spec.JobTemplate.Spec.Template
+	}
+	panic(fmt.Sprintf("no template for %T", obj))
+}
+
+func hasEvent(ctx context.Context, ns, reason string) error {
+	events := &eventsv1.EventList{}
+	if err := admin.List(ctx, events, client.InNamespace(ns)); err != nil {
+		return err
+	}
+	for _, e := range events.Items {
+		if e.Reason == reason {
+			return nil
+		}
+	}
+	return fmt.Errorf("no %s Event in %s", reason, ns)
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// eventually retries check until it returns nil or 20 s pass.
+func eventually(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
