@@ -308,7 +308,6 @@ type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-
 func namespace(t *testing.T, labels map[string]string) string {
 	t.Helper()
 	name := fmt.Sprintf("rbac-%04d", rand.IntN(10000))
