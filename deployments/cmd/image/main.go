@@ -8,6 +8,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -18,23 +19,25 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
-	out := flag.String("out", "../dist", "directory for the OCI layout (oci/) and the tarballs")
-	version := flag.String("version", "dev", "version stamped into the binary, the labels and the tag")
-	commit := flag.String("commit", "unknown", "git commit stamped into the binary and the labels")
-	repoRoot := flag.String("repo", "..", "directory of the main module, where ./cmd/reloader is built")
-	repository := flag.String("repository", image.DefaultRepository, "repository the tarballs are tagged with")
-	arches := flag.String("arch", strings.Join(image.Arches, ","), "comma-separated architectures")
-	flag.Parse()
-
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("image", flag.ContinueOnError)
+	out := fs.String("out", "../dist", "directory for the OCI layout (oci/) and the tarballs")
+	version := fs.String("version", "dev", "version stamped into the binary, the labels and the tag")
+	commit := fs.String("commit", "unknown", "git commit stamped into the binary and the labels")
+	repoRoot := fs.String("repo", "..", "directory of the main module, where ./cmd/reloader is built")
+	repository := fs.String("repository", image.DefaultRepository, "repository the tarballs are tagged with")
+	arches := fs.String("arch", strings.Join(image.Arches, ","), "comma-separated architectures")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 
 	root, err := filepath.Abs(*repoRoot)
 	if err != nil {
@@ -56,17 +59,17 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	return report(r, o)
+	return report(stdout, r, o)
 }
 
 // report prints what was built: the digests a user can check a copy against.
-func report(r *image.Result, o *image.Outputs) error {
+func report(w io.Writer, r *image.Result, o *image.Outputs) error {
 	digest, err := r.Index.Digest()
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%s (created %s)\n", o.Ref, r.Meta.Created.Format("2006-01-02T15:04:05Z"))
-	fmt.Printf("  index  %s  %s\n", digest, o.Layout)
+	fmt.Fprintf(w, "%s (created %s)\n", o.Ref, r.Meta.Created.Format("2006-01-02T15:04:05Z"))
+	fmt.Fprintf(w, "  index  %s  %s\n", digest, o.Layout)
 	for _, arch := range r.Arches {
 		img := r.Images[arch]
 		d, err := img.Digest()
@@ -85,7 +88,7 @@ func report(r *image.Result, o *image.Outputs) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("  linux/%-5s %s  layer %.1f MB gzip  %s (%.1f MB)\n",
+		fmt.Fprintf(w, "  linux/%-5s %s  layer %.1f MB gzip  %s (%.1f MB)\n",
 			arch, d, float64(size)/1e6, o.Tarballs[arch], float64(fi.Size())/1e6)
 	}
 	return nil
