@@ -19,6 +19,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -275,6 +276,29 @@ func grant(t *testing.T, user, own, purpose string, rules []rbacv1.PolicyRule, n
 	for _, o := range objs {
 		must(t, admin.Create(ctx, o))
 		t.Cleanup(func() { _ = admin.Delete(context.Background(), o) })
+	}
+	// The authorizer sees new bindings through its own informers: wait until it does, so
+	// that a refusal counted later is the table's fault, not a race with the test.
+	if len(namespaces) == 0 {
+		namespaces = []string{""}
+	}
+	for _, ns := range namespaces {
+		for _, r := range rules {
+			attrs := &authorizationv1.ResourceAttributes{Namespace: ns, Group: r.APIGroups[0], Resource: r.Resources[0], Verb: r.Verbs[0]}
+			if len(r.ResourceNames) > 0 {
+				attrs.Name = r.ResourceNames[0]
+			}
+			eventually(t, "RBAC in effect for "+user, func() error {
+				sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: attrs}}
+				if err := admin.Create(ctx, sar); err != nil {
+					return err
+				}
+				if !sar.Status.Allowed {
+					return fmt.Errorf("%+v not allowed yet", *attrs)
+				}
+				return nil
+			})
+		}
 	}
 }
 
