@@ -3,10 +3,17 @@ package installtest
 import (
 	"context"
 	"fmt"
+	"strings"
+	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/deployments/render"
 )
 
 // applyAll server-side-applies every rendered object as the cluster admin, as `helm install`
@@ -26,4 +33,37 @@ func applyAll(ctx context.Context, objs []*unstructured.Unstructured, namespace 
 		}
 	}
 	return nil
+}
+
+// reloaderContainer is the chart's Deployment and its reloader container.
+func reloaderContainer(t *testing.T, objs []*unstructured.Unstructured) (*appsv1.Deployment, corev1.Container) {
+	t.Helper()
+	deployments := render.OfKind(objs, "Deployment")
+	if len(deployments) != 1 {
+		t.Fatalf("the chart rendered %d Deployments, want 1", len(deployments))
+	}
+	var d appsv1.Deployment
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(deployments[0].Object, &d); err != nil {
+		t.Fatal(err)
+	}
+	cs := d.Spec.Template.Spec.Containers
+	for _, c := range cs {
+		if strings.Contains(c.Name, "reloader") {
+			return &d, c
+		}
+	}
+	if len(cs) != 1 {
+		t.Fatalf("Deployment %s: no container named reloader among %d", d.Name, len(cs))
+	}
+	return &d, cs[0]
+}
+
+// haReplicas is the number of replicas the values set asks for.
+func haReplicas(in install) int {
+	r, _ := in.values["reloader"].(map[string]any)
+	d, _ := r["deployment"].(map[string]any)
+	if n, ok := d["replicas"].(int); ok {
+		return n
+	}
+	return 1
 }

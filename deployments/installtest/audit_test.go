@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -139,4 +140,24 @@ func summary(events []auditEvent) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ", ")
+}
+
+// checkAudit fails the test for every request of user the API server refused with 403,
+// naming it so that the missing RBAC rule is evident.
+func checkAudit(t *testing.T, user string) {
+	settleAuditLog()
+	events, err := requestsOf(user)
+	if err != nil {
+		t.Errorf("read audit log: %v", err)
+		return
+	}
+	if len(events) == 0 {
+		t.Errorf("no request of %s in the audit log: reloader did not run as the chart's ServiceAccount", user)
+		return
+	}
+	if denied := forbidden(events); len(denied) > 0 {
+		t.Errorf("%s was refused (403) %d kinds of request; the chart's RBAC misses:\n  %s", user, len(denied), strings.Join(denied, "\n  "))
+		return
+	}
+	t.Logf("audit: %d requests of %s, none refused (%s)", len(events), user, summary(events))
 }

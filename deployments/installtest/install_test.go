@@ -11,12 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/deployments/render"
@@ -76,39 +71,65 @@ func TestChartInstallsAWorkingReloader(t *testing.T) {
 func runInstall(t *testing.T, in install) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	releaseNS, release := "rel-"+in.name, "reloader-"+in.name
-	watched := in.watched
-	if len(watched) == 0 {
-		watched = []string{releaseNS}
+	r := &installRun{t: t, ctx: ctx, in: in, releaseNS: "rel-" + in.name, release: "reloader-" + in.name,
+		watched: in.watched, before: map[client.Object]string{}}
+	if len(r.watched) == 0 {
+		r.watched = []string{r.releaseNS}
 	}
-	for _, ns := range append([]string{releaseNS, in.unwatched}, watched...) {
+	for _, ns := range append([]string{r.releaseNS, in.unwatched}, r.watched...) {
 		if ns != "" {
 			ensureNamespace(t, ctx, ns)
 		}
 	}
+	deploy, container := r.installChart()
+	r.startReplicas(deploy, container)
+	r.createWorkloads()
+	r.changeSourcesAndSeeReloads()
+	r.checkUntouched()
+	r.checkReplicas()
+}
 
-	// 1. Render and apply.
-	objs, err := render.Chart(chartDir, in.values, release, releaseNS)
+// installRun is one install of the matrix under way.
+type installRun struct {
+	t                  *testing.T
+	ctx                context.Context
+	in                 install
+	releaseNS, release string
+	watched            []string
+	// refused is an error once the API server has refused a request of the install's
+	// ServiceAccount: it ends every wait at once, since what it waits for may never come.
+	refused func() error
+
+	procs               []*reloaderProcess
+	expected, untouched []client.Object
+	before              map[client.Object]string // each workload's state before the change
+}
+
+// installChart renders the chart and applies it, and registers the audit check of the
+// chart's ServiceAccount to run once every process has stopped (cleanups run last first).
+func (r *installRun) installChart() (*appsv1.Deployment, corev1.Container) {
+	objs, err := render.Chart(chartDir, r.in.values, r.release, r.releaseNS)
 	if err != nil {
-		t.Fatal(err)
+		r.t.Fatal(err)
 	}
-	if err := applyAll(ctx, objs, releaseNS); err != nil {
-		t.Fatal(err)
+	if err := applyAll(r.ctx, objs, r.releaseNS); err != nil {
+		r.t.Fatal(err)
 	}
-	deploy, container := reloaderContainer(t, objs)
-	sa := deploy.Spec.Template.Spec.ServiceAccountName
-	if sa == "" {
-		sa = "default"
+	deploy, container := reloaderContainer(r.t, objs)
+	if deploy.Spec.Template.Spec.ServiceAccountName == "" {
+		deploy.Spec.Template.Spec.ServiceAccountName = "default"
 	}
+	user := serviceAccountUser(r.releaseNS, deploy.Spec.Template.Spec.ServiceAccountName)
+	r.t.Cleanup(func() { checkAudit(r.t, user) })
+	r.refused = func() error { return refusals(user) }
+	return deploy, container
+}
 
-	// 5, registered first so that it runs after every process has stopped.
-	user := serviceAccountUser(releaseNS, sa)
-	t.Cleanup(func() { checkAudit(t, user) })
-	// A refused request ends every wait at once: whatever it waits for may never come.
-	refused := func() error { return refusals(user) }
-
-	// 2. Credentials of the chart's ServiceAccount, env as the kubelet resolves it.
-	kubeconfig, err := serviceAccountKubeconfig(ctx, t.TempDir(), releaseNS, sa)
+// startReplicas runs one reloader per replica of the chart's Deployment, each with the env
+// the kubelet would give its pod, authenticated by a token of the chart's ServiceAccount.
+func (r *installRun) startReplicas(deploy *appsv1.Deployment, container corev1.Container) {
+	t, sa := r.t, deploy.Spec.Template.Spec.ServiceAccountName
+	kubeconfig, err := serviceAccountKubeconfig(r.ctx, t.TempDir(), r.releaseNS, sa)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,15 +137,12 @@ func runInstall(t *testing.T, in install) {
 	if deploy.Spec.Replicas != nil {
 		replicas = int(*deploy.Spec.Replicas)
 	}
-	if haReplicas(in) != replicas {
-		t.Fatalf("the chart renders %d replicas, want %d", replicas, haReplicas(in))
+	if want := haReplicas(r.in); replicas != want {
+		t.Fatalf("the chart renders %d replicas, want %d", replicas, want)
 	}
-
-	// 3. Run one process per replica.
-	var procs []*reloaderProcess
 	for i := range replicas {
 		pod := fakePod{
-			Name: fmt.Sprintf("%s-%d", deploy.Name, i), Namespace: releaseNS, UID: fmt.Sprintf("uid-%s-%d", in.name, i),
+			Name: fmt.Sprintf("%s-%d", deploy.Name, i), Namespace: r.releaseNS, UID: fmt.Sprintf("uid-%s-%d", r.in.name, i),
 			NodeName: "node-0", ServiceAccount: sa, IP: "127.0.0.1",
 			Labels: deploy.Spec.Template.Labels, Annotations: deploy.Spec.Template.Annotations,
 			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi")},
@@ -133,113 +151,126 @@ func runInstall(t *testing.T, in install) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		procs = append(procs, startReloader(t, pod.Name, containerArgs(container, env), env, kubeconfig))
+		r.procs = append(r.procs, startReloader(t, pod.Name, containerArgs(container, env), env, kubeconfig))
 	}
-	for _, p := range procs {
-		if err := p.waitReady(ctx, refused); err != nil {
+	for _, p := range r.procs {
+		if err := p.waitReady(r.ctx, r.refused); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
 
-	// 4. Workloads, their first sight, a change, a reload of each.
-	var expected, untouched []client.Object
-	csi := slices.Contains(in.kinds, CSI)
-	for _, ns := range watched {
+// createWorkloads creates the sources and a workload of each kind in each watched namespace
+// (and one Deployment in the unwatched one), waits until reloader has recorded the ones it
+// must reload, and notes the state of every workload.
+func (r *installRun) createWorkloads() {
+	t, ctx := r.t, r.ctx
+	for _, ns := range r.watched {
 		create(t, ctx, sources(ns)...)
-		if csi {
+		if slices.Contains(r.in.kinds, CSI) {
 			create(t, ctx, mountStatus(ns, "v1"))
 		}
-		for _, k := range in.kinds {
-			w := newWorkload(k, ns)
-			create(t, ctx, w)
-			expected = append(expected, w)
+		for _, k := range r.in.kinds {
+			r.expected = append(r.expected, create(t, ctx, newWorkload(k, ns))...)
 		}
-		for _, k := range in.ignored {
-			w := newWorkload(k, ns)
-			create(t, ctx, w)
-			untouched = append(untouched, w)
+		for _, k := range r.in.ignored {
+			r.untouched = append(r.untouched, create(t, ctx, newWorkload(k, ns))...)
 		}
 	}
-	if in.unwatched != "" {
-		create(t, ctx, sources(in.unwatched)...)
-		w := newWorkload(Deployment, in.unwatched)
-		create(t, ctx, w)
-		untouched = append(untouched, w)
+	if r.in.unwatched != "" {
+		create(t, ctx, sources(r.in.unwatched)...)
+		r.untouched = append(r.untouched, create(t, ctx, newWorkload(Deployment, r.in.unwatched))...)
 	}
-	for _, w := range expected {
-		eventually(t, ctx, describe(w)+" recorded by reloader", refused, func() error {
+	for _, w := range r.expected {
+		eventually(t, ctx, describe(w)+" recorded by reloader", r.refused, func() error {
 			if ok, err := recorded(ctx, w); err != nil || ok {
 				return err
 			}
 			return fmt.Errorf("no %s annotation yet", reload.RecordAnnotation)
 		})
 	}
-	before := map[client.Object]string{}
-	for _, w := range append(slices.Clone(expected), untouched...) {
-		if before[w], err = state(ctx, w); err != nil {
+	for _, w := range append(slices.Clone(r.expected), r.untouched...) {
+		var err error
+		if r.before[w], err = state(ctx, w); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, ns := range watched {
-		if err := changeSources(ctx, ns, csi); err != nil {
+}
+
+// changeSourcesAndSeeReloads changes every source and waits until each workload that must
+// reload has, the way the install's strategy writes it.
+func (r *installRun) changeSourcesAndSeeReloads() {
+	t, ctx := r.t, r.ctx
+	for _, ns := range r.watched {
+		if err := changeSources(ctx, ns, slices.Contains(r.in.kinds, CSI)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if in.unwatched != "" {
-		if err := changeSources(ctx, in.unwatched, false); err != nil {
+	if r.in.unwatched != "" {
+		if err := changeSources(ctx, r.in.unwatched, false); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, w := range expected {
-		eventually(t, ctx, describe(w)+" reloaded", refused, func() error {
+	for _, w := range r.expected {
+		eventually(t, ctx, describe(w)+" reloaded", r.refused, func() error {
 			now, err := state(ctx, w) // a Job is not found between its delete and create
 			if err != nil {
 				return err
 			}
-			if now == before[w] {
+			if now == r.before[w] {
 				return fmt.Errorf("unchanged")
 			}
-			return reloadedBy(ctx, w, in.strategy)
+			return reloadedBy(ctx, w, r.in.strategy)
 		})
 	}
-	time.Sleep(2 * time.Second) // room for a late, wrong reload of what must stay alone
-	for _, w := range untouched {
-		now, err := state(ctx, w)
+}
+
+// checkUntouched checks that ignored kinds and unwatched namespaces were left alone.
+func (r *installRun) checkUntouched() {
+	time.Sleep(2 * time.Second) // room for a late, wrong reload
+	for _, w := range r.untouched {
+		now, err := state(r.ctx, w)
 		if err != nil {
-			t.Fatal(err)
+			r.t.Fatal(err)
 		}
-		if now != before[w] {
-			t.Errorf("%s changed, but this install must leave it alone", describe(w))
+		if now != r.before[w] {
+			r.t.Errorf("%s changed, but this install must leave it alone", describe(w))
 		}
-		if ok, _ := recorded(ctx, w); ok {
-			t.Errorf("%s was recorded, but this install must not watch it", describe(w))
+		if ok, _ := recorded(r.ctx, w); ok {
+			r.t.Errorf("%s was recorded, but this install must not watch it", describe(w))
 		}
 	}
+}
 
-	// Only one replica reloads; together they reload each workload.
+// checkReplicas checks, from each replica's /metrics, that exactly one reloaded, at least
+// once per workload; with HA, that it holds the Lease; and with checkMetrics, that it exposes
+// every metric the dashboard and the rules query.
+func (r *installRun) checkReplicas() {
+	t := r.t
 	reloaders, leader := 0, ""
-	for _, p := range procs {
+	for _, p := range r.procs {
 		text, err := p.metrics()
 		if err != nil {
 			t.Fatal(err)
 		}
 		n := sample(text, "reloader_reload_executed_total", `success="true"`)
 		t.Logf("%s: reloader_reload_executed_total{success=\"true\"} %v", p.name, n)
-		if n > 0 {
-			reloaders, leader = reloaders+1, p.name
+		if n == 0 {
+			continue
 		}
-		if n > 0 && n < float64(len(expected)) {
-			t.Errorf("%s reloaded %v times, want at least %d (one per workload)", p.name, n, len(expected))
+		reloaders, leader = reloaders+1, p.name
+		if n < float64(len(r.expected)) {
+			t.Errorf("%s reloaded %v times, want at least %d (one per workload)", p.name, n, len(r.expected))
 		}
-		if in.checkMetrics && n > 0 {
-			checkDashboardMetrics(t, in, release, releaseNS, text)
+		if r.in.checkMetrics {
+			checkDashboardMetrics(t, r.in, r.release, r.releaseNS, text)
 		}
 	}
 	if reloaders != 1 {
 		t.Errorf("%d replicas reloaded workloads, want exactly 1", reloaders)
 	}
-	if len(procs) > 1 {
-		checkLeaseHolder(t, ctx, releaseNS, leader)
+	if len(r.procs) > 1 {
+		checkLeaseHolder(t, r.ctx, r.releaseNS, leader)
 	}
 }
 
@@ -262,97 +293,4 @@ func checkLeaseHolder(t *testing.T, ctx context.Context, namespace, leader strin
 		return
 	}
 	t.Logf("Lease %s", holders[0])
-}
-
-// haReplicas is the number of replicas the values set asks for.
-func haReplicas(in install) int {
-	r, _ := in.values["reloader"].(map[string]any)
-	d, _ := r["deployment"].(map[string]any)
-	if n, ok := d["replicas"].(int); ok {
-		return n
-	}
-	return 1
-}
-
-// reloaderContainer is the chart's Deployment and its reloader container.
-func reloaderContainer(t *testing.T, objs []*unstructured.Unstructured) (*appsv1.Deployment, corev1.Container) {
-	t.Helper()
-	deployments := render.OfKind(objs, "Deployment")
-	if len(deployments) != 1 {
-		t.Fatalf("the chart rendered %d Deployments, want 1", len(deployments))
-	}
-	var d appsv1.Deployment
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(deployments[0].Object, &d); err != nil {
-		t.Fatal(err)
-	}
-	cs := d.Spec.Template.Spec.Containers
-	for _, c := range cs {
-		if strings.Contains(c.Name, "reloader") {
-			return &d, c
-		}
-	}
-	if len(cs) != 1 {
-		t.Fatalf("Deployment %s: no container named reloader among %d", d.Name, len(cs))
-	}
-	return &d, cs[0]
-}
-
-// checkAudit fails the test for every request of user the API server refused with 403,
-// naming it so that the missing RBAC rule is evident.
-func checkAudit(t *testing.T, user string) {
-	settleAuditLog()
-	events, err := requestsOf(user)
-	if err != nil {
-		t.Errorf("read audit log: %v", err)
-		return
-	}
-	if len(events) == 0 {
-		t.Errorf("no request of %s in the audit log: reloader did not run as the chart's ServiceAccount", user)
-		return
-	}
-	if denied := forbidden(events); len(denied) > 0 {
-		t.Errorf("%s was refused (403) %d kinds of request; the chart's RBAC misses:\n  %s", user, len(denied), strings.Join(denied, "\n  "))
-		return
-	}
-	t.Logf("audit: %d requests of %s, none refused (%s)", len(events), user, summary(events))
-}
-
-func ensureNamespace(t *testing.T, ctx context.Context, name string) {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := admin.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-}
-
-func create(t *testing.T, ctx context.Context, objs ...client.Object) {
-	t.Helper()
-	for _, o := range objs {
-		if err := admin.Create(ctx, o); err != nil {
-			t.Fatalf("create %s: %v", describe(o), err)
-		}
-	}
-}
-
-func describe(o client.Object) string {
-	kind := fmt.Sprintf("%T", o)
-	kind = kind[strings.LastIndex(kind, ".")+1:]
-	return fmt.Sprintf("%s %s/%s", kind, o.GetNamespace(), o.GetName())
-}
-
-// eventually polls check until it returns nil, and fails the test with its last error; an
-// error from abort fails it at once.
-func eventually(t *testing.T, ctx context.Context, what string, abort, check func() error) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 45*time.Second, true, func(context.Context) (bool, error) {
-		if err := abort(); err != nil {
-			return false, err
-		}
-		last = check()
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: %v (last: %v)", what, err, last)
-	}
 }
