@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -127,7 +128,9 @@ func TestUpstreamMetricNamesKeepUpstreamLabels(t *testing.T) {
 	opts := options.Default()
 	opts.MetricsAddr = freeAddr(t)
 	opts.Namespaces = []string{ns}
-	opts.CoalesceWindow = 0
+	// The latency histograms time from a change the coalescing window saw; with
+	// --coalesce-window=0 there is none.
+	opts.CoalesceWindow = 100 * time.Millisecond
 	opts.MetricsCountByNamespace = true
 	start(t, opts)
 	waitFor(t, "/ready 200", func() bool { code, _ := httpGet(opts.MetricsAddr, "/ready"); return code == http.StatusOK })
@@ -203,15 +206,22 @@ func TestUpstreamMetricNamesKeepUpstreamLabels(t *testing.T) {
 		{"reloader_workloads_matched_total", map[string]string{"kind": "Deployment"}},
 	}
 	var samples []sample
-	waitFor(t, "upstream's series filled", func() bool {
-		samples = scrape()
+	missing := func() []string {
+		var out []string
 		for _, v := range values {
 			if !hasSample(samples, v.name, v.labels) {
-				return false
+				out = append(out, fmt.Sprint(v.name, v.labels))
 			}
 		}
-		return true
-	})
+		return out
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for samples = scrape(); len(missing()) > 0 && time.Now().Before(deadline); samples = scrape() {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if m := missing(); len(m) > 0 {
+		t.Errorf("series without a value: %v", m)
+	}
 	for name, labels := range want {
 		got := labelNames(samples, name)
 		if got == nil {
