@@ -113,7 +113,7 @@ func For(opts options.Options, p Platform) Rules {
 		r.Watched = append(r.Watched, rule("events.k8s.io", "events", "create", "patch"))
 	}
 
-	if _, err := opts.NamespaceLabels(); err == nil && opts.NamespaceSelector != "" {
+	if sel, _ := opts.NamespaceLabels(); sel != nil {
 		// The selector is matched against the namespace's labels on every reconcile.
 		r.Cluster = append(r.Cluster, rule("", "namespaces", read...))
 	}
