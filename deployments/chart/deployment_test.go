@@ -203,6 +203,8 @@ reloader:
   podDisruptionBudget: {enabled: false}
   netpol: {enabled: false, from: [], to: []}
   verticalPodAutoscaler: {enabled: false, controlledResources: [], maxAllowed: {}, minAllowed: {}, updatePolicy: {updateMode: Auto}}
+  volumeMounts: []
+  volumes: []
   webhookUrl: ""
 `)
 	d, c := container(t, objs)
