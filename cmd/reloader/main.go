@@ -50,6 +50,7 @@ func newRootCommand(run func(context.Context, options.Options) error) *cobra.Com
 		},
 	}
 	cmd.SetVersionTemplate("{{.Version}}\n")
+	cmd.Flags().Bool("version", false, "print the version, commit and Go version, and exit")
 	opts.BindFlags(cmd.Flags())
 	return cmd
 }
