@@ -89,11 +89,32 @@ func Index(images map[string]v1.Image, arches []string, meta Metadata) v1.ImageI
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	for _, arch := range arches {
 		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{
-			Add:        images[arch],
+			Add:        plainImage{images[arch]},
 			Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: arch}},
 		})
 	}
 	return mutate.Annotations(idx, meta.Labels()).(v1.ImageIndex)
+}
+
+// plainImage is described in the index as an image, not as an artifact: go-containerregistry
+// otherwise sets each descriptor's artifactType to the config media type, which OCI reserves
+// for artifacts, docker buildx never writes, and older copy tools drop (changing the digest).
+type plainImage struct{ v1.Image }
+
+// Descriptor is what the index lists for the image.
+func (i plainImage) Descriptor() (*v1.Descriptor, error) {
+	d := &v1.Descriptor{}
+	var err error
+	if d.MediaType, err = i.MediaType(); err != nil {
+		return nil, err
+	}
+	if d.Size, err = i.Size(); err != nil {
+		return nil, err
+	}
+	if d.Digest, err = i.Digest(); err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 // gzipLayer compresses the tar once, with the standard library's gzip (no header time), so

@@ -112,6 +112,9 @@ func TestIndexAndConfig(t *testing.T) {
 		if d.MediaType != types.OCIManifestSchema1 {
 			t.Errorf("%s: manifest media type %s", d.Platform, d.MediaType)
 		}
+		if d.ArtifactType != "" {
+			t.Errorf("%s: listed as an artifact of type %s, not as an image", d.Platform, d.ArtifactType)
+		}
 	}
 	if want := []string{"linux/amd64", "linux/arm64"}; !slices.Equal(platforms, want) {
 		t.Errorf("index platforms %v, want %v", platforms, want)
