@@ -8,7 +8,10 @@ GO    ?= go
 all: build
 
 # Release identity stamped into the binary (reloader --version, the meta-info ConfigMap, the image).
-VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# A tagged commit is released under its tag; otherwise the chart's appVersion, so that the image
+# `make image` writes is the one the chart installs by default.
+APP_VERSION := $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' deployments/chart/reloader/Chart.yaml)
+VERSION  ?= $(shell git describe --tags --exact-match 2>/dev/null || echo $(APP_VERSION))
 COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -s -w -X github.com/reloader-operator/reloader/internal/version.Version=$(VERSION) \
 	-X github.com/reloader-operator/reloader/internal/version.Commit=$(COMMIT)

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
@@ -75,7 +76,31 @@ func run(_ context.Context, opts options.Options) error {
 	}
 	logger.Info("starting reloader", "namespaces", opts.Namespaces, "strategy", opts.ReloadStrategy,
 		"autoReloadAll", opts.AutoReloadAll, "coalesceWindow", opts.CoalesceWindow.String(), "ha", opts.EnableHA)
-	return mgr.Start(ctx)
+	return startUntilStopped(ctx, mgr.Start, shutdownGrace)
+}
+
+// shutdownGrace bounds the wait for the manager after a stop signal; it is below the
+// kubelet's default 30 s grace period, so reloader exits on its own terms.
+const shutdownGrace = 15 * time.Second
+
+// startUntilStopped runs start and, once ctx is cancelled, waits at most grace for it to
+// return. controller-runtime's manager never returns from a stop signal while a cache has
+// not synced (say, a kind RBAC forbids): it waits for the sync that can't come. No
+// reconcile runs before the caches sync, so exiting then loses nothing.
+func startUntilStopped(ctx context.Context, start func(context.Context) error, grace time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- start(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(grace):
+		return fmt.Errorf("still stopping %v after the stop signal (a watched kind never synced?); exiting", grace)
+	}
 }
 
 func newLogger(opts options.Options) (logr.Logger, error) {

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
@@ -152,5 +153,36 @@ func TestVersionPrintsBuildAndExits(t *testing.T) {
 	}
 	if !strings.HasPrefix(out.String(), "reloader ") || !strings.Contains(out.String(), runtime.Version()) || !strings.Contains(out.String(), "commit ") {
 		t.Errorf("--version printed %q", out.String())
+	}
+}
+
+func TestStartUntilStoppedReturnsWhenStartIgnoresTheSignal(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	block := make(chan struct{})
+	defer close(block)
+	stuck := func(context.Context) error { <-block; return nil } // as a manager waiting for a sync
+	result := make(chan error, 1)
+	go func() { result <- startUntilStopped(ctx, stuck, 50*time.Millisecond) }()
+	cancel()
+	select {
+	case err := <-result:
+		if err == nil || !strings.Contains(err.Error(), "never synced") {
+			t.Fatalf("err = %v; want the shutdown-grace error", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("startUntilStopped did not return after the grace period")
+	}
+}
+
+func TestStartUntilStoppedReturnsStartsResult(t *testing.T) {
+	want := errors.New("boom")
+	if err := startUntilStopped(context.Background(), func(context.Context) error { return want }, time.Second); !errors.Is(err, want) {
+		t.Fatalf("err = %v; want %v", err, want)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	clean := func(ctx context.Context) error { <-ctx.Done(); return nil }
+	if err := startUntilStopped(ctx, clean, time.Minute); err != nil {
+		t.Fatalf("a clean stop returned %v", err)
 	}
 }
