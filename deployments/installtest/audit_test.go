@@ -1,14 +1,14 @@
 package installtest
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"os"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reloader-operator/reloader/internal/audit"
 )
 
 // auditPolicy records every request of a ServiceAccount, once, when its response is sent;
@@ -21,44 +21,6 @@ rules:
   userGroups: ["system:serviceaccounts"]
 - level: None
 `
-
-// auditEvent is the part of an audit.k8s.io/v1 Event this test reads.
-type auditEvent struct {
-	Verb       string `json:"verb"`
-	RequestURI string `json:"requestURI"`
-	User       struct {
-		Username string `json:"username"`
-	} `json:"user"`
-	ObjectRef struct {
-		Resource    string `json:"resource"`
-		Subresource string `json:"subresource"`
-		Namespace   string `json:"namespace"`
-		Name        string `json:"name"`
-		APIGroup    string `json:"apiGroup"`
-	} `json:"objectRef"`
-	ResponseStatus struct {
-		Code int `json:"code"`
-	} `json:"responseStatus"`
-}
-
-// what names the request for a person fixing RBAC: verb group/resource[/sub] ns/name.
-func (e auditEvent) what() string {
-	r := e.ObjectRef.Resource
-	if e.ObjectRef.APIGroup != "" {
-		r = e.ObjectRef.APIGroup + "/" + r
-	}
-	if e.ObjectRef.Subresource != "" {
-		r += "/" + e.ObjectRef.Subresource
-	}
-	where := "cluster-wide"
-	if e.ObjectRef.Namespace != "" {
-		where = "namespace " + e.ObjectRef.Namespace
-	}
-	if e.ObjectRef.Name != "" {
-		where += " name " + e.ObjectRef.Name
-	}
-	return fmt.Sprintf("%s %s (%s)", e.Verb, r, where)
-}
 
 // settleAuditLog waits until the log has stopped growing for a moment: the API server logs
 // a watch when it notices that its client has gone, shortly after the process exited.
@@ -74,30 +36,14 @@ func settleAuditLog() {
 }
 
 // requestsOf returns the audited requests of user.
-func requestsOf(user string) ([]auditEvent, error) {
-	f, err := os.Open(auditLog)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []auditEvent
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var e auditEvent
-		if json.Unmarshal(sc.Bytes(), &e) == nil && e.User.Username == user {
-			out = append(out, e)
-		}
-	}
-	return out, sc.Err()
-}
+func requestsOf(user string) ([]audit.Event, error) { return audit.Read(auditLog, user) }
 
 // forbidden lists the distinct requests answered 403, with how often each was.
-func forbidden(events []auditEvent) []string {
+func forbidden(events []audit.Event) []string {
 	counts := map[string]int{}
 	for _, e := range events {
 		if e.ResponseStatus.Code == 403 {
-			counts[e.what()]++
+			counts[e.Request()]++
 		}
 	}
 	var out []string
@@ -122,7 +68,7 @@ func refusals(user string) error {
 
 // summary counts requests by verb, resource and code, for the log of a passing run: what
 // the install's RBAC is used for.
-func summary(events []auditEvent) string {
+func summary(events []audit.Event) string {
 	counts := map[string]int{}
 	for _, e := range events {
 		r := e.ObjectRef.Resource

@@ -1,11 +1,11 @@
 package loadtest
 
 import (
-	"bufio"
 	"encoding/json"
-	"os"
 	"strconv"
 	"time"
+
+	"github.com/reloader-operator/reloader/internal/audit"
 )
 
 // auditPolicy logs every request of the users under test at Metadata level, once, when it
@@ -22,40 +22,6 @@ rules:
 `
 }
 
-// auditEvent is the part of an audit.k8s.io/v1 Event the load test reads.
-type auditEvent struct {
-	Verb string `json:"verb"`
-	User struct {
-		Username string `json:"username"`
-	} `json:"user"`
-	ObjectRef struct {
-		Resource string `json:"resource"`
-	} `json:"objectRef"`
-	ResponseStatus struct {
-		Code int `json:"code"`
-	} `json:"responseStatus"`
-	Received time.Time `json:"requestReceivedTimestamp"`
-}
-
-// readAudit returns the events of user in the log.
-func readAudit(path, user string) ([]auditEvent, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []auditEvent
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var e auditEvent
-		if json.Unmarshal(sc.Bytes(), &e) == nil && e.User.Username == user {
-			out = append(out, e)
-		}
-	}
-	return out, sc.Err()
-}
-
 // API is a side's request count, from the audit log.
 type API struct {
 	Total     int            `json:"total"`
@@ -66,7 +32,7 @@ type API struct {
 	Writes    int            `json:"writes"`
 }
 
-func countAPI(events []auditEvent) API {
+func countAPI(events []audit.Event) API {
 	a := API{ByVerb: map[string]int{}, ByCode: map[string]int{}}
 	for _, e := range events {
 		a.Total++
@@ -86,7 +52,7 @@ func countAPI(events []auditEvent) API {
 }
 
 // rate is the requests per second, watches left out, received in [from, to).
-func rate(events []auditEvent, from, to time.Time) float64 {
+func rate(events []audit.Event, from, to time.Time) float64 {
 	n := 0
 	for _, e := range events {
 		if e.Verb != "watch" && !e.Received.Before(from) && e.Received.Before(to) {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reloader-operator/reloader/internal/audit"
 )
 
 func TestJudge(t *testing.T) {
@@ -97,7 +99,7 @@ func TestAuditCounting(t *testing.T) {
 	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ev, err := readAudit(path, "loadtest-new")
+	ev, err := audit.Read(path, "loadtest-new")
 	if err != nil {
 		t.Fatal(err)
 	}

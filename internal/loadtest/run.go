@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/reloader-operator/reloader/internal/audit"
 	"github.com/reloader-operator/reloader/internal/localcluster"
 )
 
@@ -178,11 +179,11 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 		return err
 	}
 	defer ctl.Stop()
-	events := func() []auditEvent {
+	events := func() []audit.Event {
 		if auditLog == "" {
 			return nil
 		}
-		ev, _ := readAudit(auditLog, user)
+		ev, _ := audit.Read(auditLog, user)
 		return ev
 	}
 	if auditLog != "" {
