@@ -37,11 +37,13 @@ import (
 	"github.com/reloader-operator/reloader/internal/coalesce"
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/extapi"
+	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/metainfo"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/notify"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
@@ -67,10 +69,15 @@ func New(ctx context.Context, cfg *rest.Config, opts options.Options, logger log
 	}
 
 	var sources []controller.SourceType
-	for _, st := range []controller.SourceType{controller.ConfigMaps, controller.Secrets} {
-		if !ignored[st.Kind] {
-			sources = append(sources, st)
+	if !ignored[source.ConfigMap] {
+		sources = append(sources, controller.ConfigMaps)
+	}
+	if !ignored[source.Secret] {
+		key, err := hashkey.Setup(ctx, cfg, opts.ReloaderNamespace, opts.Namespaces, logger.WithName("hash-key"))
+		if err != nil {
+			return nil, err
 		}
+		sources = append(sources, controller.Secrets(key))
 	}
 	if opts.EnableCSIIntegration {
 		if apis.has(&extapi.SecretProviderClassPodStatus{}) {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -124,7 +125,7 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Reques
 		hashes[id] = o.hash
 	}
 	last, hasRecord := r.record(ctx, obj)
-	changed, next := reload.Diff(last, hasRecord, hashes, r.Behaviour.Events)
+	changed, next := reload.Diff(rebase(last, sources), hasRecord, hashes, r.Behaviour.Events)
 	if len(changed) > 0 {
 		if wait := r.Window.Wait(k); wait > 0 {
 			logger.V(1).Info("waiting for changes to settle", "wait", wait.String(), "changed", len(changed))
@@ -136,9 +137,9 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Reques
 		o := sources[id]
 		changes = append(changes, reload.Change{ID: id, Hash: o.hash, Containers: reload.TargetContainers(o.ref, &tw.tpl.Spec)})
 	}
-	var related client.Object
+	var related runtime.Object
 	if len(changed) > 0 {
-		related = sources[changed[0]].obj
+		related = r.relatedRef(sources[changed[0]].obj)
 	}
 	outcome := metrics.OutcomeUnchanged
 	if why, reason := r.skip(obj); len(changes) > 0 && why != "" {

@@ -17,9 +17,15 @@ import (
 	"github.com/reloader-operator/reloader/internal/source"
 )
 
-// cachedHashAnnotation carries a source's content hash inside reloader's cache, where the
-// content itself is dropped. It never reaches the API server.
-const cachedHashAnnotation = "reloader.dev/cached-content-hash"
+// Inside reloader's cache, where a source's content is dropped, these annotations carry its
+// content hash, and for a Secret the hash of the UID-keyed scheme that upgrades old records.
+// Their keys are not valid annotation keys (':' is not allowed in a name): the API server
+// rejects them, so an object that carries one was transformed by reloader, never by a user.
+// (An earlier, valid key let a user pin a source's hash and keep its data in memory.)
+const (
+	cachedHashAnnotation    = "reloader.dev/cache:content-hash"
+	cachedUIDHashAnnotation = "reloader.dev/cache:uid-keyed-hash"
+)
 
 // IndexPooledSource indexes the objects of a pooled source type by the source they belong to.
 const IndexPooledSource = "reloader.pooled-source"
@@ -34,6 +40,8 @@ type SourceType struct {
 	NewList   func() client.ObjectList
 	// Hash computes the content hash of a full watched object.
 	Hash func(client.Object) string
+	// UIDHash computes the hash of the UID-keyed scheme, for Secrets only.
+	UIDHash func(client.Object) string
 	// Field narrows the watch server-side.
 	Field fields.Selector
 	// Pool is set when a source is seen through many objects, one per pod (CSI mounts).
@@ -48,7 +56,21 @@ type Pool struct {
 	Versions func(client.Object) []string
 }
 
-// ConfigMaps, Secrets and CSIMounts are the source types.
+// Secrets is the Secret source type, hashed under the install's key.
+func Secrets(key hash.Key) SourceType {
+	return SourceType{
+		Kind:      source.Secret,
+		Resource:  "secrets",
+		NewObject: func() client.Object { return &corev1.Secret{} },
+		NewList:   func() client.ObjectList { return &corev1.SecretList{} },
+		Hash:      func(o client.Object) string { return hash.Secret(key, o.(*corev1.Secret)) },
+		UIDHash:   func(o client.Object) string { return hash.UIDKeyedSecret(o.(*corev1.Secret)) },
+		// Service account tokens are rotated by Kubernetes and are never user config.
+		Field: fields.OneTermNotEqualSelector("type", string(corev1.SecretTypeServiceAccountToken)),
+	}
+}
+
+// ConfigMaps and CSIMounts are the source types that need no key.
 var (
 	ConfigMaps = SourceType{
 		Kind:      source.ConfigMap,
@@ -56,15 +78,6 @@ var (
 		NewObject: func() client.Object { return &corev1.ConfigMap{} },
 		NewList:   func() client.ObjectList { return &corev1.ConfigMapList{} },
 		Hash:      func(o client.Object) string { return hash.ConfigMap(o.(*corev1.ConfigMap)) },
-	}
-	Secrets = SourceType{
-		Kind:      source.Secret,
-		Resource:  "secrets",
-		NewObject: func() client.Object { return &corev1.Secret{} },
-		NewList:   func() client.ObjectList { return &corev1.SecretList{} },
-		Hash:      func(o client.Object) string { return hash.Secret(o.(*corev1.Secret)) },
-		// Service account tokens are rotated by Kubernetes and are never user config.
-		Field: fields.OneTermNotEqualSelector("type", string(corev1.SecretTypeServiceAccountToken)),
 	}
 	// CSIMounts see a SecretProviderClass through the Secrets Store CSI driver's status of
 	// each pod's mount: a new object version in any of them is a change of the class.
@@ -106,6 +119,10 @@ func (t SourceType) Transform(obj any) (any, error) {
 		return o, nil
 	}
 	h := t.Hash(o)
+	var uidHash string
+	if t.UIDHash != nil {
+		uidHash = t.UIDHash(o)
+	}
 	switch v := o.(type) {
 	case *corev1.ConfigMap:
 		v.Data, v.BinaryData = nil, nil
@@ -118,6 +135,9 @@ func (t SourceType) Transform(obj any) (any, error) {
 		ann = map[string]string{}
 	}
 	ann[cachedHashAnnotation] = h
+	if uidHash != "" {
+		ann[cachedUIDHashAnnotation] = uidHash
+	}
 	o.SetAnnotations(ann)
 	return o, nil
 }
@@ -128,6 +148,17 @@ func (t SourceType) contentHash(o client.Object) string {
 		return h
 	}
 	return t.Hash(o)
+}
+
+// uidHash reads a Secret's UID-keyed hash from a cached object, or computes it from a full one.
+func (t SourceType) uidHash(o client.Object) string {
+	if t.UIDHash == nil {
+		return ""
+	}
+	if h, ok := o.GetAnnotations()[cachedUIDHashAnnotation]; ok {
+		return h
+	}
+	return t.UIDHash(o)
 }
 
 // sourceName names the source a watched object stands for.
@@ -152,6 +183,8 @@ type snapshot struct {
 	obj         client.Object
 	hash        string
 	annotations map[string]string
+	// uidHash is a Secret's hash in the UID-keyed scheme, to upgrade records made with it.
+	uidHash string
 }
 
 // get reads one source; ok is false when it does not exist.
@@ -172,7 +205,7 @@ func (t SourceType) get(ctx context.Context, c client.Reader, ns, name string) (
 	if err != nil {
 		return snapshot{}, false, fmt.Errorf("get %s %s/%s: %w", t.Kind, ns, name, err)
 	}
-	return snapshot{obj: o, hash: t.contentHash(o), annotations: o.GetAnnotations()}, true, nil
+	return t.snapshot(o), true, nil
 }
 
 // all reads every source of the kind in a namespace, by name.
@@ -186,9 +219,13 @@ func (t SourceType) all(ctx context.Context, c client.Reader, ns string) (map[st
 	}
 	out := map[string]snapshot{}
 	err := forEach(list, func(o client.Object) {
-		out[o.GetName()] = snapshot{obj: o, hash: t.contentHash(o), annotations: o.GetAnnotations()}
+		out[o.GetName()] = t.snapshot(o)
 	})
 	return out, err
+}
+
+func (t SourceType) snapshot(o client.Object) snapshot {
+	return snapshot{obj: o, hash: t.contentHash(o), annotations: o.GetAnnotations(), uidHash: t.uidHash(o)}
 }
 
 // pooled folds the objects of a pooled type into one snapshot per source.

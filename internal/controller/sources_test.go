@@ -4,7 +4,9 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/reloader-operator/reloader/internal/hash"
 )
@@ -30,12 +32,28 @@ func TestTransformKeepsOnlyTheHashAndIsIdempotent(t *testing.T) {
 		}
 	}
 
+	key, err := hash.NewKey(make([]byte, hash.KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := Secrets(key)
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", UID: "u1"}, Data: map[string][]byte{"p": []byte("x")}}
-	want = hash.Secret(s)
+	want, wantUID := hash.Secret(key, s), hash.UIDKeyedSecret(s)
 	for pass := 1; pass <= 2; pass++ {
-		out, _ := Secrets.Transform(s)
-		if got := out.(*corev1.Secret); got.Data != nil || Secrets.contentHash(got) != want {
+		out, _ := secrets.Transform(s)
+		got := out.(*corev1.Secret)
+		if got.Data != nil || secrets.contentHash(got) != want || secrets.uidHash(got) != wantUID {
 			t.Fatalf("pass %d: secret data kept or hash wrong", pass)
+		}
+	}
+}
+
+// TestCacheMarkerIsNoValidAnnotationKey: the marker that tells a transformed object must be
+// one the API server refuses, or a user could set it (see TestSpoofedCacheMarker).
+func TestCacheMarkerIsNoValidAnnotationKey(t *testing.T) {
+	for _, key := range []string{cachedHashAnnotation, cachedUIDHashAnnotation} {
+		if errs := apivalidation.ValidateAnnotations(map[string]string{key: "x"}, field.NewPath("annotations")); len(errs) == 0 {
+			t.Errorf("%s is a valid annotation key: a user could spoof the cache marker", key)
 		}
 	}
 }

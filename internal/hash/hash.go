@@ -23,15 +23,34 @@ func ConfigMap(cm *corev1.ConfigMap) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// Secret returns an HMAC-SHA256 of a Secret's data, keyed by the Secret's UID.
+// Secret returns an HMAC-SHA256 of a Secret's namespace, name and data under the install's
+// key, prefixed by the key's ID ("<id>:<hex>").
 //
-// The hash ends up in pod templates, which more people can read than Secrets. A plain hash
-// of a short password can be brute-forced from it; the UID is a 122-bit random key known only
-// to those who can read the Secret itself.
-func Secret(s *corev1.Secret) string {
+// The hash ends up in pod templates, which more people can read than Secrets: a plain hash of
+// a short password could be brute-forced from it. The key is random and kept in a Secret only
+// reloader reads. Namespace and name are hashed too, so two Secrets holding the same password
+// can't be told apart by their hashes. The ID prefix tells which key made a recorded hash, so
+// that a hash from another key is re-based rather than compared (see KeyID).
+func Secret(k Key, s *corev1.Secret) string {
+	h := hmac.New(sha256.New, k.secret)
+	writeString(h, s.Namespace)
+	writeString(h, s.Name)
+	writeSection(h, 'd', s.Data)
+	return k.id + keySeparator + hex.EncodeToString(h.Sum(nil))
+}
+
+// UIDKeyedSecret is the Secret hash of releases before the install key: an HMAC of the data
+// keyed by the Secret's UID, with no key ID. It is computed only to upgrade records written
+// by those releases without a rollout.
+func UIDKeyedSecret(s *corev1.Secret) string {
 	h := hmac.New(sha256.New, []byte(s.UID))
 	writeSection(h, 'd', s.Data)
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+func writeString(h hash.Hash, s string) {
+	writeLen(h, len(s))
+	h.Write([]byte(s))
 }
 
 // writeSection writes a tag, then each key and value in key order, each prefixed by its

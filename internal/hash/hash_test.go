@@ -1,6 +1,9 @@
 package hash
 
 import (
+	"bytes"
+	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,18 +42,63 @@ func TestConfigMap(t *testing.T) {
 }
 
 func TestSecret(t *testing.T) {
-	s := func(uid string, data map[string][]byte) *corev1.Secret {
-		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{UID: k8stypes.UID("u-" + uid)}, Data: data}
+	key := func(b byte) Key {
+		k, err := NewKey(bytes.Repeat([]byte{b}, KeySize))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
 	}
-	a := Secret(s("1", map[string][]byte{"password": []byte("hunter2")}))
-	if got := Secret(s("1", map[string][]byte{"password": []byte("hunter2")})); got != a {
-		t.Errorf("same secret hashed differently: %s vs %s", got, a)
+	s := func(ns, name, uid, password string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: k8stypes.UID(uid)},
+			Data: map[string][]byte{"password": []byte(password)}}
 	}
-	if got := Secret(s("1", map[string][]byte{"password": []byte("hunter3")})); got == a {
-		t.Error("changed data kept its hash")
+	k1, k2 := key(1), key(2)
+	a := Secret(k1, s("ns", "db", "u1", "hunter2"))
+	tests := []struct {
+		name string
+		got  string
+		same bool
+	}{
+		{"same data, re-created (new UID)", Secret(k1, s("ns", "db", "u2", "hunter2")), true},
+		{"data changed", Secret(k1, s("ns", "db", "u1", "hunter3")), false},
+		{"other key", Secret(k2, s("ns", "db", "u1", "hunter2")), false},
+		{"other name, same data", Secret(k1, s("ns", "db2", "u1", "hunter2")), false},
+		{"other namespace, same data", Secret(k1, s("ns2", "db", "u1", "hunter2")), false},
 	}
-	if got := Secret(s("2", map[string][]byte{"password": []byte("hunter2")})); got == a {
-		t.Error("hash does not depend on the key (UID): it is a plain hash of the data")
+	for _, tt := range tests {
+		if (tt.got == a) != tt.same {
+			t.Errorf("%s: equal to base = %v, want %v", tt.name, tt.got == a, tt.same)
+		}
+	}
+	if id, keyed := KeyID(a); !keyed || id != k1.ID() {
+		t.Errorf("KeyID(%q) = %q, %v; want %q, true", a, id, keyed, k1.ID())
+	}
+	if id, _ := KeyID(Secret(k2, s("ns", "db", "u1", "x"))); id == k1.ID() {
+		t.Error("two keys share an ID")
+	}
+	old := UIDKeyedSecret(s("ns", "db", "u1", "hunter2"))
+	if _, keyed := KeyID(old); keyed {
+		t.Errorf("UID-keyed hash %q reads as keyed", old)
+	}
+	if old == UIDKeyedSecret(s("ns", "db", "u2", "hunter2")) {
+		t.Error("UID-keyed hash does not depend on the UID")
+	}
+}
+
+func TestKeyNeverPrintsItsBytes(t *testing.T) {
+	secret := bytes.Repeat([]byte{0xab}, KeySize)
+	k, err := NewKey(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, format := range []string{"%v", "%+v", "%#v", "%s", "%x"} {
+		if out := fmt.Sprintf(format, k); strings.Contains(out, "abab") || strings.Contains(out, string(secret)) {
+			t.Errorf("%s prints the key's bytes: %s", format, out)
+		}
+	}
+	if _, err := NewKey(secret[:16]); err == nil {
+		t.Error("a 16-byte key was accepted")
 	}
 }
 

@@ -1,0 +1,54 @@
+package hash
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// KeySize is the length of an install key, in bytes.
+const KeySize = 32
+
+// keySeparator ends the key ID at the start of a keyed hash. Hex digests never contain it.
+const keySeparator = ":"
+
+// Key is the secret key of Secret hashes, shared by every replica of an install. Its bytes
+// never leave it: String and the ID say only which key it is.
+type Key struct {
+	id     string
+	secret []byte
+}
+
+// NewKey wraps KeySize random bytes. The ID is a digest of them: it names the key without
+// revealing it.
+func NewKey(secret []byte) (Key, error) {
+	if len(secret) != KeySize {
+		return Key{}, fmt.Errorf("hash key is %d bytes, want %d", len(secret), KeySize)
+	}
+	sum := sha256.Sum256(append([]byte("reloader hash key id\x00"), secret...))
+	return Key{id: hex.EncodeToString(sum[:4]), secret: append([]byte(nil), secret...)}, nil
+}
+
+// ID names the key in the hashes it makes.
+func (k Key) ID() string { return k.id }
+
+// String names the key without its bytes, so that printing one by mistake leaks nothing.
+func (k Key) String() string { return "hash.Key(" + k.id + ")" }
+
+// GoString is String, for %#v.
+func (k Key) GoString() string { return k.String() }
+
+// Valid reports whether the key was made by NewKey.
+func (k Key) Valid() bool { return len(k.secret) == KeySize }
+
+// ErrNoKey is returned where a Secret hash is wanted without a key.
+var ErrNoKey = errors.New("no hash key")
+
+// KeyID returns the ID of the key a Secret hash was made with; keyed is false for a hash of
+// the UID-keyed scheme (UIDKeyedSecret), and for anything else without a key ID.
+func KeyID(h string) (id string, keyed bool) {
+	id, _, keyed = strings.Cut(h, keySeparator)
+	return id, keyed
+}

@@ -1,0 +1,110 @@
+// Package hashkey keeps the install's Secret hash key: 32 random bytes in a Secret in
+// reloader's own namespace, created by the first replica that starts and read by every
+// other, so that all replicas, and every restart, hash a Secret the same way.
+package hashkey
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/internal/hash"
+)
+
+// SecretName names the key's Secret. RBAC grants reloader get on this name only.
+const SecretName = "reloader-hash-key"
+
+// dataKey holds the key's bytes in the Secret.
+const dataKey = "key"
+
+// FallbackNamespace holds the key when reloader has no namespace of its own and watches all
+// namespaces.
+const FallbackNamespace = "default"
+
+// Namespace says where the key lives: reloader's own namespace (RELOADER_NAMESPACE, else
+// POD_NAMESPACE), else the first namespace it watches, else FallbackNamespace. own is false for
+// the fallbacks, which a run outside the cluster (`reloader --kubeconfig`) gets; they are
+// stable across restarts, which a per-process key would not be: every restart would re-base
+// every Secret hash and miss the changes made meanwhile.
+func Namespace(reloaderNamespace string, watched []string) (ns string, own bool) {
+	switch {
+	case reloaderNamespace != "":
+		return reloaderNamespace, true
+	case len(watched) > 0:
+		return watched[0], false
+	}
+	return FallbackNamespace, false
+}
+
+// Setup finds the key's namespace, then loads the key there with a client of its own, since
+// it runs before reloader's manager and cache exist.
+func Setup(ctx context.Context, cfg *rest.Config, reloaderNamespace string, watched []string, logger logr.Logger) (hash.Key, error) {
+	ns, own := Namespace(reloaderNamespace, watched)
+	if !own {
+		logger.Info("no namespace of reloader's own (RELOADER_NAMESPACE, POD_NAMESPACE): keeping the Secret hash key in "+ns,
+			"secret", ns+"/"+SecretName)
+	}
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return hash.Key{}, err
+	}
+	k, err := Load(ctx, c, ns)
+	if err != nil {
+		return hash.Key{}, err
+	}
+	logger.Info("Secret hash key loaded", "secret", ns+"/"+SecretName, "keyID", k.ID())
+	return k, nil
+}
+
+// Load reads the key from its Secret in ns, creating the Secret first if there is none. Two
+// replicas starting at once may both try to create it: the loser reads the winner's. c must
+// read from the API server, not from reloader's cache, which drops Secret data.
+func Load(ctx context.Context, c client.Client, ns string) (hash.Key, error) {
+	s := &corev1.Secret{}
+	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: SecretName}, s)
+	if apierrors.IsNotFound(err) {
+		s, err = create(ctx, c, ns)
+		if apierrors.IsAlreadyExists(err) {
+			s = &corev1.Secret{}
+			err = c.Get(ctx, client.ObjectKey{Namespace: ns, Name: SecretName}, s)
+		}
+	}
+	if err != nil {
+		return hash.Key{}, fmt.Errorf("hash key Secret %s/%s: %w", ns, SecretName, err)
+	}
+	k, err := hash.NewKey(s.Data[dataKey])
+	if err != nil {
+		// Never replaced here: another replica may be hashing with it. Delete it to start over.
+		return hash.Key{}, fmt.Errorf("hash key Secret %s/%s: %w; delete it and restart reloader to make a new one", ns, SecretName, err)
+	}
+	return k, nil
+}
+
+func create(ctx context.Context, c client.Client, ns string) (*corev1.Secret, error) {
+	b := make([]byte, hash.KeySize)
+	if _, err := rand.Read(b); err != nil {
+		return nil, err
+	}
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: SecretName,
+			Labels: map[string]string{"app.kubernetes.io/managed-by": "reloader"},
+			Annotations: map[string]string{
+				"reloader.dev/purpose": "Key of the Secret hashes reloader writes into pod templates. Deleting it re-bases every recorded Secret hash at reloader's next start: no rollout, but a Secret change made while reloader restarts is missed.",
+			}},
+		Type:      corev1.SecretTypeOpaque,
+		Data:      map[string][]byte{dataKey: b},
+		Immutable: ptr.To(true),
+	}
+	if err := c.Create(ctx, s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
