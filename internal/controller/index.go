@@ -12,9 +12,9 @@ import (
 )
 
 // IndexSources indexes workloads by the sources that may concern them: "configmap/name" for
-// each reference in the pod template, "configmap/*" when the workload names ConfigMaps in a
-// reload annotation (names there are regular expressions, so they can't be indexed by value),
-// and "workloadref/name" when it runs the template of Deployment "name".
+// each reference in the pod template and each name in a reload annotation, "configmap/*" when
+// a reload annotation holds a pattern for ConfigMaps (which can't be indexed by value), and
+// "workloadref/name" when it runs the template of Deployment "name".
 const IndexSources = "reloader.sources"
 
 func anyOf(kind source.Kind) string { return string(kind) + "/*" }
@@ -44,9 +44,13 @@ func sourceIndexer(kind workload.Kind, keys reload.Keys) client.IndexerFunc {
 		for _, ref := range source.Refs(&tpl.Spec) {
 			values = append(values, ref.ID.String())
 		}
-		rules, _ := reload.ParseRules(keys, obj.GetAnnotations(), tpl.Annotations)
-		for _, k := range source.Kinds {
-			if rules.HasNamed(k) {
+		// Runs under the informer's lock on every workload write: it reads the annotations
+		// within their limits and compiles nothing.
+		for k, named := range reload.ScanNamed(keys, obj.GetAnnotations(), tpl.Annotations) {
+			for _, name := range named.Literal {
+				values = append(values, source.ID{Kind: k, Name: name}.String())
+			}
+			if named.Patterns {
 				values = append(values, anyOf(k))
 			}
 		}

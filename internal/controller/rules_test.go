@@ -32,7 +32,7 @@ func TestTriggerRulesOverTheAPI(t *testing.T) {
 		{name: "typed configmap auto ignores secrets", meta: map[string]string{"configmap.reloader.stakater.com/auto": "true"}, change: "sec"},
 		{name: "typed secret auto", meta: map[string]string{"secret.reloader.stakater.com/auto": "true"}, change: "sec", want: "sidecar", wantVar: secVar},
 		{name: "named regex, not referenced, goes to the first container",
-			meta: map[string]string{"configmap.reloader.stakater.com/reload": "other,c.g"}, change: "cfg", want: "app", wantVar: cmVar,
+			meta: map[string]string{"configmap.reloader.stakater.com/reload": "other,c.*g"}, change: "cfg", want: "app", wantVar: cmVar,
 			template: func() corev1.PodTemplateSpec { return podSpec() }},
 		{name: "named entry is anchored", meta: map[string]string{"configmap.reloader.stakater.com/reload": "cf"}, change: "cfg"},
 		{name: "search with match", meta: map[string]string{"reloader.stakater.com/search": "true"}, srcAn: map[string]string{"reloader.stakater.com/match": "true"}, change: "cfg", want: "app", wantVar: cmVar},

@@ -1,7 +1,6 @@
 package reload
 
 import (
-	"regexp"
 	"strings"
 
 	"github.com/reloader-operator/reloader/internal/source"
@@ -47,7 +46,7 @@ type Candidate struct {
 }
 
 // Concerns applies upstream Reloader's decision order: ignored kind, the source's ignore
-// annotation, exclude lists, named entries, search + match, auto and typed auto, then
+// annotation, exclude lists (exact names), named entries (names, or anchored patterns), search + match, auto and typed auto, then
 // --auto-reload-all when no auto annotation is set.
 func (p *Policy) Concerns(r *Rules, c Candidate) (bool, Reason) {
 	kind, name := c.ID.Kind, c.ID.Name
@@ -56,9 +55,9 @@ func (p *Policy) Concerns(r *Rules, c Candidate) (bool, Reason) {
 		return false, ReasonKindIgnored
 	case isTrue(c.Annotations[p.Keys.Ignore]):
 		return false, ReasonSourceIgnored
-	case matchesAny(r.Exclude[kind], name):
+	case r.Exclude[kind].Match(name):
 		return false, ReasonExcluded
-	case matchesAny(r.Named[kind], name):
+	case r.Named[kind].Match(name):
 		return true, ReasonNamed
 	case !c.Referenced:
 		return false, ReasonNotReferenced
@@ -74,15 +73,6 @@ func (p *Policy) Concerns(r *Rules, c Candidate) (bool, Reason) {
 		return true, ReasonAutoReloadAll
 	}
 	return false, ReasonNoRule
-}
-
-func matchesAny(res []*regexp.Regexp, name string) bool {
-	for _, re := range res {
-		if re.MatchString(name) {
-			return true
-		}
-	}
-	return false
 }
 
 func isTrue(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "true") }

@@ -44,8 +44,8 @@ func TestParseRulesReportsBadValuesAndKeepsTheRest(t *testing.T) {
 	if !strings.Contains(errs[0].Error()+errs[1].Error(), "bad-[") {
 		t.Errorf("errors do not name the bad entry: %v", errs)
 	}
-	if got := len(r.Named[source.ConfigMap]); got != 2 {
-		t.Errorf("kept %d named entries, want 2", got)
+	if n := r.Named[source.ConfigMap]; len(n.Literals()) != 1 || n.Patterns() != 1 {
+		t.Errorf("kept %v and %d patterns, want [good] and 1", n.Literals(), n.Patterns())
 	}
 	if r.Auto != nil {
 		t.Errorf("invalid auto value parsed as %v", *r.Auto)

@@ -2,7 +2,6 @@ package reload
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -14,16 +13,18 @@ type Rules struct {
 	// Auto is nil when the auto annotation is absent.
 	Auto      *bool
 	TypedAuto map[source.Kind]*bool
-	Named     map[source.Kind][]*regexp.Regexp
+	// Named are the entries of the reload annotations; nil for a kind without entries.
+	Named map[source.Kind]*Names
 	// Literal are the named entries that are plain names, not patterns: they concern the
 	// workload even before the source exists, so its creation can be noticed.
 	Literal map[source.Kind][]string
-	Exclude map[source.Kind][]*regexp.Regexp
+	// Exclude are the exclude lists: exact names, as upstream matches them.
+	Exclude map[source.Kind]*Names
 	Search  bool
 }
 
 // HasNamed reports whether the workload names sources of this kind (it may not reference them).
-func (r *Rules) HasNamed(kind source.Kind) bool { return len(r.Named[kind]) > 0 }
+func (r *Rules) HasNamed(kind source.Kind) bool { return !r.Named[kind].Empty() }
 
 // Opted reports whether the workload carries any reload annotation at all.
 func (r *Rules) Opted() bool {
@@ -31,7 +32,7 @@ func (r *Rules) Opted() bool {
 		return true
 	}
 	for _, k := range source.Kinds {
-		if r.TypedAuto[k] != nil || len(r.Named[k]) > 0 {
+		if r.TypedAuto[k] != nil || r.HasNamed(k) {
 			return true
 		}
 	}
@@ -40,15 +41,10 @@ func (r *Rules) Opted() bool {
 
 // ParseRules reads the rules from a workload's metadata annotations, falling back key by key
 // to its pod-template annotations. Bad values are skipped and returned as errors, so one typo
-// never disables the rest of a workload's rules.
+// never disables the rest of a workload's rules. Name lists are parsed once per distinct
+// value (see compiled), so thousands of workloads sharing an annotation cost one parse.
 func ParseRules(keys Keys, meta, template map[string]string) (Rules, []error) {
-	lookup := func(key string) (string, bool) {
-		if v, ok := meta[key]; ok {
-			return v, true
-		}
-		v, ok := template[key]
-		return v, ok
-	}
+	lookup := lookupIn(meta, template)
 	var errs []error
 	boolean := func(key string) *bool {
 		v, ok := lookup(key)
@@ -57,51 +53,75 @@ func ParseRules(keys Keys, meta, template map[string]string) (Rules, []error) {
 		}
 		b, err := strconv.ParseBool(strings.TrimSpace(v))
 		if err != nil {
-			errs = append(errs, fmt.Errorf("annotation %s: %q is not true or false", key, v))
+			errs = append(errs, fmt.Errorf("annotation %s: %q is not true or false", key, clip(v)))
 			return nil
 		}
 		return &b
 	}
-	patterns := func(key string, literals *[]string) []*regexp.Regexp {
+	names := func(key string, patterns bool) *Names {
 		v, ok := lookup(key)
 		if !ok {
 			return nil
 		}
-		var res []*regexp.Regexp
-		for _, entry := range strings.Split(v, ",") {
-			entry = strings.TrimSpace(entry)
-			if entry == "" {
-				continue
-			}
-			re, err := regexp.Compile("^(?:" + entry + ")$")
-			if err != nil {
-				errs = append(errs, fmt.Errorf("annotation %s: entry %q is not a valid regular expression: %w", key, entry, err))
-				continue
-			}
-			res = append(res, re)
-			if literals != nil && regexp.QuoteMeta(entry) == entry {
-				*literals = append(*literals, entry)
-			}
+		n := compiled.get(v, patterns)
+		for _, err := range n.errs {
+			errs = append(errs, fmt.Errorf("annotation %s: %w", key, err))
 		}
-		return res
+		return n
 	}
 
 	r := Rules{
 		Auto:      boolean(keys.Auto),
 		TypedAuto: map[source.Kind]*bool{},
-		Named:     map[source.Kind][]*regexp.Regexp{},
+		Named:     map[source.Kind]*Names{},
 		Literal:   map[source.Kind][]string{},
-		Exclude:   map[source.Kind][]*regexp.Regexp{},
+		Exclude:   map[source.Kind]*Names{},
 	}
 	if s := boolean(keys.Search); s != nil {
 		r.Search = *s
 	}
 	for _, k := range source.Kinds {
 		r.TypedAuto[k] = boolean(keys.TypedAuto[k])
-		var literals []string
-		r.Named[k] = patterns(keys.Reload[k], &literals)
-		r.Literal[k] = literals
-		r.Exclude[k] = patterns(keys.Exclude[k], nil)
+		r.Named[k] = names(keys.Reload[k], true)
+		r.Literal[k] = r.Named[k].Literals()
+		r.Exclude[k] = names(keys.Exclude[k], false)
 	}
 	return r, errs
+}
+
+// Named is what the source index needs of a workload's reload annotations, read without
+// compiling anything: it runs under the informer's lock, on every workload write.
+type Named struct {
+	// Literal are the names given as plain names.
+	Literal []string
+	// Patterns is true when some entry is a pattern, so that any name may match.
+	Patterns bool
+}
+
+// ScanNamed reads the reload annotations of a workload for the source index. It applies the
+// same limits as ParseRules and compiles no regular expression.
+func ScanNamed(keys Keys, meta, template map[string]string) map[source.Kind]Named {
+	lookup := lookupIn(meta, template)
+	out := map[source.Kind]Named{}
+	for _, k := range source.Kinds {
+		v, ok := lookup(keys.Reload[k])
+		if !ok {
+			continue
+		}
+		e := split(v, true)
+		if len(e.literals) > 0 || len(e.patterns) > 0 {
+			out[k] = Named{Literal: e.literals, Patterns: len(e.patterns) > 0}
+		}
+	}
+	return out
+}
+
+func lookupIn(meta, template map[string]string) func(string) (string, bool) {
+	return func(key string) (string, bool) {
+		if v, ok := meta[key]; ok {
+			return v, true
+		}
+		v, ok := template[key]
+		return v, ok
+	}
 }
