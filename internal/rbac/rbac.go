@@ -6,6 +6,7 @@ package rbac
 import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
+	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/metainfo"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/source"
@@ -124,6 +125,13 @@ func For(opts options.Options, p Platform) Rules {
 		r.Own = append(r.Own,
 			rule("coordination.k8s.io", "leases", "create"),
 			named(rule("coordination.k8s.io", "leases", "get", "update"), opts.LeaderElectionID))
+	}
+	if !ignored[source.Secret] && opts.ReloaderNamespace != "" {
+		// The Secret hash key: created by the first replica (a create has no name to restrict
+		// it to), then read by name by every replica. Without an own namespace reloader keeps
+		// it in the first watched namespace or "default" (internal/hashkey): a run outside a
+		// cluster, with its user's own rights.
+		r.Own = append(r.Own, rule("", "secrets", "create"), named(rule("", "secrets", "get"), hashkey.SecretName))
 	}
 	if opts.ReloaderNamespace != "" {
 		// Server-side apply of one ConfigMap: a patch, and a create the first time, both

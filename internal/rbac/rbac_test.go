@@ -47,7 +47,13 @@ func TestFor(t *testing.T) {
 				"-secrets-store.csi.x-k8s.io/secretproviderclasspodstatuses:get"},
 			cluster: []string{"-/namespaces:list"},
 			own: []string{"+/configmaps[reloader-meta-info]:create", "+/configmaps[reloader-meta-info]:patch",
-				"-coordination.k8s.io/leases:create"},
+				"-coordination.k8s.io/leases:create", "+/secrets:create", "+/secrets[reloader-hash-key]:get", "-/secrets:get"},
+		},
+		{
+			name: "secrets ignored: no hash key",
+			args: []string{"--resources-to-ignore=secrets"},
+			env:  ownEnv,
+			own:  []string{"-/secrets:create", "-/secrets[reloader-hash-key]:get"},
 		},
 		{
 			name: "no own namespace: no meta-info",

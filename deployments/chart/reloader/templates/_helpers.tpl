@@ -200,5 +200,10 @@ Watched rules apply where reloader watches: a ClusterRole, or a Role per watched
 {{- $rules = append $rules (dict "apiGroups" (list "coordination.k8s.io") "resources" (list "leases") "resourceNames" (list $r.leaderElection.id) "verbs" (list "get" "update")) -}}
 {{- end -}}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "configmaps") "resourceNames" (list "reloader-meta-info") "verbs" (list "create" "patch")) -}}
+{{- if not $r.ignoreSecrets }}
+{{- /* The Secret hash key: created once (a create has no name to restrict it to), then read by name. */ -}}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "secrets") "verbs" (list "create")) -}}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "secrets") "resourceNames" (list "reloader-hash-key") "verbs" (list "get")) -}}
+{{- end -}}
 {{- toYaml $rules -}}
 {{- end -}}
