@@ -6,11 +6,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 
 	"github.com/reloader-operator/reloader/internal/notify"
 )
@@ -131,5 +133,39 @@ func TestErrorAnswerIsCountedAndNextAlertStillSent(t *testing.T) {
 	}
 	if !strings.Contains(sample.Text(""), "ConfigMap app-config") {
 		t.Error(sample.Text(""))
+	}
+}
+
+// TestFailedAlertLogShowsNoToken: the log line of an alert that could not be sent names the
+// host only; the webhook's token, in its path and query, stays out.
+func TestFailedAlertLogShowsNoToken(t *testing.T) {
+	var mu sync.Mutex
+	var lines []string
+	logger := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, prefix+" "+args)
+	}, funcr.Options{})
+	poster, err := notify.NewPoster(time.Second, 1, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := New("slack", "http://127.0.0.1:1/services/T0/B0/PATHTOKEN?token=QUERYTOKEN", "", poster, logger)
+	delivered := make(chan bool, 1)
+	a.Delivered = func(_ string, ok bool) { delivered <- ok }
+	a.send(context.Background(), sample)
+	if <-delivered {
+		t.Fatal("an unreachable sink counted as delivered")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	all := strings.Join(lines, "\n")
+	if !strings.Contains(all, "127.0.0.1:1") {
+		t.Errorf("the log does not say which host failed: %s", all)
+	}
+	for _, secret := range []string{"PATHTOKEN", "QUERYTOKEN", "/services"} {
+		if strings.Contains(all, secret) {
+			t.Errorf("the log shows %s: %s", secret, all)
+		}
 	}
 }

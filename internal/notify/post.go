@@ -10,6 +10,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -30,7 +32,8 @@ func NewPoster(timeout time.Duration, attempts int, proxy string) (*Poster, erro
 	if proxy != "" {
 		u, err := url.Parse(proxy)
 		if err != nil {
-			return nil, fmt.Errorf("proxy %q: %w", proxy, err)
+			// The proxy URL may hold credentials: never in an error.
+			return nil, fmt.Errorf("proxy %s: %w", Redact(proxy), scrub(err, proxy))
 		}
 		transport.Proxy = http.ProxyURL(u)
 	}
@@ -82,7 +85,7 @@ func (p *Poster) Post(ctx context.Context, target string, body []byte) error {
 		wait *= 2
 	}
 	if err != nil {
-		return fmt.Errorf("POST %s: %w", redact(target), err)
+		return fmt.Errorf("POST %s: %w", Redact(target), scrub(err, target))
 	}
 	return nil
 }
@@ -107,11 +110,65 @@ func (p *Poster) once(ctx context.Context, target string, body []byte) error {
 	return nil
 }
 
-// redact drops the path and query of a URL for logs: chat webhook URLs carry their secret there.
-func redact(target string) string {
+// Redact drops the path, query and user info of a URL for logs, errors and metrics: chat
+// webhook URLs (Slack, Teams, Google Chat) carry their token there.
+func Redact(target string) string {
 	u, err := url.Parse(target)
-	if err != nil {
+	if err != nil || u.Host == "" {
 		return "<invalid URL>"
 	}
 	return u.Scheme + "://" + u.Host + "/…"
+}
+
+// redactedError is an error whose text no longer holds a URL's secret parts; it still wraps
+// the cause, so errors.Is sees a timeout or a cancelled context.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// scrub removes target's secret parts from err. The HTTP client's errors are *url.Error,
+// whose text quotes the whole URL; other causes could quote parts of it.
+func scrub(err error, target string) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		// Rebuilt rather than edited: the caller's error value stays as it was.
+		err = &url.Error{Op: ue.Op, URL: Redact(ue.URL), Err: ue.Err}
+	}
+	msg := err.Error()
+	for _, secret := range secretParts(target) {
+		if strings.Contains(msg, secret) {
+			msg = strings.ReplaceAll(msg, secret, "…")
+		}
+	}
+	return &redactedError{msg: msg, err: err}
+}
+
+// secretParts are the substrings of target that must not be shown, longest first.
+func secretParts(target string) []string {
+	parts := []string{target}
+	if u, err := url.Parse(target); err == nil {
+		parts = append(parts, u.RequestURI(), u.EscapedPath(), u.Path, u.RawQuery, u.Query().Encode())
+		if p, ok := u.User.Password(); ok {
+			parts = append(parts, p)
+		}
+		if u.User != nil {
+			parts = append(parts, u.User.Username())
+		}
+	} else if _, rest, ok := strings.Cut(target, "://"); ok {
+		if _, path, ok := strings.Cut(rest, "/"); ok {
+			parts = append(parts, path)
+		}
+	}
+	out := parts[:0]
+	for _, p := range parts {
+		if len(p) > 1 { // "/" and "" say nothing
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out
 }

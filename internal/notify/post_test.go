@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -130,5 +131,53 @@ func TestPostThroughProxy(t *testing.T) {
 	}
 	if got, _ := proxied.Load().(string); got != `http://hooks.invalid/services/x {"a":1}` {
 		t.Errorf("proxy saw %q", got)
+	}
+}
+
+// TestErrorsNeverShowTheURLsSecrets: chat webhooks keep their token in the URL's path or
+// query; no error text may carry either, whatever failed.
+func TestErrorsNeverShowTheURLsSecrets(t *testing.T) {
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no hook at "+r.URL.RequestURI(), http.StatusNotFound) // some servers echo it
+	}))
+	defer echo.Close()
+	const path, query = "/services/T0PATHSECRET/B0/x9PATHTOKEN", "?token=QUERYSECRET&sig=QUERYSIG"
+	tests := []struct{ name, target string }{
+		{"unreachable", "http://127.0.0.1:1" + path + query},
+		{"no such host", "https://reloader-test.invalid" + path + query},
+		{"error answer echoing the URL", echo.URL + path + query},
+		{"unparsable", "http://host" + path + "%zz" + query},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := newPoster(t, 2*time.Second, 1, "").Post(context.Background(), tt.target, []byte("{}"))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, secret := range []string{"PATHSECRET", "PATHTOKEN", "QUERYSECRET", "QUERYSIG", "/services"} {
+				if strings.Contains(err.Error(), secret) || strings.Contains(fmt.Sprintf("%+v", err), secret) {
+					t.Errorf("error shows %s: %v", secret, err)
+				}
+			}
+			t.Log(err)
+		})
+	}
+	_, err := NewPoster(time.Second, 1, "http://user:PROXYPASSWORD@proxy:3128/%zz")
+	if err == nil || strings.Contains(err.Error(), "PROXYPASSWORD") {
+		t.Errorf("bad proxy URL: %v", err)
+	}
+}
+
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://hooks.slack.com/services/T0/B0/XXXX":      "https://hooks.slack.com/…",
+		"https://example.com:8443/hook?token=abc":          "https://example.com:8443/…",
+		"https://user:pass@example.com/":                   "https://example.com/…",
+		"no url at all":                                    "<invalid URL>",
+		"https://outlook.office.com/webhook/%zz/IncomingX": "<invalid URL>",
+	} {
+		if got := Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
