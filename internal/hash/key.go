@@ -3,7 +3,6 @@ package hash
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strings"
 )
@@ -42,9 +41,6 @@ func (k Key) GoString() string { return k.String() }
 
 // Valid reports whether the key was made by NewKey.
 func (k Key) Valid() bool { return len(k.secret) == KeySize }
-
-// ErrNoKey is returned where a Secret hash is wanted without a key.
-var ErrNoKey = errors.New("no hash key")
 
 // KeyID returns the ID of the key a Secret hash was made with; keyed is false for a hash of
 // the UID-keyed scheme (UIDKeyedSecret), and for anything else without a key ID.
