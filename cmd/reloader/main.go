@@ -28,14 +28,15 @@ func main() {
 	}
 }
 
-// execute parses args as upstream's users write them and hands the options to run.
-func execute(args []string, run func(context.Context, options.Options) error) error {
+// execute parses args and the environment as upstream's users write them and hands the
+// parsed options to run; every bad flag and variable fails here, before run.
+func execute(args []string, run func(context.Context, options.Config) error) error {
 	cmd := newRootCommand(run)
 	cmd.SetArgs(options.JoinBoolValues(cmd.Flags(), args))
 	return cmd.Execute()
 }
 
-func newRootCommand(run func(context.Context, options.Options) error) *cobra.Command {
+func newRootCommand(run func(context.Context, options.Config) error) *cobra.Command {
 	opts := options.Default()
 	cmd := &cobra.Command{
 		Use:           "reloader",
@@ -46,8 +47,11 @@ func newRootCommand(run func(context.Context, options.Options) error) *cobra.Com
 		// --version prints this and exits before RunE: no cluster is contacted.
 		Version: version.Get().String(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts.FromEnvironment()
-			return run(cmd.Context(), opts)
+			conf, err := options.Load(opts, os.Getenv)
+			if err != nil {
+				return err
+			}
+			return run(cmd.Context(), conf)
 		},
 	}
 	cmd.SetVersionTemplate("{{.Version}}\n")
@@ -56,26 +60,20 @@ func newRootCommand(run func(context.Context, options.Options) error) *cobra.Com
 	return cmd
 }
 
-func run(_ context.Context, opts options.Options) error {
-	if err := opts.Validate(); err != nil {
-		return err
-	}
+func run(_ context.Context, conf options.Config) error {
 	ctx := ctrl.SetupSignalHandler()
-	logger, err := newLogger(opts)
-	if err != nil {
-		return err
-	}
+	logger := newLogger(conf)
 	ctrl.SetLogger(logger)
-	cfg, err := restConfig(opts.Kubeconfig)
+	cfg, err := restConfig(conf.Kubeconfig)
 	if err != nil {
 		return err
 	}
-	mgr, err := app.New(ctx, cfg, opts, logger)
+	mgr, err := app.New(ctx, cfg, conf, logger)
 	if err != nil {
 		return err
 	}
-	logger.Info("starting reloader", "namespaces", opts.Namespaces, "strategy", opts.ReloadStrategy,
-		"autoReloadAll", opts.AutoReloadAll, "coalesceWindow", opts.CoalesceWindow.String(), "ha", opts.EnableHA)
+	logger.Info("starting reloader", "namespaces", conf.Namespaces, "strategy", conf.ReloadStrategy,
+		"autoReloadAll", conf.AutoReloadAll, "coalesceWindow", conf.CoalesceWindow.String(), "ha", conf.EnableHA)
 	return startUntilStopped(ctx, mgr.Start, shutdownGrace)
 }
 
@@ -103,16 +101,12 @@ func startUntilStopped(ctx context.Context, start func(context.Context) error, g
 	}
 }
 
-func newLogger(opts options.Options) (logr.Logger, error) {
-	level, err := options.ParseLogLevel(opts.LogLevel)
-	if err != nil {
-		return logr.Discard(), err
-	}
+func newLogger(conf options.Config) logr.Logger {
 	encoder := zap.ConsoleEncoder()
-	if opts.LogFormat == "json" {
+	if conf.LogFormat == "json" {
 		encoder = zap.JSONEncoder()
 	}
-	return zap.New(encoder, zap.Level(level), zap.StacktraceLevel(zapcore.PanicLevel)), nil
+	return zap.New(encoder, zap.Level(conf.Level), zap.StacktraceLevel(zapcore.PanicLevel))
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

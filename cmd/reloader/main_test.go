@@ -15,15 +15,15 @@ import (
 )
 
 // parseAsCommand runs the command's own parsing on args and returns the options it would
-// run with, validated as at start-up.
-func parseAsCommand(t *testing.T, args ...string) (options.Options, error) {
+// run with, checked and parsed as at start-up.
+func parseAsCommand(t *testing.T, args ...string) (options.Config, error) {
 	t.Helper()
-	var got options.Options
+	var got options.Config
 	ran := false
-	err := execute(args, func(_ context.Context, o options.Options) error {
+	err := execute(args, func(_ context.Context, c options.Config) error {
 		ran = true
-		got = o
-		return o.Validate()
+		got = c
+		return nil
 	})
 	if err == nil && !ran {
 		t.Fatalf("%v: the command did not run", args)
@@ -62,9 +62,9 @@ func TestRepeatedSelectorsAndUpstreamForms(t *testing.T) {
 			t.Errorf("%v: %v", c.args, err)
 			continue
 		}
-		sel, err := o.NamespaceLabels()
-		if err != nil || sel == nil {
-			t.Errorf("%v: selector %v, %v", c.args, sel, err)
+		sel := o.NamespaceLabels
+		if sel == nil {
+			t.Errorf("%v: no selector", c.args)
 			continue
 		}
 		if !sel.Matches(c.matches) {
@@ -78,9 +78,8 @@ func TestRepeatedSelectorsAndUpstreamForms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sel, err := o.SourceSelector()
-	if err != nil || !sel.Matches(labels.Set{"reload": "yes", "team": "a"}) || sel.Matches(labels.Set{"reload": "yes"}) {
-		t.Errorf("resource selector %v, %v", sel, err)
+	if sel := o.SourceLabels; sel == nil || !sel.Matches(labels.Set{"reload": "yes", "team": "a"}) || sel.Matches(labels.Set{"reload": "yes"}) {
+		t.Errorf("resource selector %v", sel)
 	}
 }
 
@@ -114,7 +113,7 @@ func TestSpaceSeparatedBooleans(t *testing.T) {
 	}
 	for _, name := range bools {
 		for _, v := range []string{"true", "false"} {
-			cmd := newRootCommand(func(context.Context, options.Options) error { return nil })
+			cmd := newRootCommand(func(context.Context, options.Config) error { return nil })
 			cmd.SetArgs(options.JoinBoolValues(cmd.Flags(), []string{"--" + name, v}))
 			if err := cmd.Execute(); err != nil {
 				t.Errorf("--%s %s: %v", name, v, err)
@@ -144,7 +143,7 @@ func TestMisspeltWorkloadTypeFailsAtStartUp(t *testing.T) {
 
 // --version answers without options validation or a cluster: run is never called.
 func TestVersionPrintsBuildAndExits(t *testing.T) {
-	cmd := newRootCommand(func(context.Context, options.Options) error { return errors.New("run called") })
+	cmd := newRootCommand(func(context.Context, options.Config) error { return errors.New("run called") })
 	var out strings.Builder
 	cmd.SetOut(&out)
 	cmd.SetArgs([]string{"--version"})

@@ -91,7 +91,7 @@ func env(c corev1.Container) map[string]string {
 }
 
 // parseOptions reads the container's args and env the way cmd/reloader does.
-func parseOptions(t *testing.T, c corev1.Container) options.Options {
+func parseOptions(t *testing.T, c corev1.Container) options.Config {
 	t.Helper()
 	o := options.Default()
 	fs := pflag.NewFlagSet("reloader", pflag.ContinueOnError)
@@ -100,11 +100,11 @@ func parseOptions(t *testing.T, c corev1.Container) options.Options {
 		t.Fatalf("the chart's args %q don't parse: %v", c.Args, err)
 	}
 	e := env(c)
-	o.ApplyEnv(func(k string) string { return e[k] })
-	if err := o.Validate(); err != nil {
-		t.Fatalf("the chart's args %q are rejected: %v", c.Args, err)
+	conf, err := options.Load(o, func(k string) string { return e[k] })
+	if err != nil {
+		t.Fatalf("the chart's args %q and env are rejected: %v", c.Args, err)
 	}
-	return o
+	return conf
 }
 
 func hasArg(c corev1.Container, arg string) bool {

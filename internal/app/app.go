@@ -48,12 +48,8 @@ import (
 )
 
 // New returns a manager with a reconciler for every workload kind the options leave in.
-func New(ctx context.Context, cfg *rest.Config, opts options.Options, logger logr.Logger) (manager.Manager, error) {
-	if err := opts.Validate(); err != nil {
-		return nil, err
-	}
-	strategy, _ := reload.NewStrategy(opts.ReloadStrategy) // validated above
-	ignored := opts.IgnoredSourceKinds()
+func New(ctx context.Context, cfg *rest.Config, opts options.Config, logger logr.Logger) (manager.Manager, error) {
+	ignored := opts.IgnoredSources
 
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -112,8 +108,8 @@ func New(ctx context.Context, cfg *rest.Config, opts options.Options, logger log
 		indexed = append(indexed, workload.Deployment())
 	}
 
-	sourceLabels, _ := opts.SourceSelector() // validated above
-	namespaceFilter := opts.NamespaceFilter()
+	sourceLabels := opts.SourceLabels
+	namespaceFilter := opts.NamespaceFilter
 	byObject := map[client.Object]cache.ByObject{}
 	for _, st := range sources {
 		b := cache.ByObject{Transform: st.Transform, Field: and(st.Field, namespaceFilter)}
@@ -130,7 +126,7 @@ func New(ctx context.Context, cfg *rest.Config, opts options.Options, logger log
 		}
 	}
 
-	namespaceLabels, _ := opts.NamespaceLabels() // validated above
+	namespaceLabels := opts.NamespaceLabels
 	var lock resourcelock.Interface
 	if opts.EnableHA {
 		if lock, err = leaseLock(cfg, opts); err != nil {
@@ -233,7 +229,7 @@ func New(ctx context.Context, cfg *rest.Config, opts options.Options, logger log
 			Sources:    sources,
 			Policy:     policy,
 			Behaviour:  behaviour,
-			Strategy:   strategy,
+			Strategy:   opts.Strategy,
 			Window:     window,
 			Recorder:   mgr.GetEventRecorder("reloader"),
 			Metrics:    m,
@@ -296,7 +292,7 @@ func New(ctx context.Context, cfg *rest.Config, opts options.Options, logger log
 }
 
 // newAlerter returns the alert sender the ALERT_* settings ask for, or nil.
-func newAlerter(opts options.Options, m *metrics.Metrics, logger logr.Logger) (*alert.Alerter, error) {
+func newAlerter(opts options.Config, m *metrics.Metrics, logger logr.Logger) (*alert.Alerter, error) {
 	if !opts.Alert.Enabled {
 		return nil, nil
 	}
@@ -311,7 +307,7 @@ func newAlerter(opts options.Options, m *metrics.Metrics, logger logr.Logger) (*
 
 // leaseLock is the --enable-ha Lease, held under POD_NAME so that `kubectl get lease` names
 // the leader's pod.
-func leaseLock(cfg *rest.Config, opts options.Options) (resourcelock.Interface, error) {
+func leaseLock(cfg *rest.Config, opts options.Config) (resourcelock.Interface, error) {
 	ns := opts.LeaderElectionNamespace
 	if ns == "" {
 		b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")

@@ -51,8 +51,12 @@ func freeAddr(t *testing.T) string {
 // start runs a manager until the test ends and waits for its caches.
 func start(t *testing.T, opts options.Options) manager.Manager {
 	t.Helper()
+	conf, err := options.Parse(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	mgr, err := app.New(ctx, restConfig, opts, logr.Discard())
+	mgr, err := app.New(ctx, restConfig, conf, logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -108,8 +108,10 @@ func startReloaderAs(t *testing.T, cfg *rest.Config, ns string, configure ...fun
 	for _, c := range configure {
 		c(&opts)
 	}
+	conf, err := options.Parse(opts)
+	must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	mgr, err := app.New(ctx, cfg, opts, testLogger())
+	mgr, err := app.New(ctx, cfg, conf, testLogger())
 	must(t, err)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()

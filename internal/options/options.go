@@ -3,18 +3,12 @@
 package options
 
 import (
-	"errors"
-	"fmt"
-	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
@@ -142,14 +136,14 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", o.MetricsAddr, "address of /metrics, /live and /ready; 0 turns it off")
 	fs.BoolVar(&o.RunCronJobsOnReload, "run-cronjobs-on-reload", o.RunCronJobsOnReload, "when a CronJob reloads, also start a Job from it at once, as upstream does (per CronJob: annotation "+reload.RunOnReloadAnnotation+")")
 	fs.BoolVar(&o.RecreateFinishedJobs, "recreate-finished-jobs", o.RecreateFinishedJobs, "also replace Jobs that have completed or failed when their config changes, as upstream does; =false leaves finished Jobs alone (per Job: annotation "+reload.RecreateFinishedAnnotation+": \"false\" or \"true\")")
-	fs.DurationVar(&o.CoalesceWindow, "coalesce-window", o.CoalesceWindow, "wait until a workload's sources have been quiet this long, so changes landing together reload once; 0 turns it off")
+	durationVar(fs, &o.CoalesceWindow, "coalesce-window", "wait until a workload's sources have been quiet this long, so changes landing together reload once; 0 turns it off")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "workloads of one kind reconciled at once")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "name of the Lease replicas compete for with --enable-ha")
-	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "how long followers wait before taking over from a leader that stopped renewing")
-	fs.DurationVar(&o.LeaseRenewDeadline, "leader-election-renew-deadline", o.LeaseRenewDeadline, "how long the leader retries renewing before it gives up leadership")
-	fs.DurationVar(&o.LeaseRetryPeriod, "leader-election-retry-period", o.LeaseRetryPeriod, "how often replicas try to acquire or renew the Lease")
-	fs.DurationVar(&o.WebhookTimeout, "webhook-timeout", o.WebhookTimeout, "timeout of one --webhook-url request")
-	fs.IntVar(&o.WebhookRetries, "webhook-retries", o.WebhookRetries, "attempts per --webhook-url notification before it is requeued with backoff")
+	durationVar(fs, &o.LeaseDuration, "leader-election-lease-duration", "how long followers wait before taking over from a leader that stopped renewing")
+	durationVar(fs, &o.LeaseRenewDeadline, "leader-election-renew-deadline", "how long the leader retries renewing before it gives up leadership")
+	durationVar(fs, &o.LeaseRetryPeriod, "leader-election-retry-period", "how often replicas try to acquire or renew the Lease")
+	durationVar(fs, &o.WebhookTimeout, "webhook-timeout", "timeout of one --webhook-url or ALERT_WEBHOOK_URL request")
+	fs.IntVar(&o.WebhookRetries, "webhook-retries", o.WebhookRetries, "attempts per --webhook-url notification or alert, at least 1; a failed notification is then requeued with backoff")
 
 	k := &o.Keys
 	fs.StringVar(&k.Auto, "auto-annotation", k.Auto, "annotation: reload on change of any referenced source")
@@ -186,55 +180,6 @@ func (e mapEntry) String() string {
 func (e mapEntry) Set(v string) error { e.m[e.k] = v; return nil }
 func (e mapEntry) Type() string       { return "string" }
 
-// ApplyEnv reads upstream's environment variables where no flag said otherwise.
-func (o *Options) ApplyEnv(getenv func(string) string) {
-	if len(o.Namespaces) == 0 {
-		if ns := strings.TrimSpace(getenv("KUBERNETES_NAMESPACE")); ns != "" {
-			o.Namespaces = []string{ns}
-		}
-	}
-	o.MetricsCountByNamespace = getenv("METRICS_COUNT_BY_NAMESPACE") == "enabled"
-	o.LeaderElectionNamespace = getenv("POD_NAMESPACE")
-	o.LeaderIdentity = getenv("POD_NAME")
-	o.ReloaderNamespace = getenv("RELOADER_NAMESPACE")
-	if o.ReloaderNamespace == "" {
-		o.ReloaderNamespace = o.LeaderElectionNamespace
-	}
-	o.ReloaderDeployment = getenv("RELOADER_DEPLOYMENT_NAME")
-	o.Alert = Alert{
-		Enabled:        isTrue(getenv("ALERT_ON_RELOAD")),
-		Sink:           strings.ToLower(strings.TrimSpace(getenv("ALERT_SINK"))),
-		WebhookURL:     strings.TrimSpace(getenv("ALERT_WEBHOOK_URL")),
-		Proxy:          strings.TrimSpace(getenv("ALERT_WEBHOOK_PROXY")),
-		AdditionalInfo: getenv("ALERT_ADDITIONAL_INFO"),
-	}
-	if o.Alert.Sink == "" {
-		o.Alert.Sink = "raw"
-	}
-}
-
-func isTrue(s string) bool {
-	b, err := strconv.ParseBool(strings.TrimSpace(s))
-	return err == nil && b
-}
-
-// FromEnvironment is ApplyEnv over the process environment.
-func (o *Options) FromEnvironment() { o.ApplyEnv(os.Getenv) }
-
-// IgnoredSourceKinds maps --resources-to-ignore to source kinds.
-func (o *Options) IgnoredSourceKinds() map[source.Kind]bool {
-	out := map[source.Kind]bool{}
-	for _, r := range o.ResourcesToIgnore {
-		switch strings.ToLower(strings.TrimSpace(r)) {
-		case "configmaps", "configmap":
-			out[source.ConfigMap] = true
-		case "secrets", "secret":
-			out[source.Secret] = true
-		}
-	}
-	return out
-}
-
 // WorkloadTypes are the values --ignored-workload-types accepts (the singular works too).
 var WorkloadTypes = []string{"deployments", "daemonsets", "statefulsets", "cronjobs", "jobs", "rollouts", "deploymentconfigs"}
 
@@ -249,127 +194,6 @@ func workloadType(t string) string {
 		return t
 	}
 	return ""
-}
-
-// IgnoresWorkload reports whether --ignored-workload-types names a kind ("Deployment"
-// matches deployment, deployments).
-func (o *Options) IgnoresWorkload(kind string) bool {
-	k := workloadType(kind)
-	return slices.ContainsFunc(o.IgnoredWorkloadTypes, func(t string) bool { return workloadType(t) == k })
-}
-
-// Validate reports every bad option at once.
-func (o *Options) Validate() error {
-	var errs []error
-	if _, err := reload.NewStrategy(o.ReloadStrategy); err != nil {
-		errs = append(errs, fmt.Errorf("--reload-strategy: %w", err))
-	}
-	for _, r := range o.ResourcesToIgnore {
-		switch strings.ToLower(strings.TrimSpace(r)) {
-		case "configmaps", "configmap", "secrets", "secret":
-		default:
-			errs = append(errs, fmt.Errorf("--resources-to-ignore: %q is neither configMaps nor secrets", r))
-		}
-	}
-	for _, t := range o.IgnoredWorkloadTypes {
-		if workloadType(t) == "" {
-			errs = append(errs, fmt.Errorf("--ignored-workload-types: %q is not one of %s (singular or plural, any case)", t, strings.Join(WorkloadTypes, ", ")))
-		}
-	}
-	if len(o.IgnoredSourceKinds()) == 2 {
-		errs = append(errs, errors.New("--resources-to-ignore: ignoring both configMaps and secrets leaves nothing to watch"))
-	}
-	switch o.LogFormat {
-	case "", "json", "text":
-	default:
-		errs = append(errs, fmt.Errorf("--log-format: %q is neither json nor text", o.LogFormat))
-	}
-	if _, err := ParseLogLevel(o.LogLevel); err != nil {
-		errs = append(errs, err)
-	}
-	if o.CoalesceWindow < 0 {
-		errs = append(errs, fmt.Errorf("--coalesce-window: %v is negative", o.CoalesceWindow))
-	}
-	if _, err := o.SourceSelector(); err != nil {
-		errs = append(errs, err)
-	}
-	if o.Workers < 1 {
-		errs = append(errs, fmt.Errorf("--workers: %d is less than 1", o.Workers))
-	}
-	if _, err := o.NamespaceLabels(); err != nil {
-		errs = append(errs, err)
-	}
-	if o.WebhookURL != "" {
-		if err := checkURL(o.WebhookURL); err != nil {
-			errs = append(errs, fmt.Errorf("--webhook-url: %w", err))
-		}
-		if o.WebhookRetries < 1 || o.WebhookTimeout <= 0 {
-			errs = append(errs, errors.New("--webhook-retries must be at least 1 and --webhook-timeout positive"))
-		}
-	}
-	if o.EnableHA && !(o.LeaseDuration > o.LeaseRenewDeadline && o.LeaseRenewDeadline > o.LeaseRetryPeriod && o.LeaseRetryPeriod > 0) {
-		errs = append(errs, fmt.Errorf("leader election needs lease duration (%v) > renew deadline (%v) > retry period (%v) > 0",
-			o.LeaseDuration, o.LeaseRenewDeadline, o.LeaseRetryPeriod))
-	}
-	if o.Alert.Enabled {
-		if !slices.Contains(AlertSinks, o.Alert.Sink) {
-			errs = append(errs, fmt.Errorf("ALERT_SINK: %q is not one of %s", o.Alert.Sink, strings.Join(AlertSinks, ", ")))
-		}
-		if err := checkURL(o.Alert.WebhookURL); err != nil {
-			errs = append(errs, fmt.Errorf("ALERT_WEBHOOK_URL: %w", err))
-		}
-		if o.Alert.Proxy != "" {
-			if err := checkURL(o.Alert.Proxy); err != nil {
-				errs = append(errs, fmt.Errorf("ALERT_WEBHOOK_PROXY: %w", err))
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// checkURL accepts absolute http and https URLs.
-func checkURL(s string) error {
-	u, err := url.Parse(s)
-	if err != nil {
-		return err
-	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%q is not an http(s) URL", s)
-	}
-	return nil
-}
-
-// NamespaceLabels parses --namespace-selector (see ParseSelector); nil means no selector.
-func (o *Options) NamespaceLabels() (labels.Selector, error) {
-	sel, err := ParseSelector(o.NamespaceSelector)
-	if err != nil {
-		return nil, fmt.Errorf("--namespace-selector: %w", err)
-	}
-	return sel, nil
-}
-
-// SourceSelector parses --resource-label-selector (see ParseSelector); nil means no selector.
-func (o *Options) SourceSelector() (labels.Selector, error) {
-	sel, err := ParseSelector(o.ResourceLabelSelector)
-	if err != nil {
-		return nil, fmt.Errorf("--resource-label-selector: %w", err)
-	}
-	return sel, nil
-}
-
-// NamespaceFilter returns a server-side field selector that leaves out
-// --namespaces-to-ignore, or nil.
-func (o *Options) NamespaceFilter() fields.Selector {
-	var sels []fields.Selector
-	for _, ns := range o.NamespacesToIgnore {
-		if ns = strings.TrimSpace(ns); ns != "" {
-			sels = append(sels, fields.OneTermNotEqualSelector("metadata.namespace", ns))
-		}
-	}
-	if len(sels) == 0 {
-		return nil
-	}
-	return fields.AndSelectors(sels...)
 }
 
 // Effective lists every flag with the value in force, by flag name, plus the settings that

@@ -21,6 +21,13 @@ func parse(t *testing.T, args ...string) Options {
 	return o
 }
 
+func applyEnv(t *testing.T, o *Options, env map[string]string) {
+	t.Helper()
+	if err := o.ApplyEnv(func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestAnnotationFlagsRenameKeys(t *testing.T) {
 	o := parse(t,
 		"--auto-annotation=a.example/auto",
@@ -53,14 +60,15 @@ func TestAnnotationFlagsRenameKeys(t *testing.T) {
 func TestUpstreamFlagSpellingsParse(t *testing.T) {
 	o := parse(t, "--is-Argo-Rollouts=true", "--reload-on-create=true", "--resources-to-ignore=configMaps",
 		"--ignored-workload-types=jobs,cronjobs", "--namespaces=a,b", "--log-format=json", "--log-level=debug")
-	if !o.IsArgoRollouts || !o.ReloadOnCreate || len(o.Namespaces) != 2 || !o.IgnoredSourceKinds()[source.ConfigMap] {
-		t.Errorf("parsed %+v", o)
+	c, err := Parse(o)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !o.IgnoresWorkload("CronJob") || o.IgnoresWorkload("Deployment") {
+	if !c.IsArgoRollouts || !c.ReloadOnCreate || len(c.Namespaces) != 2 || !c.IgnoredSources[source.ConfigMap] || c.IgnoredSources[source.Secret] {
+		t.Errorf("parsed %+v", c)
+	}
+	if !c.IgnoresWorkload("CronJob") || !c.IgnoresWorkload("Job") || c.IgnoresWorkload("Deployment") {
 		t.Error("--ignored-workload-types=jobs,cronjobs matched wrongly")
-	}
-	if err := o.Validate(); err != nil {
-		t.Error(err)
 	}
 }
 
@@ -78,12 +86,12 @@ func TestWorkloadBehaviourFlagsParse(t *testing.T) {
 func TestEnvironment(t *testing.T) {
 	env := map[string]string{"KUBERNETES_NAMESPACE": "team-a", "METRICS_COUNT_BY_NAMESPACE": "enabled", "POD_NAMESPACE": "reloader"}
 	o := Default()
-	o.ApplyEnv(func(k string) string { return env[k] })
+	applyEnv(t, &o, env)
 	if len(o.Namespaces) != 1 || o.Namespaces[0] != "team-a" || !o.MetricsCountByNamespace || o.LeaderElectionNamespace != "reloader" {
 		t.Errorf("env not applied: %v %v %q", o.Namespaces, o.MetricsCountByNamespace, o.LeaderElectionNamespace)
 	}
 	o = parse(t, "--namespaces=x")
-	o.ApplyEnv(func(k string) string { return env[k] })
+	applyEnv(t, &o, env)
 	if len(o.Namespaces) != 1 || o.Namespaces[0] != "x" {
 		t.Errorf("KUBERNETES_NAMESPACE overrode --namespaces: %v", o.Namespaces)
 	}
@@ -94,7 +102,7 @@ func TestAlertAndIdentityEnvironment(t *testing.T) {
 		"ALERT_WEBHOOK_PROXY": "http://proxy:3128", "ALERT_ADDITIONAL_INFO": "cluster prod-eu", "POD_NAME": "reloader-7f9",
 		"POD_NAMESPACE": "ops", "RELOADER_DEPLOYMENT_NAME": "reloader"}
 	o := Default()
-	o.ApplyEnv(func(k string) string { return env[k] })
+	applyEnv(t, &o, env)
 	want := Alert{Enabled: true, Sink: "slack", WebhookURL: "https://hooks.example/x", Proxy: "http://proxy:3128", AdditionalInfo: "cluster prod-eu"}
 	if o.Alert != want {
 		t.Errorf("alert %+v, want %+v", o.Alert, want)
@@ -102,11 +110,11 @@ func TestAlertAndIdentityEnvironment(t *testing.T) {
 	if o.LeaderIdentity != "reloader-7f9" || o.ReloaderNamespace != "ops" || o.ReloaderDeployment != "reloader" {
 		t.Errorf("identity %q, meta-info namespace %q, deployment %q", o.LeaderIdentity, o.ReloaderNamespace, o.ReloaderDeployment)
 	}
-	if err := o.Validate(); err != nil {
+	if _, err := Parse(o); err != nil {
 		t.Error(err)
 	}
 	env["RELOADER_NAMESPACE"] = "meta"
-	o.ApplyEnv(func(k string) string { return env[k] })
+	applyEnv(t, &o, env)
 	if o.ReloaderNamespace != "meta" {
 		t.Errorf("RELOADER_NAMESPACE not preferred over POD_NAMESPACE: %q", o.ReloaderNamespace)
 	}
@@ -126,12 +134,12 @@ func TestNamespaceSelectorForms(t *testing.T) {
 		{"*", []labels.Set{nil, ns(map[string]string{"a": "b"})}, nil},
 	}
 	for _, c := range cases {
-		o := parse(t, "--namespace-selector="+c.selector)
-		sel, err := o.NamespaceLabels()
+		conf, err := Parse(parse(t, "--namespace-selector="+c.selector))
 		if err != nil {
 			t.Errorf("%q: %v", c.selector, err)
 			continue
 		}
+		sel := conf.NamespaceLabels
 		for _, l := range c.matches {
 			if !sel.Matches(l) {
 				t.Errorf("%q does not match %v", c.selector, l)
@@ -149,18 +157,18 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	o := parse(t, "--reload-strategy=restart", "--resources-to-ignore=pods", "--log-level=loud", "--coalesce-window=-1s",
 		"--namespace-selector=a in (", "--webhook-url=ftp://x", "--enable-ha", "--leader-election-renew-deadline=1m")
 	o.Alert = Alert{Enabled: true, Sink: "pager", WebhookURL: "not a url"}
-	err := o.Validate()
+	_, err := Parse(o)
 	if err == nil {
 		t.Fatal("bad options accepted")
 	}
 	for _, want := range []string{"--reload-strategy", "--resources-to-ignore", "--log-level", "--coalesce-window",
-		"--namespace-selector", "--webhook-url", "renew deadline", "ALERT_SINK", "ALERT_WEBHOOK_URL"} {
+		"--namespace-selector", "--webhook-url", "--leader-election-lease-duration", "ALERT_SINK", "ALERT_WEBHOOK_URL"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %s: %v", want, err)
 		}
 	}
 	both := parse(t, "--resources-to-ignore=configMaps,secrets")
-	if err := both.Validate(); err == nil {
+	if _, err := Parse(both); err == nil {
 		t.Error("ignoring both kinds accepted")
 	}
 }

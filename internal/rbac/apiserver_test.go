@@ -201,22 +201,23 @@ func TestTableSufficesOnARealAPIServer(t *testing.T) {
 	}
 }
 
-func parse(t *testing.T, args []string, env map[string]string) options.Options {
+func parse(t *testing.T, args []string, env map[string]string) options.Config {
 	t.Helper()
 	o := options.Default()
 	fs := pflag.NewFlagSet("reloader", pflag.ContinueOnError)
 	o.BindFlags(fs)
 	must(t, fs.Parse(args))
-	o.ApplyEnv(func(k string) string { return env[k] })
 	o.MetricsAddr = "0"
 	o.CoalesceWindow = 100 * time.Millisecond
-	return o
+	c, err := options.Load(o, func(k string) string { return env[k] })
+	must(t, err)
+	return c
 }
 
 // runAs grants rules to a new user, as the chart would (a ClusterRole, or a Role per watched
 // namespace; cluster-scoped rules in a ClusterRole; own rules in a Role in own), and runs
 // reloader as that user until the test ends. refused lists the requests answered 403.
-func runAs(t *testing.T, opts options.Options, rules rbac.Rules, own string) (refused func() []string) {
+func runAs(t *testing.T, opts options.Config, rules rbac.Rules, own string) (refused func() []string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	user := fmt.Sprintf("reloader-rbac-%04d", rand.IntN(10000))

@@ -55,12 +55,12 @@ var (
 
 // For returns the permissions reloader needs when run with opts on platform p. The table
 // follows internal/app: what it watches, what the reconcilers write, and where.
-func For(opts options.Options, p Platform) Rules {
+func For(opts options.Config, p Platform) Rules {
 	// With --webhook-url reloader only reads: it POSTs instead of writing workloads or Events.
 	writes := opts.WebhookURL == ""
 	r := Rules{Namespaces: append([]string(nil), opts.Namespaces...)}
 
-	ignored := opts.IgnoredSourceKinds()
+	ignored := opts.IgnoredSources
 	if !ignored[source.ConfigMap] {
 		r.Watched = append(r.Watched, rule("", "configmaps", read...))
 	}
@@ -114,7 +114,7 @@ func For(opts options.Options, p Platform) Rules {
 		r.Watched = append(r.Watched, rule("events.k8s.io", "events", "create", "patch"))
 	}
 
-	if sel, _ := opts.NamespaceLabels(); sel != nil {
+	if opts.NamespaceLabels != nil {
 		// The selector is matched against the namespace's labels on every reconcile.
 		r.Cluster = append(r.Cluster, rule("", "namespaces", read...))
 	}

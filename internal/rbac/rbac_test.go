@@ -12,7 +12,7 @@ import (
 )
 
 // parse builds options the way cmd/reloader does: flags, then the environment.
-func parse(t *testing.T, env map[string]string, args ...string) options.Options {
+func parse(t *testing.T, env map[string]string, args ...string) options.Config {
 	t.Helper()
 	o := options.Default()
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
@@ -20,8 +20,11 @@ func parse(t *testing.T, env map[string]string, args ...string) options.Options 
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	o.ApplyEnv(func(k string) string { return env[k] })
-	return o
+	c, err := options.Load(o, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 var ownEnv = map[string]string{"POD_NAMESPACE": "reloader", "POD_NAME": "reloader-0"}

@@ -1,0 +1,283 @@
+package options
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/source"
+)
+
+// Config is Options checked and parsed once, at start-up: the values reloader runs with, in
+// the types it uses. Only Parse makes one, so nothing downstream parses a flag again.
+type Config struct {
+	// Options are the values as given (Namespaces and NamespacesToIgnore trimmed, empty
+	// entries dropped); the fields below are parsed from them.
+	Options
+
+	Strategy reload.Strategy
+	Level    zapcore.Level
+	// IgnoredSources are the source kinds of --resources-to-ignore.
+	IgnoredSources map[source.Kind]bool
+	// SourceLabels selects the ConfigMaps and Secrets watched; nil selects all.
+	SourceLabels labels.Selector
+	// NamespaceLabels selects the namespaces whose workloads reload; nil: no selector, and no
+	// Namespace watch.
+	NamespaceLabels labels.Selector
+	// NamespaceFilter is a server-side field selector leaving out --namespaces-to-ignore; nil
+	// when none is ignored.
+	NamespaceFilter fields.Selector
+
+	// ignoredWorkloads holds --ignored-workload-types in their plural, lower-case form.
+	ignoredWorkloads map[string]bool
+}
+
+// IgnoresWorkload reports whether --ignored-workload-types names kind ("Deployment" matches
+// deployment and deployments).
+func (c Config) IgnoresWorkload(kind string) bool { return c.ignoredWorkloads[workloadType(kind)] }
+
+// Load applies the environment to o, then parses it, as cmd/reloader does: one error names
+// every bad flag and variable.
+func Load(o Options, getenv func(string) string) (Config, error) {
+	envErr := o.ApplyEnv(getenv)
+	c, err := Parse(o)
+	return c, errors.Join(envErr, err)
+}
+
+// Parse checks every option and returns them parsed; the error names each bad flag or
+// variable and what it accepts.
+func Parse(o Options) (Config, error) {
+	var errs []error
+	fail := func(err error) { errs = append(errs, err) }
+
+	c := Config{Options: o, IgnoredSources: map[source.Kind]bool{}, ignoredWorkloads: map[string]bool{}}
+	var err error
+	if c.Strategy, err = reload.NewStrategy(o.ReloadStrategy); err != nil {
+		fail(fmt.Errorf("--reload-strategy: %w", err))
+	}
+	if c.Level, err = ParseLogLevel(o.LogLevel); err != nil {
+		fail(err)
+	}
+	switch o.LogFormat {
+	case "", "json", "text":
+	default:
+		fail(fmt.Errorf("--log-format: %q is neither json nor text", o.LogFormat))
+	}
+
+	for _, r := range o.ResourcesToIgnore {
+		switch strings.ToLower(strings.TrimSpace(r)) {
+		case "configmaps", "configmap":
+			c.IgnoredSources[source.ConfigMap] = true
+		case "secrets", "secret":
+			c.IgnoredSources[source.Secret] = true
+		default:
+			fail(fmt.Errorf("--resources-to-ignore: %q is neither configMaps nor secrets", r))
+		}
+	}
+	if len(c.IgnoredSources) == 2 {
+		fail(errors.New("--resources-to-ignore: ignoring both configMaps and secrets leaves nothing to watch"))
+	}
+	for _, t := range o.IgnoredWorkloadTypes {
+		if k := workloadType(t); k != "" {
+			c.ignoredWorkloads[k] = true
+		} else {
+			fail(fmt.Errorf("--ignored-workload-types: %q is not one of %s (singular or plural, any case)", t, strings.Join(WorkloadTypes, ", ")))
+		}
+	}
+
+	var nsErrs, ignoreErrs []error
+	c.Namespaces, nsErrs = namespaceList("--namespaces", o.Namespaces)
+	c.NamespacesToIgnore, ignoreErrs = namespaceList("--namespaces-to-ignore", o.NamespacesToIgnore)
+	errs = append(append(errs, nsErrs...), ignoreErrs...)
+	c.NamespaceFilter = namespaceFilter(c.NamespacesToIgnore)
+	if c.NamespaceLabels, err = ParseSelector(o.NamespaceSelector); err != nil {
+		fail(fmt.Errorf("--namespace-selector: %w", err))
+	}
+	if c.SourceLabels, err = ParseSelector(o.ResourceLabelSelector); err != nil {
+		fail(fmt.Errorf("--resource-label-selector: %w", err))
+	}
+	errs = append(errs, checkKeys(o.Keys)...)
+
+	if o.CoalesceWindow < 0 {
+		fail(fmt.Errorf("--coalesce-window: %v is negative; want 0 (off) or a duration such as 300ms", o.CoalesceWindow))
+	}
+	if o.Workers < 1 {
+		fail(fmt.Errorf("--workers: %d is less than 1", o.Workers))
+	}
+	if err := checkAddr(o.MetricsAddr); err != nil {
+		fail(fmt.Errorf("--metrics-addr: %w; 0 turns it off", err))
+	}
+	if o.EnablePprof {
+		if err := checkAddr(o.PprofAddr); err != nil {
+			fail(fmt.Errorf("--pprof-addr: %w", err))
+		}
+	}
+
+	// The webhook settings serve --webhook-url and the ALERT_* alerts alike.
+	if o.WebhookURL != "" {
+		if err := checkURL(o.WebhookURL); err != nil {
+			fail(fmt.Errorf("--webhook-url: %w", err))
+		}
+	}
+	if o.WebhookRetries < 1 {
+		fail(fmt.Errorf("--webhook-retries: %d is less than 1 (the first attempt counts)", o.WebhookRetries))
+	}
+	if o.WebhookTimeout <= 0 {
+		fail(fmt.Errorf("--webhook-timeout: %v is not a positive duration such as 10s", o.WebhookTimeout))
+	}
+	errs = append(errs, checkLease(o)...)
+	errs = append(errs, checkAlert(o.Alert)...)
+
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// namespaceList trims each entry, drops empty ones ("a,,b" or a trailing comma: an empty
+// name would mean every namespace to the cache) and checks that the rest are namespace names.
+func namespaceList(flag string, in []string) ([]string, []error) {
+	var out []string
+	var errs []error
+	for _, ns := range in {
+		ns = strings.TrimSpace(ns)
+		if ns == "" {
+			continue
+		}
+		if err := checkNamespace(ns); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", flag, err))
+			continue
+		}
+		out = append(out, ns)
+	}
+	return out, errs
+}
+
+// checkNamespace accepts a namespace name: a DNS label (lower-case, at most 63 characters).
+func checkNamespace(ns string) error {
+	if problems := validation.IsDNS1123Label(ns); len(problems) > 0 {
+		return fmt.Errorf("%q is not a namespace name: %s", ns, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// namespaceFilter returns a field selector that leaves out namespaces, or nil.
+func namespaceFilter(namespaces []string) fields.Selector {
+	if len(namespaces) == 0 {
+		return nil
+	}
+	sels := make([]fields.Selector, 0, len(namespaces))
+	for _, ns := range namespaces {
+		sels = append(sels, fields.OneTermNotEqualSelector("metadata.namespace", ns))
+	}
+	return fields.AndSelectors(sels...)
+}
+
+// checkKeys refuses an annotation flag whose value is no annotation key: such a key could
+// never be found on an object, so its rule would silently never apply.
+func checkKeys(k reload.Keys) []error {
+	flags := map[string]string{
+		"--auto-annotation":                  k.Auto,
+		"--auto-search-annotation":           k.Search,
+		"--search-match-annotation":          k.Match,
+		"--ignore-annotation":                k.Ignore,
+		"--pause-deployment-annotation":      k.PausePeriod,
+		"--pause-deployment-time-annotation": k.PausedAt,
+		"--rollout-strategy-annotation":      k.RolloutStrategy,
+	}
+	for _, kind := range source.Kinds {
+		flags["--"+string(kind)+"-annotation"] = k.Reload[kind]
+		flags["--"+string(kind)+"-auto-annotation"] = k.TypedAuto[kind]
+		flags["--"+string(kind)+"-exclude-annotation"] = k.Exclude[kind]
+	}
+	var errs []error
+	for _, flag := range slices.Sorted(maps.Keys(flags)) {
+		if problems := validation.IsQualifiedName(flags[flag]); len(problems) > 0 {
+			errs = append(errs, fmt.Errorf("%s: %q is not an annotation key (such as example.com/name): %s",
+				flag, flags[flag], strings.Join(problems, "; ")))
+		}
+	}
+	return errs
+}
+
+// checkLease checks the --enable-ha timings in the order client-go's leader election needs.
+// They are checked without --enable-ha too: a bad value is a mistake whether used yet or not.
+func checkLease(o Options) []error {
+	var errs []error
+	if problems := validation.IsDNS1123Subdomain(o.LeaderElectionID); len(problems) > 0 {
+		errs = append(errs, fmt.Errorf("--leader-election-id: %q is not a Lease name: %s", o.LeaderElectionID, strings.Join(problems, "; ")))
+	}
+	if o.LeaseRetryPeriod <= 0 {
+		errs = append(errs, fmt.Errorf("--leader-election-retry-period: %v is not a positive duration such as 2s", o.LeaseRetryPeriod))
+	}
+	if o.LeaseRenewDeadline <= o.LeaseRetryPeriod {
+		errs = append(errs, fmt.Errorf("--leader-election-renew-deadline: %v must be longer than --leader-election-retry-period (%v)",
+			o.LeaseRenewDeadline, o.LeaseRetryPeriod))
+	}
+	if o.LeaseDuration <= o.LeaseRenewDeadline {
+		errs = append(errs, fmt.Errorf("--leader-election-lease-duration: %v must be longer than --leader-election-renew-deadline (%v)",
+			o.LeaseDuration, o.LeaseRenewDeadline))
+	}
+	return errs
+}
+
+// checkAlert checks the ALERT_* settings when alerts are on; off, they are never read.
+func checkAlert(a Alert) []error {
+	if !a.Enabled {
+		return nil
+	}
+	var errs []error
+	if !slices.Contains(AlertSinks, a.Sink) {
+		errs = append(errs, fmt.Errorf("ALERT_SINK: %q is not one of %s", a.Sink, strings.Join(AlertSinks, ", ")))
+	}
+	if err := checkURL(a.WebhookURL); err != nil {
+		errs = append(errs, fmt.Errorf("ALERT_WEBHOOK_URL (needed with ALERT_ON_RELOAD=true): %w", err))
+	}
+	if a.Proxy != "" {
+		if err := checkURL(a.Proxy); err != nil {
+			errs = append(errs, fmt.Errorf("ALERT_WEBHOOK_PROXY: %w", err))
+		}
+	}
+	return errs
+}
+
+// checkURL accepts absolute http and https URLs. Its errors name the scheme and host only:
+// the path of a Slack or Teams URL is a token.
+func checkURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return errors.New("not a URL; want http(s)://host/path")
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("scheme %q, host %q: want an http(s)://host/path URL", u.Scheme, u.Host)
+	}
+	return nil
+}
+
+// checkAddr accepts a listen address, host:port with a numeric port (":9090", "0.0.0.0:9090").
+func checkAddr(addr string) error {
+	if addr == "0" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		if p, perr := strconv.Atoi(port); perr != nil || p < 0 || p > 65535 {
+			err = fmt.Errorf("port %q is not a number from 0 to 65535", port)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%q is not a listen address such as :9090 (%w)", addr, err)
+	}
+	return nil
+}

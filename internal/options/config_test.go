@@ -1,0 +1,200 @@
+package options
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/source"
+)
+
+// Each bad value is refused at start-up with an error that names the flag or variable and
+// says what it accepts.
+func TestParseRefusesBadValues(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want []string // each must appear in the error
+	}{
+		{"strategy", []string{"--reload-strategy=restart"}, nil, []string{"--reload-strategy", `"restart"`, "env-vars", "annotations"}},
+		{"log level", []string{"--log-level=loud"}, nil, []string{"--log-level", `"loud"`, "debug", "warning"}},
+		{"log format", []string{"--log-format=xml"}, nil, []string{"--log-format", "json", "text"}},
+		{"source kind", []string{"--resources-to-ignore=pods"}, nil, []string{"--resources-to-ignore", `"pods"`, "configMaps", "secrets"}},
+		{"both source kinds", []string{"--resources-to-ignore=configMaps,secrets"}, nil, []string{"--resources-to-ignore", "nothing to watch"}},
+		{"workload kind", []string{"--ignored-workload-types=pods"}, nil, []string{"--ignored-workload-types", `"pods"`, "deployments", "cronjobs"}},
+		{"namespace name", []string{"--namespaces=team_a"}, nil, []string{"--namespaces", `"team_a"`, "not a namespace name"}},
+		{"ignored namespace name", []string{"--namespaces-to-ignore=Kube-System"}, nil, []string{"--namespaces-to-ignore", `"Kube-System"`}},
+		{"namespace selector", []string{"--namespace-selector=a in ("}, nil, []string{"--namespace-selector"}},
+		{"resource selector", []string{"--resource-label-selector=a!!b"}, nil, []string{"--resource-label-selector"}},
+		{"annotation key", []string{"--auto-annotation=reload me"}, nil, []string{"--auto-annotation", `"reload me"`, "annotation key"}},
+		{"typed annotation key", []string{"--secret-exclude-annotation="}, nil, []string{"--secret-exclude-annotation", "annotation key"}},
+		{"negative coalesce window", []string{"--coalesce-window=-1s"}, nil, []string{"--coalesce-window", "negative"}},
+		{"no workers", []string{"--workers=0"}, nil, []string{"--workers", "less than 1"}},
+		{"negative workers", []string{"--workers=-4"}, nil, []string{"--workers", "-4"}},
+		{"metrics address", []string{"--metrics-addr=9090"}, nil, []string{"--metrics-addr", `"9090"`, ":9090", "0 turns it off"}},
+		{"metrics port", []string{"--metrics-addr=:99999"}, nil, []string{"--metrics-addr", "0 to 65535"}},
+		{"pprof address", []string{"--enable-pprof", "--pprof-addr=localhost"}, nil, []string{"--pprof-addr", ":9090"}},
+		{"webhook scheme", []string{"--webhook-url=ftp://hooks.example/x"}, nil, []string{"--webhook-url", "http(s)"}},
+		{"no webhook attempts", []string{"--webhook-retries=0"}, nil, []string{"--webhook-retries", "less than 1"}},
+		{"no webhook timeout", []string{"--webhook-timeout=0s"}, nil, []string{"--webhook-timeout", "positive"}},
+		{"lease name", []string{"--leader-election-id=My Lease"}, nil, []string{"--leader-election-id", "Lease name"}},
+		{"renew deadline past lease", []string{"--leader-election-renew-deadline=1m"}, nil, []string{"--leader-election-lease-duration", "--leader-election-renew-deadline (1m0s)"}},
+		{"retry period past deadline", []string{"--leader-election-retry-period=10s"}, nil, []string{"--leader-election-renew-deadline", "--leader-election-retry-period (10s)"}},
+		{"no retry period", []string{"--leader-election-retry-period=0s"}, nil, []string{"--leader-election-retry-period", "positive"}},
+		{"alert switch", nil, map[string]string{"ALERT_ON_RELOAD": "yes"}, []string{"ALERT_ON_RELOAD", `"yes"`, "true", "false"}},
+		{"alert sink", nil, map[string]string{"ALERT_ON_RELOAD": "true", "ALERT_SINK": "pager", "ALERT_WEBHOOK_URL": "https://h.example/x"}, []string{"ALERT_SINK", `"pager"`, "slack, teams, gchat, raw"}},
+		{"alert without URL", nil, map[string]string{"ALERT_ON_RELOAD": "true"}, []string{"ALERT_WEBHOOK_URL", "http(s)"}},
+		{"alert proxy", nil, map[string]string{"ALERT_ON_RELOAD": "true", "ALERT_WEBHOOK_URL": "https://h.example/x", "ALERT_WEBHOOK_PROXY": "proxy:3128"}, []string{"ALERT_WEBHOOK_PROXY"}},
+		{"metrics by namespace", nil, map[string]string{"METRICS_COUNT_BY_NAMESPACE": "true"}, []string{"METRICS_COUNT_BY_NAMESPACE", `"true"`, "enabled", "disabled"}},
+		{"watched namespace variable", nil, map[string]string{"KUBERNETES_NAMESPACE": "Team A"}, []string{"KUBERNETES_NAMESPACE", `"Team A"`}},
+		{"own namespace variable", nil, map[string]string{"POD_NAMESPACE": "ops/x"}, []string{"POD_NAMESPACE", "not a namespace name"}},
+		{"meta-info namespace variable", nil, map[string]string{"RELOADER_NAMESPACE": "-x"}, []string{"RELOADER_NAMESPACE"}},
+		{"deployment name variable", nil, map[string]string{"RELOADER_DEPLOYMENT_NAME": "Reloader!"}, []string{"RELOADER_DEPLOYMENT_NAME", "Deployment name"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load(parse(t, tt.args...), func(k string) string { return tt.env[k] })
+			if err == nil {
+				t.Fatalf("%v %v accepted", tt.args, tt.env)
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error does not say %s: %v", want, err)
+				}
+			}
+		})
+	}
+}
+
+// The paths of webhook URLs hold tokens (Slack, Teams): a refusal must not print them.
+func TestURLErrorsKeepThePathSecret(t *testing.T) {
+	o := parse(t, "--webhook-url=ftp://hooks.example/T000/B000/s3cr3t")
+	_, err := Load(o, func(k string) string {
+		return map[string]string{"ALERT_ON_RELOAD": "true", "ALERT_WEBHOOK_URL": "hooks.example/services/t0ken"}[k]
+	})
+	if err == nil {
+		t.Fatal("bad URLs accepted")
+	}
+	for _, secret := range []string{"s3cr3t", "t0ken"} {
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("error shows a URL path: %v", err)
+		}
+	}
+}
+
+func TestDurationFlagSaysWhatItAccepts(t *testing.T) {
+	o := Default()
+	fs := pflag.NewFlagSet("reloader", pflag.ContinueOnError)
+	o.BindFlags(fs)
+	err := fs.Parse([]string{"--coalesce-window=5 seconds"})
+	if err == nil || !strings.Contains(err.Error(), "--coalesce-window") || !strings.Contains(err.Error(), "300ms") {
+		t.Fatalf("error %v", err)
+	}
+	if err := fs.Parse([]string{"--webhook-timeout=1m30s"}); err != nil || o.WebhookTimeout != 90*time.Second {
+		t.Errorf("--webhook-timeout=1m30s: %v, %v", o.WebhookTimeout, err)
+	}
+	if f := fs.Lookup("coalesce-window"); f.Value.Type() != "duration" || f.DefValue != "300ms" {
+		t.Errorf("help shows type %s, default %s", f.Value.Type(), f.DefValue)
+	}
+}
+
+func TestParseGivesTypedValues(t *testing.T) {
+	tests := []struct {
+		name  string
+		args  []string
+		check func(t *testing.T, c Config)
+	}{
+		{"defaults", nil, func(t *testing.T, c Config) {
+			if _, ok := c.Strategy.(reload.EnvVars); !ok {
+				t.Errorf("strategy %T", c.Strategy)
+			}
+			if c.Level != zapcore.InfoLevel || c.SourceLabels != nil || c.NamespaceLabels != nil || c.NamespaceFilter != nil ||
+				len(c.IgnoredSources) != 0 || c.IgnoresWorkload("Deployment") || len(c.Namespaces) != 0 {
+				t.Errorf("defaults parsed to %+v", c)
+			}
+		}},
+		{"annotations strategy and trace", []string{"--reload-strategy=annotations", "--log-level=trace"}, func(t *testing.T, c Config) {
+			if _, ok := c.Strategy.(reload.Annotations); !ok || c.Level != zapcore.Level(-2) {
+				t.Errorf("strategy %T, level %v", c.Strategy, c.Level)
+			}
+		}},
+		{"selectors", []string{"--namespace-selector=team:a", "--resource-label-selector=reload=*"}, func(t *testing.T, c Config) {
+			if !c.NamespaceLabels.Matches(labels.Set{"team": "a"}) || c.NamespaceLabels.Matches(labels.Set{"team": "b"}) {
+				t.Errorf("namespace selector %v", c.NamespaceLabels)
+			}
+			if !c.SourceLabels.Matches(labels.Set{"reload": "x"}) || c.SourceLabels.Matches(labels.Set{}) {
+				t.Errorf("source selector %v", c.SourceLabels)
+			}
+		}},
+		{"ignored kinds", []string{"--resources-to-ignore=Secrets", "--ignored-workload-types=Job,cronjobs"}, func(t *testing.T, c Config) {
+			if !c.IgnoredSources[source.Secret] || c.IgnoredSources[source.ConfigMap] {
+				t.Errorf("ignored sources %v", c.IgnoredSources)
+			}
+			if !c.IgnoresWorkload("Job") || !c.IgnoresWorkload("CronJob") || c.IgnoresWorkload("StatefulSet") {
+				t.Error("ignored workloads wrong")
+			}
+		}},
+		{"namespace lists trimmed, empty entries dropped", []string{"--namespaces=a, b,,", "--namespaces-to-ignore=kube-system,, flux-system"}, func(t *testing.T, c Config) {
+			if strings.Join(c.Namespaces, "|") != "a|b" || strings.Join(c.NamespacesToIgnore, "|") != "kube-system|flux-system" {
+				t.Errorf("namespaces %q, ignored %q", c.Namespaces, c.NamespacesToIgnore)
+			}
+			if !c.NamespaceFilter.Matches(fields.Set{"metadata.namespace": "a"}) || c.NamespaceFilter.Matches(fields.Set{"metadata.namespace": "flux-system"}) {
+				t.Errorf("field selector %v", c.NamespaceFilter)
+			}
+		}},
+		{"metrics off, pprof on an address", []string{"--metrics-addr=0", "--enable-pprof", "--pprof-addr=127.0.0.1:6061"}, func(t *testing.T, c Config) {
+			if c.MetricsAddr != "0" || c.PprofAddr != "127.0.0.1:6061" {
+				t.Errorf("addresses %q %q", c.MetricsAddr, c.PprofAddr)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse(parse(t, tt.args...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestEnvironmentValuesAccepted(t *testing.T) {
+	for _, tt := range []struct {
+		env            map[string]string
+		alert, metrics bool
+	}{
+		{map[string]string{}, false, false},
+		{map[string]string{"ALERT_ON_RELOAD": "false", "METRICS_COUNT_BY_NAMESPACE": "disabled"}, false, false},
+		{map[string]string{"ALERT_ON_RELOAD": " True ", "ALERT_WEBHOOK_URL": "https://h.example/x", "METRICS_COUNT_BY_NAMESPACE": "enabled"}, true, true},
+		{map[string]string{"ALERT_ON_RELOAD": "1", "ALERT_WEBHOOK_URL": "http://h.example/x"}, true, false},
+	} {
+		c, err := Load(Default(), func(k string) string { return tt.env[k] })
+		if err != nil {
+			t.Errorf("%v: %v", tt.env, err)
+			continue
+		}
+		if c.Alert.Enabled != tt.alert || c.MetricsCountByNamespace != tt.metrics {
+			t.Errorf("%v: alert %v, metrics by namespace %v", tt.env, c.Alert.Enabled, c.MetricsCountByNamespace)
+		}
+	}
+}
+
+// One start-up error lists the bad flags and the bad variables together.
+func TestLoadReportsFlagsAndEnvironmentAtOnce(t *testing.T) {
+	_, err := Load(parse(t, "--workers=0", "--log-level=loud"), func(k string) string {
+		return map[string]string{"ALERT_ON_RELOAD": "maybe", "METRICS_COUNT_BY_NAMESPACE": "on"}[k]
+	})
+	for _, want := range []string{"--workers", "--log-level", "ALERT_ON_RELOAD", "METRICS_COUNT_BY_NAMESPACE"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not name %s: %v", want, err)
+		}
+	}
+}

@@ -1,0 +1,76 @@
+package options
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// FromEnvironment is ApplyEnv over the process environment.
+func (o *Options) FromEnvironment() error { return o.ApplyEnv(os.Getenv) }
+
+// ApplyEnv reads upstream's environment variables where no flag said otherwise. It reports
+// every value it can't read, by variable name; such a value is left unset.
+func (o *Options) ApplyEnv(getenv func(string) string) error {
+	var errs []error
+	namespace := func(name string) string {
+		ns := strings.TrimSpace(getenv(name))
+		if ns == "" {
+			return ""
+		}
+		if err := checkNamespace(ns); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			return ""
+		}
+		return ns
+	}
+
+	if ns := namespace("KUBERNETES_NAMESPACE"); ns != "" && len(o.Namespaces) == 0 {
+		o.Namespaces = []string{ns}
+	}
+	// Upstream counts by namespace only on "enabled"; any other word would silently leave it
+	// off, so only its opposite is accepted besides.
+	switch v := strings.TrimSpace(getenv("METRICS_COUNT_BY_NAMESPACE")); v {
+	case "enabled":
+		o.MetricsCountByNamespace = true
+	case "", "disabled":
+		o.MetricsCountByNamespace = false
+	default:
+		errs = append(errs, fmt.Errorf("METRICS_COUNT_BY_NAMESPACE: %q is neither enabled nor disabled", v))
+	}
+	o.LeaderElectionNamespace = namespace("POD_NAMESPACE")
+	o.LeaderIdentity = strings.TrimSpace(getenv("POD_NAME"))
+	o.ReloaderNamespace = namespace("RELOADER_NAMESPACE")
+	if o.ReloaderNamespace == "" {
+		o.ReloaderNamespace = o.LeaderElectionNamespace
+	}
+	o.ReloaderDeployment = strings.TrimSpace(getenv("RELOADER_DEPLOYMENT_NAME"))
+	if d := o.ReloaderDeployment; d != "" {
+		if problems := validation.IsDNS1123Subdomain(d); len(problems) > 0 {
+			errs = append(errs, fmt.Errorf("RELOADER_DEPLOYMENT_NAME: %q is not a Deployment name: %s", d, strings.Join(problems, "; ")))
+			o.ReloaderDeployment = ""
+		}
+	}
+
+	o.Alert = Alert{
+		Sink:           strings.ToLower(strings.TrimSpace(getenv("ALERT_SINK"))),
+		WebhookURL:     strings.TrimSpace(getenv("ALERT_WEBHOOK_URL")),
+		Proxy:          strings.TrimSpace(getenv("ALERT_WEBHOOK_PROXY")),
+		AdditionalInfo: getenv("ALERT_ADDITIONAL_INFO"),
+	}
+	if v := strings.TrimSpace(getenv("ALERT_ON_RELOAD")); v != "" {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("ALERT_ON_RELOAD: %q is neither true nor false", v))
+		}
+		o.Alert.Enabled = on
+	}
+	if o.Alert.Sink == "" {
+		o.Alert.Sink = "raw"
+	}
+	return errors.Join(errs...)
+}
