@@ -118,6 +118,8 @@ func New(ctx context.Context, cfg *rest.Config, opts options.Config, logger logr
 		}
 		byObject[st.NewObject()] = b
 	}
+	records, recordCache := controller.ReplacementRecords()
+	byObject[records] = recordCache
 	var namespaces map[string]cache.Config
 	if len(opts.Namespaces) > 0 {
 		namespaces = map[string]cache.Config{}

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -15,14 +16,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// pendingJob is a replacement deleted-for but not yet created.
+// pendingJob is a replacement written down (replacements.go) but not yet known to be created.
 type pendingJob struct {
 	obj      client.Object
 	replaces types.UID
+	// record is the UID of the record in the cluster that holds it.
+	record types.UID
 }
 
-// pendingJobs holds replacements until they are created, so that a failed create is retried
-// instead of losing the Job.
+// pendingJobs are the replacement records, by the name of the object they replace: the ones
+// this process wrote and the ones its watch found, left by an earlier leader.
 type pendingJobs struct {
 	mu sync.Mutex
 	m  map[types.NamespacedName]pendingJob
@@ -44,48 +47,75 @@ func (p *pendingJobs) put(nn types.NamespacedName, j pendingJob) {
 	p.m[nn] = j
 }
 
-func (p *pendingJobs) done(nn types.NamespacedName) {
+// done forgets the replacement of nn held in record; a newer one is kept.
+func (p *pendingJobs) done(nn types.NamespacedName, record types.UID) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.m, nn)
+	if j, ok := p.m[nn]; ok && j.record == record {
+		delete(p.m, nn)
+	}
 }
 
-// replace deletes the old object, if it is still the one read, and creates its replacement.
+// replace writes the replacement down, deletes the old object if it is still the one read,
+// and creates the replacement. Whatever stops it half way, the record lets createReplacement
+// finish: the create happens once, and never for an object someone else deleted first.
 func (r *WorkloadReconciler) replace(ctx context.Context, old, fresh client.Object) error {
+	nn := client.ObjectKeyFromObject(old)
+	p, err := r.writeRecord(ctx, old, fresh)
+	if err != nil {
+		return err
+	}
 	uid, rv := old.GetUID(), old.GetResourceVersion()
-	err := r.Client.Delete(ctx, old, client.Preconditions{UID: &uid, ResourceVersion: &rv},
+	err = r.Client.Delete(ctx, old, client.Preconditions{UID: &uid, ResourceVersion: &rv},
 		client.PropagationPolicy(metav1.DeletePropagationBackground))
-	if err != nil && !apierrors.IsNotFound(err) {
+	switch {
+	case apierrors.IsNotFound(err):
+		// Deleted by someone else since it was read: theirs to re-create, not reloader's.
+		return errors.Join(fmt.Errorf("%s %s was deleted meanwhile; not re-created: %w", r.Kind.Name(), nn.Name, err), r.dropRecord(ctx, nn, p))
+	case apierrors.IsConflict(err):
+		// Changed since read; the retry reads the new one.
+		return errors.Join(fmt.Errorf("delete for replacement: %w", err), r.dropRecord(ctx, nn, p))
+	case err != nil:
+		// The delete may or may not have happened; the record decides on the next pass.
 		return fmt.Errorf("delete for replacement: %w", err)
 	}
-	nn := client.ObjectKeyFromObject(old)
-	r.jobs.put(nn, pendingJob{obj: fresh, replaces: uid})
 	if err := r.Client.Create(ctx, fresh.DeepCopyObject().(client.Object), client.FieldOwner(FieldOwner)); err != nil {
 		return fmt.Errorf("re-create after delete (kept, retrying): %w", err)
 	}
-	r.jobs.done(nn)
-	return nil
+	return r.dropRecord(ctx, nn, p)
 }
 
-// createReplacement retries a replacement whose create failed. current is what the cache
-// holds under the name, if anything.
+// createReplacement finishes a replacement that was written down and not seen done: after a
+// failed create, or left by a process that died between the delete and the create. current
+// is what the cache holds under the name, if anything.
 func (r *WorkloadReconciler) createReplacement(ctx context.Context, nn types.NamespacedName, p pendingJob, current client.Object, exists bool) (reconcile.Result, error) {
-	if exists && current.GetUID() != p.replaces {
-		r.jobs.done(nn) // created meanwhile
-		return reconcile.Result{}, nil
+	logger := log.FromContext(ctx)
+	switch {
+	case exists && current.GetUID() != p.replaces:
+		// Created meanwhile, by this replacement or by someone else: done either way. Look
+		// at the new object again, now without the record.
+		return reconcile.Result{RequeueAfter: time.Millisecond}, r.dropRecord(ctx, nn, p)
+	case exists && current.GetDeletionTimestamp().IsZero():
+		// The old object was never deleted (the process stopped first, or the delete
+		// failed): drop the record; the next pass reloads the object afresh if it still
+		// needs it.
+		logger.Info("replacement was not started; reloading afresh")
+		return reconcile.Result{RequeueAfter: time.Millisecond}, r.dropRecord(ctx, nn, p)
+	case exists:
+		// Deleted, still finalizing.
+		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}
 	fresh := p.obj.DeepCopyObject().(client.Object)
 	err := r.Client.Create(ctx, fresh, client.FieldOwner(FieldOwner))
 	switch {
 	case err == nil:
-		r.jobs.done(nn)
 		r.Metrics.Reloaded(r.Kind.Name(), nn.Namespace, true, 0)
-		log.FromContext(ctx).Info("re-created after an earlier failure")
+		logger.Info("re-created a replaced object", "replaces", string(p.replaces))
 		r.Recorder.Eventf(fresh, nil, corev1.EventTypeNormal, ReasonReloaded, "Reload",
 			"Re-created %s %s with the new configuration", r.Kind.Name(), nn.Name)
-		return reconcile.Result{}, nil
+		return reconcile.Result{}, r.dropRecord(ctx, nn, p)
 	case apierrors.IsAlreadyExists(err):
-		// The old object is still terminating, or a replacement exists that the cache has not
+		// The old object is still there, or a replacement exists that the cache has not
 		// shown yet; the next pass tells which, by UID, at the top of this function.
 		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}

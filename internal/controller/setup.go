@@ -43,6 +43,7 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.mapNamespace),
 			builder.WithPredicates(predicate.LabelChangedPredicate{}))
 	}
+	b = r.watchReplacements(b)
 	return b.Complete(r)
 }
 

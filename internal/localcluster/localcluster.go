@@ -78,7 +78,14 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			_ = c.Stop()
 		}
 	}()
-	args := c.env.ControlPlane.GetAPIServer().Configure()
+	apiServer := c.env.ControlPlane.GetAPIServer()
+	// A directory of our own keeps the serving certificate and the client CA across
+	// RestartAPIServer: clients keep trusting the server, and users stay valid.
+	apiServer.CertDir = filepath.Join(dir, "kube-apiserver")
+	if err := os.Mkdir(apiServer.CertDir, 0o700); err != nil {
+		return nil, err
+	}
+	args := apiServer.Configure()
 	for k, v := range opts.APIServerFlags {
 		args.Set(k, v)
 	}
@@ -175,6 +182,20 @@ func (c *Cluster) addNodes(ctx context.Context, n int) error {
 	})
 	if err != nil {
 		return fmt.Errorf("fake nodes not Ready (see %s/kwok.log): %w", c.Dir, err)
+	}
+	return nil
+}
+
+// RestartAPIServer stops kube-apiserver (SIGTERM, as a rolling upgrade does) and starts it
+// again on the same address with the same certificates and etcd: every watch breaks, and
+// clients reconnect. It returns once the new process serves /healthz.
+func (c *Cluster) RestartAPIServer() error {
+	s := c.env.ControlPlane.APIServer
+	if err := s.Stop(); err != nil {
+		return fmt.Errorf("stop kube-apiserver: %w", err)
+	}
+	if err := s.Start(); err != nil {
+		return fmt.Errorf("start kube-apiserver again: %w", err)
 	}
 	return nil
 }

@@ -103,6 +103,11 @@ func For(opts options.Config, p Platform) Rules {
 		}
 		r.Watched = append(r.Watched, rule(k.group, k.resource, verbs...))
 	}
+	if jobsReloaded {
+		// A Job's replacement is written down first, as a ControllerRevision beside it, and
+		// watched, so that one cut short by a crash is finished by the next leader.
+		r.Watched = append(r.Watched, rule("apps", "controllerrevisions", "list", "watch", "create", "delete"))
+	}
 	cronJobs := !opts.IgnoresWorkload("CronJob")
 	if writes && cronJobs && opts.RunCronJobsOnReload && !jobsReloaded {
 		// Starting a Job from a reloaded CronJob needs create only; Jobs are not watched.

@@ -45,6 +45,7 @@ func TestFor(t *testing.T) {
 			watched: []string{"+/configmaps:list", "+/secrets:watch", "-/configmaps:patch", "-/secrets:update",
 				"+apps/deployments:patch", "+apps/statefulsets:patch", "+apps/daemonsets:patch", "+batch/cronjobs:patch",
 				"+batch/jobs:create", "+batch/jobs:delete", "+batch/jobs:patch", "-apps/deployments:update",
+				"+apps/controllerrevisions:create", "+apps/controllerrevisions:delete", "+apps/controllerrevisions:watch",
 				"+events.k8s.io/events:create", "+events.k8s.io/events:patch", "-/events:create",
 				"-argoproj.io/rollouts:get", "-apps.openshift.io/deploymentconfigs:get",
 				"-secrets-store.csi.x-k8s.io/secretproviderclasspodstatuses:get"},
@@ -86,7 +87,7 @@ func TestFor(t *testing.T) {
 		{
 			name:    "CronJob runs without Job reloads",
 			args:    []string{"--ignored-workload-types=jobs", "--run-cronjobs-on-reload"},
-			watched: []string{"+batch/jobs:create", "-batch/jobs:get", "-batch/jobs:delete"},
+			watched: []string{"+batch/jobs:create", "-batch/jobs:get", "-batch/jobs:delete", "-apps/controllerrevisions:create"},
 		},
 		{
 			name:    "Argo and CSI",
@@ -150,7 +151,7 @@ func TestNoWildcardsNoUpdates(t *testing.T) {
 		if containsAny(a, ":update") && a != "coordination.k8s.io/leases["+opts.LeaderElectionID+"]:update" {
 			t.Errorf("unexpected update: %s", a)
 		}
-		if containsAny(a, ":delete") && a != "batch/jobs:delete" {
+		if containsAny(a, ":delete") && a != "batch/jobs:delete" && a != "apps/controllerrevisions:delete" {
 			t.Errorf("unexpected delete: %s", a)
 		}
 	}

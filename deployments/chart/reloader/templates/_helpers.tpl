@@ -175,6 +175,10 @@ Watched rules apply where reloader watches: a ClusterRole, or a Role per watched
 {{- /* A Job's template is immutable: a reload deletes it and creates it again. */ -}}
 {{- $jobs := $kind }}{{ if $writes }}{{ $jobs = concat $kind (list "create" "delete") }}{{ end -}}
 {{- $rules = append $rules (dict "apiGroups" (list "batch") "resources" (list "jobs") "verbs" $jobs) -}}
+{{- if $writes }}
+{{- /* The replacement is written down first, as a ControllerRevision beside the Job, so that one cut short by a crash is finished. */ -}}
+{{- $rules = append $rules (dict "apiGroups" (list "apps") "resources" (list "controllerrevisions") "verbs" (list "list" "watch" "create" "delete")) -}}
+{{- end -}}
 {{- else if and $writes $r.runCronJobsOnReload (not $r.ignoreCronJobs) -}}
 {{- $rules = append $rules (dict "apiGroups" (list "batch") "resources" (list "jobs") "verbs" (list "create")) -}}
 {{- end -}}

@@ -1,0 +1,155 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/reloader-operator/reloader/internal/workload"
+)
+
+// A replacement (delete, then create under the same name) is written down before the delete,
+// as a ControllerRevision beside the object: a snapshot of the object to create, which the
+// API server keeps if reloader dies between the delete and the create. The controller of the
+// kind watches these records, so the process that leads next finishes the replacement.
+// ControllerRevisions are namespaced and readable by whoever may read the object itself (the
+// view role grants both), so the copy exposes nothing new; no other controller adopts them,
+// since their labels match no StatefulSet or DaemonSet selector.
+const (
+	// ReplacementLabel marks reloader's records; its value is the kind replaced.
+	ReplacementLabel = "reloader.dev/replacement-of"
+	// replacesUIDAnnotation is the UID of the object the record replaces.
+	replacesUIDAnnotation = "reloader.dev/replaces-uid"
+	// replacesNameAnnotation is the name of the object replaced.
+	replacesNameAnnotation = "reloader.dev/replaces-name"
+)
+
+// ReplacementRecords is the cache setting for the records: reloader's own ControllerRevisions
+// only, not the revision history of every StatefulSet and DaemonSet.
+func ReplacementRecords() (client.Object, cache.ByObject) {
+	sel, _ := labels.Parse(ReplacementLabel)
+	return &appsv1.ControllerRevision{}, cache.ByObject{Label: sel}
+}
+
+// recordName names the record of a replacement of the object called name: one per name, so
+// that a new replacement finds and replaces a stale one.
+func recordName(kind, name string) string {
+	n := "reloader-" + strings.ToLower(kind) + "-" + name
+	if len(n) > 253 {
+		sum := sha256.Sum256([]byte(name))
+		n = "reloader-" + strings.ToLower(kind) + "-" + hex.EncodeToString(sum[:16])
+	}
+	return n
+}
+
+// writeRecord stores the replacement fresh of the object old before old is deleted.
+func (r *WorkloadReconciler) writeRecord(ctx context.Context, old, fresh client.Object) (pendingJob, error) {
+	data, err := json.Marshal(fresh)
+	if err != nil {
+		return pendingJob{}, err
+	}
+	rec := &appsv1.ControllerRevision{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: old.GetNamespace(),
+			Name:      recordName(r.Kind.Name(), old.GetName()),
+			Labels:    map[string]string{ReplacementLabel: r.Kind.Name()},
+			Annotations: map[string]string{
+				replacesUIDAnnotation:  string(old.GetUID()),
+				replacesNameAnnotation: old.GetName(),
+			},
+		},
+		Data:     runtime.RawExtension{Raw: data},
+		Revision: 1,
+	}
+	err = r.Client.Create(ctx, rec, client.FieldOwner(FieldOwner))
+	if apierrors.IsAlreadyExists(err) {
+		// Left by an earlier replacement of this name; the object is here, so it is done.
+		stale := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: rec.Namespace, Name: rec.Name}}
+		if err := r.Client.Delete(ctx, stale); client.IgnoreNotFound(err) != nil {
+			return pendingJob{}, fmt.Errorf("delete stale replacement record: %w", err)
+		}
+		rec.ResourceVersion = ""
+		err = r.Client.Create(ctx, rec, client.FieldOwner(FieldOwner))
+	}
+	if err != nil {
+		return pendingJob{}, fmt.Errorf("write replacement record: %w", err)
+	}
+	p := pendingJob{obj: fresh, replaces: old.GetUID(), record: rec.UID}
+	r.jobs.put(client.ObjectKeyFromObject(old), p)
+	return p, nil
+}
+
+// dropRecord forgets a replacement that is done or must not happen.
+func (r *WorkloadReconciler) dropRecord(ctx context.Context, nn types.NamespacedName, p pendingJob) error {
+	rec := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: nn.Namespace, Name: recordName(r.Kind.Name(), nn.Name)}}
+	var opts []client.DeleteOption
+	if p.record != "" {
+		// Only this record: a newer one of the same name belongs to a newer replacement.
+		opts = append(opts, client.Preconditions{UID: &p.record})
+	}
+	if err := r.Client.Delete(ctx, rec, opts...); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete replacement record: %w", err)
+	}
+	r.jobs.done(nn, p.record)
+	return nil
+}
+
+// recordOf reads a record back; ok is false for objects that are not a record of r.Kind.
+func (r *WorkloadReconciler) recordOf(o client.Object) (types.NamespacedName, pendingJob, bool) {
+	rec, isRec := o.(*appsv1.ControllerRevision)
+	if !isRec || rec.Labels[ReplacementLabel] != r.Kind.Name() || rec.Annotations[replacesNameAnnotation] == "" {
+		return types.NamespacedName{}, pendingJob{}, false
+	}
+	fresh := r.Kind.NewObject()
+	if err := json.Unmarshal(rec.Data.Raw, fresh); err != nil {
+		return types.NamespacedName{}, pendingJob{}, false
+	}
+	nn := types.NamespacedName{Namespace: rec.Namespace, Name: rec.Annotations[replacesNameAnnotation]}
+	return nn, pendingJob{obj: fresh, replaces: types.UID(rec.Annotations[replacesUIDAnnotation]), record: rec.UID}, true
+}
+
+// watchReplacements lets the controller of a replaced kind hear of the records: each one
+// seen is remembered and its object reconciled, so that a replacement left half done by a
+// process that died is finished by the next.
+func (r *WorkloadReconciler) watchReplacements(b *builder.Builder) *builder.Builder {
+	if _, ok := r.Kind.(workload.Recreated); !ok {
+		return b
+	}
+	seen := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if nn, p, ok := r.recordOf(o); ok {
+			r.jobs.put(nn, p)
+			q.Add(reconcile.Request{NamespacedName: nn})
+		}
+	}
+	h := handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			seen(e.Object, q)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if nn, p, ok := r.recordOf(e.Object); ok {
+				r.jobs.done(nn, p.record)
+			}
+		},
+	}
+	return b.Watches(&appsv1.ControllerRevision{}, h, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetLabels()[ReplacementLabel] == r.Kind.Name()
+	})))
+}
