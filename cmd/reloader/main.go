@@ -54,6 +54,7 @@ func newRootCommand(run func(context.Context, options.Config) error) *cobra.Comm
 			return run(cmd.Context(), conf)
 		},
 	}
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return options.ExplainFlagError(err) })
 	cmd.SetVersionTemplate("{{.Version}}\n")
 	cmd.Flags().Bool("version", false, "print the version, commit and Go version, and exit")
 	opts.BindFlags(cmd.Flags())

@@ -141,6 +141,29 @@ func TestMisspeltWorkloadTypeFailsAtStartUp(t *testing.T) {
 	}
 }
 
+// A bad value fails before anything starts, with the flag or variable and what it accepts.
+func TestBadValuesFailAtStartUp(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--workers", "four"}, `--workers: "four" is not a whole number`},
+		{[]string{"--reload-on-create=maybe"}, `--reload-on-create: "maybe" is not true or false`},
+		{[]string{"--coalesce-window=1 minute"}, `--coalesce-window: "1 minute" is not a duration such as 300ms`},
+		{[]string{"--workers=-1"}, "--workers: -1 is less than 1"},
+		{[]string{"--webhook-retries", "0"}, "--webhook-retries: 0 is less than 1"},
+		{[]string{"--leader-election-retry-period=12s"}, "--leader-election-renew-deadline: 10s must be longer than --leader-election-retry-period (12s)"},
+	} {
+		if _, err := parseAsCommand(t, tt.args...); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: error %v; want %s", tt.args, err, tt.want)
+		}
+	}
+	t.Setenv("ALERT_ON_RELOAD", "on")
+	if _, err := parseAsCommand(t); err == nil || !strings.Contains(err.Error(), `ALERT_ON_RELOAD: "on" is neither true nor false`) {
+		t.Errorf("ALERT_ON_RELOAD=on: error %v", err)
+	}
+}
+
 // --version answers without options validation or a cluster: run is never called.
 func TestVersionPrintsBuildAndExits(t *testing.T) {
 	cmd := newRootCommand(func(context.Context, options.Config) error { return errors.New("run called") })

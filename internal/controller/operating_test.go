@@ -300,6 +300,8 @@ func TestNamespacedInstallWithoutClusterRole(t *testing.T) {
 	write := append([]string{"patch", "update"}, read...)
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reloader"}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets"}, Verbs: read},
+		// The Secret hash key: with no own namespace, kept in the first watched one.
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets"}, Verbs: write},
 		{APIGroups: []string{"batch"}, Resources: []string{"cronjobs", "jobs"}, Verbs: append([]string{"create", "delete"}, write...)},
 		{APIGroups: []string{"apps.openshift.io"}, Resources: []string{"deploymentconfigs"}, Verbs: write},

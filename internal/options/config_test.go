@@ -1,9 +1,10 @@
 package options
 
 import (
+	"errors"
+	"io"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/spf13/pflag"
 	"go.uber.org/zap/zapcore"
@@ -89,19 +90,25 @@ func TestURLErrorsKeepThePathSecret(t *testing.T) {
 	}
 }
 
-func TestDurationFlagSaysWhatItAccepts(t *testing.T) {
-	o := Default()
-	fs := pflag.NewFlagSet("reloader", pflag.ContinueOnError)
-	o.BindFlags(fs)
-	err := fs.Parse([]string{"--coalesce-window=5 seconds"})
-	if err == nil || !strings.Contains(err.Error(), "--coalesce-window") || !strings.Contains(err.Error(), "300ms") {
-		t.Fatalf("error %v", err)
+func TestFlagValueErrorsSayWhatTheFlagAccepts(t *testing.T) {
+	for _, tt := range []struct{ arg, want string }{
+		{"--coalesce-window=5 seconds", `--coalesce-window: "5 seconds" is not a duration such as 300ms`},
+		{"--webhook-timeout=10", `--webhook-timeout: "10" is not a duration`},
+		{"--workers=four", `--workers: "four" is not a whole number`},
+		{"--reload-on-create=yes", `--reload-on-create: "yes" is not true or false`},
+	} {
+		o := Default()
+		fs := pflag.NewFlagSet("reloader", pflag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		o.BindFlags(fs)
+		err := ExplainFlagError(fs.Parse([]string{tt.arg}))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v; want %s", tt.arg, err, tt.want)
+		}
 	}
-	if err := fs.Parse([]string{"--webhook-timeout=1m30s"}); err != nil || o.WebhookTimeout != 90*time.Second {
-		t.Errorf("--webhook-timeout=1m30s: %v, %v", o.WebhookTimeout, err)
-	}
-	if f := fs.Lookup("coalesce-window"); f.Value.Type() != "duration" || f.DefValue != "300ms" {
-		t.Errorf("help shows type %s, default %s", f.Value.Type(), f.DefValue)
+	other := errors.New("unknown flag: --nope")
+	if err := ExplainFlagError(other); err != other {
+		t.Errorf("an unknown flag's error was rewritten: %v", err)
 	}
 }
 

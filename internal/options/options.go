@@ -136,13 +136,13 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", o.MetricsAddr, "address of /metrics, /live and /ready; 0 turns it off")
 	fs.BoolVar(&o.RunCronJobsOnReload, "run-cronjobs-on-reload", o.RunCronJobsOnReload, "when a CronJob reloads, also start a Job from it at once, as upstream does (per CronJob: annotation "+reload.RunOnReloadAnnotation+")")
 	fs.BoolVar(&o.RecreateFinishedJobs, "recreate-finished-jobs", o.RecreateFinishedJobs, "also replace Jobs that have completed or failed when their config changes, as upstream does; =false leaves finished Jobs alone (per Job: annotation "+reload.RecreateFinishedAnnotation+": \"false\" or \"true\")")
-	durationVar(fs, &o.CoalesceWindow, "coalesce-window", "wait until a workload's sources have been quiet this long, so changes landing together reload once; 0 turns it off")
+	fs.DurationVar(&o.CoalesceWindow, "coalesce-window", o.CoalesceWindow, "wait until a workload's sources have been quiet this long, so changes landing together reload once; 0 turns it off")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "workloads of one kind reconciled at once")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "name of the Lease replicas compete for with --enable-ha")
-	durationVar(fs, &o.LeaseDuration, "leader-election-lease-duration", "how long followers wait before taking over from a leader that stopped renewing")
-	durationVar(fs, &o.LeaseRenewDeadline, "leader-election-renew-deadline", "how long the leader retries renewing before it gives up leadership")
-	durationVar(fs, &o.LeaseRetryPeriod, "leader-election-retry-period", "how often replicas try to acquire or renew the Lease")
-	durationVar(fs, &o.WebhookTimeout, "webhook-timeout", "timeout of one --webhook-url or ALERT_WEBHOOK_URL request")
+	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "how long followers wait before taking over from a leader that stopped renewing")
+	fs.DurationVar(&o.LeaseRenewDeadline, "leader-election-renew-deadline", o.LeaseRenewDeadline, "how long the leader retries renewing before it gives up leadership")
+	fs.DurationVar(&o.LeaseRetryPeriod, "leader-election-retry-period", o.LeaseRetryPeriod, "how often replicas try to acquire or renew the Lease")
+	fs.DurationVar(&o.WebhookTimeout, "webhook-timeout", o.WebhookTimeout, "timeout of one --webhook-url or ALERT_WEBHOOK_URL request")
 	fs.IntVar(&o.WebhookRetries, "webhook-retries", o.WebhookRetries, "attempts per --webhook-url notification or alert, at least 1; a failed notification is then requeued with backoff")
 
 	k := &o.Keys
