@@ -42,6 +42,9 @@ type SourceType struct {
 	Hash func(client.Object) string
 	// UIDHash computes the hash of the UID-keyed scheme, for Secrets only.
 	UIDHash func(client.Object) string
+	// Ready, when set, blocks Transform until Hash can work (the Secret hash key is loaded);
+	// an error leaves the object out of the cache, and the informer retries.
+	Ready func() error
 	// Field narrows the watch server-side.
 	Field fields.Selector
 	// Pool is set when a source is seen through many objects, one per pod (CSI mounts).
@@ -56,14 +59,21 @@ type Pool struct {
 	Versions func(client.Object) []string
 }
 
+// KeySource gives the Secret hash key once it is loaded: a hash.Key, or a hashkey.Loader.
+type KeySource interface {
+	Wait() error
+	Key() hash.Key
+}
+
 // Secrets is the Secret source type, hashed under the install's key.
-func Secrets(key hash.Key) SourceType {
+func Secrets(key KeySource) SourceType {
 	return SourceType{
+		Ready:     key.Wait,
 		Kind:      source.Secret,
 		Resource:  "secrets",
 		NewObject: func() client.Object { return &corev1.Secret{} },
 		NewList:   func() client.ObjectList { return &corev1.SecretList{} },
-		Hash:      func(o client.Object) string { return hash.Secret(key, o.(*corev1.Secret)) },
+		Hash:      func(o client.Object) string { return hash.Secret(key.Key(), o.(*corev1.Secret)) },
 		UIDHash:   func(o client.Object) string { return hash.UIDKeyedSecret(o.(*corev1.Secret)) },
 		// Service account tokens are rotated by Kubernetes and are never user config.
 		Field: fields.OneTermNotEqualSelector("type", string(corev1.SecretTypeServiceAccountToken)),
@@ -117,6 +127,11 @@ func (t SourceType) Transform(obj any) (any, error) {
 	}
 	if _, done := o.GetAnnotations()[cachedHashAnnotation]; done {
 		return o, nil
+	}
+	if t.Ready != nil {
+		if err := t.Ready(); err != nil {
+			return nil, err
+		}
 	}
 	h := t.Hash(o)
 	var uidHash string

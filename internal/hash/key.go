@@ -39,6 +39,12 @@ func (k Key) String() string { return "hash.Key(" + k.id + ")" }
 // GoString is String, for %#v.
 func (k Key) GoString() string { return k.String() }
 
+// Wait returns at once: a Key is already loaded (see hashkey.Loader).
+func (k Key) Wait() error { return nil }
+
+// Key returns k.
+func (k Key) Key() Key { return k }
+
 // Valid reports whether the key was made by NewKey.
 func (k Key) Valid() bool { return len(k.secret) == KeySize }
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -44,9 +45,18 @@ func Namespace(reloaderNamespace string, watched []string) (ns string, own bool)
 	return FallbackNamespace, false
 }
 
-// Setup finds the key's namespace, then loads the key there with a client of its own, since
-// it runs before reloader's manager and cache exist.
-func Setup(ctx context.Context, cfg *rest.Config, reloaderNamespace string, watched []string, logger logr.Logger) (hash.Key, error) {
+// Loader loads the key in the background, retrying until it succeeds: a replica without the
+// RBAC or the API server it needs at start-up waits, unready (its Secret cache does not sync),
+// instead of exiting.
+type Loader struct {
+	ctx  context.Context
+	done chan struct{}
+	key  hash.Key
+}
+
+// Setup finds the key's namespace and starts loading the key there with a client of its own,
+// since it runs before reloader's manager and cache exist.
+func Setup(ctx context.Context, cfg *rest.Config, reloaderNamespace string, watched []string, logger logr.Logger) (*Loader, error) {
 	ns, own := Namespace(reloaderNamespace, watched)
 	if !own {
 		logger.Info("no namespace of reloader's own (RELOADER_NAMESPACE, POD_NAMESPACE): keeping the Secret hash key in "+ns,
@@ -54,15 +64,43 @@ func Setup(ctx context.Context, cfg *rest.Config, reloaderNamespace string, watc
 	}
 	c, err := client.New(cfg, client.Options{})
 	if err != nil {
-		return hash.Key{}, err
+		return nil, err
 	}
-	k, err := Load(ctx, c, ns)
-	if err != nil {
-		return hash.Key{}, err
-	}
-	logger.Info("Secret hash key loaded", "secret", ns+"/"+SecretName, "keyID", k.ID())
-	return k, nil
+	l := &Loader{ctx: ctx, done: make(chan struct{})}
+	go func() {
+		wait := time.Second
+		for {
+			k, err := Load(ctx, c, ns)
+			if err == nil {
+				l.key = k
+				close(l.done)
+				logger.Info("Secret hash key loaded", "secret", ns+"/"+SecretName, "keyID", k.ID())
+				return
+			}
+			logger.Error(err, "loading the Secret hash key; Secrets are not watched until it loads", "retryIn", wait.String())
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, 30*time.Second)
+		}
+	}()
+	return l, nil
 }
+
+// Wait blocks until the key is loaded, or fails when the context of Setup ends first.
+func (l *Loader) Wait() error {
+	select {
+	case <-l.done:
+		return nil
+	case <-l.ctx.Done():
+		return fmt.Errorf("Secret hash key not loaded: %w", l.ctx.Err())
+	}
+}
+
+// Key is the loaded key; valid once Wait has returned nil.
+func (l *Loader) Key() hash.Key { return l.key }
 
 // Load reads the key from its Secret in ns, creating the Secret first if there is none. Two
 // replicas starting at once may both try to create it: the loser reads the winner's. c must
