@@ -1,5 +1,6 @@
 // Package options holds reloader's command-line options, with upstream Reloader's flag and
-// environment variable names so that existing installs keep working.
+// environment variable names so that existing installs keep working. Load and Parse check
+// them once, at start-up, and turn them into a typed Config that the rest of reloader reads.
 package options
 
 import (
