@@ -61,7 +61,8 @@ type WorkloadReconciler struct {
 	Workers int
 	Now     func() time.Time
 
-	jobs pendingJobs
+	jobs      pendingJobs
+	baselines baselines
 }
 
 // Behaviour holds the flags that change what a reload does.
@@ -85,6 +86,8 @@ func (r *WorkloadReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	return res, err
 }
 
+// reconcile reads the workload and its sources, plans (reload.MakePlan, pure) and executes
+// the plan: one write, then one report.
 func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, string, error) {
 	started := r.Now()
 	k := r.windowKey(req.NamespacedName)
@@ -101,115 +104,169 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Reques
 		r.Window.Done(k, started)
 		return reconcile.Result{}, metrics.OutcomeUnchanged, nil
 	}
-	logger := log.FromContext(ctx)
 	if selected, err := r.namespaceSelected(ctx, obj.GetNamespace()); err != nil || !selected {
 		// Left as it is, record included: if the namespace is selected again, changes made
 		// meanwhile are caught up then.
 		r.Window.Done(k, started)
 		return reconcile.Result{}, metrics.OutcomeIgnored, err
 	}
+	return r.reconcileCopy(ctx, obj, k, started)
+}
 
+// reconcileCopy plans from obj, the copy of the workload read, and executes the plan.
+func (r *WorkloadReconciler) reconcileCopy(ctx context.Context, obj client.Object, k string, started time.Time) (reconcile.Result, string, error) {
+	w, err := r.observe(ctx, obj)
+	if err != nil {
+		return reconcile.Result{}, "", err
+	}
+	r.invalid(ctx, obj, w.invalid...)
+	plan := reload.MakePlan(r.input(ctx, obj, w, k))
+	return r.execute(ctx, obj, w, plan, k, started)
+}
+
+// seen is a workload and the sources that concern it, as one reconcile reads them.
+type seen struct {
+	tw      podTemplate
+	sources map[source.ID]observed
+	// invalid are the workload's annotations that could not be parsed.
+	invalid []error
+}
+
+// observe reads the pod template of obj and the sources that concern it.
+func (r *WorkloadReconciler) observe(ctx context.Context, obj client.Object) (seen, error) {
 	tw, err := r.template(ctx, obj)
 	if err != nil {
-		return reconcile.Result{}, "", err
+		return seen{}, err
 	}
 	rules, errs := reload.ParseRules(r.Policy.Keys, obj.GetAnnotations(), tw.tpl.Annotations)
-	r.invalid(ctx, obj, errs...)
-
 	sources, err := r.concerned(ctx, obj.GetNamespace(), tw.tpl, &rules)
 	if err != nil {
-		return reconcile.Result{}, "", err
+		return seen{}, err
 	}
-	hashes := make(map[source.ID]string, len(sources))
-	for id, o := range sources {
-		hashes[id] = o.hash
+	return seen{tw: tw, sources: sources, invalid: errs}, nil
+}
+
+// input gathers what the plan is made from.
+func (r *WorkloadReconciler) input(ctx context.Context, obj client.Object, w seen, k string) reload.Input {
+	in := reload.Input{
+		Sources: make(map[source.ID]reload.Observed, len(w.sources)),
+		Events:  r.Behaviour.Events,
+		Skip:    r.skip(obj),
+		Wait:    r.Window.Wait(k),
+	}
+	for id, o := range w.sources {
+		in.Sources[id] = reload.Observed{Hash: o.hash, Containers: reload.TargetContainers(o.ref, &w.tw.tpl.Spec)}
 	}
 	last, hasRecord := r.record(ctx, obj)
-	changed, next := reload.Diff(rebase(last, sources), hasRecord, hashes, r.Behaviour.Events)
-	if len(changed) > 0 {
-		if wait := r.Window.Wait(k); wait > 0 {
-			logger.V(1).Info("waiting for changes to settle", "wait", wait.String(), "changed", len(changed))
-			return reconcile.Result{RequeueAfter: wait}, metrics.OutcomeWaiting, nil
-		}
+	in.Record, in.HasRecord = rebase(last, w.sources), hasRecord
+	if hasRecord {
+		r.baselines.drop(obj.GetUID())
+	} else {
+		in.Baseline = r.baselines.get(obj.GetUID())
 	}
-	changes := make([]reload.Change, 0, len(changed))
-	for _, id := range changed {
-		o := sources[id]
-		changes = append(changes, reload.Change{ID: id, Hash: o.hash, Containers: reload.TargetContainers(o.ref, &tw.tpl.Spec)})
-	}
-	var related runtime.Object
-	if len(changed) > 0 {
-		related = r.relatedRef(sources[changed[0]].obj)
-	}
-	outcome := metrics.OutcomeUnchanged
-	if why, reason := r.skip(obj); len(changes) > 0 && why != "" {
-		outcome = metrics.OutcomeSkipped
-		r.Metrics.SkippedReload(r.Kind.Name(), reason)
-		logger.Info("reload skipped", "reason", why)
-		r.Recorder.Eventf(obj, related, corev1.EventTypeNormal, ReasonReloadSkipped, "Reload",
-			"Not reloading %s %s after change of %s: %s", r.Kind.Name(), obj.GetName(), describe(changes), why)
-		changes = nil
-	}
+	return in
+}
 
+// done is what an execution did, for report.
+type done struct {
+	plan reload.Plan
+	// reloaded are the changes written into the template: pods roll.
+	reloaded []reload.Change
+	pause    reload.PauseStep
+	// failed is the write's error; nothing else is reported then.
+	failed error
+	// wrote is true when the workload was written.
+	wrote   bool
+	related runtime.Object
+	latency time.Duration
+}
+
+// execute carries out a plan on a copy of the workload, writes it in one request when it
+// differs, and reports what happened once.
+func (r *WorkloadReconciler) execute(ctx context.Context, obj client.Object, w seen, plan reload.Plan, k string, started time.Time) (reconcile.Result, string, error) {
+	if plan.Wait > 0 {
+		log.FromContext(ctx).V(1).Info("waiting for changes to settle", "wait", plan.Wait.String())
+		return reconcile.Result{RequeueAfter: plan.Wait}, metrics.OutcomeWaiting, nil
+	}
+	d := done{plan: plan}
+	if ch := append(plan.Changes, plan.Skipped...); len(ch) > 0 {
+		d.related = r.relatedRef(w.sources[ch[0].ID].obj)
+	}
 	updated := obj.DeepCopyObject().(client.Object)
-	if len(changes) > 0 {
-		r.apply(ctx, updated, tw, changes, started)
+	if plan.Reloads() && r.apply(ctx, updated, w.tw, plan.Changes) {
+		d.reloaded = plan.Changes
 	}
-	if hasRecord || len(next) > 0 {
-		setAnnotation(updated, reload.RecordAnnotation, next.Encode())
+	if plan.WriteRecord {
+		setAnnotation(updated, reload.RecordAnnotation, plan.Record.Encode())
 	}
-	requeue, resumed := r.pause(ctx, updated, len(changes) > 0, started)
-	if equality.Semantic.DeepEqual(obj, updated) && !tw.changed() {
-		logger.V(2).Info("sources unchanged", "sources", len(next))
+	d.pause = r.pause(ctx, updated, len(d.reloaded) > 0, started)
+	if equality.Semantic.DeepEqual(obj, updated) && !w.tw.changed() {
 		r.Window.Done(k, started)
-		return reconcile.Result{RequeueAfter: requeue}, outcome, nil
+		return reconcile.Result{RequeueAfter: d.pause.Requeue}, r.report(ctx, obj, d), nil
 	}
-
-	if err := r.write(ctx, obj, updated, tw, changes, next); err != nil {
-		if apierrors.IsConflict(err) {
-			// Read a stale copy; the retry reads the new one. Not a failure anyone should see.
-			return reconcile.Result{}, "", fmt.Errorf("write %s: %w", k, err)
-		}
-		if len(changes) > 0 {
-			r.Metrics.Reloaded(r.Kind.Name(), obj.GetNamespace(), false, 0)
-			r.Recorder.Eventf(obj, related, corev1.EventTypeWarning, ReasonReloadFail, "Reload",
-				"Reload after change of %s failed: %v", describe(changes), err)
-		}
+	if err := r.write(ctx, obj, updated, w.tw, d.reloaded, plan.Record); err != nil {
+		d.failed = err
+		r.report(ctx, obj, d)
 		return reconcile.Result{}, "", fmt.Errorf("write %s: %w", k, err)
 	}
-	if resumed {
-		r.Metrics.Actions.WithLabelValues(r.Kind.Name(), "resume").Inc()
-		logger.Info("resumed after pause period")
-		r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonResumed, "Resume",
-			"Resumed %s %s after its pause period", r.Kind.Name(), obj.GetName())
-	}
-	var latency time.Duration
+	d.wrote = true
 	if first, ok := r.Window.FirstChange(k); ok {
-		latency = r.Now().Sub(first)
+		d.latency = r.Now().Sub(first)
 	}
 	r.Window.Done(k, started)
-	if len(changes) == 0 {
-		logger.V(1).Info("recorded source hashes", "record", next.Encode())
-		if outcome == metrics.OutcomeUnchanged && !resumed {
-			outcome = metrics.OutcomeRecorded
-		}
-		return reconcile.Result{RequeueAfter: requeue}, outcome, nil
+	return reconcile.Result{RequeueAfter: d.pause.Requeue}, r.report(ctx, obj, d), nil
+}
+
+// report tells, in one place, what an execution did: logs, Events, metrics and alerts. It
+// returns the reconcile's outcome.
+func (r *WorkloadReconciler) report(ctx context.Context, obj client.Object, d done) string {
+	logger, kind := log.FromContext(ctx), r.Kind.Name()
+	if len(d.plan.Skipped) > 0 {
+		r.Metrics.SkippedReload(kind, d.plan.Skip.Reason)
+		logger.Info("reload skipped", "reason", d.plan.Skip.Why)
+		r.Recorder.Eventf(obj, d.related, corev1.EventTypeNormal, ReasonReloadSkipped, "Reload",
+			"Not reloading %s %s after change of %s: %s", kind, obj.GetName(), describe(d.plan.Skipped), d.plan.Skip.Why)
 	}
-	r.Metrics.Reloaded(r.Kind.Name(), obj.GetNamespace(), true, latency)
-	r.Metrics.Actions.WithLabelValues(r.Kind.Name(), "reload").Inc()
-	if _, was := obj.GetAnnotations()[r.Policy.Keys.PausedAt]; !was {
-		if _, is := updated.GetAnnotations()[r.Policy.Keys.PausedAt]; is {
-			r.Metrics.Actions.WithLabelValues(r.Kind.Name(), "pause").Inc()
+	if d.failed != nil {
+		// A conflict means a stale copy was read: the retry reads the new one, and a reload
+		// planned from the stale copy is never written. Not a failure anyone should see.
+		if len(d.reloaded) > 0 && !apierrors.IsConflict(d.failed) {
+			r.Metrics.Reloaded(kind, obj.GetNamespace(), false, 0)
+			r.Recorder.Eventf(obj, d.related, corev1.EventTypeWarning, ReasonReloadFail, "Reload",
+				"Reload after change of %s failed: %v", describe(d.reloaded), d.failed)
 		}
+		return metrics.OutcomeError
 	}
-	for _, ch := range changes {
+	if d.pause.Resume {
+		r.Metrics.Actions.WithLabelValues(kind, "resume").Inc()
+		logger.Info("resumed after pause period")
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonResumed, "Resume",
+			"Resumed %s %s after its pause period", kind, obj.GetName())
+	}
+	if len(d.reloaded) == 0 {
+		switch {
+		case len(d.plan.Skipped) > 0:
+			return metrics.OutcomeSkipped
+		case d.wrote && !d.pause.Resume:
+			logger.V(1).Info("recorded source hashes", "record", d.plan.Record.Encode())
+			return metrics.OutcomeRecorded
+		}
+		logger.V(2).Info("sources unchanged", "sources", len(d.plan.Record))
+		return metrics.OutcomeUnchanged
+	}
+	r.Metrics.Reloaded(kind, obj.GetNamespace(), true, d.latency)
+	r.Metrics.Actions.WithLabelValues(kind, "reload").Inc()
+	if d.pause.Pause {
+		r.Metrics.Actions.WithLabelValues(kind, "pause").Inc()
+	}
+	for _, ch := range d.reloaded {
 		logger.Info("reloaded", "source", ch.ID.String(), "hash", ch.Hash, "containers", ch.Containers)
 	}
-	reloaded := sourcesOf(changes)
-	r.Recorder.Eventf(obj, related, corev1.EventTypeNormal, ReasonReloaded, "Reload",
-		"Reloaded %s %s after change of %s", r.Kind.Name(), obj.GetName(), alert.Describe(reloaded))
-	r.Alerts.Queue(alert.Reload{Kind: r.Kind.Name(), Namespace: obj.GetNamespace(), Name: obj.GetName(), Sources: reloaded, Time: r.Now()})
-	return reconcile.Result{RequeueAfter: requeue}, metrics.OutcomeReloaded, nil
+	reloaded := sourcesOf(d.reloaded)
+	r.Recorder.Eventf(obj, d.related, corev1.EventTypeNormal, ReasonReloaded, "Reload",
+		"Reloaded %s %s after change of %s", kind, obj.GetName(), alert.Describe(reloaded))
+	r.Alerts.Queue(alert.Reload{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), Sources: reloaded, Time: r.Now()})
+	return metrics.OutcomeReloaded
 }
 
 // namespaceSelected applies the namespace selector to the namespace as it is now.

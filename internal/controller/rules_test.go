@@ -134,7 +134,7 @@ func TestAnnotationsStrategyWritesLastReloadedFrom(t *testing.T) {
 		}
 		return json.Unmarshal([]byte(v), &last)
 	})
-	if last.Type != "CONFIGMAP" || last.Name != "cfg" || last.Namespace != ns || last.Hash == "" || !slices.Equal(last.ContainerRefs, []string{"app"}) || last.ObservedAt == 0 {
+	if last.Type != "CONFIGMAP" || last.Name != "cfg" || last.Namespace != ns || last.Hash == "" || !slices.Equal(last.ContainerRefs, []string{"app"}) || last.ObservedAt != 0 {
 		t.Errorf("annotation = %+v", last)
 	}
 	for _, c := range get(t, d).Spec.Template.Spec.Containers {

@@ -26,6 +26,9 @@ import (
 // SetupWithManager registers the controller for r.Kind. The indexes it reads (IndexWorkloads,
 // and IndexPooled for pooled sources) must be registered first.
 func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := r.watchBaselines(mgr); err != nil {
+		return err
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(strings.ToLower(r.Kind.Name())).
 		For(r.Kind.NewObject(), builder.WithPredicates(workloadChanged())).

@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -50,17 +50,21 @@ func (r *WorkloadReconciler) template(ctx context.Context, obj client.Object) (p
 	return podTemplate{tpl: &owner.Spec.Template, owner: owner, ownerOriginal: d}, nil
 }
 
-// apply writes the changes into the copy of the workload (or its referenced Deployment).
-func (r *WorkloadReconciler) apply(ctx context.Context, updated client.Object, tw podTemplate, changes []reload.Change, now time.Time) {
+// apply writes the changes into the copy of the workload (or its referenced Deployment). It
+// reports whether the pods will roll: a change that leaves the template as it was reloads
+// nothing, and is not reported as a reload.
+func (r *WorkloadReconciler) apply(ctx context.Context, updated client.Object, tw podTemplate, changes []reload.Change) bool {
 	if rs, ok := r.Kind.(workload.Restartable); ok && r.restarts(ctx, updated) {
-		rs.Restart(updated, now)
-		return
+		rs.Restart(updated, r.Now())
+		return true
 	}
 	tpl := r.Kind.PodTemplate(updated)
 	if tw.owner != nil {
 		tpl = tw.tpl
 	}
-	r.Strategy.Apply(tpl, updated.GetNamespace(), changes, now)
+	before := tpl.DeepCopy()
+	r.Strategy.Apply(tpl, updated.GetNamespace(), changes)
+	return !equality.Semantic.DeepEqual(before, tpl)
 }
 
 // restarts reports whether an Argo Rollout asks to be restarted rather than rolled.
@@ -77,13 +81,13 @@ func (r *WorkloadReconciler) restarts(ctx context.Context, obj client.Object) bo
 	}
 }
 
-// skip says why a reload of obj must not happen, or "".
-func (r *WorkloadReconciler) skip(obj client.Object) (why, reason string) {
+// skip says why a reload of obj must not happen, if it must not.
+func (r *WorkloadReconciler) skip(obj client.Object) reload.Skip {
 	if rc, ok := r.Kind.(workload.Recreated); ok && rc.Finished(obj) &&
 		!optedIn(obj, reload.RecreateFinishedAnnotation, r.Behaviour.RecreateFinishedJobs) {
-		return fmt.Sprintf("the Job has finished and re-running finished Jobs is turned off (annotation %s: \"false\", or --recreate-finished-jobs=false)", reload.RecreateFinishedAnnotation), "finished-job"
+		return reload.Skip{Reason: "finished-job", Why: fmt.Sprintf("the Job has finished and re-running finished Jobs is turned off (annotation %s: \"false\", or --recreate-finished-jobs=false)", reload.RecreateFinishedAnnotation)}
 	}
-	return "", ""
+	return reload.Skip{}
 }
 
 // optedIn reads a per-workload "true"/"false" annotation that overrides a flag's default.
@@ -97,9 +101,18 @@ func optedIn(obj client.Object, key string, dflt bool) bool {
 // write stores the updated workload: one patch for most kinds; a replacement for Jobs; for a
 // CronJob that runs on reload, first the Job, under a name derived from the new state, so that
 // a retry never starts a second one.
+//
+// A reload, or a first record, is written only onto the copy it was planned from (the patch
+// carries its resourceVersion): a reconcile that read a stale copy gets a conflict and plans
+// again from the new one, so it never rolls a workload a second time, nor records over a
+// record it did not see.
 func (r *WorkloadReconciler) write(ctx context.Context, obj, updated client.Object, tw podTemplate, changes []reload.Change, next reload.Record) error {
 	if tw.changed() {
-		if err := r.Client.Patch(ctx, tw.owner, client.StrategicMergeFrom(tw.ownerOriginal), client.FieldOwner(FieldOwner)); err != nil {
+		patch := client.StrategicMergeFrom(tw.ownerOriginal)
+		if len(changes) > 0 {
+			patch = client.StrategicMergeFrom(tw.ownerOriginal, client.MergeFromWithOptimisticLock{})
+		}
+		if err := r.Client.Patch(ctx, tw.owner, patch, client.FieldOwner(FieldOwner)); err != nil {
 			return fmt.Errorf("patch workloadRef Deployment %s: %w", tw.owner.Name, err)
 		}
 	}
@@ -116,7 +129,12 @@ func (r *WorkloadReconciler) write(ctx context.Context, obj, updated client.Obje
 		r.Metrics.Actions.WithLabelValues(r.Kind.Name(), "run-cronjob").Inc()
 		log.FromContext(ctx).Info("started Job from reloaded CronJob", "job", job.GetName())
 	}
-	return r.Client.Patch(ctx, updated, r.Kind.PatchFrom(obj), client.FieldOwner(FieldOwner))
+	_, recorded := obj.GetAnnotations()[reload.RecordAnnotation]
+	patch := r.Kind.PatchFrom(obj)
+	if (len(changes) > 0 || !recorded) && patch.Type() == types.StrategicMergePatchType {
+		patch = client.StrategicMergeFrom(obj, client.MergeFromWithOptimisticLock{})
+	}
+	return r.Client.Patch(ctx, updated, patch, client.FieldOwner(FieldOwner))
 }
 
 // runName names the Job a CronJob reload starts: the same for every retry of one reload.

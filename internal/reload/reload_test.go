@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -168,7 +167,7 @@ func TestEnvVarsStrategy(t *testing.T) {
 	EnvVars{}.Apply(tpl, "ns", []Change{
 		{ID: source.ID{Kind: source.ConfigMap, Name: "cfg"}, Hash: "new", Containers: []string{"app"}},
 		{ID: source.ID{Kind: source.Secret, Name: "s"}, Hash: "h", Containers: []string{"app", "side"}},
-	}, time.Now())
+	})
 	wantApp := []corev1.EnvVar{{Name: "STAKATER_CFG_CONFIGMAP", Value: "new"}, {Name: "STAKATER_S_SECRET", Value: "h"}}
 	if !reflect.DeepEqual(tpl.Spec.Containers[0].Env, wantApp) {
 		t.Errorf("app env = %v, want %v", tpl.Spec.Containers[0].Env, wantApp)
@@ -178,7 +177,7 @@ func TestEnvVarsStrategy(t *testing.T) {
 		t.Errorf("side env = %v, want %v", tpl.Spec.Containers[1].Env, wantSide)
 	}
 
-	EnvVars{}.Apply(tpl, "ns", []Change{{ID: source.ID{Kind: source.Secret, Name: "s"}, Hash: Absent, Containers: []string{"app", "side"}}}, time.Now())
+	EnvVars{}.Apply(tpl, "ns", []Change{{ID: source.ID{Kind: source.Secret, Name: "s"}, Hash: Absent, Containers: []string{"app", "side"}}})
 	wantApp = wantApp[:1]
 	if !reflect.DeepEqual(tpl.Spec.Containers[0].Env, wantApp) || len(tpl.Spec.Containers[1].Env) != 0 {
 		t.Errorf("after deletion env = %v / %v, want %v / none", tpl.Spec.Containers[0].Env, tpl.Spec.Containers[1].Env, wantApp)
@@ -187,13 +186,12 @@ func TestEnvVarsStrategy(t *testing.T) {
 
 func TestAnnotationsStrategy(t *testing.T) {
 	tpl := &corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}}}
-	now := time.Unix(1700000000, 0)
-	Annotations{}.Apply(tpl, "ns", []Change{{ID: source.ID{Kind: source.Secret, Name: "db"}, Hash: "h1", Containers: []string{"app"}}}, now)
+	Annotations{}.Apply(tpl, "ns", []Change{{ID: source.ID{Kind: source.Secret, Name: "db"}, Hash: "h1", Containers: []string{"app"}}})
 	var got LastReloaded
 	if err := json.Unmarshal([]byte(tpl.Annotations[LastReloadedFrom]), &got); err != nil {
 		t.Fatal(err)
 	}
-	want := LastReloaded{Type: "SECRET", Name: "db", Namespace: "ns", Hash: "h1", ContainerRefs: []string{"app"}, ObservedAt: now.Unix()}
+	want := LastReloaded{Type: "SECRET", Name: "db", Namespace: "ns", Hash: "h1", ContainerRefs: []string{"app"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("annotation = %+v, want %+v", got, want)
 	}

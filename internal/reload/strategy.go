@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -20,9 +19,11 @@ type Change struct {
 	Containers []string
 }
 
-// Strategy writes changes into a pod template so that the workload rolls.
+// Strategy writes changes into a pod template so that the workload rolls. What it writes is a
+// function of the changes alone, never of the time: writing the same changes again, from a
+// stale copy or a retry, leaves the template as it is and rolls nothing.
 type Strategy interface {
-	Apply(tpl *corev1.PodTemplateSpec, namespace string, changes []Change, now time.Time)
+	Apply(tpl *corev1.PodTemplateSpec, namespace string, changes []Change)
 }
 
 // Strategy names, as upstream's --reload-strategy spells them.
@@ -55,11 +56,16 @@ func TargetContainers(ref *source.Ref, spec *corev1.PodSpec) []string {
 }
 
 // EnvVars sets STAKATER_<NAME>_<KIND>=<hash> on the containers that use each source, and
-// removes it when the source was deleted.
+// removes it when the source was deleted. A container that never got the env var gets it with
+// the value Deleted instead, so that the deletion still rolls its pods.
 type EnvVars struct{}
 
+// Deleted is the env var value that marks a deleted source on a container that had no env var
+// for it to remove. No content hash is ever this word.
+const Deleted = "deleted"
+
 // Apply implements Strategy.
-func (EnvVars) Apply(tpl *corev1.PodTemplateSpec, _ string, changes []Change, _ time.Time) {
+func (EnvVars) Apply(tpl *corev1.PodTemplateSpec, _ string, changes []Change) {
 	for _, ch := range changes {
 		name := EnvVarName(ch.ID)
 		for i := range tpl.Spec.Containers {
@@ -68,7 +74,11 @@ func (EnvVars) Apply(tpl *corev1.PodTemplateSpec, _ string, changes []Change, _ 
 				continue
 			}
 			if ch.Hash == Absent {
+				had := len(c.Env)
 				c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == name })
+				if len(c.Env) == had {
+					setEnv(c, name, Deleted)
+				}
 				continue
 			}
 			setEnv(c, name, ch.Hash)
@@ -98,13 +108,15 @@ type LastReloaded struct {
 	Namespace     string   `json:"namespace"`
 	Hash          string   `json:"hash"`
 	ContainerRefs []string `json:"containerRefs"`
-	ObservedAt    int64    `json:"observedAt"`
+	// ObservedAt is upstream's time of the reload. Reloader leaves it out: a time in the
+	// template would make a repeated write roll the pods again. The Reloaded Event says when.
+	ObservedAt int64 `json:"observedAt,omitempty"`
 }
 
 // Apply implements Strategy. With several changes in one reload the annotation names the
 // last one; the template changes once either way. A deleted source is written with an empty
 // hash, the delete marker.
-func (Annotations) Apply(tpl *corev1.PodTemplateSpec, namespace string, changes []Change, now time.Time) {
+func (Annotations) Apply(tpl *corev1.PodTemplateSpec, namespace string, changes []Change) {
 	if len(changes) == 0 {
 		return
 	}
@@ -115,7 +127,6 @@ func (Annotations) Apply(tpl *corev1.PodTemplateSpec, namespace string, changes 
 		Namespace:     namespace,
 		Hash:          ch.Hash,
 		ContainerRefs: ch.Containers,
-		ObservedAt:    now.Unix(),
 	})
 	if tpl.Annotations == nil {
 		tpl.Annotations = map[string]string{}

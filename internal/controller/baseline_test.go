@@ -1,0 +1,143 @@
+package controller_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/source"
+)
+
+// At start-up every workload waits in the queue for its first reconcile. A change that lands
+// before a workload's turn is a change since reloader first saw it, and must roll it out, not
+// become its baseline.
+func TestChangesWhileStartUpBacklogIsQueuedAreAllRolledOutOnce(t *testing.T) {
+	const deployments, configMaps, changed = 300, 100, 50
+	ns := newNamespace(t)
+	ctx := context.Background()
+	for i := range configMaps {
+		create(t, configMap(ns, fmt.Sprintf("cfg-%03d", i), map[string]string{"k": "v1"}))
+	}
+	uses := map[string]string{} // Deployment -> its ConfigMap
+	for i := range deployments {
+		name, cm := fmt.Sprintf("web-%03d", i), fmt.Sprintf("cfg-%03d", i%configMaps)
+		uses[name] = cm
+		create(t, deployment(ns, name, map[string]string{auto: "true"}, podSpec(cm)))
+	}
+	rollouts := templateChangesIn(t, ns)
+
+	// One worker makes the backlog real: the first reconciles take seconds to drain.
+	startReloader(t, ns, func(o *options.Options) { o.Workers = 1 })
+	for i := range changed {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("cfg-%03d", i)}}
+		update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
+	}
+
+	affected := func(name string) bool {
+		var i int
+		_, _ = fmt.Sscanf(uses[name], "cfg-%03d", &i)
+		return i < changed
+	}
+	eventually(t, "every Deployment recorded, and the affected ones reloaded", func() error {
+		var list appsv1.DeploymentList
+		if err := k8s.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		missing, missed := 0, 0
+		for _, d := range list.Items {
+			if _, ok := d.Annotations[reload.RecordAnnotation]; !ok {
+				missing++
+				continue
+			}
+			if affected(d.Name) {
+				if _, ok := envOf(&d.Spec.Template, "app", reload.EnvVarName(source.ID{Kind: source.ConfigMap, Name: uses[d.Name]})); !ok {
+					missed++
+				}
+			}
+		}
+		if missing+missed > 0 {
+			return fmt.Errorf("%d Deployments not recorded, %d affected ones not reloaded", missing, missed)
+		}
+		return nil
+	})
+	settle()
+
+	var list appsv1.DeploymentList
+	must(t, k8s.List(ctx, &list, client.InNamespace(ns)))
+	missed, duplicates, unwanted := 0, 0, 0
+	for _, d := range list.Items {
+		cm := uses[d.Name]
+		n := rollouts(d.Name)
+		if !affected(d.Name) {
+			if n != 0 {
+				unwanted++
+			}
+			continue
+		}
+		rec, err := reload.ParseRecord(d.Annotations[reload.RecordAnnotation])
+		must(t, err)
+		env, _ := envOf(&d.Spec.Template, "app", reload.EnvVarName(source.ID{Kind: source.ConfigMap, Name: cm}))
+		if want := rec[source.ID{Kind: source.ConfigMap, Name: cm}.String()]; env == "" || env != want {
+			missed++ // the template must carry the hash of the final content
+		}
+		if n > 1 {
+			duplicates++
+		}
+	}
+	if missed+duplicates+unwanted > 0 {
+		t.Errorf("of %d Deployments using %d changed ConfigMaps: %d missed, %d rolled more than once; %d unaffected rolled",
+			deployments*changed/configMaps, changed, missed, duplicates, unwanted)
+	}
+}
+
+// templateChangesIn counts, per Deployment name in ns, how often its pod template changes.
+func templateChangesIn(t *testing.T, ns string) func(name string) int {
+	t.Helper()
+	wc, err := client.NewWithWatch(restConfig, client.Options{Scheme: k8s.Scheme()})
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var initial appsv1.DeploymentList
+	must(t, wc.List(ctx, &initial, client.InNamespace(ns)))
+	var mu sync.Mutex
+	last, changes := map[string]string{}, map[string]int{}
+	for _, d := range initial.Items {
+		b, _ := json.Marshal(d.Spec.Template)
+		last[d.Name] = string(b)
+	}
+	w, err := wc.Watch(ctx, &appsv1.DeploymentList{}, client.InNamespace(ns),
+		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: initial.ResourceVersion}})
+	must(t, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			d, ok := ev.Object.(*appsv1.Deployment)
+			if !ok || ev.Type != watch.Modified {
+				continue
+			}
+			b, _ := json.Marshal(d.Spec.Template)
+			mu.Lock()
+			if last[d.Name] != string(b) {
+				changes[d.Name]++
+			}
+			last[d.Name] = string(b)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { w.Stop(); cancel(); <-done })
+	return func(name string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return changes[name]
+	}
+}
