@@ -26,6 +26,10 @@ type Rules struct {
 // HasNamed reports whether the workload names sources of this kind (it may not reference them).
 func (r *Rules) HasNamed(kind source.Kind) bool { return !r.Named[kind].Empty() }
 
+// HasPatterns reports whether some named entry of this kind is a pattern, so that any source
+// of the kind may match it; literal names alone can be looked up one by one.
+func (r *Rules) HasPatterns(kind source.Kind) bool { return r.Named[kind].Patterns() > 0 }
+
 // Opted reports whether the workload carries any reload annotation at all.
 func (r *Rules) Opted() bool {
 	if r.Auto != nil || r.Search {
