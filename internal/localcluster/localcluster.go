@@ -86,6 +86,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	args := apiServer.Configure()
+	// Open watches end at once on SIGTERM, rather than holding the shutdown (Stop, and
+	// RestartAPIServer) past envtest's 20 s stop timeout.
+	args.Set("shutdown-watch-termination-grace-period", "1s")
 	for k, v := range opts.APIServerFlags {
 		args.Set(k, v)
 	}

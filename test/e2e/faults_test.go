@@ -2,7 +2,13 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/reloader-operator/reloader/internal/audit"
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/localcluster"
@@ -271,4 +278,315 @@ func watchCreations(t *testing.T, ctx context.Context, cluster *localcluster.Clu
 		}
 	}()
 	return c
+}
+
+// burst is a set of auto-reloaded Deployments, each reading its own ConfigMap, whose
+// ConfigMaps are all written once a round.
+type burst struct {
+	cms []*corev1.ConfigMap
+}
+
+func newBurst(t *testing.T, ctx context.Context, cl client.Client, ns string, n int) *burst {
+	t.Helper()
+	b := &burst{}
+	for i := range n {
+		name := fmt.Sprintf("app-%d", i)
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{"round": "0"}}
+		for _, o := range []client.Object{cm, deploymentUsing(ns, name, name)} {
+			if err := cl.Create(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b.cms = append(b.cms, cm)
+	}
+	return b
+}
+
+// round writes content round into every ConfigMap.
+func (b *burst) round(t *testing.T, ctx context.Context, cl client.Client, round int) {
+	t.Helper()
+	for _, cm := range b.cms {
+		cm.Data["round"] = strconv.Itoa(round)
+		if err := cl.Update(ctx, cm); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+}
+
+// hashOf is the env var value for content round of ConfigMap cm.
+func (b *burst) hashOf(cm *corev1.ConfigMap, round int) string {
+	c := cm.DeepCopy()
+	c.Data = map[string]string{"round": strconv.Itoa(round)}
+	return hash.ConfigMap(c)
+}
+
+func (b *burst) env(cm *corev1.ConfigMap) string {
+	return reload.EnvVarName(source.ID{Kind: source.ConfigMap, Name: cm.Name})
+}
+
+// checkRollouts fails for a Deployment that rolled twice to the same content, more often
+// than there were rounds, or to a content that is no round's in rounds.
+func (b *burst) checkRollouts(t *testing.T, cm *corev1.ConfigMap, values []string, rounds []int) {
+	t.Helper()
+	allowed := map[string]int{}
+	for _, r := range rounds {
+		allowed[b.hashOf(cm, r)] = r
+	}
+	seen := map[string]bool{}
+	for _, v := range values {
+		if _, ok := allowed[v]; !ok {
+			t.Errorf("%s: rolled to a content of none of rounds %v: %v", cm.Name, rounds, values)
+		}
+		if seen[v] {
+			t.Errorf("%s: rolled twice to the same content (a duplicate): %v", cm.Name, values)
+		}
+		seen[v] = true
+	}
+	if len(values) > len(rounds) {
+		t.Errorf("%s: %d rollouts for %d rounds", cm.Name, len(values), len(rounds))
+	}
+}
+
+// A workload deleted and created again under the same name in the middle of a burst: the
+// new one is recorded, not rolled, for the content it was created with, then rolled for each
+// later change; the others go on as before. 0 missed, 0 duplicates.
+func TestWorkloadRecreatedDuringBurst(t *testing.T) {
+	bin := buildReloader(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cluster, cl := startCluster(t, ctx, localcluster.Options{})
+	var out lockedBuffer
+	defer func() {
+		if t.Failed() {
+			t.Log(out.String())
+		}
+	}()
+	const ns, workloads, rounds, recreateAfter = "faults-recreate", 6, 6, 3
+	if err := cluster.EnsureNamespace(ctx, cl, ns); err != nil {
+		t.Fatal(err)
+	}
+	b := newBurst(t, ctx, cl, ns, workloads)
+	p, err := proc.Run(proc.Spec{Bin: bin, Kubeconfig: cluster.Kubeconfig, Prefix: "reloader | ", Out: &out,
+		Args: []string{"--metrics-addr=0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	for _, cm := range b.cms {
+		waitRecorded(t, ctx, cl, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cm.Name}})
+	}
+	templates := watchTemplates(t, ctx, cluster.Config, ns)
+
+	recreated := b.cms[0]
+	var newUID types.UID
+	for round := 1; round <= rounds; round++ {
+		b.round(t, ctx, cl, round)
+		if round == recreateAfter {
+			old := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: recreated.Name}}
+			if err := cl.Delete(ctx, old); err != nil {
+				t.Fatal(err)
+			}
+			fresh := deploymentUsing(ns, recreated.Name, recreated.Name)
+			waitFor(t, ctx, "the name free again", func() (bool, error) {
+				err := cl.Create(ctx, fresh)
+				return err == nil, client.IgnoreAlreadyExists(err)
+			})
+			newUID = fresh.UID
+			// The next round waits for the record: a ConfigMap written after a workload's
+			// creation may reach reloader before the workload does (two watches, no order
+			// between them), and would then be its baseline.
+			waitRecorded(t, ctx, cl, fresh)
+		}
+		time.Sleep(400 * time.Millisecond)
+	}
+	waitFor(t, ctx, "every Deployment on its ConfigMap's last content", func() (bool, error) {
+		for _, cm := range b.cms {
+			if templates.last(cm.Name, b.env(cm)) != b.hashOf(cm, rounds) {
+				return false, nil
+			}
+		}
+		var d appsv1.Deployment
+		err := cl.Get(ctx, client.ObjectKeyFromObject(recreated), &d)
+		return err == nil && d.UID == newUID && envValue(d.Spec.Template.Spec, b.env(recreated)) == b.hashOf(recreated, rounds), err
+	})
+	time.Sleep(2 * time.Second) // room for a late duplicate to show up
+
+	all, after := []int{}, []int{}
+	for r := 1; r <= rounds; r++ {
+		all = append(all, r)
+		if r > recreateAfter {
+			after = append(after, r)
+		}
+	}
+	for _, cm := range b.cms[1:] {
+		b.checkRollouts(t, cm, templates.values(cm.Name, b.env(cm)), all)
+	}
+	values := templates.valuesOf(recreated.Name, newUID, b.env(recreated))
+	t.Logf("re-created %s: rollouts %v", recreated.Name, values)
+	b.checkRollouts(t, recreated, values, after)
+}
+
+// The API server restarted in the middle of a burst: every watch breaks; reloader's watches
+// resume from a resourceVersion the new server's watch cache no longer serves (410 Gone), so
+// its informers list again. What reloader wrote is judged from the API server's audit log:
+// every patch of a Deployment, with its body. 0 missed, 0 duplicates.
+func TestAPIServerRestartedDuringBurst(t *testing.T) {
+	bin := buildReloader(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	policy, auditLog := filepath.Join(dir, "audit-policy.yaml"), filepath.Join(dir, "audit.log")
+	if err := os.WriteFile(policy, []byte(`apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Request
+  users: ["reloader"]
+  verbs: ["patch"]
+  resources: [{group: "apps", resources: ["deployments"]}]
+- level: Metadata
+  users: ["reloader"]
+  resources: [{group: "", resources: ["configmaps"]}]
+- level: None
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cluster, cl := startCluster(t, ctx, localcluster.Options{APIServerFlags: map[string]string{
+		"audit-policy-file": policy, "audit-log-path": auditLog, "audit-log-format": "json"}})
+	_, kubeconfig, err := cluster.AddUser("reloader", "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out lockedBuffer
+	defer func() {
+		if t.Failed() {
+			t.Log(out.String())
+		}
+	}()
+	const ns, workloads, rounds, restartAfter = "faults-apiserver", 8, 6, 3
+	if err := cluster.EnsureNamespace(ctx, cl, ns); err != nil {
+		t.Fatal(err)
+	}
+	b := newBurst(t, ctx, cl, ns, workloads)
+	p, err := proc.Run(proc.Spec{Bin: bin, Kubeconfig: kubeconfig, Prefix: "reloader | ", Out: &out,
+		Args: []string{"--metrics-addr=0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	for _, cm := range b.cms {
+		waitRecorded(t, ctx, cl, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cm.Name}})
+	}
+
+	var restarted time.Time
+	for round := 1; round <= rounds; round++ {
+		b.round(t, ctx, cl, round)
+		if round == restartAfter {
+			// A write reloader does not watch moves etcd's revision past the last one
+			// reloader saw, so the new watch cache starts after it.
+			if err := cl.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tick"}}); err != nil {
+				t.Fatal(err)
+			}
+			restarted = time.Now()
+			if err := cluster.RestartAPIServer(); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("kube-apiserver restarted in %s", time.Since(restarted).Round(time.Millisecond))
+		}
+		time.Sleep(400 * time.Millisecond)
+	}
+
+	patches := func() map[string][]string {
+		events, err := readAudit(auditLog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byName := map[string][]string{}
+		for _, e := range events {
+			if e.Verb != "patch" || e.ObjectRef.Resource != "deployments" || e.ResponseStatus.Code != 200 {
+				continue
+			}
+			var d appsv1.Deployment
+			if json.Unmarshal(e.RequestObject, &d) != nil {
+				continue
+			}
+			for _, c := range d.Spec.Template.Spec.Containers {
+				for _, env := range c.Env {
+					if env.Value != "" {
+						byName[e.ObjectRef.Name] = append(byName[e.ObjectRef.Name], env.Value)
+					}
+				}
+			}
+		}
+		return byName
+	}
+	waitFor(t, ctx, "every Deployment patched to its ConfigMap's last content (audit log)", func() (bool, error) {
+		got := patches()
+		for _, cm := range b.cms {
+			v := got[cm.Name]
+			if len(v) == 0 || v[len(v)-1] != b.hashOf(cm, rounds) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	time.Sleep(2 * time.Second) // room for a late duplicate to show up
+	all := make([]int, rounds)
+	for i := range all {
+		all[i] = i + 1
+	}
+	got := patches()
+	for _, cm := range b.cms {
+		b.checkRollouts(t, cm, got[cm.Name], all)
+		var d appsv1.Deployment
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(cm), &d); err != nil {
+			t.Fatal(err)
+		}
+		if v := envValue(d.Spec.Template.Spec, b.env(cm)); v != b.hashOf(cm, rounds) {
+			t.Errorf("%s: template has %s=%q, want the last round's", cm.Name, b.env(cm), v)
+		}
+	}
+
+	// The relist: after the restart, reloader read ConfigMaps afresh (a list, or a watch
+	// that sends the initial state), not only resumed its watch.
+	events, err := readAudit(auditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var relists, after []string
+	for _, e := range events {
+		if e.ObjectRef.Resource != "configmaps" || e.Received.Before(restarted) {
+			continue
+		}
+		after = append(after, e.Verb+" "+e.RequestURI)
+		if e.Verb == "list" || strings.Contains(e.RequestURI, "sendInitialEvents=true") {
+			relists = append(relists, e.Verb+" "+e.RequestURI)
+		}
+	}
+	t.Logf("ConfigMap requests after the restart: %v", after)
+	if len(relists) == 0 {
+		t.Errorf("reloader did not list ConfigMaps again after the restart; its requests: %v", after)
+	}
+}
+
+// auditEvent is the part of an audit.k8s.io/v1 Event these tests read, the request body
+// included.
+type auditEvent struct {
+	audit.Event
+	RequestObject json.RawMessage `json:"requestObject"`
+}
+
+func readAudit(path string) ([]auditEvent, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []auditEvent
+	for _, line := range strings.Split(string(data), "\n") {
+		var e auditEvent
+		if json.Unmarshal([]byte(line), &e) == nil && e.Verb != "" {
+			out = append(out, e)
+		}
+	}
+	return out, nil
 }

@@ -15,6 +15,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -178,16 +179,28 @@ func TestLeaderKilledDuringBurst(t *testing.T) {
 type templateLog struct {
 	mu      sync.Mutex
 	current map[string]string
-	changes map[string][]string
+	changes map[string][]templateChange
 }
 
-func (l *templateLog) values(name, env string) []string {
+// templateChange is a pod template as the Deployment with UID uid got it.
+type templateChange struct {
+	uid types.UID
+	tpl string
+}
+
+func (l *templateLog) values(name, env string) []string { return l.valuesOf(name, "", env) }
+
+// valuesOf is values for the Deployment of one UID; "" means any.
+func (l *templateLog) valuesOf(name string, uid types.UID, env string) []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []string
 	for _, c := range l.changes[name] {
+		if uid != "" && c.uid != uid {
+			continue
+		}
 		var tpl corev1.PodTemplateSpec
-		_ = json.Unmarshal([]byte(c), &tpl)
+		_ = json.Unmarshal([]byte(c.tpl), &tpl)
 		for _, e := range tpl.Spec.Containers[0].Env {
 			if e.Name == env {
 				out = append(out, e.Value)
@@ -216,7 +229,7 @@ func watchTemplates(t *testing.T, ctx context.Context, cfg *rest.Config, ns stri
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	l := &templateLog{current: map[string]string{}, changes: map[string][]string{}}
+	l := &templateLog{current: map[string]string{}, changes: map[string][]templateChange{}}
 	go func() {
 		for ev := range w.ResultChan() {
 			d, ok := ev.Object.(*appsv1.Deployment)
@@ -226,7 +239,7 @@ func watchTemplates(t *testing.T, ctx context.Context, cfg *rest.Config, ns stri
 			b, _ := json.Marshal(d.Spec.Template)
 			l.mu.Lock()
 			if prev, ok := l.current[d.Name]; ok && prev != string(b) {
-				l.changes[d.Name] = append(l.changes[d.Name], string(b))
+				l.changes[d.Name] = append(l.changes[d.Name], templateChange{uid: d.UID, tpl: string(b)})
 			}
 			l.current[d.Name] = string(b)
 			l.mu.Unlock()
