@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -71,7 +72,10 @@ func (r *WorkloadReconciler) replace(ctx context.Context, old, fresh client.Obje
 	switch {
 	case apierrors.IsNotFound(err):
 		// Deleted by someone else since it was read: theirs to re-create, not reloader's.
-		return errors.Join(fmt.Errorf("%s %s was deleted meanwhile; not re-created: %w", r.Kind.Name(), nn.Name, err), r.dropRecord(ctx, nn, p))
+		// The record must not outlive this: with the name free, it would re-create the object.
+		dropErr := retry.OnError(retry.DefaultRetry, func(error) bool { return true }, func() error { return r.dropRecord(ctx, nn, p) })
+		r.jobs.done(nn, p.record)
+		return errors.Join(fmt.Errorf("%s %s was deleted meanwhile; not re-created: %w", r.Kind.Name(), nn.Name, err), dropErr)
 	case apierrors.IsConflict(err):
 		// Changed since read; the retry reads the new one.
 		return errors.Join(fmt.Errorf("delete for replacement: %w", err), r.dropRecord(ctx, nn, p))
@@ -82,7 +86,17 @@ func (r *WorkloadReconciler) replace(ctx context.Context, old, fresh client.Obje
 	if err := r.Client.Create(ctx, fresh.DeepCopyObject().(client.Object), client.FieldOwner(FieldOwner)); err != nil {
 		return fmt.Errorf("re-create after delete (kept, retrying): %w", err)
 	}
-	return r.dropRecord(ctx, nn, p)
+	r.forgetRecord(ctx, nn, p)
+	return nil
+}
+
+// forgetRecord drops the record of a replacement that is done. A record that can't be deleted
+// now is harmless: the next pass, of this process or the next, finds the object created and
+// drops it then.
+func (r *WorkloadReconciler) forgetRecord(ctx context.Context, nn types.NamespacedName, p pendingJob) {
+	if err := r.dropRecord(ctx, nn, p); err != nil {
+		log.FromContext(ctx).Info("replacement done; its record is left for a later pass", "error", err.Error())
+	}
 }
 
 // createReplacement finishes a replacement that was written down and not seen done: after a
@@ -113,7 +127,8 @@ func (r *WorkloadReconciler) createReplacement(ctx context.Context, nn types.Nam
 		logger.Info("re-created a replaced object", "replaces", string(p.replaces))
 		r.Recorder.Eventf(fresh, nil, corev1.EventTypeNormal, ReasonReloaded, "Reload",
 			"Re-created %s %s with the new configuration", r.Kind.Name(), nn.Name)
-		return reconcile.Result{}, r.dropRecord(ctx, nn, p)
+		r.forgetRecord(ctx, nn, p)
+		return reconcile.Result{}, nil
 	case apierrors.IsAlreadyExists(err):
 		// The old object is still there, or a replacement exists that the cache has not
 		// shown yet; the next pass tells which, by UID, at the top of this function.
