@@ -303,6 +303,8 @@ func TestNamespacedInstallWithoutClusterRole(t *testing.T) {
 		// The Secret hash key: with no own namespace, kept in the first watched one.
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets"}, Verbs: write},
+		// Job replacements are written down as ControllerRevisions first.
+		{APIGroups: []string{"apps"}, Resources: []string{"controllerrevisions"}, Verbs: []string{"list", "watch", "create", "delete"}},
 		{APIGroups: []string{"batch"}, Resources: []string{"cronjobs", "jobs"}, Verbs: append([]string{"create", "delete"}, write...)},
 		{APIGroups: []string{"apps.openshift.io"}, Resources: []string{"deploymentconfigs"}, Verbs: write},
 		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
