@@ -5,9 +5,14 @@
 package localcluster
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -191,14 +196,40 @@ func (c *Cluster) addNodes(ctx context.Context, n int) error {
 
 // RestartAPIServer stops kube-apiserver (SIGTERM, as a rolling upgrade does) and starts it
 // again on the same address with the same certificates and etcd: every watch breaks, and
-// clients reconnect. It returns once the new process serves /healthz.
+// clients reconnect. While it is down, a write straight to etcd (as another API server of an
+// HA control plane would make) moves etcd's revision past every resourceVersion a client
+// holds, so the new server's watch cache starts after them: no watch can resume (410 Gone),
+// every client lists again. It returns once the new process serves /healthz.
 func (c *Cluster) RestartAPIServer() error {
 	s := c.env.ControlPlane.APIServer
 	if err := s.Stop(); err != nil {
 		return fmt.Errorf("stop kube-apiserver: %w", err)
 	}
+	if err := c.writeEtcd("/reloader-test/restarted", time.Now().String()); err != nil {
+		return err
+	}
 	if err := s.Start(); err != nil {
 		return fmt.Errorf("start kube-apiserver again: %w", err)
+	}
+	return nil
+}
+
+// writeEtcd puts a key outside the API server's prefix, through etcd's JSON gateway.
+func (c *Cluster) writeEtcd(key, value string) error {
+	body, _ := json.Marshal(map[string]string{
+		"key":   base64.StdEncoding.EncodeToString([]byte(key)),
+		"value": base64.StdEncoding.EncodeToString([]byte(value)),
+	})
+	u := *c.env.ControlPlane.Etcd.URL
+	u.Path = "/v3/kv/put"
+	resp, err := http.Post(u.String(), "application/json", bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("write to etcd: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("write to etcd: %s: %s", resp.Status, msg)
 	}
 	return nil
 }

@@ -482,11 +482,6 @@ rules:
 	for round := 1; round <= rounds; round++ {
 		b.round(t, ctx, cl, round)
 		if round == restartAfter {
-			// A write reloader does not watch moves etcd's revision past the last one
-			// reloader saw, so the new watch cache starts after it.
-			if err := cl.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tick"}}); err != nil {
-				t.Fatal(err)
-			}
 			restarted = time.Now()
 			if err := cluster.RestartAPIServer(); err != nil {
 				t.Fatal(err)
