@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,6 +46,27 @@ func TestTransformKeepsOnlyTheHashAndIsIdempotent(t *testing.T) {
 		if got.Data != nil || secrets.contentHash(got) != want || secrets.uidHash(got) != wantUID {
 			t.Fatalf("pass %d: secret data kept or hash wrong", pass)
 		}
+	}
+}
+
+// TestSpoofedMarkerKeepsNoDataInCache: an object that arrives carrying the annotation earlier
+// releases used as the cache marker is still reduced to its hash; its data is not kept.
+func TestSpoofedMarkerKeepsNoDataInCache(t *testing.T) {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "c", Annotations: map[string]string{"reloader.dev/cached-content-hash": "0000"}},
+		Data:       map[string]string{"k": strings.Repeat("x", 1<<20)},
+	}
+	want := hash.ConfigMap(cm)
+	out, err := ConfigMaps.Transform(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*corev1.ConfigMap)
+	if got.Data != nil {
+		t.Fatalf("%d bytes of data kept in the cache", len(got.Data["k"]))
+	}
+	if h := ConfigMaps.contentHash(got); h != want {
+		t.Errorf("cached hash %q, want the content's %q", h, want)
 	}
 }
 

@@ -29,8 +29,8 @@ type Rules struct {
 	Namespaces []string
 	// Cluster are rules on cluster-scoped resources, which only a ClusterRole can grant.
 	Cluster []rbacv1.PolicyRule
-	// Own are granted only in reloader's own namespace (a Role): the HA Lease and the
-	// meta-info ConfigMap.
+	// Own are granted only in reloader's own namespace (a Role): the HA Lease, the
+	// meta-info ConfigMap and the Secret hash key.
 	Own []rbacv1.PolicyRule
 }
 
