@@ -5,13 +5,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/go-logr/logr/funcr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/reloader-operator/reloader/internal/app"
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/options"
@@ -211,7 +215,7 @@ func TestUIDKeyedRecordUpgradedWithoutRollout(t *testing.T) {
 // reference names the Secret, and nothing in any Event holds its UID or its data.
 func TestEventsCarryNoSecretUID(t *testing.T) {
 	ns, s, d := secretDeployment(t, nil)
-	startReloader(t, ns, ownNamespace(ns))
+	logs := startLoggedReloader(t, ns)
 	recorded(t, d)
 	uid := string(get(t, s).UID)
 	update(t, s, func(s *corev1.Secret) { s.Data["password"] = []byte("hunter3") })
@@ -232,5 +236,44 @@ func TestEventsCarryNoSecretUID(t *testing.T) {
 	}
 	if related == 0 {
 		t.Errorf("no Event names Secret %s/db as related: %+v", ns, list.Items)
+	}
+	all := logs()
+	if !strings.Contains(all, "reloaded") {
+		t.Fatalf("no reload logged; the check below would prove nothing:\n%s", all)
+	}
+	for _, leak := range []string{uid, "hunter"} {
+		if strings.Contains(all, leak) {
+			t.Errorf("the log shows the Secret's UID or data (%s)", leak)
+		}
+	}
+}
+
+// startLoggedReloader runs reloader on ns, its own namespace, logging at the most verbose
+// level into a buffer that the returned function reads.
+func startLoggedReloader(t *testing.T, ns string) (logs func() string) {
+	t.Helper()
+	var mu sync.Mutex
+	var buf strings.Builder
+	logger := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		buf.WriteString(prefix + " " + args + "\n")
+	}, funcr.Options{Verbosity: 4})
+	opts := options.Default()
+	opts.Namespaces, opts.ReloaderNamespace = []string{ns}, ns
+	opts.MetricsAddr = "0"
+	opts.CoalesceWindow = 100 * time.Millisecond
+	conf, err := options.Parse(opts)
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	mgr, err := app.New(ctx, restConfig, conf, logger)
+	must(t, err)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.String()
 	}
 }
