@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -31,16 +32,17 @@ const dataKey = "key"
 const FallbackNamespace = "default"
 
 // Namespace says where the key lives: reloader's own namespace (RELOADER_NAMESPACE, else
-// POD_NAMESPACE), else the first namespace it watches, else FallbackNamespace. own is false for
-// the fallbacks, which a run outside the cluster (`reloader --kubeconfig`) gets; they are
-// stable across restarts, which a per-process key would not be: every restart would re-base
-// every Secret hash and miss the changes made meanwhile.
+// POD_NAMESPACE), else the first in name order of those it watches (--namespaces, in any
+// order), else FallbackNamespace. own is false for the fallbacks, which a run outside the
+// cluster (`reloader --kubeconfig`) gets; they are stable across restarts, which a
+// per-process key would not be: every restart would re-base every Secret hash and miss the
+// changes made meanwhile.
 func Namespace(reloaderNamespace string, watched []string) (ns string, own bool) {
 	switch {
 	case reloaderNamespace != "":
 		return reloaderNamespace, true
 	case len(watched) > 0:
-		return watched[0], false
+		return slices.Min(watched), false
 	}
 	return FallbackNamespace, false
 }

@@ -104,6 +104,7 @@ func TestNamespace(t *testing.T) {
 	}{
 		{"reloader", []string{"a"}, "reloader", true},
 		{"", []string{"a", "b"}, "a", false},
+		{"", []string{"b", "a"}, "a", false},
 		{"", nil, hashkey.FallbackNamespace, false},
 	}
 	for _, tt := range tests {
