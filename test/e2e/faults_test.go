@@ -16,6 +16,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -36,21 +37,30 @@ import (
 
 // reloader SIGKILLed between the delete and the create of a Job replacement: the API server
 // refuses Job creates (a ValidatingAdmissionPolicy), so the process is certainly past the
-// delete and not past the create when it dies. The next process finds the replacement
-// written down and creates the Job once, with the new config; a Deployment using the same
-// ConfigMap is rolled once, not again by the second process.
+// delete and not past the create when it dies. The next process (restarted, or the follower
+// elected leader with --enable-ha) finds the replacement written down and creates the Job
+// once, with the new config; a Deployment using the same ConfigMap is rolled once, not again
+// by the next process.
 func TestKilledBetweenJobDeleteAndCreate(t *testing.T) {
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cluster, cl := startCluster(t, ctx, localcluster.Options{})
+	t.Run("restarted", func(t *testing.T) { killBetweenJobDeleteAndCreate(t, ctx, cluster, cl, bin, false) })
+	t.Run("new leader", func(t *testing.T) { killBetweenJobDeleteAndCreate(t, ctx, cluster, cl, bin, true) })
+}
+
+func killBetweenJobDeleteAndCreate(t *testing.T, ctx context.Context, cluster *localcluster.Cluster, cl client.Client, bin string, ha bool) {
 	var out lockedBuffer
 	defer func() {
 		if t.Failed() {
 			t.Log(out.String())
 		}
 	}()
-	const ns = "faults-job"
+	ns := "faults-job"
+	if ha {
+		ns = "faults-job-ha"
+	}
 	if err := cluster.EnsureNamespace(ctx, cl, ns); err != nil {
 		t.Fatal(err)
 	}
@@ -66,15 +76,31 @@ func TestKilledBetweenJobDeleteAndCreate(t *testing.T) {
 		}
 	}
 	start := func(name string) *proc.Process {
+		args := []string{"--metrics-addr=0", "--namespaces=" + ns}
+		if ha {
+			args = append(args, "--enable-ha", "--leader-election-lease-duration=4s",
+				"--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms")
+		}
 		p, err := proc.Run(proc.Spec{Bin: bin, Kubeconfig: cluster.Kubeconfig, Prefix: name + " | ", Out: &out,
-			Args: []string{"--metrics-addr=0", "--namespaces=" + ns}})
+			Args: args, Env: []string{"POD_NAME=" + name, "POD_NAMESPACE=" + ns}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(p.Kill)
 		return p
 	}
+	leads := func(name string) func() (bool, error) {
+		return func() (bool, error) {
+			var lease coordinationv1.Lease
+			err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "stakater-reloader-lock"}, &lease)
+			return err == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity == name, client.IgnoreNotFound(err)
+		}
+	}
 	first := start("first")
+	if ha {
+		waitFor(t, ctx, "the first reloader leads", leads("first"))
+		start("second")
+	}
 	for _, o := range []client.Object{job, d} {
 		waitRecorded(t, ctx, cl, o)
 	}
@@ -109,7 +135,11 @@ func TestKilledBetweenJobDeleteAndCreate(t *testing.T) {
 		t.Fatalf("%d replacement records in the cluster after the kill, want 1", len(records.Items))
 	}
 	lift()
-	start("second")
+	if ha {
+		waitFor(t, ctx, "the second reloader leads", leads("second"))
+	} else {
+		start("second")
+	}
 
 	want := hash.ConfigMap(cm)
 	envName := reload.EnvVarName(source.ID{Kind: source.ConfigMap, Name: "cfg"})
