@@ -20,8 +20,13 @@ import (
 
 // At start-up every workload waits in the queue for its first reconcile. A change that lands
 // before a workload's turn is a change since reloader first saw it, and must roll it out, not
-// become its baseline.
-func TestChangesWhileStartUpBacklogIsQueuedAreAllRolledOutOnce(t *testing.T) {
+// become its baseline. A workload created later is first seen when it is created.
+func TestChangesWhileFirstReconcilesAreQueuedAreAllRolledOutOnce(t *testing.T) {
+	t.Run("workloads there at start-up", func(t *testing.T) { changesDuringBacklog(t, false) })
+	t.Run("workloads created after start-up", func(t *testing.T) { changesDuringBacklog(t, true) })
+}
+
+func changesDuringBacklog(t *testing.T, createdAfterStart bool) {
 	const deployments, configMaps, changed = 300, 100, 50
 	ns := newNamespace(t)
 	ctx := context.Background()
@@ -30,14 +35,42 @@ func TestChangesWhileStartUpBacklogIsQueuedAreAllRolledOutOnce(t *testing.T) {
 	}
 	uses := map[string]string{} // Deployment -> its ConfigMap
 	for i := range deployments {
-		name, cm := fmt.Sprintf("web-%03d", i), fmt.Sprintf("cfg-%03d", i%configMaps)
-		uses[name] = cm
-		create(t, deployment(ns, name, map[string]string{auto: "true"}, podSpec(cm)))
+		uses[fmt.Sprintf("web-%03d", i)] = fmt.Sprintf("cfg-%03d", i%configMaps)
 	}
-	rollouts := templateChangesIn(t, ns)
+	createDeployments := func() {
+		// Eight at a time, faster than one worker records them.
+		var wg sync.WaitGroup
+		errs := make(chan error, deployments)
+		names := make(chan string, deployments)
+		for name := range uses {
+			names <- name
+		}
+		close(names)
+		for range 8 {
+			wg.Go(func() {
+				for name := range names {
+					errs <- k8s.Create(ctx, deployment(ns, name, map[string]string{auto: "true"}, podSpec(uses[name])))
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			must(t, err)
+		}
+	}
 
 	// One worker makes the backlog real: the first reconciles take seconds to drain.
-	startReloader(t, ns, func(o *options.Options) { o.Workers = 1 })
+	var rollouts func(string) int
+	if createdAfterStart {
+		startReloader(t, ns, func(o *options.Options) { o.Workers = 1 })
+		rollouts = templateChangesIn(t, ns)
+		createDeployments()
+	} else {
+		createDeployments()
+		rollouts = templateChangesIn(t, ns)
+		startReloader(t, ns, func(o *options.Options) { o.Workers = 1 })
+	}
 	for i := range changed {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("cfg-%03d", i)}}
 		update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
@@ -122,12 +155,12 @@ func templateChangesIn(t *testing.T, ns string) func(name string) int {
 		defer close(done)
 		for ev := range w.ResultChan() {
 			d, ok := ev.Object.(*appsv1.Deployment)
-			if !ok || ev.Type != watch.Modified {
+			if !ok || (ev.Type != watch.Added && ev.Type != watch.Modified) {
 				continue
 			}
 			b, _ := json.Marshal(d.Spec.Template)
 			mu.Lock()
-			if last[d.Name] != string(b) {
+			if ev.Type == watch.Modified && last[d.Name] != string(b) {
 				changes[d.Name]++
 			}
 			last[d.Name] = string(b)
