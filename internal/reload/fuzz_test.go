@@ -1,6 +1,7 @@
 package reload
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -57,6 +58,52 @@ func FuzzParseRules(f *testing.F) {
 			if !named.Match(l) {
 				t.Fatalf("literal %q does not match itself", l)
 			}
+		}
+	})
+}
+
+// FuzzRecord checks the record annotation: any value parses or is refused without panic, what
+// parses encodes back to itself (or to its folded form, within MaxRecordBytes), and a record
+// stored for some sources reports no change for the same sources.
+func FuzzRecord(f *testing.F) {
+	f.Add(`{"configmap/a":"1","secret/b":"k1:2"}`, "a\nb\nc", 1)
+	f.Add(`{"~17":"00000000000000ff.0000000000000001","secretproviderclass/v":"x"}`, "v", 2)
+	f.Add(`{"~17":"zz"}`, "", 0)
+	f.Add(`not json`, "x", 1)
+	f.Add(`{"configmap/a":""}`, "a", 3000)
+	f.Fuzz(func(t *testing.T, value, names string, copies int) {
+		if r, err := ParseRecord(value); err == nil {
+			_, _ = Diff(r, true, map[source.ID]string{{Kind: source.ConfigMap, Name: "a"}: "1"}, Events{OnCreate: true, OnDelete: true})
+			enc := r.Encode()
+			back, err := ParseRecord(enc)
+			if err != nil {
+				t.Fatalf("%q encodes to %q, which does not parse: %v", value, enc, err)
+			}
+			if !r.folded() && len(enc) <= MaxRecordBytes && !back.Equal(r) {
+				t.Fatalf("round trip of %v gives %v", r, back)
+			}
+			if enc != back.Encode() {
+				t.Fatalf("encoding is not stable: %q then %q", enc, back.Encode())
+			}
+		}
+		current := map[source.ID]string{}
+		kinds := []source.Kind{source.ConfigMap, source.Secret, source.SecretProviderClass}
+		for i := range min(max(copies, 1), 5000) {
+			for j, n := range strings.Split(names, "\n") {
+				current[source.ID{Kind: kinds[(i+j)%3], Name: fmt.Sprintf("%s-%d", n, i)}] = fmt.Sprintf("%x", (i*31+j)%7)
+			}
+		}
+		_, next := Diff(nil, false, current, Events{})
+		enc := next.Encode()
+		stored, err := ParseRecord(enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(enc) > MaxRecordBytes && len(enc) > len(next.fold().Encode()) {
+			t.Fatalf("%d sources stored in %d bytes", len(current), len(enc))
+		}
+		if changed, _ := Diff(stored, true, current, Events{OnCreate: true, OnDelete: true}); len(changed) != 0 {
+			t.Fatalf("nothing changed, yet %d sources reload (folded %v)", len(changed), stored.folded())
 		}
 	})
 }

@@ -11,7 +11,9 @@ import (
 )
 
 // Record maps each source a workload depends on ("configmap/name") to the content hash last
-// applied to it. It is stored in RecordAnnotation on the workload.
+// applied to it. It is stored in RecordAnnotation on the workload. A record too large for an
+// annotation is stored folded (see MaxRecordBytes); a folded record read back holds bucket
+// digests under keys that name no source, which Diff understands.
 type Record map[string]string
 
 // ParseRecord decodes a RecordAnnotation value.
@@ -24,8 +26,12 @@ func ParseRecord(v string) (Record, error) {
 }
 
 // Encode returns the annotation value; keys come out sorted, so equal records encode equally.
+// A record whose encoding would pass MaxRecordBytes is folded first.
 func (r Record) Encode() string {
 	b, _ := json.Marshal(map[string]string(r)) // a map of strings always marshals
+	if len(b) > MaxRecordBytes && !r.folded() {
+		b, _ = json.Marshal(map[string]string(r.fold()))
+	}
 	return string(b)
 }
 
@@ -53,6 +59,9 @@ type Events struct {
 // only when ev says so. An unreported deletion keeps the last hash, so a re-created source
 // with other content still reloads.
 func Diff(last Record, hasRecord bool, current map[source.ID]string, ev Events) (changed []source.ID, next Record) {
+	if hasRecord && last.folded() {
+		return diffFolded(last, current, ev)
+	}
 	next = make(Record, len(current))
 	for id, h := range current {
 		next[id.String()] = h
