@@ -1,14 +1,18 @@
 package controller_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/source"
 )
 
 // A 200 KB reload annotation of patterns is ignored as a whole with an InvalidAnnotation
@@ -51,4 +55,47 @@ func TestNamedEntryIsAName(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A ".*" rule over hundreds of ConfigMaps with long names: the record of their hashes would
+// pass the API server's 256 KiB limit on annotations, and every patch would fail. Folded, it
+// stays small, and a change still rolls the workload once.
+func TestRecordOverManySources(t *testing.T) {
+	ns := newNamespace(t)
+	const n = 900
+	name := func(i int) string { return fmt.Sprintf("%s-%03d", strings.Repeat("c", 236), i) }
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 8 {
+				errs <- k8s.Create(context.Background(), configMap(ns, name(i), map[string]string{"k": "v1"}))
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		must(t, err)
+	}
+	d := deployment(ns, "web", map[string]string{"configmap.reloader.stakater.com/reload": ".*"}, podSpec())
+	create(t, d)
+	changes := templateChanges(t, d)
+	startReloader(t, ns)
+	recorded(t, d)
+	if size := len(get(t, d).Annotations[reload.RecordAnnotation]); size > reload.MaxRecordBytes {
+		t.Fatalf("record of %d sources is %d bytes", n, size)
+	}
+
+	changed := configMap(ns, name(417), nil)
+	update(t, changed, func(c *corev1.ConfigMap) { c.Data = map[string]string{"k": "v2"} })
+	eventually(t, "reloaded", func() error {
+		return hasEnv(&get(t, d).Spec.Template, reload.EnvVarName(source.ID{Kind: source.ConfigMap, Name: name(417)}))
+	})
+	settle()
+	if got := changes(); got != 1 {
+		t.Errorf("template changed %d times, want 1", got)
+	}
 }
