@@ -1,0 +1,159 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/options"
+)
+
+// cacheOptions keeps in memory only what reloader reads: the watched namespaces, less the
+// ignored ones (filtered by the API server, so they cost neither memory nor events), sources
+// through their own transforms and label selector, the pending Job replacements, and no
+// managed fields.
+func cacheOptions(conf options.Config, sources []controller.SourceType) cache.Options {
+	byObject := map[client.Object]cache.ByObject{}
+	for _, st := range sources {
+		b := cache.ByObject{Transform: st.Transform, Field: and(st.Field, conf.NamespaceFilter)}
+		if st.Pool == nil {
+			b.Label = conf.SourceLabels
+		}
+		byObject[st.NewObject()] = b
+	}
+	records, recordCache := controller.ReplacementRecords()
+	byObject[records] = recordCache
+	var namespaces map[string]cache.Config
+	if len(conf.Namespaces) > 0 {
+		namespaces = map[string]cache.Config{}
+		for _, ns := range conf.Namespaces {
+			namespaces[ns] = cache.Config{}
+		}
+	}
+	return cache.Options{
+		DefaultNamespaces:    namespaces,
+		ByObject:             byObject,
+		DefaultTransform:     cache.TransformStripManagedFields(),
+		DefaultFieldSelector: conf.NamespaceFilter,
+		// Never start an informer lazily on a read: every kind reloader reads is watched
+		// on purpose, with its own memory limits.
+		ReaderFailOnMissingInformer: true,
+	}
+}
+
+// newManager returns the manager: its cache, the metrics port with /live and /ready (ready
+// once the caches have synced), and with --enable-ha the Lease that elects the leader.
+func newManager(cfg *rest.Config, conf options.Config, scheme *runtime.Scheme, caches cache.Options, ready *atomic.Bool, logger logr.Logger) (manager.Manager, error) {
+	var lock resourcelock.Interface
+	if conf.EnableHA {
+		var err error
+		if lock, err = leaseLock(cfg, conf); err != nil {
+			return nil, err
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: scheme,
+		Logger: logger,
+		Cache:  caches,
+		Metrics: metricsserver.Options{
+			BindAddress: conf.MetricsAddr,
+			ExtraHandlers: map[string]http.Handler{
+				"/live":  http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }),
+				"/ready": readyHandler(ready),
+			},
+		},
+		HealthProbeBindAddress: "0",
+		// Names are unique within one manager anyway; tests run several managers per process.
+		Controller:                          config.Controller{SkipNameValidation: ptr.To(true)},
+		LeaderElection:                      conf.EnableHA,
+		LeaderElectionResourceLockInterface: lock,
+		LeaseDuration:                       &conf.LeaseDuration,
+		RenewDeadline:                       &conf.LeaseRenewDeadline,
+		RetryPeriod:                         &conf.LeaseRetryPeriod,
+		LeaderElectionReleaseOnCancel:       true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create manager: %w", err)
+	}
+	return mgr, nil
+}
+
+// leaseLock is the --enable-ha Lease, held under POD_NAME so that `kubectl get lease` names
+// the leader's pod.
+func leaseLock(cfg *rest.Config, conf options.Config) (resourcelock.Interface, error) {
+	ns := conf.LeaderElectionNamespace
+	if ns == "" {
+		b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+		if err != nil {
+			return nil, errors.New("--enable-ha: set POD_NAMESPACE to the namespace of the leader election Lease")
+		}
+		ns = strings.TrimSpace(string(b))
+	}
+	id := conf.LeaderIdentity
+	if id == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return nil, err
+		}
+		id = host + "_" + string(uuid.NewUUID())
+	}
+	// A hung request must not outlast the renew deadline.
+	cfg = rest.CopyConfig(cfg)
+	cfg.Timeout = max(conf.LeaseRenewDeadline/2, time.Second)
+	cfg = rest.AddUserAgent(cfg, "leader-election")
+	core, err := corev1client.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	coordination, err := coordinationv1client.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return resourcelock.New(resourcelock.LeasesResourceLock, ns, conf.LeaderElectionID, core, coordination,
+		resourcelock.ResourceLockConfig{Identity: id})
+}
+
+// and combines field selectors, any of which may be nil.
+func and(sels ...fields.Selector) fields.Selector {
+	var set []fields.Selector
+	for _, s := range sels {
+		if s != nil {
+			set = append(set, s)
+		}
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	return fields.AndSelectors(set...)
+}
+
+func readyHandler(ready *atomic.Bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+}

@@ -1,0 +1,62 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/metrics"
+	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/workload"
+)
+
+// watch registers every informer and index now, before the manager starts, so that cache
+// sync, and so readiness, covers them all; controllers would otherwise add theirs only once
+// they start. Upstream's events_received_total counts sources and namespaces as they arrive.
+func watch(ctx context.Context, mgr manager.Manager, conf options.Config, sources []controller.SourceType, read []workload.Kind, m *metrics.Metrics) error {
+	indexer := mgr.GetFieldIndexer()
+	for _, st := range sources {
+		if st.Pool != nil {
+			if err := controller.IndexPooled(ctx, indexer, st); err != nil {
+				return err
+			}
+		}
+		informer, err := mgr.GetCache().GetInformer(ctx, st.NewObject())
+		if err != nil {
+			return fmt.Errorf("watch %ss: %w", st.Kind, err)
+		}
+		if _, err := informer.AddEventHandler(st.CountEvents(m.Upstream)); err != nil {
+			return err
+		}
+	}
+	if conf.NamespaceLabels != nil {
+		informer, err := mgr.GetCache().GetInformer(ctx, &corev1.Namespace{})
+		if err != nil {
+			return fmt.Errorf("watch namespaces for --namespace-selector: %w", err)
+		}
+		if _, err := informer.AddEventHandler(countNamespaceEvents(m.Upstream)); err != nil {
+			return err
+		}
+	}
+	for _, kind := range read {
+		if err := controller.IndexWorkloads(ctx, indexer, kind, conf.Keys); err != nil {
+			return err
+		}
+		if _, err := mgr.GetCache().GetInformer(ctx, kind.NewObject()); err != nil {
+			return fmt.Errorf("watch %ss: %w", kind.Name(), err)
+		}
+	}
+	return nil
+}
+
+func countNamespaceEvents(u *metrics.Upstream) toolscache.ResourceEventHandler {
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { u.EventReceived(metrics.EventAdd, "namespaces") },
+		UpdateFunc: func(_, _ any) { u.EventReceived(metrics.EventUpdate, "namespaces") },
+		DeleteFunc: func(any) { u.EventReceived(metrics.EventDelete, "namespaces") },
+	}
+}
