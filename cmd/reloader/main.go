@@ -65,6 +65,9 @@ func run(_ context.Context, conf options.Config) error {
 	ctx := ctrl.SetupSignalHandler()
 	logger := newLogger(conf)
 	ctrl.SetLogger(logger)
+	for _, w := range conf.Warnings {
+		logger.Info("WARNING: " + w)
+	}
 	cfg, err := restConfig(conf.Kubeconfig)
 	if err != nil {
 		return err

@@ -158,9 +158,21 @@ func TestBadValuesFailAtStartUp(t *testing.T) {
 			t.Errorf("%v: error %v; want %s", tt.args, err, tt.want)
 		}
 	}
+	t.Setenv("KUBERNETES_NAMESPACE", "Team A")
+	if _, err := parseAsCommand(t); err == nil || !strings.Contains(err.Error(), `KUBERNETES_NAMESPACE: "Team A"`) {
+		t.Errorf("KUBERNETES_NAMESPACE=Team A: error %v", err)
+	}
+}
+
+// An environment value upstream ignores starts reloader, as it started upstream, with a warning.
+func TestUpstreamToleratedEnvironmentStarts(t *testing.T) {
 	t.Setenv("ALERT_ON_RELOAD", "on")
-	if _, err := parseAsCommand(t); err == nil || !strings.Contains(err.Error(), `ALERT_ON_RELOAD: "on" is neither true nor false`) {
-		t.Errorf("ALERT_ON_RELOAD=on: error %v", err)
+	conf, err := parseAsCommand(t)
+	if err != nil {
+		t.Fatalf("ALERT_ON_RELOAD=on refused: %v", err)
+	}
+	if conf.Alert.Enabled || len(conf.Warnings) != 1 || !strings.Contains(conf.Warnings[0], `ALERT_ON_RELOAD: "on"`) {
+		t.Errorf("alerts %v, warnings %q; want off and one warning naming ALERT_ON_RELOAD", conf.Alert.Enabled, conf.Warnings)
 	}
 }
 

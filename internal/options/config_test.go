@@ -49,11 +49,9 @@ func TestParseRefusesBadValues(t *testing.T) {
 		{"renew deadline past lease", []string{"--leader-election-renew-deadline=1m"}, nil, []string{"--leader-election-lease-duration", "--leader-election-renew-deadline (1m0s)"}},
 		{"retry period past deadline", []string{"--leader-election-retry-period=10s"}, nil, []string{"--leader-election-renew-deadline", "--leader-election-retry-period (10s)"}},
 		{"no retry period", []string{"--leader-election-retry-period=0s"}, nil, []string{"--leader-election-retry-period", "positive"}},
-		{"alert switch", nil, map[string]string{"ALERT_ON_RELOAD": "yes"}, []string{"ALERT_ON_RELOAD", `"yes"`, "true", "false"}},
 		{"alert sink", nil, map[string]string{"ALERT_ON_RELOAD": "true", "ALERT_SINK": "pager", "ALERT_WEBHOOK_URL": "https://h.example/x"}, []string{"ALERT_SINK", `"pager"`, "slack, teams, gchat, raw"}},
 		{"alert without URL", nil, map[string]string{"ALERT_ON_RELOAD": "true"}, []string{"ALERT_WEBHOOK_URL", "http(s)"}},
 		{"alert proxy", nil, map[string]string{"ALERT_ON_RELOAD": "true", "ALERT_WEBHOOK_URL": "https://h.example/x", "ALERT_WEBHOOK_PROXY": "proxy:3128"}, []string{"ALERT_WEBHOOK_PROXY"}},
-		{"metrics by namespace", nil, map[string]string{"METRICS_COUNT_BY_NAMESPACE": "true"}, []string{"METRICS_COUNT_BY_NAMESPACE", `"true"`, "enabled", "disabled"}},
 		{"watched namespace variable", nil, map[string]string{"KUBERNETES_NAMESPACE": "Team A"}, []string{"KUBERNETES_NAMESPACE", `"Team A"`}},
 		{"own namespace variable", nil, map[string]string{"POD_NAMESPACE": "ops/x"}, []string{"POD_NAMESPACE", "not a namespace name"}},
 		{"meta-info namespace variable", nil, map[string]string{"RELOADER_NAMESPACE": "-x"}, []string{"RELOADER_NAMESPACE"}},
@@ -197,11 +195,31 @@ func TestEnvironmentValuesAccepted(t *testing.T) {
 // One start-up error lists the bad flags and the bad variables together.
 func TestLoadReportsFlagsAndEnvironmentAtOnce(t *testing.T) {
 	_, err := Load(parse(t, "--workers=0", "--log-level=loud"), func(k string) string {
-		return map[string]string{"ALERT_ON_RELOAD": "maybe", "METRICS_COUNT_BY_NAMESPACE": "on"}[k]
+		return map[string]string{"KUBERNETES_NAMESPACE": "Team A"}[k]
 	})
-	for _, want := range []string{"--workers", "--log-level", "ALERT_ON_RELOAD", "METRICS_COUNT_BY_NAMESPACE"} {
+	for _, want := range []string{"--workers", "--log-level", "KUBERNETES_NAMESPACE"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not name %s: %v", want, err)
+		}
+	}
+}
+
+// Values upstream ignores must not stop an install that worked with upstream: they are read
+// as upstream reads them, and warned about.
+func TestEnvironmentValuesUpstreamToleratesAreWarnings(t *testing.T) {
+	c, err := Load(Default(), func(k string) string {
+		return map[string]string{"ALERT_ON_RELOAD": "yes", "METRICS_COUNT_BY_NAMESPACE": "true"}[k]
+	})
+	if err != nil {
+		t.Fatalf("refused: %v", err)
+	}
+	if c.Alert.Enabled || c.MetricsCountByNamespace {
+		t.Errorf("alert %v, metrics by namespace %v; want both off, as upstream", c.Alert.Enabled, c.MetricsCountByNamespace)
+	}
+	joined := strings.Join(c.Warnings, "\n")
+	for _, want := range []string{`ALERT_ON_RELOAD: "yes"`, `METRICS_COUNT_BY_NAMESPACE: "true"`} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("warnings %q do not name %s", c.Warnings, want)
 		}
 	}
 }

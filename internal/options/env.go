@@ -32,15 +32,16 @@ func (o *Options) ApplyEnv(getenv func(string) string) error {
 	if ns := namespace("KUBERNETES_NAMESPACE"); ns != "" && len(o.Namespaces) == 0 {
 		o.Namespaces = []string{ns}
 	}
-	// Upstream counts by namespace only on "enabled"; any other word would silently leave it
-	// off, so only its opposite is accepted besides.
+	// Upstream counts by namespace only on "enabled" and silently ignores any other word. An
+	// install that worked with upstream must start after the swap, so another word is a
+	// warning at start-up, not an error.
 	switch v := strings.TrimSpace(getenv("METRICS_COUNT_BY_NAMESPACE")); v {
 	case "enabled":
 		o.MetricsCountByNamespace = true
 	case "", "disabled":
 		o.MetricsCountByNamespace = false
 	default:
-		errs = append(errs, fmt.Errorf("METRICS_COUNT_BY_NAMESPACE: %q is neither enabled nor disabled", v))
+		o.Warnings = append(o.Warnings, fmt.Sprintf("METRICS_COUNT_BY_NAMESPACE: %q is neither enabled nor disabled; counting by namespace stays off, as upstream does", v))
 	}
 	o.LeaderElectionNamespace = namespace("POD_NAMESPACE")
 	o.LeaderIdentity = strings.TrimSpace(getenv("POD_NAME"))
@@ -65,7 +66,8 @@ func (o *Options) ApplyEnv(getenv func(string) string) error {
 	if v := strings.TrimSpace(getenv("ALERT_ON_RELOAD")); v != "" {
 		on, err := strconv.ParseBool(v)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("ALERT_ON_RELOAD: %q is neither true nor false", v))
+			// Upstream alerts only on "true" and ignores other words: warn, don't refuse.
+			o.Warnings = append(o.Warnings, fmt.Sprintf("ALERT_ON_RELOAD: %q is neither true nor false; alerts stay off, as upstream does", v))
 		}
 		o.Alert.Enabled = on
 	}

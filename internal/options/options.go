@@ -53,6 +53,9 @@ type Options struct {
 	Workers        int
 
 	MetricsCountByNamespace bool
+	// Warnings are environment values upstream tolerates and reloader reads as upstream does,
+	// logged at start-up so that they are seen without stopping an install that worked.
+	Warnings []string
 	// LeaderElectionNamespace holds the --enable-ha Lease: POD_NAMESPACE, as upstream's chart
 	// sets it; empty means controller-runtime's default, the in-cluster namespace.
 	LeaderElectionNamespace string
