@@ -23,12 +23,73 @@ import (
 type baselines struct {
 	mu sync.Mutex
 	m  map[types.UID]reload.Record
+	// handled is each source's hash as of the last event the handlers below processed. An
+	// informer updates its store before it tells its handlers, so a reconcile can read a
+	// change the handlers have not heard yet; the hash here is then the one before it.
+	handled map[string]string
+	regs    []toolscache.ResourceEventHandlerRegistration
 }
 
-func (b *baselines) get(uid types.UID) reload.Record {
+func handledKey(ns string, id source.ID) string { return ns + "/" + id.String() }
+
+func (b *baselines) setHandled(ns string, id source.ID, hash string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.m[uid]
+	if b.handled == nil {
+		b.handled = map[string]string{}
+	}
+	b.handled[handledKey(ns, id)] = hash
+}
+
+func (b *baselines) forgetHandled(ns string, id source.ID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.handled, handledKey(ns, id))
+}
+
+// synced reports whether the handlers have heard every source of the first list: before
+// that, no baseline can be told from the store.
+func (b *baselines) synced() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, r := range b.regs {
+		if !r.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// of returns the baseline of a workload without record: the hashes noted by the handlers,
+// and, for a source whose newest change the handlers have not heard yet, the hash before it.
+func (b *baselines) of(uid types.UID, ns string, current map[source.ID]string) reload.Record {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out reload.Record
+	for id, hash := range current {
+		key := id.String()
+		old, noted := b.m[uid][key]
+		if !noted {
+			h, heard := b.handled[handledKey(ns, id)]
+			if !heard || h == hash {
+				continue
+			}
+			old = h
+		}
+		if out == nil {
+			out = reload.Record{}
+		}
+		out[key] = old
+	}
+	for key, old := range b.m[uid] {
+		if out == nil {
+			out = reload.Record{}
+		}
+		if _, ok := out[key]; !ok {
+			out[key] = old
+		}
+	}
+	return out
 }
 
 // before notes the hash a source had before its first change since the workload was seen;
@@ -67,18 +128,25 @@ func (r *WorkloadReconciler) watchBaselines(mgr ctrl.Manager) error {
 		if err != nil {
 			return fmt.Errorf("watch %ss for baselines: %w", st.Kind, err)
 		}
-		if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+		reg, err := informer.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
 			AddFunc: func(obj any, initial bool) {
-				if o, ok := obj.(client.Object); ok && !initial {
-					r.changedFrom(ctx, st, o, reload.Absent)
+				if o, ok := obj.(client.Object); ok {
+					if !initial {
+						r.changedFrom(ctx, st, o, reload.Absent)
+					}
+					r.baselines.setHandled(o.GetNamespace(), source.ID{Kind: st.Kind, Name: o.GetName()}, st.contentHash(o))
 				}
 			},
 			UpdateFunc: func(oldObj, newObj any) {
 				o, okOld := oldObj.(client.Object)
 				n, okNew := newObj.(client.Object)
-				if okOld && okNew && st.contentHash(o) != st.contentHash(n) {
+				if !okOld || !okNew {
+					return
+				}
+				if st.contentHash(o) != st.contentHash(n) {
 					r.changedFrom(ctx, st, n, st.contentHash(o))
 				}
+				r.baselines.setHandled(n.GetNamespace(), source.ID{Kind: st.Kind, Name: n.GetName()}, st.contentHash(n))
 			},
 			DeleteFunc: func(obj any) {
 				if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
@@ -86,11 +154,16 @@ func (r *WorkloadReconciler) watchBaselines(mgr ctrl.Manager) error {
 				}
 				if o, ok := obj.(client.Object); ok {
 					r.changedFrom(ctx, st, o, st.contentHash(o))
+					r.baselines.forgetHandled(o.GetNamespace(), source.ID{Kind: st.Kind, Name: o.GetName()})
 				}
 			},
-		}); err != nil {
+		})
+		if err != nil {
 			return err
 		}
+		r.baselines.mu.Lock()
+		r.baselines.regs = append(r.baselines.regs, reg)
+		r.baselines.mu.Unlock()
 	}
 	informer, err := mgr.GetCache().GetInformer(ctx, r.Kind.NewObject())
 	if err != nil {

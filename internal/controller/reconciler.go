@@ -114,6 +114,11 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Reques
 
 // reconcileCopy plans from obj, the copy of the workload read, and executes the plan.
 func (r *WorkloadReconciler) reconcileCopy(ctx context.Context, obj client.Object, k string, started time.Time) (reconcile.Result, string, error) {
+	if _, recorded := obj.GetAnnotations()[reload.RecordAnnotation]; !recorded && !r.baselines.synced() {
+		// A first record taken before the baseline handlers heard the first list could miss
+		// a change made meanwhile; they catch up within moments of the caches' sync.
+		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, metrics.OutcomeWaiting, nil
+	}
 	w, err := r.observe(ctx, obj)
 	if err != nil {
 		return reconcile.Result{}, "", err
@@ -161,7 +166,11 @@ func (r *WorkloadReconciler) input(ctx context.Context, obj client.Object, w see
 	if hasRecord {
 		r.baselines.drop(obj.GetUID())
 	} else {
-		in.Baseline = r.baselines.get(obj.GetUID())
+		current := make(map[source.ID]string, len(w.sources))
+		for id, o := range w.sources {
+			current[id] = o.hash
+		}
+		in.Baseline = r.baselines.of(obj.GetUID(), obj.GetNamespace(), current)
 	}
 	return in
 }
