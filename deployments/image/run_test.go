@@ -166,15 +166,7 @@ func startContainer(t *testing.T, cmd *exec.Cmd, logPath string, uid uint32) {
 		t.Fatalf("start the image's entrypoint: %v", err)
 	}
 	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
+		proc.StopGroup(cmd, 10*time.Second)
 		logFile.Close()
 		if t.Failed() {
 			log, _ := os.ReadFile(logPath)

@@ -1,7 +1,6 @@
 package installtest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -23,7 +22,7 @@ type reloaderProcess struct {
 	name   string
 	url    string // the metrics address, http://host:port
 	cmd    *exec.Cmd
-	out    lockedBuffer
+	out    proc.Output
 	exited chan struct{}
 	once   sync.Once
 }
@@ -131,20 +130,3 @@ func (p *reloaderProcess) metrics() (string, error) {
 	return string(b), err
 }
 
-// lockedBuffer collects a process's output while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}

@@ -51,7 +51,7 @@ func TestKilledBetweenJobDeleteAndCreate(t *testing.T) {
 }
 
 func killBetweenJobDeleteAndCreate(t *testing.T, ctx context.Context, cluster *localcluster.Cluster, cl client.Client, bin string, ha bool) {
-	var out lockedBuffer
+	var out proc.Output
 	defer func() {
 		if t.Failed() {
 			t.Log(out.String())
@@ -385,7 +385,7 @@ func TestWorkloadRecreatedDuringBurst(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cluster, cl := startCluster(t, ctx, localcluster.Options{})
-	var out lockedBuffer
+	var out proc.Output
 	defer func() {
 		if t.Failed() {
 			t.Log(out.String())
@@ -487,7 +487,7 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out lockedBuffer
+	var out proc.Output
 	defer func() {
 		if t.Failed() {
 			t.Log(out.String())

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,24 +25,6 @@ import (
 	"github.com/reloader-operator/reloader/internal/source"
 )
 
-// lockedBuffer collects the output of several processes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // Two replicas with --enable-ha against one control plane. The leader is killed (SIGKILL, no
 // Lease release) in the middle of a burst of ConfigMap changes. The follower reports ready
 // before it leads, takes over, catches up the changes made during the failover, and restarts
@@ -54,7 +35,7 @@ func TestLeaderKilledDuringBurst(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cluster, cl := startCluster(t, ctx, localcluster.Options{})
-	var out lockedBuffer
+	var out proc.Output
 	defer func() {
 		if t.Failed() {
 			t.Log(out.String())

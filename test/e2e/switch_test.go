@@ -62,7 +62,7 @@ func TestBinaryStartsWithUpstreamStyleArgs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cluster, cl := startCluster(t, ctx, localcluster.Options{})
-	var out lockedBuffer
+	var out proc.Output
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Log(out.String())
@@ -194,7 +194,7 @@ func TestUpstreamLeaderKeepsReloaderFollowing(t *testing.T) {
 	}()
 	defer func() { stopRenewing(); <-renewed }()
 
-	var out lockedBuffer
+	var out proc.Output
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Log(out.String())
