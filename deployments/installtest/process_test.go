@@ -129,4 +129,3 @@ func (p *reloaderProcess) metrics() (string, error) {
 	}
 	return string(b), err
 }
-
