@@ -31,7 +31,13 @@ func ConfigMap(cm *corev1.ConfigMap) string {
 // reloader reads. Namespace and name are hashed too, so two Secrets holding the same password
 // can't be told apart by their hashes. The ID prefix tells which key made a recorded hash, so
 // that a hash from another key is re-based rather than compared (see KeyID).
+//
+// Without a key (an install whose RBAC gives no access to the key's Secret, such as upstream's)
+// it falls back to UIDKeyedSecret, the scheme of releases before the install key.
 func Secret(k Key, s *corev1.Secret) string {
+	if !k.Valid() {
+		return UIDKeyedSecret(s)
+	}
 	h := hmac.New(sha256.New, k.secret)
 	writeString(h, s.Namespace)
 	writeString(h, s.Name)

@@ -79,6 +79,15 @@ func Setup(ctx context.Context, cfg *rest.Config, reloaderNamespace string, watc
 				logger.Info("Secret hash key loaded", "secret", ns+"/"+SecretName, "keyID", k.ID())
 				return
 			}
+			if apierrors.IsForbidden(err) {
+				// RBAC made for upstream (a drop-in swap of the image) grants no access to the
+				// key. Reloading must go on: Secrets are hashed as before the install key,
+				// keyed by their UID, until reloader runs with the key's RBAC.
+				close(l.done)
+				logger.Info("WARNING: no access to the Secret hash key; hashing Secrets keyed by their UID instead, as releases before the key did. Grant get on secrets/"+SecretName+" and create on secrets in "+ns+" (the chart does) and restart reloader",
+					"secret", ns+"/"+SecretName, "error", err.Error())
+				return
+			}
 			logger.Error(err, "loading the Secret hash key; Secrets are not watched until it loads", "retryIn", wait.String())
 			select {
 			case <-ctx.Done():
@@ -101,7 +110,8 @@ func (l *Loader) Wait() error {
 	}
 }
 
-// Key is the loaded key; valid once Wait has returned nil.
+// Key is the loaded key once Wait has returned nil; a key that is not Valid when reloader may
+// not read or create the key's Secret (hash.Secret then keys by UID).
 func (l *Loader) Key() hash.Key { return l.key }
 
 // Load reads the key from its Secret in ns, creating the Secret first if there is none. Two

@@ -6,19 +6,27 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/localcluster"
 )
 
-var k8s client.Client
+var (
+	k8s     client.Client
+	cluster *localcluster.Cluster
+)
 
 func TestMain(m *testing.M) {
-	cluster, err := localcluster.Start(context.Background(), localcluster.Options{})
+	var err error
+	cluster, err = localcluster.Start(context.Background(), localcluster.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start control plane:", err)
 		os.Exit(1)
@@ -111,5 +119,32 @@ func TestNamespace(t *testing.T) {
 		if got, own := hashkey.Namespace(tt.own, tt.watched); got != tt.want || own != tt.isOwn {
 			t.Errorf("Namespace(%q, %v) = %q, %v; want %q, %v", tt.own, tt.watched, got, own, tt.want, tt.isOwn)
 		}
+	}
+}
+
+// TestWithoutRBACSecretsAreKeyedByUID: with RBAC made for upstream, which grants nothing on
+// the key's Secret, loading ends at once without a key, and Secrets are hashed as releases
+// before the key did, so reloading goes on after a drop-in swap of the image.
+func TestWithoutRBACSecretsAreKeyedByUID(t *testing.T) {
+	ns := namespace(t, "no-rbac")
+	cfg, _, err := cluster.AddUser("upstream-rbac")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := hashkey.Setup(ctx, cfg, ns, nil, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Wait(); err != nil {
+		t.Fatalf("Wait: %v; want the UID-keyed fallback at once", err)
+	}
+	if l.Key().Valid() {
+		t.Fatal("a key was loaded without any RBAC")
+	}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db", UID: "u-1"}, Data: map[string][]byte{"p": []byte("x")}}
+	if got, want := hash.Secret(l.Key(), s), hash.UIDKeyedSecret(s); got != want {
+		t.Errorf("hash without key = %q, want the UID-keyed %q", got, want)
 	}
 }
