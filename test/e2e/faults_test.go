@@ -51,12 +51,7 @@ func TestKilledBetweenJobDeleteAndCreate(t *testing.T) {
 }
 
 func killBetweenJobDeleteAndCreate(t *testing.T, ctx context.Context, cluster *localcluster.Cluster, cl client.Client, bin string, ha bool) {
-	var out proc.Output
-	defer func() {
-		if t.Failed() {
-			t.Log(out.String())
-		}
-	}()
+	out := outputLoggedOnFailure(t)
 	ns := "faults-job"
 	if ha {
 		ns = "faults-job-ha"
@@ -81,7 +76,7 @@ func killBetweenJobDeleteAndCreate(t *testing.T, ctx context.Context, cluster *l
 			args = append(args, "--enable-ha", "--leader-election-lease-duration=4s",
 				"--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms")
 		}
-		p, err := proc.Run(proc.Spec{Bin: bin, Kubeconfig: cluster.Kubeconfig, Prefix: name + " | ", Out: &out,
+		p, err := proc.Run(proc.Spec{Bin: bin, Kubeconfig: cluster.Kubeconfig, Prefix: name + " | ", Out: out,
 			Args: args, Env: []string{"POD_NAME=" + name, "POD_NAMESPACE=" + ns}})
 		if err != nil {
 			t.Fatal(err)
@@ -385,18 +380,13 @@ func TestWorkloadRecreatedDuringBurst(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cluster, cl := startCluster(t, ctx, localcluster.Options{})
-	var out proc.Output
-	defer func() {
-		if t.Failed() {
-			t.Log(out.String())
-		}
-	}()
+	out := outputLoggedOnFailure(t)
 	const ns, workloads, rounds, recreateAfter = "faults-recreate", 6, 6, 3
 	if err := cluster.EnsureNamespace(ctx, cl, ns); err != nil {
 		t.Fatal(err)
 	}
 	b := newBurst(t, ctx, cl, ns, workloads)
-	p, err := proc.Run(proc.Spec{Bin: bin, Kubeconfig: cluster.Kubeconfig, Prefix: "reloader | ", Out: &out,
+	p, err := proc.Run(proc.Spec{Bin: bin, Kubeconfig: cluster.Kubeconfig, Prefix: "reloader | ", Out: out,
 		Args: []string{"--metrics-addr=0"}})
 	if err != nil {
 		t.Fatal(err)
@@ -487,18 +477,13 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out proc.Output
-	defer func() {
-		if t.Failed() {
-			t.Log(out.String())
-		}
-	}()
+	out := outputLoggedOnFailure(t)
 	const ns, workloads, rounds, restartAfter = "faults-apiserver", 8, 6, 3
 	if err := cluster.EnsureNamespace(ctx, cl, ns); err != nil {
 		t.Fatal(err)
 	}
 	b := newBurst(t, ctx, cl, ns, workloads)
-	p, err := proc.Run(proc.Spec{Bin: bin, Kubeconfig: kubeconfig, Prefix: "reloader | ", Out: &out,
+	p, err := proc.Run(proc.Spec{Bin: bin, Kubeconfig: kubeconfig, Prefix: "reloader | ", Out: out,
 		Args: []string{"--metrics-addr=0"}})
 	if err != nil {
 		t.Fatal(err)

@@ -35,12 +35,7 @@ func TestLeaderKilledDuringBurst(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cluster, cl := startCluster(t, ctx, localcluster.Options{})
-	var out proc.Output
-	defer func() {
-		if t.Failed() {
-			t.Log(out.String())
-		}
-	}()
+	out := outputLoggedOnFailure(t)
 
 	const ns, workloads, rounds, killAfter = "ha", 10, 6, 3
 	if err := cluster.EnsureNamespace(ctx, cl, ns); err != nil {
@@ -73,7 +68,7 @@ func TestLeaderKilledDuringBurst(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := proc.Run(proc.Spec{Bin: bin, Kubeconfig: cluster.Kubeconfig, Prefix: name + " | ", Out: &out,
+		p, err := proc.Run(proc.Spec{Bin: bin, Kubeconfig: cluster.Kubeconfig, Prefix: name + " | ", Out: out,
 			Args: []string{"--enable-ha", "--metrics-addr=" + addr, "--leader-election-lease-duration=4s",
 				"--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms"},
 			Env: []string{"POD_NAME=" + name, "POD_NAMESPACE=" + ns}})

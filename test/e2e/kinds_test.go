@@ -150,6 +150,18 @@ func TestJobsCronJobsAndPausePeriodWithRealControllers(t *testing.T) {
 }
 
 // startCluster starts a local control plane for the test and an admin client of it.
+// outputLoggedOnFailure collects the output of the test's processes and logs it if the test
+// fails, once the processes are stopped.
+func outputLoggedOnFailure(t *testing.T) *proc.Output {
+	out := &proc.Output{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(out.String())
+		}
+	})
+	return out
+}
+
 func startCluster(t *testing.T, ctx context.Context, opts localcluster.Options) (*localcluster.Cluster, client.Client) {
 	t.Helper()
 	cluster, err := localcluster.Start(ctx, opts)

@@ -62,12 +62,7 @@ func TestBinaryStartsWithUpstreamStyleArgs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cluster, cl := startCluster(t, ctx, localcluster.Options{})
-	var out proc.Output
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(out.String())
-		}
-	})
+	out := outputLoggedOnFailure(t)
 
 	// No RBAC: the caches never sync.
 	_, noRights, err := cluster.AddUser("nobody")
@@ -78,7 +73,7 @@ func TestBinaryStartsWithUpstreamStyleArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := proc.Run(proc.Spec{Bin: bin, Kubeconfig: noRights, Prefix: "nobody | ", Out: &out, Args: []string{"--metrics-addr=" + addr}})
+	p, err := proc.Run(proc.Spec{Bin: bin, Kubeconfig: noRights, Prefix: "nobody | ", Out: out, Args: []string{"--metrics-addr=" + addr}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +117,7 @@ func TestBinaryStartsWithUpstreamStyleArgs(t *testing.T) {
 		`--resource-label-selector="reload=*"`,                                                    // key=*
 		"--reload-on-create", "true", "--auto-reload-all", "false", "--reload-on-delete", "false", // space-separated booleans
 		"--ignored-workload-types=Jobs,cronjob", "--log-format=json"}
-	p, err = proc.Run(proc.Spec{Bin: bin, Kubeconfig: cluster.Kubeconfig, Prefix: "reloader | ", Out: &out, Args: args})
+	p, err = proc.Run(proc.Spec{Bin: bin, Kubeconfig: cluster.Kubeconfig, Prefix: "reloader | ", Out: out, Args: args})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,18 +189,13 @@ func TestUpstreamLeaderKeepsReloaderFollowing(t *testing.T) {
 	}()
 	defer func() { stopRenewing(); <-renewed }()
 
-	var out proc.Output
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(out.String())
-		}
-	})
+	out := outputLoggedOnFailure(t)
 	addr, err := proc.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
 	// No --leader-election-id: the default must be upstream's Lease.
-	p, err := proc.Run(proc.Spec{Bin: bin, Kubeconfig: cluster.Kubeconfig, Prefix: "reloader | ", Out: &out,
+	p, err := proc.Run(proc.Spec{Bin: bin, Kubeconfig: cluster.Kubeconfig, Prefix: "reloader | ", Out: out,
 		Args: []string{"--enable-ha", "--metrics-addr=" + addr, "--leader-election-lease-duration=4s",
 			"--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms"},
 		Env: []string{"POD_NAME=reloader-0", "POD_NAMESPACE=" + ns}})
