@@ -74,7 +74,9 @@ loadtest: build kube-binaries
 clean:
 	rm -rf bin
 
-# Regenerates the deepcopy functions of internal/extapi; the output is committed.
+# Regenerates the deepcopy functions of internal/extapi and api/, and the ReloaderConfig CRD
+# (into the chart's crds/); the output is committed, and a test fails when it is stale.
 CONTROLLER_GEN := sigs.k8s.io/controller-tools/cmd/controller-gen@v0.20.0
 generate:
 	go run $(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./internal/extapi/...
+	go run $(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt crd paths=./api/... output:crd:dir=deployments/chart/reloader/crds

@@ -1,0 +1,234 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Limits of a spec, enforced by the API server's schema so that no ReloaderConfig costs
+// reloader more than a bounded amount of memory and work.
+const (
+	MaxTargets = 64
+	MaxSources = 64
+	MaxKeys    = 64
+	// MaxStatusEntries bounds each list of the status; counts give the totals.
+	MaxStatusEntries = 256
+)
+
+// ReloaderConfig declares reload rules for workloads of its namespace: which workloads
+// (targets) roll when which ConfigMaps or Secrets (sources) change, and how. Its rules add to
+// the workloads' annotations; a workload chosen by both still rolls once per change.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=rlc,categories=reloader
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Targets",type=integer,JSONPath=`.status.targetCount`
+// +kubebuilder:printcolumn:name="Sources",type=integer,JSONPath=`.status.sourceCount`
+// +kubebuilder:printcolumn:name="Last Reload",type=date,JSONPath=`.status.lastReloadTime`
+// +kubebuilder:printcolumn:name="Reason",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ReloaderConfig struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ReloaderConfigSpec   `json:"spec"`
+	Status ReloaderConfigStatus `json:"status,omitempty"`
+}
+
+// ReloaderConfigSpec is what to reload, on which changes, and how.
+type ReloaderConfigSpec struct {
+	// Targets are the workloads of this namespace that these rules reload.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	Targets []Target `json:"targets"`
+
+	// Sources are the ConfigMaps and Secrets of this namespace whose changes reload the targets.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	Sources []Source `json:"sources"`
+
+	// Strategy overrides --reload-strategy for the targets: env-vars or annotations.
+	// +kubebuilder:validation:Enum=env-vars;annotations
+	// +optional
+	Strategy string `json:"strategy,omitempty"`
+
+	// PausePeriod pauses a reloaded Deployment for this long (as the pause-period annotation does).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('168h')",message="pausePeriod must be a duration between 0s and 168h, like 5m or 1h30m"
+	// +optional
+	PausePeriod *metav1.Duration `json:"pausePeriod,omitempty"`
+
+	// CoalesceWindow overrides --coalesce-window for the targets: changes within it roll once.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="coalesceWindow must be a duration between 0s and 1h, like 2s"
+	// +optional
+	CoalesceWindow *metav1.Duration `json:"coalesceWindow,omitempty"`
+
+	// RunCronJobsOnReload overrides --run-cronjobs-on-reload for CronJob targets.
+	// +optional
+	RunCronJobsOnReload *bool `json:"runCronJobsOnReload,omitempty"`
+
+	// RecreateFinishedJobs overrides --recreate-finished-jobs for Job targets.
+	// +optional
+	RecreateFinishedJobs *bool `json:"recreateFinishedJobs,omitempty"`
+}
+
+// Target chooses workloads of one kind, by name or by label selector.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.name) != has(self.selector)",message="a target has exactly one of name and selector"
+type Target struct {
+	// Kind of the workloads.
+	// +kubebuilder:validation:Enum=Deployment;StatefulSet;DaemonSet;CronJob;Job;Rollout;DeploymentConfig
+	Kind string `json:"kind"`
+
+	// Name of one workload.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +optional
+	Name string `json:"name,omitempty"`
+
+	// Selector chooses the workloads whose labels match.
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+}
+
+// Source chooses ConfigMaps or Secrets: by name, by label selector, or auto (every one of the
+// kind that a target's pod template references).
+//
+// +kubebuilder:validation:XValidation:rule="(has(self.name) ? 1 : 0) + (has(self.selector) ? 1 : 0) + (has(self.auto) && self.auto ? 1 : 0) == 1",message="a source has exactly one of name, selector and auto: true"
+// +kubebuilder:validation:XValidation:rule="!(has(self.keys) && has(self.autoKeys) && self.autoKeys)",message="keys and autoKeys: true exclude each other"
+type Source struct {
+	// Kind of the sources.
+	// +kubebuilder:validation:Enum=ConfigMap;Secret
+	Kind string `json:"kind"`
+
+	// Name of one source.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +optional
+	Name string `json:"name,omitempty"`
+
+	// Selector chooses the sources whose labels match.
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+
+	// Auto chooses every source of this kind that a target references.
+	// +optional
+	Auto bool `json:"auto,omitempty"`
+
+	// Keys, when set, limit the reload to changes of these keys; other keys change nothing.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +listType=set
+	// +optional
+	Keys []string `json:"keys,omitempty"`
+
+	// AutoKeys limits the reload to the keys each target's pod spec reads (valueFrom key
+	// references and volume items); a source used whole counts whole.
+	// +optional
+	AutoKeys bool `json:"autoKeys,omitempty"`
+}
+
+// Condition types and reasons of the status.
+const (
+	ConditionReady    = "Ready"
+	ConditionDegraded = "Degraded"
+
+	ReasonResolved         = "Resolved"
+	ReasonSourceMissing    = "SourceMissing"
+	ReasonTargetMissing    = "TargetMissing"
+	ReasonSelectorNoMatch  = "SelectorMatchesNothing"
+	ReasonKeyMissing       = "KeyMissing"
+	ReasonInvalidSpec      = "InvalidSpec"
+	ReasonKindNotWatched   = "KindNotWatched"
+	ReasonRolloutStalled   = "RolloutStalled"
+	ReasonConflictingRules = "ConflictingRules"
+)
+
+// ReloaderConfigStatus is what reloader sees of the rules now.
+type ReloaderConfigStatus struct {
+	// ObservedGeneration is the spec generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready (every target and source resolved) and Degraded (what to fix).
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// TargetCount and SourceCount are how many workloads and sources the rules resolve to now.
+	// +optional
+	TargetCount int32 `json:"targetCount,omitempty"`
+	// +optional
+	SourceCount int32 `json:"sourceCount,omitempty"`
+
+	// LastReloadTime is the latest reload of any target by these rules.
+	// +optional
+	LastReloadTime *metav1.Time `json:"lastReloadTime,omitempty"`
+
+	// Sources are the watched sources and their current content hash (at most 256).
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=atomic
+	// +optional
+	Sources []SourceStatus `json:"sources,omitempty"`
+
+	// Targets are the resolved workloads and their last reload (at most 256).
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=atomic
+	// +optional
+	Targets []TargetStatus `json:"targets,omitempty"`
+}
+
+// SourceStatus is one watched source.
+type SourceStatus struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	// Hash is the content hash reloader compares (of the chosen keys, when keys are set).
+	// +optional
+	Hash string `json:"hash,omitempty"`
+	// Keys limits the hash, when set.
+	// +optional
+	Keys []string `json:"keys,omitempty"`
+}
+
+// TargetStatus is one resolved workload.
+type TargetStatus struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	// LastReload is the latest reload of this workload by these rules.
+	// +optional
+	LastReload *Reload `json:"lastReload,omitempty"`
+	// PausedUntil is set while a pause period holds the workload's rollout.
+	// +optional
+	PausedUntil *metav1.Time `json:"pausedUntil,omitempty"`
+}
+
+// Reload is one reload and how its rollout went.
+type Reload struct {
+	Time metav1.Time `json:"time"`
+	// Source is the changed source, "configmap/name" or "secret/name".
+	Source string `json:"source"`
+	Hash   string `json:"hash"`
+	// Rollout is Progressing, Complete or Stalled; empty when the kind has no rollout.
+	// +optional
+	Rollout string `json:"rollout,omitempty"`
+	// RolloutReason says why a rollout stalled.
+	// +optional
+	RolloutReason string `json:"rolloutReason,omitempty"`
+}
+
+// ReloaderConfigList is a list of ReloaderConfigs.
+//
+// +kubebuilder:object:root=true
+type ReloaderConfigList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ReloaderConfig `json:"items"`
+}

@@ -1,0 +1,135 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/api/v1alpha1"
+	"github.com/reloader-operator/reloader/internal/localcluster"
+)
+
+const crdDir = "../../deployments/chart/reloader/crds"
+
+// The API server itself refuses bad specs, with the schema's message, before reloader
+// ever sees them.
+func TestSchemaRefusesBadSpecs(t *testing.T) {
+	ctx := context.Background()
+	cluster, err := localcluster.Start(ctx, localcluster.Options{CRDDirectoryPaths: []string{crdDir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.Stop() })
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cluster.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := v1alpha1.Target{Kind: "Deployment", Name: "web"}
+	cfg := v1alpha1.Source{Kind: "ConfigMap", Name: "cfg"}
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+	cases := []struct {
+		name string
+		spec v1alpha1.ReloaderConfigSpec
+		// refused is a part of the API server's message; empty means accepted.
+		refused string
+	}{
+		{"minimal", v1alpha1.ReloaderConfigSpec{Targets: []v1alpha1.Target{web}, Sources: []v1alpha1.Source{cfg}}, ""},
+		{"selectors, keys and overrides", v1alpha1.ReloaderConfigSpec{
+			Targets:        []v1alpha1.Target{{Kind: "StatefulSet", Selector: sel}},
+			Sources:        []v1alpha1.Source{{Kind: "Secret", Selector: sel, Keys: []string{"password", "tls.crt"}}, {Kind: "ConfigMap", Auto: true, AutoKeys: true}},
+			Strategy:       "annotations",
+			PausePeriod:    &metav1.Duration{Duration: 300e9},
+			CoalesceWindow: &metav1.Duration{Duration: 2e9},
+		}, ""},
+		{"no targets", v1alpha1.ReloaderConfigSpec{Sources: []v1alpha1.Source{cfg}}, "spec.targets"},
+		{"target with name and selector", v1alpha1.ReloaderConfigSpec{
+			Targets: []v1alpha1.Target{{Kind: "Deployment", Name: "web", Selector: sel}}, Sources: []v1alpha1.Source{cfg}},
+			"a target has exactly one of name and selector"},
+		{"target with neither", v1alpha1.ReloaderConfigSpec{
+			Targets: []v1alpha1.Target{{Kind: "Deployment"}}, Sources: []v1alpha1.Source{cfg}},
+			"a target has exactly one of name and selector"},
+		{"unknown kind", v1alpha1.ReloaderConfigSpec{
+			Targets: []v1alpha1.Target{{Kind: "Pod", Name: "web"}}, Sources: []v1alpha1.Source{cfg}},
+			"spec.targets[0].kind"},
+		{"source with name and auto", v1alpha1.ReloaderConfigSpec{
+			Targets: []v1alpha1.Target{web}, Sources: []v1alpha1.Source{{Kind: "ConfigMap", Name: "cfg", Auto: true}}},
+			"a source has exactly one of name, selector and auto: true"},
+		{"keys and autoKeys", v1alpha1.ReloaderConfigSpec{
+			Targets: []v1alpha1.Target{web}, Sources: []v1alpha1.Source{{Kind: "ConfigMap", Name: "cfg", Keys: []string{"a"}, AutoKeys: true}}},
+			"keys and autoKeys: true exclude each other"},
+		{"bad key", v1alpha1.ReloaderConfigSpec{
+			Targets: []v1alpha1.Target{web}, Sources: []v1alpha1.Source{{Kind: "ConfigMap", Name: "cfg", Keys: []string{"a/b"}}}},
+			"spec.sources[0].keys[0]"},
+		{"bad name", v1alpha1.ReloaderConfigSpec{
+			Targets: []v1alpha1.Target{{Kind: "Deployment", Name: "Web_1"}}, Sources: []v1alpha1.Source{cfg}},
+			"spec.targets[0].name"},
+		{"long pause", v1alpha1.ReloaderConfigSpec{
+			Targets: []v1alpha1.Target{web}, Sources: []v1alpha1.Source{cfg}, PausePeriod: &metav1.Duration{Duration: 200 * 3600e9}},
+			"pausePeriod must be a duration between 0s and 168h"},
+		{"bad strategy", v1alpha1.ReloaderConfigSpec{
+			Targets: []v1alpha1.Target{web}, Sources: []v1alpha1.Source{cfg}, Strategy: "restart"},
+			"spec.strategy"},
+		{"too many targets", v1alpha1.ReloaderConfigSpec{
+			Targets: manyTargets(v1alpha1.MaxTargets + 1), Sources: []v1alpha1.Source{cfg}},
+			"spec.targets: Too many"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := &v1alpha1.ReloaderConfig{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("c%d", i), Namespace: "default"}, Spec: tc.spec}
+			err := c.Create(ctx, obj)
+			switch {
+			case tc.refused == "" && err != nil:
+				t.Fatalf("refused a valid spec: %v", err)
+			case tc.refused != "" && err == nil:
+				t.Fatalf("accepted a spec that should be refused with %q", tc.refused)
+			case tc.refused != "" && !strings.Contains(err.Error(), tc.refused):
+				t.Fatalf("refused, but the message does not say %q: %v", tc.refused, err)
+			}
+		})
+	}
+}
+
+func manyTargets(n int) []v1alpha1.Target {
+	out := make([]v1alpha1.Target, n)
+	for i := range out {
+		out[i] = v1alpha1.Target{Kind: "Deployment", Name: fmt.Sprintf("w%d", i)}
+	}
+	return out
+}
+
+// The committed CRD is what controller-gen makes of the types now.
+func TestCRDIsCurrent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs controller-gen")
+	}
+	out := t.TempDir()
+	cmd := exec.Command("go", "run", "sigs.k8s.io/controller-tools/cmd/controller-gen@v0.20.0",
+		"crd", "paths=./...", "output:crd:dir="+out)
+	cmd.Dir = "."
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("controller-gen: %v\n%s", err, b)
+	}
+	files, err := filepath.Glob(filepath.Join(out, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("controller-gen wrote no CRD (%v)", err)
+	}
+	for _, f := range files {
+		want, _ := os.ReadFile(f)
+		got, err := os.ReadFile(filepath.Join(crdDir, filepath.Base(f)))
+		if err != nil || string(got) != string(want) {
+			t.Errorf("%s is stale or missing: run `make generate` and commit it", filepath.Join(crdDir, filepath.Base(f)))
+		}
+	}
+}
