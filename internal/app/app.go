@@ -14,11 +14,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/extapi"
 	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
@@ -35,6 +37,7 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 		return nil, err
 	}
 	kinds, read := workloadKinds(conf, apis, logger)
+	configs := reloaderConfigs(apis, logger)
 
 	var ready atomic.Bool
 	mgr, err := newManager(cfg, conf, scheme, cacheOptions(conf, sources), &ready, logger)
@@ -42,10 +45,10 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 		return nil, err
 	}
 	m := metrics.New(crmetrics.Registry, conf.MetricsCountByNamespace)
-	if err := watch(ctx, mgr, conf, sources, read, m); err != nil {
+	if err := watch(ctx, mgr, conf, sources, read, configs != nil, m); err != nil {
 		return nil, err
 	}
-	if err := addReloaders(mgr, conf, sources, kinds, m, logger); err != nil {
+	if err := addReloaders(mgr, conf, sources, kinds, configs, m, logger); err != nil {
 		return nil, err
 	}
 	if err := addServices(mgr, conf, &ready, m, logger); err != nil {
@@ -63,6 +66,9 @@ func schemeAndAPIs(cfg *rest.Config) (*runtime.Scheme, served, error) {
 		return nil, served{}, err
 	}
 	if err := extapi.AddToScheme(scheme); err != nil {
+		return nil, served{}, err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return nil, served{}, err
 	}
 	apis, err := discover(cfg, scheme)
@@ -95,6 +101,16 @@ func sourceTypes(ctx context.Context, cfg *rest.Config, conf options.Config, api
 		}
 	}
 	return sources, nil
+}
+
+// reloaderConfigs returns the cache of compiled ReloaderConfigs when their API is served, and
+// nil when it is not (an image swap under upstream's chart): annotations alone apply then.
+func reloaderConfigs(apis served, logger logr.Logger) *reloaderconfig.Cache {
+	if !apis.has(&v1alpha1.ReloaderConfig{}) {
+		logger.Info("the ReloaderConfig API (reloader.dev/v1alpha1) is not installed; only annotations configure reloads")
+		return nil
+	}
+	return &reloaderconfig.Cache{}
 }
 
 // workloadKinds returns the kinds reconciled (the built-in ones, Rollouts when asked for and

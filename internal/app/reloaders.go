@@ -13,13 +13,14 @@ import (
 	"github.com/reloader-operator/reloader/internal/notify"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
 // addReloaders adds a reconciler per workload kind, or, with --webhook-url, one notifier that
 // uses them only to find the affected workloads and POSTs instead of reloading. Alerts, when
 // ALERT_ON_RELOAD asks for them, follow each reload.
-func addReloaders(mgr manager.Manager, conf options.Config, sources []controller.SourceType, kinds []workload.Kind, m *metrics.Metrics, logger logr.Logger) error {
+func addReloaders(mgr manager.Manager, conf options.Config, sources []controller.SourceType, kinds []workload.Kind, configs *reloaderconfig.Cache, m *metrics.Metrics, logger logr.Logger) error {
 	alerts, err := newAlerter(conf, m, logger)
 	if err != nil {
 		return err
@@ -51,6 +52,7 @@ func addReloaders(mgr manager.Manager, conf options.Config, sources []controller
 			Alerts:     alerts,
 			Namespaces: conf.NamespaceLabels,
 			Workers:    conf.Workers,
+			Configs:    configs,
 			Now:        time.Now,
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/options"
@@ -17,7 +18,7 @@ import (
 // watch registers every informer and index now, before the manager starts, so that cache
 // sync, and so readiness, covers them all; controllers would otherwise add theirs only once
 // they start. Upstream's events_received_total counts sources and namespaces as they arrive.
-func watch(ctx context.Context, mgr manager.Manager, conf options.Config, sources []controller.SourceType, read []workload.Kind, m *metrics.Metrics) error {
+func watch(ctx context.Context, mgr manager.Manager, conf options.Config, sources []controller.SourceType, read []workload.Kind, configs bool, m *metrics.Metrics) error {
 	indexer := mgr.GetFieldIndexer()
 	for _, st := range sources {
 		if st.Pool != nil {
@@ -40,6 +41,11 @@ func watch(ctx context.Context, mgr manager.Manager, conf options.Config, source
 		}
 		if _, err := informer.AddEventHandler(countNamespaceEvents(m.Upstream)); err != nil {
 			return err
+		}
+	}
+	if configs {
+		if _, err := mgr.GetCache().GetInformer(ctx, &v1alpha1.ReloaderConfig{}); err != nil {
+			return fmt.Errorf("watch ReloaderConfigs: %w", err)
 		}
 	}
 	for _, kind := range read {

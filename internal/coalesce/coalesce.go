@@ -29,11 +29,9 @@ func New(quiet time.Duration) *Window {
 	return &Window{Quiet: quiet, MaxWait: 10 * quiet, Now: time.Now, pending: map[string]span{}}
 }
 
-// Touch records a change that concerns key.
+// Touch records a change that concerns key. It records even with a zero Quiet, since a
+// workload may have a window of its own (WaitFor).
 func (w *Window) Touch(key string) {
-	if w.Quiet <= 0 {
-		return
-	}
 	now := w.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -46,7 +44,14 @@ func (w *Window) Touch(key string) {
 }
 
 // Wait returns how long key must still wait; zero means it is due.
-func (w *Window) Wait(key string) time.Duration {
+func (w *Window) Wait(key string) time.Duration { return w.WaitFor(key, w.Quiet) }
+
+// WaitFor is Wait for a key with a quiet period of its own (a ReloaderConfig's coalesceWindow);
+// it waits at most ten quiet periods, as the window does.
+func (w *Window) WaitFor(key string, quiet time.Duration) time.Duration {
+	if quiet <= 0 {
+		return 0
+	}
 	w.mu.Lock()
 	s, ok := w.pending[key]
 	w.mu.Unlock()
@@ -54,7 +59,11 @@ func (w *Window) Wait(key string) time.Duration {
 		return 0
 	}
 	now := w.Now()
-	wait := min(s.last.Add(w.Quiet).Sub(now), s.first.Add(w.MaxWait).Sub(now))
+	maxWait := w.MaxWait
+	if quiet != w.Quiet {
+		maxWait = 10 * quiet
+	}
+	wait := min(s.last.Add(quiet).Sub(now), s.first.Add(maxWait).Sub(now))
 	return max(wait, 0)
 }
 

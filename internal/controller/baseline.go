@@ -189,7 +189,7 @@ func (r *WorkloadReconciler) changedFrom(ctx context.Context, st SourceType, o c
 		return // a workload there is first seen when its namespace is selected
 	}
 	id := source.ID{Kind: st.Kind, Name: o.GetName()}
-	r.affected(ctx, o.GetNamespace(), id, o.GetAnnotations(), func(w client.Object) {
+	r.affected(ctx, o.GetNamespace(), id, o.GetAnnotations(), o.GetLabels(), func(w client.Object) {
 		if _, recorded := w.GetAnnotations()[reload.RecordAnnotation]; recorded {
 			return
 		}

@@ -105,7 +105,7 @@ func (n *Notifier) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	if notifying {
 		id := source.ID{Kind: st.Kind, Name: name}
 		for _, w := range n.Workloads {
-			w.affected(ctx, req.Namespace, id, s.annotations, func(o client.Object) {
+			w.affected(ctx, req.Namespace, id, s.annotations, s.labels, func(o client.Object) {
 				change.Workloads = append(change.Workloads, notify.Workload{Kind: w.Kind.Name(), Namespace: o.GetNamespace(), Name: o.GetName()})
 			})
 		}

@@ -11,7 +11,8 @@ import (
 )
 
 // pause applies reload.PlanPause to the copy of a Pausable workload that the reconcile writes.
-func (r *WorkloadReconciler) pause(ctx context.Context, obj client.Object, reloading bool, now time.Time) reload.PauseStep {
+// period, when set, is a ReloaderConfig's pause period: the workload's own annotation wins.
+func (r *WorkloadReconciler) pause(ctx context.Context, obj client.Object, reloading bool, now time.Time, period *time.Duration) reload.PauseStep {
 	p, ok := r.Kind.(workload.Pausable)
 	if !ok {
 		return reload.PauseStep{}
@@ -21,6 +22,9 @@ func (r *WorkloadReconciler) pause(ctx context.Context, obj client.Object, reloa
 	s := reload.PauseState{Paused: p.Paused(obj)}
 	s.PausedAt, s.HasPausedAt = ann[keys.PausedAt]
 	s.Period, s.HasPeriod = ann[keys.PausePeriod]
+	if !s.HasPeriod && period != nil && *period > 0 {
+		s.Period, s.HasPeriod = period.String(), true
+	}
 	step := reload.PlanPause(keys, s, reloading, now)
 	if step.Invalid != nil {
 		r.invalid(ctx, obj, step.Invalid)

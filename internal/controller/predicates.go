@@ -20,7 +20,8 @@ func sourceChanged(keys reload.Keys) predicate.Predicate {
 	}
 }
 
-// workloadChanged lets through spec and annotation changes of workloads, never status churn.
+// workloadChanged lets through spec, annotation and label changes of workloads (labels choose
+// the targets of ReloaderConfigs), never status churn.
 func workloadChanged() predicate.Predicate {
-	return predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{})
+	return predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{})
 }

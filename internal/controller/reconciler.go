@@ -22,6 +22,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/coalesce"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
@@ -58,10 +59,24 @@ type WorkloadReconciler struct {
 	Namespaces labels.Selector
 	// Workers is how many workloads of this kind reconcile at once.
 	Workers int
+	// Configs compiles the ReloaderConfigs whose rules add to the annotations; nil when the
+	// ReloaderConfig API is not served, and only annotations apply.
+	Configs *reloaderconfig.Cache
+	// OnReload, when set, hears of each reload after it is written (ReloaderConfig status).
+	OnReload func(Reloaded)
 	Now     func() time.Time
 
 	jobs      pendingJobs
 	baselines baselines
+}
+
+// Reloaded is one reload written.
+type Reloaded struct {
+	Kind string
+	// Workload is the workload as written.
+	Workload client.Object
+	Changes  []reload.Change
+	At       time.Time
 }
 
 // Behaviour holds the flags that change what a reload does.
@@ -134,6 +149,8 @@ type seen struct {
 	sources map[source.ID]observed
 	// invalid are the workload's annotations that could not be parsed.
 	invalid []error
+	// settings are the flags' behaviour, with the overrides of the ReloaderConfigs applied.
+	settings settings
 }
 
 // observe reads the pod template of obj and the sources that concern it.
@@ -143,11 +160,16 @@ func (r *WorkloadReconciler) observe(ctx context.Context, obj client.Object) (se
 		return seen{}, err
 	}
 	rules, errs := reload.ParseRules(r.Policy.Keys, obj.GetAnnotations(), tw.tpl.Annotations)
+	configs, err := r.configsFor(ctx, obj)
+	if err != nil {
+		return seen{}, err
+	}
+	rules.Configs = configs.Rules
 	sources, err := r.concerned(ctx, obj.GetNamespace(), tw.tpl, &rules)
 	if err != nil {
 		return seen{}, err
 	}
-	return seen{tw: tw, sources: sources, invalid: errs}, nil
+	return seen{tw: tw, sources: sources, invalid: errs, settings: r.settingsFor(configs.Overrides)}, nil
 }
 
 // input gathers what the plan is made from.
@@ -155,8 +177,11 @@ func (r *WorkloadReconciler) input(ctx context.Context, obj client.Object, w see
 	in := reload.Input{
 		Sources: make(map[source.ID]reload.Observed, len(w.sources)),
 		Events:  r.Behaviour.Events,
-		Skip:    r.skip(obj),
+		Skip:    r.skip(obj, w.settings),
 		Wait:    r.Window.Wait(k),
+	}
+	if w.settings.window != nil {
+		in.Wait = r.Window.WaitFor(k, *w.settings.window)
 	}
 	for id, o := range w.sources {
 		in.Sources[id] = reload.Observed{Hash: o.hash, Containers: reload.TargetContainers(o.ref, &w.tw.tpl.Spec)}
@@ -189,18 +214,18 @@ func (r *WorkloadReconciler) execute(ctx context.Context, obj client.Object, w s
 		d.related = r.relatedRef(w.sources[ch[0].ID].obj)
 	}
 	updated := obj.DeepCopyObject().(client.Object)
-	if plan.Reloads() && r.apply(ctx, updated, w.tw, plan.Changes) {
+	if plan.Reloads() && r.apply(ctx, updated, w, plan.Changes) {
 		d.reloaded = plan.Changes
 	}
 	if plan.WriteRecord {
 		setAnnotation(updated, reload.RecordAnnotation, plan.Record.Encode())
 	}
-	d.pause = r.pause(ctx, updated, len(d.reloaded) > 0, started)
+	d.pause = r.pause(ctx, updated, len(d.reloaded) > 0, started, w.settings.pausePeriod)
 	if equality.Semantic.DeepEqual(obj, updated) && !w.tw.changed() {
 		r.Window.Done(k, started)
 		return reconcile.Result{RequeueAfter: d.pause.Requeue}, r.report(ctx, obj, d), nil
 	}
-	if err := r.write(ctx, obj, updated, w.tw, d.reloaded, plan.Record); err != nil {
+	if err := r.write(ctx, obj, updated, w, d.reloaded, plan.Record); err != nil {
 		d.failed = err
 		r.report(ctx, obj, d)
 		return reconcile.Result{}, "", fmt.Errorf("write %s: %w", k, err)

@@ -78,6 +78,9 @@ func (r *WorkloadReconciler) report(ctx context.Context, obj client.Object, d do
 	r.Recorder.Eventf(obj, d.related, corev1.EventTypeNormal, ReasonReloaded, "Reload",
 		"Reloaded %s %s after change of %s", kind, obj.GetName(), alert.Describe(reloaded))
 	r.Alerts.Queue(alert.Reload{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), Sources: reloaded, Time: r.Now()})
+	if r.OnReload != nil {
+		r.OnReload(Reloaded{Kind: kind, Workload: obj, Changes: d.reloaded, At: r.Now()})
+	}
 	return metrics.OutcomeReloaded
 }
 

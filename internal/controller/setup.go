@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
@@ -46,6 +47,9 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.mapNamespace),
 			builder.WithPredicates(predicate.LabelChangedPredicate{}))
 	}
+	if r.Configs != nil {
+		b = b.Watches(&v1alpha1.ReloaderConfig{}, r.configEvents())
+	}
 	b = r.watchReplacements(b)
 	return b.Complete(r)
 }
@@ -59,12 +63,12 @@ func (r *WorkloadReconciler) mapSource(st SourceType) handler.MapFunc {
 		if id.Name == "" {
 			return nil
 		}
-		var annotations map[string]string
+		var annotations, labels map[string]string
 		if st.Pool == nil {
-			annotations = src.GetAnnotations()
+			annotations, labels = src.GetAnnotations(), src.GetLabels()
 		}
 		var reqs []reconcile.Request
-		scanned := r.affected(ctx, src.GetNamespace(), id, annotations, func(w client.Object) {
+		scanned := r.affected(ctx, src.GetNamespace(), id, annotations, labels, func(w client.Object) {
 			nn := client.ObjectKeyFromObject(w)
 			r.Window.Touch(r.windowKey(nn))
 			reqs = append(reqs, reconcile.Request{NamespacedName: nn})
@@ -76,8 +80,9 @@ func (r *WorkloadReconciler) mapSource(st SourceType) handler.MapFunc {
 }
 
 // affected calls fn once for each workload of r.Kind in ns that source id concerns; annotations
-// are the source's own. It returns how many workloads the index lookups found.
-func (r *WorkloadReconciler) affected(ctx context.Context, ns string, id source.ID, annotations map[string]string, fn func(client.Object)) (scanned int) {
+// and labels are the source's own. It returns how many workloads the lookups found: through
+// the index, and the targets of the ReloaderConfigs with a rule for the source.
+func (r *WorkloadReconciler) affected(ctx context.Context, ns string, id source.ID, annotations, labels map[string]string, fn func(client.Object)) (scanned int) {
 	// A Rollout may be found twice, with its own template and with its Deployment's.
 	visited, seen := map[string]bool{}, map[string]bool{}
 	add := func(w client.Object, tpl *corev1.PodTemplateSpec) {
@@ -85,7 +90,7 @@ func (r *WorkloadReconciler) affected(ctx context.Context, ns string, id source.
 			visited[w.GetName()] = true
 			scanned++
 		}
-		if seen[w.GetName()] || !r.concerns(w, tpl, id, annotations) {
+		if seen[w.GetName()] || !r.concerns(ctx, w, tpl, reload.Candidate{ID: id, Annotations: annotations, Labels: labels}) {
 			return
 		}
 		seen[w.GetName()] = true
@@ -103,6 +108,7 @@ func (r *WorkloadReconciler) affected(ctx context.Context, ns string, id source.
 			_ = r.byIndex(ctx, r.Kind.NewList(), ns, workloadRef(d.GetName()), func(w client.Object) { add(w, tpl) })
 		})
 	}
+	r.configTargets(ctx, ns, id, labels, func(w client.Object) { add(w, r.Kind.PodTemplate(w)) })
 	return scanned
 }
 
@@ -138,16 +144,20 @@ func (r *WorkloadReconciler) byIndex(ctx context.Context, list client.ObjectList
 	return forEach(list, fn)
 }
 
-func (r *WorkloadReconciler) concerns(w client.Object, tpl *corev1.PodTemplateSpec, id source.ID, annotations map[string]string) bool {
+// concerns decides whether candidate c (Referenced is filled in here) concerns workload w,
+// whose pod template is tpl.
+func (r *WorkloadReconciler) concerns(ctx context.Context, w client.Object, tpl *corev1.PodTemplateSpec, c reload.Candidate) bool {
 	rules, _ := reload.ParseRules(r.Policy.Keys, w.GetAnnotations(), tpl.Annotations)
-	referenced := false
+	if configs, err := r.configsFor(ctx, w); err == nil {
+		rules.Configs = configs.Rules
+	}
 	for _, ref := range source.Refs(&tpl.Spec) {
-		if ref.ID == id {
-			referenced = true
+		if ref.ID == c.ID {
+			c.Referenced = true
 			break
 		}
 	}
-	ok, _ := r.Policy.Concerns(&rules, reload.Candidate{ID: id, Annotations: annotations, Referenced: referenced})
+	ok, _ := r.Policy.Concerns(&rules, c)
 	return ok
 }
 

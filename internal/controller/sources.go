@@ -198,6 +198,7 @@ type snapshot struct {
 	obj         client.Object
 	hash        string
 	annotations map[string]string
+	labels      map[string]string
 	// uidHash is a Secret's hash in the UID-keyed scheme, to upgrade records made with it.
 	uidHash string
 }
@@ -240,7 +241,7 @@ func (t SourceType) all(ctx context.Context, c client.Reader, ns string) (map[st
 }
 
 func (t SourceType) snapshot(o client.Object) snapshot {
-	return snapshot{obj: o, hash: t.contentHash(o), annotations: o.GetAnnotations(), uidHash: t.uidHash(o)}
+	return snapshot{obj: o, hash: t.contentHash(o), annotations: o.GetAnnotations(), labels: o.GetLabels(), uidHash: t.uidHash(o)}
 }
 
 // pooled folds the objects of a pooled type into one snapshot per source.
@@ -283,7 +284,7 @@ func (r *WorkloadReconciler) concerned(ctx context.Context, ns string, tpl *core
 		consider := func(name string, s snapshot, exists bool) {
 			id := source.ID{Kind: st.Kind, Name: name}
 			ref := refs[id]
-			ok, _ := r.Policy.Concerns(rules, reload.Candidate{ID: id, Annotations: s.annotations, Referenced: ref != nil})
+			ok, _ := r.Policy.Concerns(rules, reload.Candidate{ID: id, Annotations: s.annotations, Labels: s.labels, Referenced: ref != nil})
 			switch {
 			case !ok:
 			case exists:
@@ -292,14 +293,15 @@ func (r *WorkloadReconciler) concerned(ctx context.Context, ns string, tpl *core
 				out[id] = observed{snapshot: snapshot{hash: reload.Absent}, ref: ref}
 			}
 		}
-		wanted := append([]string(nil), rules.Literal[st.Kind]...)
+		wanted := append(append([]string(nil), rules.Literal[st.Kind]...), rules.ConfigLiterals(st.Kind)...)
 		for id := range refs {
 			if id.Kind == st.Kind {
 				wanted = append(wanted, id.Name)
 			}
 		}
-		if rules.HasNamed(st.Kind) {
-			// Named entries are regular expressions: match them against the namespace's sources.
+		if rules.HasNamed(st.Kind) || rules.ConfigSelects(st.Kind) {
+			// Named entries are regular expressions, config selectors match labels: match them
+			// against the namespace's sources.
 			all, err := st.all(ctx, r.Client, ns)
 			if err != nil {
 				return nil, err

@@ -53,17 +53,17 @@ func (r *WorkloadReconciler) template(ctx context.Context, obj client.Object) (p
 // apply writes the changes into the copy of the workload (or its referenced Deployment). It
 // reports whether the pods will roll: a change that leaves the template as it was reloads
 // nothing, and is not reported as a reload.
-func (r *WorkloadReconciler) apply(ctx context.Context, updated client.Object, tw podTemplate, changes []reload.Change) bool {
+func (r *WorkloadReconciler) apply(ctx context.Context, updated client.Object, w seen, changes []reload.Change) bool {
 	if rs, ok := r.Kind.(workload.Restartable); ok && r.restarts(ctx, updated) {
 		rs.Restart(updated, r.Now())
 		return true
 	}
 	tpl := r.Kind.PodTemplate(updated)
-	if tw.owner != nil {
-		tpl = tw.tpl
+	if w.tw.owner != nil {
+		tpl = w.tw.tpl
 	}
 	before := tpl.DeepCopy()
-	r.Strategy.Apply(tpl, updated.GetNamespace(), changes)
+	w.settings.strategy.Apply(tpl, updated.GetNamespace(), changes)
 	return !equality.Semantic.DeepEqual(before, tpl)
 }
 
@@ -82,10 +82,10 @@ func (r *WorkloadReconciler) restarts(ctx context.Context, obj client.Object) bo
 }
 
 // skip says why a reload of obj must not happen, if it must not.
-func (r *WorkloadReconciler) skip(obj client.Object) reload.Skip {
+func (r *WorkloadReconciler) skip(obj client.Object, s settings) reload.Skip {
 	if rc, ok := r.Kind.(workload.Recreated); ok && rc.Finished(obj) &&
-		!optedIn(obj, reload.RecreateFinishedAnnotation, r.Behaviour.RecreateFinishedJobs) {
-		return reload.Skip{Reason: "finished-job", Why: fmt.Sprintf("the Job has finished and re-running finished Jobs is turned off (annotation %s: \"false\", or --recreate-finished-jobs=false)", reload.RecreateFinishedAnnotation)}
+		!optedIn(obj, reload.RecreateFinishedAnnotation, s.recreateFinishedJobs) {
+		return reload.Skip{Reason: "finished-job", Why: fmt.Sprintf("the Job has finished and re-running finished Jobs is turned off (annotation %s: \"false\", a ReloaderConfig's recreateFinishedJobs: false, or --recreate-finished-jobs=false)", reload.RecreateFinishedAnnotation)}
 	}
 	return reload.Skip{}
 }
@@ -106,7 +106,8 @@ func optedIn(obj client.Object, key string, dflt bool) bool {
 // carries its resourceVersion): a reconcile that read a stale copy gets a conflict and plans
 // again from the new one, so it never rolls a workload a second time, nor records over a
 // record it did not see.
-func (r *WorkloadReconciler) write(ctx context.Context, obj, updated client.Object, tw podTemplate, changes []reload.Change, next reload.Record) error {
+func (r *WorkloadReconciler) write(ctx context.Context, obj, updated client.Object, w seen, changes []reload.Change, next reload.Record) error {
+	tw := w.tw
 	if tw.changed() {
 		patch := client.StrategicMergeFrom(tw.ownerOriginal)
 		if len(changes) > 0 {
@@ -121,7 +122,7 @@ func (r *WorkloadReconciler) write(ctx context.Context, obj, updated client.Obje
 		return r.replace(ctx, obj, rc.Replacement(updated))
 	}
 	if sc, ok := r.Kind.(workload.Scheduled); ok && len(changes) > 0 &&
-		optedIn(updated, reload.RunOnReloadAnnotation, r.Behaviour.RunCronJobs) && !sc.Suspended(updated) {
+		optedIn(updated, reload.RunOnReloadAnnotation, w.settings.runCronJobs) && !sc.Suspended(updated) {
 		job := sc.RunNow(updated, runName(obj, next))
 		if err := r.Client.Create(ctx, job, client.FieldOwner(FieldOwner)); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("start Job from CronJob: %w", err)

@@ -41,14 +41,31 @@ type Candidate struct {
 	ID source.ID
 	// Annotations of the source object; nil when it does not exist.
 	Annotations map[string]string
+	// Labels of the source object, for ReloaderConfig selectors.
+	Labels map[string]string
 	// Referenced is true when the workload's pod template refers to the source.
 	Referenced bool
 }
 
-// Concerns applies upstream Reloader's decision order: ignored kind, the source's ignore
-// annotation, exclude lists (exact names), named entries (names, or anchored patterns), search + match, auto and typed auto, then
-// --auto-reload-all when no auto annotation is set.
+// Concerns decides whether a source concerns a workload. Ignored kinds and the source's ignore
+// annotation win over every rule; then the workload's annotations decide (byAnnotations); a
+// source they leave out, excluded ones included, may still be chosen by a ReloaderConfig
+// that targets the workload: its rules add to the annotations, they never remove.
 func (p *Policy) Concerns(r *Rules, c Candidate) (bool, Reason) {
+	ok, why := p.byAnnotations(r, c)
+	if ok || why == ReasonKindIgnored || why == ReasonSourceIgnored {
+		return ok, why
+	}
+	if rule, by := r.byConfig(c); rule != nil {
+		return true, by
+	}
+	return false, why
+}
+
+// byAnnotations applies upstream Reloader's decision order: ignored kind, the source's ignore
+// annotation, exclude lists (exact names), named entries (names, or anchored patterns), search
+// + match, auto and typed auto, then --auto-reload-all when no auto annotation is set.
+func (p *Policy) byAnnotations(r *Rules, c Candidate) (bool, Reason) {
 	kind, name := c.ID.Kind, c.ID.Name
 	switch {
 	case p.IgnoredKinds[kind]:

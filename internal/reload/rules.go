@@ -21,6 +21,8 @@ type Rules struct {
 	// Exclude are the exclude lists: exact names, as upstream matches them.
 	Exclude map[source.Kind]*Names
 	Search  bool
+	// Configs are the source rules of the ReloaderConfigs that target the workload.
+	Configs []ConfigRule
 }
 
 // HasNamed reports whether the workload names sources of this kind (it may not reference them).
@@ -30,9 +32,10 @@ func (r *Rules) HasNamed(kind source.Kind) bool { return !r.Named[kind].Empty() 
 // of the kind may match it; literal names alone can be looked up one by one.
 func (r *Rules) HasPatterns(kind source.Kind) bool { return r.Named[kind].Patterns() > 0 }
 
-// Opted reports whether the workload carries any reload annotation at all.
+// Opted reports whether the workload carries any reload annotation, or is a target of a
+// ReloaderConfig.
 func (r *Rules) Opted() bool {
-	if r.Auto != nil || r.Search {
+	if r.Auto != nil || r.Search || len(r.Configs) > 0 {
 		return true
 	}
 	for _, k := range source.Kinds {

@@ -1,0 +1,193 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/reloader-operator/reloader/api/v1alpha1"
+	"github.com/reloader-operator/reloader/internal/reload"
+)
+
+func reloaderConfig(ns, name string, targets []v1alpha1.Target, sources ...v1alpha1.Source) *v1alpha1.ReloaderConfig {
+	return &v1alpha1.ReloaderConfig{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       v1alpha1.ReloaderConfigSpec{Targets: targets, Sources: sources},
+	}
+}
+
+func byName(kind, name string) v1alpha1.Target { return v1alpha1.Target{Kind: kind, Name: name} }
+
+func bySelector(kind string, labels map[string]string) v1alpha1.Target {
+	return v1alpha1.Target{Kind: kind, Selector: &metav1.LabelSelector{MatchLabels: labels}}
+}
+
+func sourceNamed(kind, name string) v1alpha1.Source { return v1alpha1.Source{Kind: kind, Name: name} }
+
+// changeData changes one key of a ConfigMap.
+func changeData(t *testing.T, cm *corev1.ConfigMap, key, value string) {
+	t.Helper()
+	update(t, cm, func(c *corev1.ConfigMap) { c.Data[key] = value })
+}
+
+// rolls waits until the workload's pod template has changed want times, then checks that it
+// stays so while reloader could still act.
+func rolls(t *testing.T, what string, count func() int, want int) {
+	t.Helper()
+	eventually(t, what, func() error {
+		if got := count(); got != want {
+			return fmt.Errorf("pod template changed %d times, want %d", got, want)
+		}
+		return nil
+	})
+	settle()
+	if got := count(); got != want {
+		t.Fatalf("%s: pod template changed %d times after settling, want %d", what, got, want)
+	}
+}
+
+// A workload without any annotation reloads through a ReloaderConfig: by name, by label
+// selector, and the sources it references with auto. Sources the rules leave out change
+// nothing.
+func TestReloaderConfigReloadsUnannotatedWorkloads(t *testing.T) {
+	ns := newNamespace(t)
+	named := configMap(ns, "named", map[string]string{"k": "v1"})
+	labelled := configMap(ns, "labelled", map[string]string{"k": "v1"})
+	labelled.Labels = map[string]string{"tier": "config"}
+	referenced := configMap(ns, "referenced", map[string]string{"k": "v1"})
+	other := configMap(ns, "other", map[string]string{"k": "v1"})
+	sec := secret(ns, "sec", map[string]string{"k": "v1"})
+	tpl := podSpec("referenced", "other")
+	tpl.Labels = map[string]string{"app": "shop"}
+	d := deployment(ns, "web", nil, tpl)
+	d.Labels = map[string]string{"team": "shop"}
+	cfg := reloaderConfig(ns, "shop", []v1alpha1.Target{bySelector("Deployment", map[string]string{"team": "shop"})},
+		sourceNamed("ConfigMap", "named"),
+		v1alpha1.Source{Kind: "ConfigMap", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "config"}}},
+		v1alpha1.Source{Kind: "Secret", Auto: true}, // the Deployment references no Secret
+	)
+	cfg.Spec.Sources = append(cfg.Spec.Sources, v1alpha1.Source{Kind: "ConfigMap", Name: "referenced"})
+	create(t, named, labelled, referenced, other, sec, d, cfg)
+	startReloader(t, ns)
+	recorded(t, d)
+	count := templateChanges(t, d)
+
+	changeData(t, other, "k", "v2")
+	update(t, sec, func(s *corev1.Secret) { s.StringData = map[string]string{"k": "v2"} })
+	rolls(t, "sources the rules leave out", count, 0)
+
+	changeData(t, named, "k", "v2")
+	rolls(t, "a source named by the config", count, 1)
+	changeData(t, labelled, "k", "v2")
+	rolls(t, "a source selected by label", count, 2)
+	changeData(t, referenced, "k", "v2")
+	rolls(t, "a referenced source named by the config", count, 3)
+	w := get(t, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}})
+	if v, ok := envOf(&w.Spec.Template, "app", "STAKATER_NAMED_CONFIGMAP"); !ok || v == "" {
+		t.Errorf("named source not written to the first container: %q %v", v, ok)
+	}
+	eventuallyEvent(t, ns, "web", "Reloaded")
+}
+
+// A workload chosen by both its annotation and a ReloaderConfig rolls once per change.
+func TestReloaderConfigAndAnnotationRollOnce(t *testing.T) {
+	ns, cm, d, _ := autoDeployment(t)
+	create(t, reloaderConfig(ns, "same", []v1alpha1.Target{byName("Deployment", "web")}, sourceNamed("ConfigMap", "cfg")))
+	settle()
+	count := templateChanges(t, d)
+	changeData(t, cm, "k", "v2")
+	rolls(t, "one change", count, 1)
+	changeData(t, cm, "k", "v3")
+	rolls(t, "another change", count, 2)
+}
+
+// Creating and deleting a ReloaderConfig restarts nothing; once deleted, its rules stop.
+func TestReloaderConfigLifecycleRestartsNothing(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
+	d := deployment(ns, "web", nil, podSpec("cfg"))
+	create(t, cm, d)
+	startReloader(t, ns)
+	count := templateChanges(t, d)
+	cfg := reloaderConfig(ns, "web", []v1alpha1.Target{byName("Deployment", "web")}, v1alpha1.Source{Kind: "ConfigMap", Auto: true})
+	create(t, cfg)
+	recorded(t, d)
+	rolls(t, "config created", count, 0)
+
+	changeData(t, cm, "k", "v2")
+	rolls(t, "change under the config", count, 1)
+
+	must(t, k8s.Delete(context.Background(), cfg))
+	eventually(t, "record forgets the config's sources", func() error {
+		rec, err := reload.ParseRecord(get(t, d).GetAnnotations()[reload.RecordAnnotation])
+		if err != nil {
+			return err
+		}
+		if _, ok := rec["configmap/cfg"]; ok {
+			return fmt.Errorf("record still holds configmap/cfg: %v", rec)
+		}
+		return nil
+	})
+	rolls(t, "config deleted", count, 1)
+	changeData(t, cm, "k", "v3")
+	rolls(t, "change after the config is gone", count, 1)
+}
+
+// Sources and targets that a config names before they exist are picked up when they appear:
+// a created source is recorded (it reloads on create only with --reload-on-create), a created
+// target is recorded, and their changes reload from then on. A workload that gains the
+// selected label is a target from then on.
+func TestReloaderConfigSourcesAndTargetsAppearLater(t *testing.T) {
+	ns := newNamespace(t)
+	create(t, reloaderConfig(ns, "early", []v1alpha1.Target{byName("Deployment", "web"), bySelector("Deployment", map[string]string{"reload": "yes"})},
+		sourceNamed("ConfigMap", "late")))
+	startReloader(t, ns)
+
+	d := deployment(ns, "web", nil, podSpec())
+	create(t, d)
+	recorded(t, d)
+	count := templateChanges(t, d)
+	cm := configMap(ns, "late", map[string]string{"k": "v1"})
+	create(t, cm)
+	rolls(t, "source created", count, 0)
+	changeData(t, cm, "k", "v2")
+	rolls(t, "created source changed", count, 1)
+
+	other := deployment(ns, "other", nil, podSpec())
+	create(t, other)
+	otherCount := templateChanges(t, other)
+	update(t, other, func(o *appsv1.Deployment) { o.Labels = map[string]string{"reload": "yes"} })
+	recorded(t, other)
+	changeData(t, cm, "k", "v3")
+	rolls(t, "web, after the relabel", count, 2)
+	rolls(t, "the relabelled workload", otherCount, 1)
+}
+
+// A config's settings override the flags for its targets: the annotations strategy here.
+// Two configs that disagree: the first by name wins, whatever order they come in.
+func TestReloaderConfigOverrides(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
+	d := deployment(ns, "web", nil, podSpec("cfg"))
+	b := reloaderConfig(ns, "b-env", []v1alpha1.Target{byName("Deployment", "web")}, sourceNamed("ConfigMap", "cfg"))
+	b.Spec.Strategy = reload.StrategyEnvVars
+	a := reloaderConfig(ns, "a-annotations", []v1alpha1.Target{byName("Deployment", "web")}, sourceNamed("ConfigMap", "cfg"))
+	a.Spec.Strategy = reload.StrategyAnnotations
+	create(t, cm, d, b, a)
+	startReloader(t, ns)
+	recorded(t, d)
+	count := templateChanges(t, d)
+	changeData(t, cm, "k", "v2")
+	rolls(t, "change", count, 1)
+	w := get(t, d)
+	if _, ok := w.Spec.Template.Annotations[reload.LastReloadedFrom]; !ok {
+		t.Errorf("the annotations strategy of %s did not apply: template annotations %v", a.Name, w.Spec.Template.Annotations)
+	}
+	if _, ok := envOf(&w.Spec.Template, "app", "STAKATER_CFG_CONFIGMAP"); ok {
+		t.Errorf("the env-vars strategy of %s applied, though %s comes first", b.Name, a.Name)
+	}
+}

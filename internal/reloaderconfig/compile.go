@@ -1,0 +1,161 @@
+// Package reloaderconfig turns ReloaderConfigs into the rules the reload decision takes: which
+// workloads they target, the source rules they add, and the settings they override.
+package reloaderconfig
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/api/v1alpha1"
+	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/source"
+)
+
+// Compiled is a ReloaderConfig made ready for decisions: selectors parsed once.
+type Compiled struct {
+	Name       string
+	UID        types.UID
+	Generation int64
+	Targets    []Target
+	Rules      []reload.ConfigRule
+	Overrides  reload.Overrides
+	// Errs are the parts of the spec that could not be used (the schema refuses most bad
+	// specs; these are what it can't check). The rest of the config still applies.
+	Errs []error
+	// strategy is the spec's strategy name, to compare configs.
+	strategy string
+}
+
+// Target is one target of a config: workloads of Kind, by Name or Selector.
+type Target struct {
+	Kind     string
+	Name     string
+	Selector labels.Selector
+}
+
+// Matches reports whether the target chooses the workload obj of kind.
+func (t Target) Matches(kind string, obj client.Object) bool {
+	if !strings.EqualFold(t.Kind, kind) {
+		return false
+	}
+	if t.Name != "" {
+		return t.Name == obj.GetName()
+	}
+	return t.Selector != nil && t.Selector.Matches(labels.Set(obj.GetLabels()))
+}
+
+// TargetsWorkload reports whether the config targets the workload obj of kind.
+func (c *Compiled) TargetsWorkload(kind string, obj client.Object) bool {
+	for _, t := range c.Targets {
+		if t.Matches(kind, obj) {
+			return true
+		}
+	}
+	return false
+}
+
+// Compile reads a ReloaderConfig.
+func Compile(cfg *v1alpha1.ReloaderConfig) *Compiled {
+	c := &Compiled{Name: cfg.Name, UID: cfg.UID, Generation: cfg.Generation}
+	selector := func(where string, s *metav1.LabelSelector) labels.Selector {
+		if s == nil {
+			return nil
+		}
+		sel, err := metav1.LabelSelectorAsSelector(s)
+		if err != nil {
+			c.Errs = append(c.Errs, fmt.Errorf("%s.selector: %w", where, err))
+			return labels.Nothing()
+		}
+		return sel
+	}
+	for i, t := range bounded(cfg.Spec.Targets, v1alpha1.MaxTargets) {
+		c.Targets = append(c.Targets, Target{Kind: t.Kind, Name: t.Name,
+			Selector: selector(fmt.Sprintf("spec.targets[%d]", i), t.Selector)})
+	}
+	for i, s := range bounded(cfg.Spec.Sources, v1alpha1.MaxSources) {
+		kind, ok := sourceKind(s.Kind)
+		if !ok {
+			c.Errs = append(c.Errs, fmt.Errorf("spec.sources[%d].kind: %q is neither ConfigMap nor Secret", i, s.Kind))
+			continue
+		}
+		c.Rules = append(c.Rules, reload.ConfigRule{
+			Config: cfg.Name, Kind: kind, Name: s.Name, Auto: s.Auto,
+			Selector: selector(fmt.Sprintf("spec.sources[%d]", i), s.Selector),
+			Keys:     slices.Clone(bounded(s.Keys, v1alpha1.MaxKeys)), AutoKeys: s.AutoKeys,
+		})
+	}
+	c.Overrides, c.strategy = overrides(cfg, &c.Errs), cfg.Spec.Strategy
+	return c
+}
+
+func overrides(cfg *v1alpha1.ReloaderConfig, errs *[]error) reload.Overrides {
+	o := reload.Overrides{Config: cfg.Name, RunCronJobs: cfg.Spec.RunCronJobsOnReload,
+		RecreateFinishedJobs: cfg.Spec.RecreateFinishedJobs}
+	if cfg.Spec.Strategy != "" {
+		s, err := reload.NewStrategy(cfg.Spec.Strategy)
+		if err != nil {
+			*errs = append(*errs, fmt.Errorf("spec.strategy: %w", err))
+		} else {
+			o.Strategy = s
+		}
+	}
+	if d := cfg.Spec.PausePeriod; d != nil {
+		o.PausePeriod = &d.Duration
+	}
+	if d := cfg.Spec.CoalesceWindow; d != nil {
+		o.CoalesceWindow = &d.Duration
+	}
+	return o
+}
+
+func sourceKind(k string) (source.Kind, bool) {
+	switch strings.ToLower(k) {
+	case "configmap":
+		return source.ConfigMap, true
+	case "secret":
+		return source.Secret, true
+	}
+	return "", false
+}
+
+// bounded cuts a list at the schema's limit, should an object ever bypass it.
+func bounded[T any](s []T, n int) []T { return s[:min(len(s), n)] }
+
+// Cache compiles each config once per generation. It holds one entry per config seen; Forget
+// drops a deleted one.
+type Cache struct {
+	mu      sync.Mutex
+	entries map[types.UID]*Compiled
+}
+
+// maxCached bounds the cache should configs be deleted faster than they are forgotten.
+const maxCached = 100_000
+
+// Get returns the compiled form of cfg.
+func (c *Cache) Get(cfg *v1alpha1.ReloaderConfig) *Compiled {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries[cfg.UID]; ok && e.Generation == cfg.Generation && cfg.UID != "" {
+		return e
+	}
+	e := Compile(cfg)
+	if c.entries == nil || len(c.entries) >= maxCached {
+		c.entries = map[types.UID]*Compiled{}
+	}
+	c.entries[cfg.UID] = e
+	return e
+}
+
+// Forget drops a deleted config.
+func (c *Cache) Forget(uid types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.entries, uid)
+}
