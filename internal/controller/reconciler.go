@@ -64,7 +64,7 @@ type WorkloadReconciler struct {
 	Configs *reloaderconfig.Cache
 	// OnReload, when set, hears of each reload after it is written (ReloaderConfig status).
 	OnReload func(Reloaded)
-	Now     func() time.Time
+	Now      func() time.Time
 
 	jobs      pendingJobs
 	baselines baselines
