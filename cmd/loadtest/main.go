@@ -52,10 +52,10 @@ func bindGates(fs *pflag.FlagSet, g *loadtest.Gates) {
 
 func newRun() *cobra.Command {
 	var (
-		oldBin, newBin, oldArgs, newArgs, scenarios, results, kubeconfig, metricsFlag string
-		duration                                                                      time.Duration
-		scale, parallelism, nodes                                                     int
-		gates                                                                         = loadtest.DefaultGates()
+		oldBin, newBin, oldArgs, newArgs, scenarios, results, kubeconfig, metricsFlag, crdDir string
+		duration                                                                              time.Duration
+		scale, parallelism, nodes                                                             int
+		gates                                                                                 = loadtest.DefaultGates()
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -90,7 +90,7 @@ func newRun() *cobra.Command {
 			defer stop()
 			rs, err := loadtest.Run(ctx, loadtest.Config{Sides: sides, Scenarios: selected, Parallelism: parallelism,
 				Params: loadtest.Params{Scale: scale, Duration: duration}, ResultsDir: results, Kubeconfig: kubeconfig,
-				MetricsAddrFlag: metricsFlag, Nodes: nodes, Progress: os.Stderr})
+				MetricsAddrFlag: metricsFlag, Nodes: nodes, CRDDir: crdDir, Progress: os.Stderr})
 			if err != nil {
 				return err
 			}
@@ -110,6 +110,7 @@ func newRun() *cobra.Command {
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "run on this existing cluster instead of local control planes (no audit log: API counts are left out)")
 	fs.StringVar(&metricsFlag, "metrics-addr-flag", "--metrics-addr", "the flag that sets a binary's metrics address; empty if it has none (it then must listen on :9090, and --parallelism must be 1)")
 	fs.IntVar(&nodes, "nodes", 3, "fake kwok nodes per local control plane")
+	fs.StringVar(&crdDir, "crd-dir", "deployments/chart/reloader/crds", "the ReloaderConfig CRD, installed into each local control plane (scenarios S16 and S17 need it)")
 	bindGates(fs, &gates)
 	return cmd
 }

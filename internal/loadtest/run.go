@@ -13,11 +13,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/audit"
 	"github.com/reloader-operator/reloader/internal/localcluster"
 )
@@ -35,6 +39,9 @@ type Config struct {
 	MetricsAddrFlag string
 	// Nodes is the number of fake kwok nodes of each local control plane.
 	Nodes int
+	// CRDDir holds the ReloaderConfig CRD installed into each local control plane; empty
+	// installs none (scenarios with ReloaderConfigs then fail at setup).
+	CRDDir string
 	// Progress receives one line per phase.
 	Progress io.Writer
 }
@@ -132,7 +139,7 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 		if err := os.WriteFile(policy, []byte(auditPolicy(user)), 0o644); err != nil {
 			return err
 		}
-		cluster, err := localcluster.Start(ctx, localcluster.Options{Rollouts: true, Nodes: max(c.cfg.Nodes, 1),
+		cluster, err := localcluster.Start(ctx, localcluster.Options{Rollouts: true, Nodes: max(c.cfg.Nodes, 1), CRDDirectoryPaths: crdDirs(c.cfg.CRDDir),
 			APIServerFlags: map[string]string{"audit-policy-file": policy, "audit-log-path": auditLog, "audit-log-format": "json"}})
 		if err != nil {
 			return err
@@ -150,7 +157,7 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 		}
 		prefixNamespaces(&spec, "loadtest-"+c.side.Name+"-")
 	}
-	cl, err := client.NewWithWatch(admin, client.Options{})
+	cl, err := client.NewWithWatch(admin, client.Options{Scheme: scheme})
 	if err != nil {
 		return err
 	}
@@ -237,6 +244,10 @@ func prefixNamespaces(s *Spec, prefix string) {
 	for i := range s.Sources {
 		s.Sources[i].Namespace = prefix + s.Sources[i].Namespace
 	}
+	for i := range s.Configs {
+		s.Configs[i].Namespace = prefix + s.Configs[i].Namespace
+		s.Configs[i].Source.Namespace = prefix + s.Configs[i].Source.Namespace
+	}
 	for i := range s.Workloads {
 		s.Workloads[i].Namespace = prefix + s.Workloads[i].Namespace
 		for j := range s.Workloads[i].Refs {
@@ -259,6 +270,11 @@ func setup(ctx context.Context, cl client.Client, spec Spec) error {
 	for _, s := range spec.Sources {
 		if err := cl.Create(ctx, sourceObject(s, 0)); err != nil {
 			return fmt.Errorf("create %s: %w", s.Key(), err)
+		}
+	}
+	for _, c := range spec.Configs {
+		if err := cl.Create(ctx, configObject(c)); err != nil {
+			return fmt.Errorf("create ReloaderConfig %s/%s: %w", c.Namespace, c.Name, err)
 		}
 	}
 	for _, w := range spec.Workloads {
@@ -299,3 +315,18 @@ func sortResults(rs []Result) {
 		}
 	}
 }
+
+func crdDirs(dir string) []string {
+	if dir == "" {
+		return nil
+	}
+	return []string{dir}
+}
+
+// scheme reads and writes the built-in kinds and ReloaderConfigs.
+var scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(v1alpha1.AddToScheme(s))
+	return s
+}()

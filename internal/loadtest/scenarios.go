@@ -17,6 +17,8 @@ type Spec struct {
 	Namespaces []string
 	Sources    []Source
 	Workloads  []Workload
+	// Configs are ReloaderConfigs, created before the workloads; they need the CRD.
+	Configs []RuleConfig
 	// Args are reloader flags the scenario needs, given to both sides.
 	Args []string
 }
@@ -351,6 +353,44 @@ var Scenarios = map[string]Scenario{
 		Drive: func(ctx context.Context, d *Driver, s Spec, p Params) error {
 			return every(ctx, p.Duration, 2*time.Second, func(i int) error { return d.Update(ctx, s.Sources[(i*2)%(200*p.Scale)]) })
 		}},
+	"S16": {ID: "S16", Title: "ReloaderConfigs: 10×scale configs, each selecting 10 unannotated Deployments by label",
+		Build: func(p Params) Spec { return grouped("s16", 10*p.Scale, true) },
+		Drive: configGroups},
+	"S17": {ID: "S17", Title: "S16's shape with the auto annotation instead of ReloaderConfigs, to compare",
+		Build: func(p Params) Spec { return grouped("s17", 10*p.Scale, false) },
+		Drive: configGroups},
+}
+
+// grouped builds n ConfigMaps, each used by 10 Deployments labelled with its group; with
+// configs the Deployments carry no annotation and one ReloaderConfig per group chooses them.
+func grouped(ns string, n int, configs bool) Spec {
+	var b builder
+	b.ns(ns)
+	for i := range n {
+		group := fmt.Sprintf("group-%d", i)
+		s := b.source(ConfigMap, ns, group, 256)
+		for j := range 10 {
+			w := b.workload(Deployment, ns, fmt.Sprintf("%s-%d", group, j), uses(s))
+			w.Plain, w.Labels, w.Replicas = configs, map[string]string{"group": group}, ptr.To[int32](0)
+			b.Workloads[len(b.Workloads)-1] = w
+		}
+		if configs {
+			b.Configs = append(b.Configs, RuleConfig{Namespace: ns, Name: group, Group: group, Source: s})
+		}
+	}
+	return b.Spec
+}
+
+// configGroups changes a tenth of the groups' ConfigMaps each second, in turn.
+func configGroups(ctx context.Context, d *Driver, s Spec, p Params) error {
+	return every(ctx, p.Duration, time.Second, func(i int) error {
+		for j := range max(len(s.Sources)/10, 1) {
+			if err := d.Update(ctx, s.Sources[(i*max(len(s.Sources)/10, 1)+j)%len(s.Sources)]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // ScenarioIDs lists the scenarios in order.

@@ -5,6 +5,7 @@ package loadtest
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -13,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/api/v1alpha1"
 )
 
 // Kinds of sources and workloads the scenarios use.
@@ -53,7 +56,8 @@ type Ref struct {
 	How    string
 }
 
-// Workload is a workload of a scenario; every one carries reloader.stakater.com/auto.
+// Workload is a workload of a scenario; every one carries reloader.stakater.com/auto unless
+// it is Plain (a ReloaderConfig chooses it).
 type Workload struct {
 	Kind      string
 	Namespace string
@@ -61,6 +65,10 @@ type Workload struct {
 	Refs      []Ref
 	// Annotations are added to the auto annotation.
 	Annotations map[string]string
+	// Plain workloads carry no auto annotation.
+	Plain bool
+	// Labels are added to the workload's own labels.
+	Labels map[string]string
 	// Replicas of Deployments and StatefulSets; nil means 1.
 	Replicas *int32
 }
@@ -160,10 +168,13 @@ func podTemplate(w Workload, restart corev1.RestartPolicy) corev1.PodTemplateSpe
 // workloadObject builds the workload.
 func workloadObject(w Workload) client.Object {
 	ann := map[string]string{"reloader.stakater.com/auto": "true"}
-	for k, v := range w.Annotations {
-		ann[k] = v
+	if w.Plain {
+		delete(ann, "reloader.stakater.com/auto")
 	}
-	meta := metav1.ObjectMeta{Namespace: w.Namespace, Name: w.Name, Annotations: ann, Labels: map[string]string{"loadtest": "true"}}
+	maps.Copy(ann, w.Annotations)
+	labels := map[string]string{"loadtest": "true"}
+	maps.Copy(labels, w.Labels)
+	meta := metav1.ObjectMeta{Namespace: w.Namespace, Name: w.Name, Annotations: ann, Labels: labels}
 	replicas := w.Replicas
 	if replicas == nil {
 		replicas = ptr.To[int32](1)
@@ -184,4 +195,21 @@ func workloadObject(w Workload) client.Object {
 	}
 	return &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Replicas: replicas, Selector: selector,
 		Template: podTemplate(w, corev1.RestartPolicyAlways)}}
+}
+
+// RuleConfig is a ReloaderConfig of a scenario: it targets the Deployments labelled group=Group
+// and names one source.
+type RuleConfig struct {
+	Namespace, Name, Group string
+	Source                 Source
+}
+
+func configObject(c RuleConfig) *v1alpha1.ReloaderConfig {
+	return &v1alpha1.ReloaderConfig{
+		ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Name},
+		Spec: v1alpha1.ReloaderConfigSpec{
+			Targets: []v1alpha1.Target{{Kind: Deployment, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"group": c.Group}}}},
+			Sources: []v1alpha1.Source{{Kind: c.Source.Kind, Name: c.Source.Name}},
+		},
+	}
 }
