@@ -1,0 +1,107 @@
+package reloaderconfig
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/reloader-operator/reloader/api/v1alpha1"
+	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/source"
+)
+
+func config(name string, spec v1alpha1.ReloaderConfigSpec) *v1alpha1.ReloaderConfig {
+	return &v1alpha1.ReloaderConfig{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Generation: 1}, Spec: spec}
+}
+
+func TestCompileTargetsAndRules(t *testing.T) {
+	c := Compile(config("shop", v1alpha1.ReloaderConfigSpec{
+		Targets: []v1alpha1.Target{{Kind: "Deployment", Name: "web"}, {Kind: "StatefulSet", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "shop"}}}},
+		Sources: []v1alpha1.Source{{Kind: "ConfigMap", Name: "cfg", Keys: []string{"a"}}, {Kind: "Secret", Auto: true, AutoKeys: true}},
+	}))
+	obj := func(name string, labels map[string]string) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	}
+	checks := []struct {
+		kind string
+		obj  *appsv1.Deployment
+		want bool
+	}{
+		{"Deployment", obj("web", nil), true},
+		{"Deployment", obj("api", map[string]string{"team": "shop"}), false},
+		{"StatefulSet", obj("db", map[string]string{"team": "shop"}), true},
+		{"StatefulSet", obj("web", nil), false},
+	}
+	for _, ch := range checks {
+		if got := c.TargetsWorkload(ch.kind, ch.obj); got != ch.want {
+			t.Errorf("TargetsWorkload(%s %s) = %v, want %v", ch.kind, ch.obj.Name, got, ch.want)
+		}
+	}
+	if len(c.Rules) != 2 || c.Rules[0].Kind != source.ConfigMap || c.Rules[0].Keys[0] != "a" || c.Rules[1].Kind != source.Secret || !c.Rules[1].AutoKeys {
+		t.Errorf("rules = %+v", c.Rules)
+	}
+}
+
+// A selector the schema lets through but labels.Selector refuses chooses nothing and is
+// reported; the rest of the config still applies.
+func TestCompileKeepsTheRestOfABadConfig(t *testing.T) {
+	c := Compile(config("bad", v1alpha1.ReloaderConfigSpec{
+		Targets: []v1alpha1.Target{{Kind: "Deployment", Name: "web"}, {Kind: "Deployment", Selector: &metav1.LabelSelector{
+			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: "Sometimes"}}}}},
+		Sources: []v1alpha1.Source{{Kind: "ConfigMap", Name: "cfg"}},
+	}))
+	if len(c.Errs) != 1 || !strings.Contains(c.Errs[0].Error(), "spec.targets[1].selector") {
+		t.Fatalf("errors = %v", c.Errs)
+	}
+	if c.TargetsWorkload("Deployment", &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "other", Labels: map[string]string{"team": "x"}}}) {
+		t.Error("the bad selector chose a workload")
+	}
+	if !c.TargetsWorkload("Deployment", &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web"}}) {
+		t.Error("the good target was lost")
+	}
+}
+
+// Configs that disagree resolve the same way whatever order they come in: the first by name.
+func TestMergeIsOrderFreeAndReportsConflicts(t *testing.T) {
+	a := Compile(config("a", v1alpha1.ReloaderConfigSpec{Strategy: "annotations", PausePeriod: &metav1.Duration{Duration: time.Minute},
+		Sources: []v1alpha1.Source{{Kind: "ConfigMap", Name: "one"}}}))
+	b := Compile(config("b", v1alpha1.ReloaderConfigSpec{Strategy: "env-vars", PausePeriod: &metav1.Duration{Duration: time.Minute},
+		RunCronJobsOnReload: ptr.To(true), Sources: []v1alpha1.Source{{Kind: "ConfigMap", Name: "two"}}}))
+	for _, order := range [][]*Compiled{{a, b}, {b, a}} {
+		m := Merge(order)
+		if _, ok := m.Overrides.Strategy.(reload.Annotations); !ok {
+			t.Errorf("strategy %T, want a's annotations", m.Overrides.Strategy)
+		}
+		if m.Overrides.RunCronJobs == nil || !*m.Overrides.RunCronJobs || *m.Overrides.PausePeriod != time.Minute {
+			t.Errorf("overrides %+v", m.Overrides)
+		}
+		if len(m.Conflicts) != 1 || m.Conflicts[0].Setting != "strategy" || m.Conflicts[0].Winner != "a" {
+			t.Errorf("conflicts %v, want only strategy, won by a", m.Conflicts)
+		}
+		if len(m.Rules) != 2 || m.Rules[0].Name != "one" {
+			t.Errorf("rules %+v, want a's first", m.Rules)
+		}
+	}
+}
+
+func TestCacheCompilesOncePerGeneration(t *testing.T) {
+	var c Cache
+	cfg := config("x", v1alpha1.ReloaderConfigSpec{Sources: []v1alpha1.Source{{Kind: "ConfigMap", Name: "one"}}})
+	first := c.Get(cfg)
+	if c.Get(cfg) != first {
+		t.Error("compiled twice for one generation")
+	}
+	cfg.Generation = 2
+	if c.Get(cfg) == first {
+		t.Error("a new generation kept the old rules")
+	}
+	c.Forget(cfg.UID)
+	if len(c.entries) != 0 {
+		t.Errorf("Forget left %d entries", len(c.entries))
+	}
+}
