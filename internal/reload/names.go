@@ -60,6 +60,8 @@ func (n *Names) Match(name string) bool {
 	return false
 }
 
+func (n *Names) size() int { return n.cost }
+
 // Empty reports whether the list holds nothing that can match.
 func (n *Names) Empty() bool { return n == nil || len(n.literals)+len(n.patterns) == 0 }
 

@@ -172,11 +172,11 @@ func TestParsedOncePerValue(t *testing.T) {
 }
 
 func TestCacheIsBounded(t *testing.T) {
-	c := newNamesCache(64 << 10)
+	c := newParseCache(64 << 10)
 	var sizes []int
 	for i := range 2000 {
 		v := "p-" + strings.Repeat("x", i%50) + "-[a-z]+," + strings.Repeat("n", 1+i%200)
-		c.get(v, true)
+		c.names(v, true)
 		if c.used > c.budget {
 			t.Fatalf("cache holds %d bytes over its budget of %d", c.used, c.budget)
 		}
@@ -186,11 +186,11 @@ func TestCacheIsBounded(t *testing.T) {
 		t.Errorf("cache holds %d of 2000 values", c.len())
 	}
 	v := "recent-.*"
-	n := c.get(v, true)
-	if c.get(v, true) != n {
+	n := c.names(v, true)
+	if c.names(v, true) != n {
 		t.Error("the most recent value was evicted")
 	}
-	if c.get(v, false) == n {
+	if c.names(v, false) == n {
 		t.Error("a value parsed as an exclude list shares the reload list's parse")
 	}
 }

@@ -57,7 +57,9 @@ type Events struct {
 // is recorded without a reload; one that no longer concerns it is forgotten. A source that
 // appears where Absent was recorded was created; one that disappears was deleted: each reloads
 // only when ev says so. An unreported deletion keeps the last hash, so a re-created source
-// with other content still reloads.
+// with other content still reloads. A source whose hash now covers another set of its keys
+// (hash.KeySet: a keys annotation edited) is recorded without a reload, like one that newly
+// concerns the workload: the two hashes measure different things.
 func Diff(last Record, hasRecord bool, current map[source.ID]string, ev Events) (changed []source.ID, next Record) {
 	if hasRecord && last.folded() {
 		return diffFolded(last, current, ev)
@@ -78,6 +80,7 @@ func Diff(last Record, hasRecord bool, current map[source.ID]string, ev Events) 
 			} else {
 				next[id.String()] = old
 			}
+		case hash.KeySet(old) != hash.KeySet(h):
 		case !covered(id.Kind, old, h):
 			changed = append(changed, id)
 		}

@@ -23,6 +23,9 @@ type Rules struct {
 	Search  bool
 	// Configs are the source rules of the ReloaderConfigs that target the workload.
 	Configs []ConfigRule
+	// UsedKeysOnly and KeyLists restrict sources to some of their keys (see KeysOf).
+	UsedKeysOnly bool
+	KeyLists     map[source.Kind]*KeyList
 }
 
 // HasNamed reports whether the workload names sources of this kind (it may not reference them).
@@ -70,11 +73,23 @@ func ParseRules(keys Keys, meta, template map[string]string) (Rules, []error) {
 		if !ok {
 			return nil
 		}
-		n := compiled.get(v, patterns)
+		n := compiled.names(v, patterns)
 		for _, err := range n.errs {
 			errs = append(errs, fmt.Errorf("annotation %s: %w", key, err))
 		}
 		return n
+	}
+
+	keyList := func(key string) *KeyList {
+		v, ok := lookup(key)
+		if !ok {
+			return nil
+		}
+		l := compiled.keyList(v)
+		for _, err := range l.errs {
+			errs = append(errs, fmt.Errorf("annotation %s: %w", key, err))
+		}
+		return l
 	}
 
 	r := Rules{
@@ -83,9 +98,16 @@ func ParseRules(keys Keys, meta, template map[string]string) (Rules, []error) {
 		Named:     map[source.Kind]*Names{},
 		Literal:   map[source.Kind][]string{},
 		Exclude:   map[source.Kind]*Names{},
+		KeyLists:  map[source.Kind]*KeyList{},
 	}
 	if s := boolean(keys.Search); s != nil {
 		r.Search = *s
+	}
+	if u := boolean(UsedKeysOnlyAnnotation); u != nil {
+		r.UsedKeysOnly = *u
+	}
+	for k, key := range keysAnnotations {
+		r.KeyLists[k] = keyList(key)
 	}
 	for _, k := range source.Kinds {
 		r.TypedAuto[k] = boolean(keys.TypedAuto[k])
