@@ -18,27 +18,31 @@ import (
 // changed, if it changed after reloader first saw it. At start-up every workload waits in the
 // queue for its first reconcile, seconds to minutes on a large cluster; a change landing
 // meanwhile is a change since reloader saw it, and must reload rather than become the record.
-// Only the sources that changed are kept, as hash strings, and only until the workload's
-// record is seen.
+// Only the sources that changed are kept, and only until the workload's record is seen.
+//
+// They are kept as the cached objects (nil for a source that did not exist), not as hashes:
+// a workload may hash only some keys of a source (Rules.KeysOf), and its hash of the object
+// is taken when it reconciles. A cached object holds a digest per key, no content.
 type baselines struct {
 	mu sync.Mutex
-	m  map[types.UID]reload.Record
-	// handled is each source's hash as of the last event the handlers below processed. An
-	// informer updates its store before it tells its handlers, so a reconcile can read a
-	// change the handlers have not heard yet; the hash here is then the one before it.
-	handled map[string]string
+	m  map[types.UID]map[source.ID]client.Object
+	// handled is each source's object as of the last event the handlers below processed.
+	// An informer updates its store before it tells its handlers, so a reconcile can read a
+	// change the handlers have not heard yet; the object here is then the one before it. It
+	// is the object the cache holds, or held until the event being handled.
+	handled map[string]client.Object
 	regs    []toolscache.ResourceEventHandlerRegistration
 }
 
 func handledKey(ns string, id source.ID) string { return ns + "/" + id.String() }
 
-func (b *baselines) setHandled(ns string, id source.ID, hash string) {
+func (b *baselines) setHandled(ns string, id source.ID, o client.Object) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.handled == nil {
-		b.handled = map[string]string{}
+		b.handled = map[string]client.Object{}
 	}
-	b.handled[handledKey(ns, id)] = hash
+	b.handled[handledKey(ns, id)] = o
 }
 
 func (b *baselines) forgetHandled(ns string, id source.ID) {
@@ -60,18 +64,18 @@ func (b *baselines) synced() bool {
 	return true
 }
 
-// of returns the baseline of a workload without record: the hashes noted by the handlers,
-// and, for a source whose newest change the handlers have not heard yet, the hash before it.
-func (b *baselines) of(uid types.UID, ns string, current map[source.ID]string) reload.Record {
+// of returns the baseline of a workload without record: the hashes of the objects noted by
+// the handlers, and, for a source whose newest change the handlers have not heard yet, the
+// hash of the object before it. hashOf hashes an object as the workload observes its source.
+func (b *baselines) of(uid types.UID, ns string, current map[source.ID]string, hashOf func(source.ID, client.Object) string) reload.Record {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out reload.Record
 	for id, hash := range current {
-		key := id.String()
-		old, noted := b.m[uid][key]
+		old, noted := b.m[uid][id]
 		if !noted {
 			h, heard := b.handled[handledKey(ns, id)]
-			if !heard || h == hash {
+			if !heard || hashOf(id, h) == hash {
 				continue
 			}
 			old = h
@@ -79,32 +83,32 @@ func (b *baselines) of(uid types.UID, ns string, current map[source.ID]string) r
 		if out == nil {
 			out = reload.Record{}
 		}
-		out[key] = old
+		out[id.String()] = hashOf(id, old)
 	}
-	for key, old := range b.m[uid] {
+	for id, old := range b.m[uid] {
 		if out == nil {
 			out = reload.Record{}
 		}
-		if _, ok := out[key]; !ok {
-			out[key] = old
+		if _, ok := out[id.String()]; !ok {
+			out[id.String()] = hashOf(id, old)
 		}
 	}
 	return out
 }
 
-// before notes the hash a source had before its first change since the workload was seen;
-// later changes keep the first.
-func (b *baselines) before(uid types.UID, id source.ID, hash string) {
+// before notes the object a source was before its first change since the workload was seen
+// (nil: it did not exist); later changes keep the first.
+func (b *baselines) before(uid types.UID, id source.ID, old client.Object) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.m == nil {
-		b.m = map[types.UID]reload.Record{}
+		b.m = map[types.UID]map[source.ID]client.Object{}
 	}
 	if b.m[uid] == nil {
-		b.m[uid] = reload.Record{}
+		b.m[uid] = map[source.ID]client.Object{}
 	}
-	if _, ok := b.m[uid][id.String()]; !ok {
-		b.m[uid][id.String()] = hash
+	if _, ok := b.m[uid][id]; !ok {
+		b.m[uid][id] = old
 	}
 }
 
@@ -132,9 +136,9 @@ func (r *WorkloadReconciler) watchBaselines(mgr ctrl.Manager) error {
 			AddFunc: func(obj any, initial bool) {
 				if o, ok := obj.(client.Object); ok {
 					if !initial {
-						r.changedFrom(ctx, st, o, reload.Absent)
+						r.changedFrom(ctx, st, o, nil)
 					}
-					r.baselines.setHandled(o.GetNamespace(), source.ID{Kind: st.Kind, Name: o.GetName()}, st.contentHash(o))
+					r.baselines.setHandled(o.GetNamespace(), source.ID{Kind: st.Kind, Name: o.GetName()}, o)
 				}
 			},
 			UpdateFunc: func(oldObj, newObj any) {
@@ -144,16 +148,16 @@ func (r *WorkloadReconciler) watchBaselines(mgr ctrl.Manager) error {
 					return
 				}
 				if st.contentHash(o) != st.contentHash(n) {
-					r.changedFrom(ctx, st, n, st.contentHash(o))
+					r.changedFrom(ctx, st, n, o)
 				}
-				r.baselines.setHandled(n.GetNamespace(), source.ID{Kind: st.Kind, Name: n.GetName()}, st.contentHash(n))
+				r.baselines.setHandled(n.GetNamespace(), source.ID{Kind: st.Kind, Name: n.GetName()}, n)
 			},
 			DeleteFunc: func(obj any) {
 				if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 					obj = tomb.Obj
 				}
 				if o, ok := obj.(client.Object); ok {
-					r.changedFrom(ctx, st, o, st.contentHash(o))
+					r.changedFrom(ctx, st, o, o)
 					r.baselines.forgetHandled(o.GetNamespace(), source.ID{Kind: st.Kind, Name: o.GetName()})
 				}
 			},
@@ -182,9 +186,9 @@ func (r *WorkloadReconciler) watchBaselines(mgr ctrl.Manager) error {
 	return err
 }
 
-// changedFrom notes, on each workload without record that source object o concerns, the hash
-// the source had before this change.
-func (r *WorkloadReconciler) changedFrom(ctx context.Context, st SourceType, o client.Object, old string) {
+// changedFrom notes, on each workload without record that source object o concerns, the
+// object the source was before this change (nil: it did not exist).
+func (r *WorkloadReconciler) changedFrom(ctx context.Context, st SourceType, o, old client.Object) {
 	if selected, err := r.namespaceSelected(ctx, o.GetNamespace()); err != nil || !selected {
 		return // a workload there is first seen when its namespace is selected
 	}
@@ -195,4 +199,18 @@ func (r *WorkloadReconciler) changedFrom(ctx context.Context, st SourceType, o c
 		}
 		r.baselines.before(w.GetUID(), id, old)
 	})
+}
+
+// baselineHash hashes a source object noted in a baseline as the workload observes the
+// source now: restricted to the same keys.
+func (r *WorkloadReconciler) baselineHash(w seen) func(source.ID, client.Object) string {
+	return func(id source.ID, o client.Object) string {
+		for _, st := range r.Sources {
+			if st.Kind == id.Kind {
+				seen := w.sources[id]
+				return st.hashOf(o, seen.keys, seen.restricted)
+			}
+		}
+		return reload.Absent
+	}
 }

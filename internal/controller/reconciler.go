@@ -195,7 +195,7 @@ func (r *WorkloadReconciler) input(ctx context.Context, obj client.Object, w see
 		for id, o := range w.sources {
 			current[id] = o.hash
 		}
-		in.Baseline = r.baselines.of(obj.GetUID(), obj.GetNamespace(), current)
+		in.Baseline = r.baselines.of(obj.GetUID(), obj.GetNamespace(), current, r.baselineHash(w))
 	}
 	return in
 }

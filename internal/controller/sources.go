@@ -42,6 +42,10 @@ type SourceType struct {
 	Hash func(client.Object) string
 	// UIDHash computes the hash of the UID-keyed scheme, for Secrets only.
 	UIDHash func(client.Object) string
+	// KeyDigests computes a short digest of each key of a full watched object, for the types
+	// whose content is made of keys; nil for the others. Transform keeps them in place of the
+	// content, so that a workload can hash some keys only (hash.Subset).
+	KeyDigests func(client.Object) map[string]string
 	// Ready, when set, blocks Transform until Hash can work (the Secret hash key is loaded);
 	// an error leaves the object out of the cache, and the informer retries.
 	Ready func() error
@@ -75,6 +79,9 @@ func Secrets(key KeySource) SourceType {
 		NewList:   func() client.ObjectList { return &corev1.SecretList{} },
 		Hash:      func(o client.Object) string { return hash.Secret(key.Key(), o.(*corev1.Secret)) },
 		UIDHash:   func(o client.Object) string { return hash.UIDKeyedSecret(o.(*corev1.Secret)) },
+		KeyDigests: func(o client.Object) map[string]string {
+			return hash.SecretKeys(key.Key(), o.(*corev1.Secret))
+		},
 		// Service account tokens are rotated by Kubernetes and are never user config.
 		Field: fields.OneTermNotEqualSelector("type", string(corev1.SecretTypeServiceAccountToken)),
 	}
@@ -88,6 +95,9 @@ var (
 		NewObject: func() client.Object { return &corev1.ConfigMap{} },
 		NewList:   func() client.ObjectList { return &corev1.ConfigMapList{} },
 		Hash:      func(o client.Object) string { return hash.ConfigMap(o.(*corev1.ConfigMap)) },
+		KeyDigests: func(o client.Object) map[string]string {
+			return hash.ConfigMapKeys(o.(*corev1.ConfigMap))
+		},
 	}
 	// CSIMounts see a SecretProviderClass through the Secrets Store CSI driver's status of
 	// each pod's mount: a new object version in any of them is a change of the class.
@@ -115,8 +125,9 @@ func mountVersions(o client.Object) []string {
 	return out
 }
 
-// Transform replaces a source's content by its hash before the object enters the cache, so
-// that reloader's memory grows with the number of objects, not with their bytes.
+// Transform replaces a source's content by its hash and, for the types made of keys, each
+// value by a short digest (KeyDigests), before the object enters the cache, so that
+// reloader's memory grows with the number of objects and keys, not with their bytes.
 //
 // The informer may hand the same object to Transform more than once (objects of the initial
 // list are); the second pass must keep the hash of the content, not hash the emptied object.
@@ -138,11 +149,21 @@ func (t SourceType) Transform(obj any) (any, error) {
 	if t.UIDHash != nil {
 		uidHash = t.UIDHash(o)
 	}
+	var digests map[string]string
+	if t.KeyDigests != nil {
+		digests = t.KeyDigests(o)
+	}
 	switch v := o.(type) {
 	case *corev1.ConfigMap:
-		v.Data, v.BinaryData = nil, nil
+		v.Data, v.BinaryData = digests, nil
 	case *corev1.Secret:
 		v.Data, v.StringData = nil, nil
+		if digests != nil {
+			v.Data = make(map[string][]byte, len(digests))
+			for k, d := range digests {
+				v.Data[k] = []byte(d)
+			}
+		}
 	}
 	o.SetManagedFields(nil)
 	ann := o.GetAnnotations()
@@ -174,6 +195,37 @@ func (t SourceType) uidHash(o client.Object) string {
 		return h
 	}
 	return t.UIDHash(o)
+}
+
+// keyDigests reads the per-key digests Transform kept in a cached object, or computes them
+// from a full one.
+func (t SourceType) keyDigests(o client.Object) map[string]string {
+	if _, cached := o.GetAnnotations()[cachedHashAnnotation]; !cached {
+		return t.KeyDigests(o)
+	}
+	switch v := o.(type) {
+	case *corev1.ConfigMap:
+		return v.Data
+	case *corev1.Secret:
+		out := make(map[string]string, len(v.Data))
+		for k, d := range v.Data {
+			out[k] = string(d)
+		}
+		return out
+	}
+	return nil
+}
+
+// hashOf returns the hash of a watched object as a workload observes its source: of the
+// given keys when restricted, of the whole content otherwise; Absent for no object.
+func (t SourceType) hashOf(o client.Object, keys []string, restricted bool) string {
+	switch {
+	case o == nil:
+		return reload.Absent
+	case restricted && t.KeyDigests != nil:
+		return hash.Subset(t.contentHash(o), t.keyDigests(o), keys)
+	}
+	return t.contentHash(o)
 }
 
 // sourceName names the source a watched object stands for.
@@ -269,6 +321,22 @@ func (t SourceType) pooled(list client.ObjectList) map[string]snapshot {
 type observed struct {
 	snapshot
 	ref *source.Ref
+	// keys are the keys that concern the workload when restricted (Rules.KeysOf); the hash
+	// covers only them.
+	keys       []string
+	restricted bool
+}
+
+// observe is a source as the workload sees it: restricted to some keys by its rules.
+func (t SourceType) observe(id source.ID, s snapshot, ref *source.Ref, rules *reload.Rules, spec *corev1.PodSpec) observed {
+	o := observed{snapshot: s, ref: ref}
+	if t.KeyDigests == nil {
+		return o
+	}
+	if o.keys, o.restricted = rules.KeysOf(id, spec); o.restricted {
+		o.hash = t.hashOf(s.obj, o.keys, true)
+	}
+	return o
 }
 
 // concerned returns the sources that concern the workload, by ID. A referenced or literally
@@ -288,9 +356,9 @@ func (r *WorkloadReconciler) concerned(ctx context.Context, ns string, tpl *core
 			switch {
 			case !ok:
 			case exists:
-				out[id] = observed{snapshot: s, ref: ref}
+				out[id] = st.observe(id, s, ref, rules, &tpl.Spec)
 			case st.Pool == nil:
-				out[id] = observed{snapshot: snapshot{hash: reload.Absent}, ref: ref}
+				out[id] = st.observe(id, snapshot{hash: reload.Absent}, ref, rules, &tpl.Spec)
 			}
 		}
 		wanted := append(append([]string(nil), rules.Literal[st.Kind]...), rules.ConfigLiterals(st.Kind)...)

@@ -1,6 +1,9 @@
 package controller
 
 import (
+	"fmt"
+	"maps"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -12,20 +15,20 @@ import (
 	"github.com/reloader-operator/reloader/internal/hash"
 )
 
-func TestTransformKeepsOnlyTheHashAndIsIdempotent(t *testing.T) {
+func TestTransformKeepsOnlyHashesAndIsIdempotent(t *testing.T) {
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "c", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
 		Data:       map[string]string{"k": "v"},
 		BinaryData: map[string][]byte{"b": {1}},
 	}
-	want := hash.ConfigMap(cm)
+	want, wantKeys := hash.ConfigMap(cm), hash.ConfigMapKeys(cm)
 	for pass := 1; pass <= 2; pass++ {
 		out, err := ConfigMaps.Transform(cm)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := out.(*corev1.ConfigMap)
-		if got.Data != nil || got.BinaryData != nil || got.ManagedFields != nil {
+		if !maps.Equal(got.Data, wantKeys) || got.BinaryData != nil || got.ManagedFields != nil {
 			t.Fatalf("pass %d: content or managed fields kept in cache: %+v", pass, got)
 		}
 		if h := ConfigMaps.contentHash(got); h != want {
@@ -39,12 +42,15 @@ func TestTransformKeepsOnlyTheHashAndIsIdempotent(t *testing.T) {
 	}
 	secrets := Secrets(key)
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", UID: "u1"}, Data: map[string][]byte{"p": []byte("x")}}
-	want, wantUID := hash.Secret(key, s), hash.UIDKeyedSecret(s)
+	want, wantUID, wantKeys := hash.Secret(key, s), hash.UIDKeyedSecret(s), hash.SecretKeys(key, s)
 	for pass := 1; pass <= 2; pass++ {
 		out, _ := secrets.Transform(s)
 		got := out.(*corev1.Secret)
-		if got.Data != nil || secrets.contentHash(got) != want || secrets.uidHash(got) != wantUID {
-			t.Fatalf("pass %d: secret data kept or hash wrong", pass)
+		if len(got.Data) != 1 || string(got.Data["p"]) != wantKeys["p"] || secrets.contentHash(got) != want || secrets.uidHash(got) != wantUID {
+			t.Fatalf("pass %d: secret data kept or hash wrong: %q", pass, got.Data)
+		}
+		if sub := secrets.hashOf(got, []string{"p"}, true); sub != hash.Subset(want, wantKeys, []string{"p"}) {
+			t.Fatalf("pass %d: subset hash of the cached Secret %q", pass, sub)
 		}
 	}
 }
@@ -62,7 +68,7 @@ func TestSpoofedMarkerKeepsNoDataInCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := out.(*corev1.ConfigMap)
-	if got.Data != nil {
+	if len(got.Data["k"]) > 64 {
 		t.Fatalf("%d bytes of data kept in the cache", len(got.Data["k"]))
 	}
 	if h := ConfigMaps.contentHash(got); h != want {
@@ -78,4 +84,52 @@ func TestCacheMarkerIsNoValidAnnotationKey(t *testing.T) {
 			t.Errorf("%s is a valid annotation key: a user could spoof the cache marker", key)
 		}
 	}
+}
+
+// TestCachedConfigMapHoldsKeysAndDigestsOnly: a 1 MiB ConfigMap takes, once transformed, its
+// key names and one fixed-size digest per key; its values are not retained.
+func TestCachedConfigMapHoldsKeysAndDigestsOnly(t *testing.T) {
+	const keys = 16
+	big := func() *corev1.ConfigMap {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "big"}, Data: map[string]string{}}
+		for i := range keys {
+			cm.Data[fmt.Sprintf("key-%02d", i)] = strings.Repeat(string(rune('a'+i)), 1<<20/keys)
+		}
+		return cm
+	}
+	transformed := func() any {
+		out, err := ConfigMaps.Transform(big())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	got := transformed().(*corev1.ConfigMap)
+	stored := 0
+	for k, d := range got.Data {
+		stored += len(k) + len(d)
+	}
+	if len(got.Data) != keys || stored != keys*(6+32) {
+		t.Errorf("cache holds %d keys, %d bytes of keys and digests", len(got.Data), stored)
+	}
+	full, cached := retainedBy(func() any { return big() }), retainedBy(transformed)
+	t.Logf("1 MiB ConfigMap of %d keys: %d bytes held in full, %d once transformed", keys, full, cached)
+	if full < 1<<20 {
+		t.Skipf("the heap measure is unreliable here: a full ConfigMap holds %d bytes", full)
+	}
+	if cached > 16<<10 {
+		t.Errorf("a transformed 1 MiB ConfigMap holds %d bytes", cached)
+	}
+}
+
+// retainedBy returns the heap bytes still held by what fn returns.
+func retainedBy(fn func() any) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	v := fn()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(v)
+	return after.HeapAlloc - min(after.HeapAlloc, before.HeapAlloc)
 }

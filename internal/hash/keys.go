@@ -31,7 +31,7 @@ func ConfigMapKeys(cm *corev1.ConfigMap) map[string]string {
 // SecretKeys returns a short digest of each key's value, keyed like Secret: an HMAC under the
 // install's key of namespace, name, key and value, so that no digest can be brute-forced
 // without the key. Without a key it is keyed by the Secret's UID, as UIDKeyedSecret is.
-func SecretKeys(k Key, s *corev1.Secret) map[string][]byte {
+func SecretKeys(k Key, s *corev1.Secret) map[string]string {
 	mac := func() hash.Hash {
 		if !k.Valid() {
 			return hmac.New(sha256.New, []byte(s.UID))
@@ -41,9 +41,9 @@ func SecretKeys(k Key, s *corev1.Secret) map[string][]byte {
 		writeString(h, s.Name)
 		return h
 	}
-	out := make(map[string][]byte, len(s.Data))
+	out := make(map[string]string, len(s.Data))
 	for key, v := range s.Data {
-		out[key] = []byte(keyDigest(mac(), 'd', key, v))
+		out[key] = keyDigest(mac(), 'd', key, v)
 	}
 	return out
 }
@@ -69,7 +69,7 @@ const subsetMark = "keys."
 // The form is "[<key id>:]keys.<key set>.<hex>", where <key set> is a short fingerprint of
 // the names of the keys (KeySet), so that a change of the key set is told from a change of
 // content.
-func Subset[V ~string | ~[]byte](whole string, digests map[string]V, keys []string) string {
+func Subset(whole string, digests map[string]string, keys []string) string {
 	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
 	h := sha256.New()
 	writeLen(h, len(keys))
@@ -81,7 +81,7 @@ func Subset[V ~string | ~[]byte](whole string, digests map[string]V, keys []stri
 			continue
 		}
 		h.Write([]byte{1})
-		writeString(h, string(d))
+		writeString(h, d)
 	}
 	var prefix string
 	if id, keyed := KeyID(whole); keyed {

@@ -15,8 +15,8 @@ type grammar uint8
 
 const (
 	exactNames      grammar = iota // an exclude list
-	namesOrPatterns               // a reload list
-	sourceKeys                    // a keys list ("name/key, ...")
+	namesOrPatterns                // a reload list
+	sourceKeys                     // a keys list ("name/key, ...")
 )
 
 // parsed is a parsed value, shared between workloads and never modified.
@@ -44,7 +44,7 @@ type parseCache struct {
 }
 
 type cacheKey struct {
-	value  string
+	value   string
 	grammar grammar
 }
 
