@@ -13,7 +13,6 @@ import (
 	"github.com/reloader-operator/reloader/internal/reload"
 )
 
-
 // waitChanges waits until the workload's pod template has changed want times, then gives
 // reloader time to change it once more, which it must not.
 func waitChanges(t *testing.T, name string, changes func() int, want int) {
