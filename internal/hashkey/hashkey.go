@@ -116,7 +116,8 @@ func (l *Loader) Key() hash.Key { return l.key }
 
 // Load reads the key from its Secret in ns, creating the Secret first if there is none. Two
 // replicas starting at once may both try to create it: the loser reads the winner's. c must
-// read from the API server, not from reloader's cache, which drops Secret data.
+// read from the API server, not from reloader's cache, which keeps only keyed digests of
+// Secret data.
 func Load(ctx context.Context, c client.Client, ns string) (hash.Key, error) {
 	s := &corev1.Secret{}
 	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: SecretName}, s)

@@ -122,7 +122,7 @@ func checkKeyEntry(entry string) error {
 	case len(validation.IsDNS1123Subdomain(name)) > 0:
 		return fmt.Errorf("entry %q: %q is not an object name", clip(entry), clip(name))
 	case len(validation.IsConfigMapKey(key)) > 0:
-		return fmt.Errorf("entry %q: %q is not a valid key (%s)", clip(entry), clip(key), strings.Join(validation.IsConfigMapKey(key), "; "))
+		return fmt.Errorf("entry %q: %q is not a valid key (letters, digits, '-', '_' and '.', at most %d characters)", clip(entry), clip(key), validation.DNS1123SubdomainMaxLength)
 	}
 	return nil
 }
