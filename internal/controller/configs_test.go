@@ -34,22 +34,6 @@ func changeData(t *testing.T, cm *corev1.ConfigMap, key, value string) {
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data[key] = value })
 }
 
-// rolls waits until the workload's pod template has changed want times, then checks that it
-// stays so while reloader could still act.
-func rolls(t *testing.T, what string, count func() int, want int) {
-	t.Helper()
-	eventually(t, what, func() error {
-		if got := count(); got != want {
-			return fmt.Errorf("pod template changed %d times, want %d", got, want)
-		}
-		return nil
-	})
-	settle()
-	if got := count(); got != want {
-		t.Fatalf("%s: pod template changed %d times after settling, want %d", what, got, want)
-	}
-}
-
 // A workload without any annotation reloads through a ReloaderConfig: by name, by label
 // selector, and the sources it references with auto. Sources the rules leave out change
 // nothing.
@@ -78,14 +62,14 @@ func TestReloaderConfigReloadsUnannotatedWorkloads(t *testing.T) {
 
 	changeData(t, other, "k", "v2")
 	update(t, sec, func(s *corev1.Secret) { s.StringData = map[string]string{"k": "v2"} })
-	rolls(t, "sources the rules leave out", count, 0)
+	waitChanges(t, "sources the rules leave out", count, 0)
 
 	changeData(t, named, "k", "v2")
-	rolls(t, "a source named by the config", count, 1)
+	waitChanges(t, "a source named by the config", count, 1)
 	changeData(t, labelled, "k", "v2")
-	rolls(t, "a source selected by label", count, 2)
+	waitChanges(t, "a source selected by label", count, 2)
 	changeData(t, referenced, "k", "v2")
-	rolls(t, "a referenced source named by the config", count, 3)
+	waitChanges(t, "a referenced source named by the config", count, 3)
 	w := get(t, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}})
 	if v, ok := envOf(&w.Spec.Template, "app", "STAKATER_NAMED_CONFIGMAP"); !ok || v == "" {
 		t.Errorf("named source not written to the first container: %q %v", v, ok)
@@ -100,9 +84,9 @@ func TestReloaderConfigAndAnnotationRollOnce(t *testing.T) {
 	settle()
 	count := templateChanges(t, d)
 	changeData(t, cm, "k", "v2")
-	rolls(t, "one change", count, 1)
+	waitChanges(t, "one change", count, 1)
 	changeData(t, cm, "k", "v3")
-	rolls(t, "another change", count, 2)
+	waitChanges(t, "another change", count, 2)
 }
 
 // Creating and deleting a ReloaderConfig restarts nothing; once deleted, its rules stop.
@@ -116,10 +100,10 @@ func TestReloaderConfigLifecycleRestartsNothing(t *testing.T) {
 	cfg := reloaderConfig(ns, "web", []v1alpha1.Target{byName("Deployment", "web")}, v1alpha1.Source{Kind: "ConfigMap", Auto: true})
 	create(t, cfg)
 	recorded(t, d)
-	rolls(t, "config created", count, 0)
+	waitChanges(t, "config created", count, 0)
 
 	changeData(t, cm, "k", "v2")
-	rolls(t, "change under the config", count, 1)
+	waitChanges(t, "change under the config", count, 1)
 
 	must(t, k8s.Delete(context.Background(), cfg))
 	eventually(t, "record forgets the config's sources", func() error {
@@ -132,9 +116,9 @@ func TestReloaderConfigLifecycleRestartsNothing(t *testing.T) {
 		}
 		return nil
 	})
-	rolls(t, "config deleted", count, 1)
+	waitChanges(t, "config deleted", count, 1)
 	changeData(t, cm, "k", "v3")
-	rolls(t, "change after the config is gone", count, 1)
+	waitChanges(t, "change after the config is gone", count, 1)
 }
 
 // Sources and targets that a config names before they exist are picked up when they appear:
@@ -153,9 +137,9 @@ func TestReloaderConfigSourcesAndTargetsAppearLater(t *testing.T) {
 	count := templateChanges(t, d)
 	cm := configMap(ns, "late", map[string]string{"k": "v1"})
 	create(t, cm)
-	rolls(t, "source created", count, 0)
+	waitChanges(t, "source created", count, 0)
 	changeData(t, cm, "k", "v2")
-	rolls(t, "created source changed", count, 1)
+	waitChanges(t, "created source changed", count, 1)
 
 	other := deployment(ns, "other", nil, podSpec())
 	create(t, other)
@@ -163,8 +147,8 @@ func TestReloaderConfigSourcesAndTargetsAppearLater(t *testing.T) {
 	update(t, other, func(o *appsv1.Deployment) { o.Labels = map[string]string{"reload": "yes"} })
 	recorded(t, other)
 	changeData(t, cm, "k", "v3")
-	rolls(t, "web, after the relabel", count, 2)
-	rolls(t, "the relabelled workload", otherCount, 1)
+	waitChanges(t, "web, after the relabel", count, 2)
+	waitChanges(t, "the relabelled workload", otherCount, 1)
 }
 
 // A config's settings override the flags for its targets: the annotations strategy here.
@@ -182,7 +166,7 @@ func TestReloaderConfigOverrides(t *testing.T) {
 	recorded(t, d)
 	count := templateChanges(t, d)
 	changeData(t, cm, "k", "v2")
-	rolls(t, "change", count, 1)
+	waitChanges(t, "change", count, 1)
 	w := get(t, d)
 	if _, ok := w.Spec.Template.Annotations[reload.LastReloadedFrom]; !ok {
 		t.Errorf("the annotations strategy of %s did not apply: template annotations %v", a.Name, w.Spec.Template.Annotations)
@@ -190,4 +174,30 @@ func TestReloaderConfigOverrides(t *testing.T) {
 	if _, ok := envOf(&w.Spec.Template, "app", "STAKATER_CFG_CONFIGMAP"); ok {
 		t.Errorf("the env-vars strategy of %s applied, though %s comes first", b.Name, a.Name)
 	}
+}
+
+// A config's keys restrict the sources it chooses: a change of another key rolls nothing;
+// autoKeys takes the keys the pod spec reads.
+func TestReloaderConfigKeys(t *testing.T) {
+	ns := newNamespace(t)
+	listed := configMap(ns, "listed", map[string]string{"a": "1", "b": "1"})
+	read := configMap(ns, "read", map[string]string{"a": "1", "b": "1"})
+	tpl := podSpec("listed")
+	tpl.Spec.Containers[1].Env = []corev1.EnvVar{{Name: "A", ValueFrom: &corev1.EnvVarSource{
+		ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "read"}, Key: "a"}}}}
+	d := deployment(ns, "web", nil, tpl)
+	create(t, listed, read, d, reloaderConfig(ns, "keys", []v1alpha1.Target{byName("Deployment", "web")},
+		v1alpha1.Source{Kind: "ConfigMap", Name: "listed", Keys: []string{"a"}},
+		v1alpha1.Source{Kind: "ConfigMap", Auto: true, AutoKeys: true}))
+	startReloader(t, ns)
+	recorded(t, d)
+	count := templateChanges(t, d)
+
+	changeData(t, listed, "b", "2")
+	changeData(t, read, "b", "2")
+	waitChanges(t, "keys the rules leave out", count, 0)
+	changeData(t, listed, "a", "2")
+	waitChanges(t, "a listed key", count, 1)
+	changeData(t, read, "a", "2")
+	waitChanges(t, "a key the pod spec reads", count, 2)
 }

@@ -327,13 +327,14 @@ type observed struct {
 	restricted bool
 }
 
-// observe is a source as the workload sees it: restricted to some keys by its rules.
-func (t SourceType) observe(id source.ID, s snapshot, ref *source.Ref, rules *reload.Rules, spec *corev1.PodSpec) observed {
+// observe is a source as the workload sees it: restricted to some keys by the rules that make
+// candidate c concern it, for reason why.
+func (t SourceType) observe(c reload.Candidate, why reload.Reason, s snapshot, ref *source.Ref, rules *reload.Rules, spec *corev1.PodSpec) observed {
 	o := observed{snapshot: s, ref: ref}
 	if t.KeyDigests == nil {
 		return o
 	}
-	if o.keys, o.restricted = rules.KeysOf(id, spec); o.restricted {
+	if o.keys, o.restricted = rules.KeysFor(c, why, spec); o.restricted {
 		o.hash = t.hashOf(s.obj, o.keys, true)
 	}
 	return o
@@ -352,13 +353,14 @@ func (r *WorkloadReconciler) concerned(ctx context.Context, ns string, tpl *core
 		consider := func(name string, s snapshot, exists bool) {
 			id := source.ID{Kind: st.Kind, Name: name}
 			ref := refs[id]
-			ok, _ := r.Policy.Concerns(rules, reload.Candidate{ID: id, Annotations: s.annotations, Labels: s.labels, Referenced: ref != nil})
+			c := reload.Candidate{ID: id, Annotations: s.annotations, Labels: s.labels, Referenced: ref != nil}
+			ok, why := r.Policy.Concerns(rules, c)
 			switch {
 			case !ok:
 			case exists:
-				out[id] = st.observe(id, s, ref, rules, &tpl.Spec)
+				out[id] = st.observe(c, why, s, ref, rules, &tpl.Spec)
 			case st.Pool == nil:
-				out[id] = st.observe(id, snapshot{hash: reload.Absent}, ref, rules, &tpl.Spec)
+				out[id] = st.observe(c, why, snapshot{hash: reload.Absent}, ref, rules, &tpl.Spec)
 			}
 		}
 		wanted := append(append([]string(nil), rules.Literal[st.Kind]...), rules.ConfigLiterals(st.Kind)...)

@@ -1,8 +1,11 @@
 package reload
 
 import (
+	"slices"
+	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/reloader-operator/reloader/internal/source"
@@ -89,4 +92,48 @@ type Overrides struct {
 	CoalesceWindow       *time.Duration
 	RunCronJobs          *bool
 	RecreateFinishedJobs *bool
+}
+
+// ByConfig reports whether the reason is a ReloaderConfig's rule, not an annotation.
+func (why Reason) ByConfig() bool {
+	for _, r := range []Reason{ReasonConfigName, ReasonConfigSelector, ReasonConfigAuto} {
+		if strings.HasPrefix(string(why), string(r)) {
+			return true
+		}
+	}
+	return false
+}
+
+// KeysFor is KeysOf for candidate c, which concerns the workload for reason why. A source only
+// ReloaderConfigs bring in is restricted as annotations restrict: the keys their rules list
+// for it (the union, when several do) win; otherwise, when every rule choosing it has
+// autoKeys, the keys the pod spec reads (whole when it reads the source whole); otherwise it
+// counts whole. A source the annotations concern is restricted by the annotations alone.
+func (r *Rules) KeysFor(c Candidate, why Reason, spec *corev1.PodSpec) (keys []string, restricted bool) {
+	if !why.ByConfig() {
+		return r.KeysOf(c.ID, spec)
+	}
+	if _, hasKeys := keysAnnotations[c.ID.Kind]; !hasKeys {
+		return nil, false
+	}
+	autoKeys := true
+	for i := range r.Configs {
+		cr := &r.Configs[i]
+		if ok, _ := cr.Chooses(c); ok {
+			keys = append(keys, cr.Keys...)
+			autoKeys = autoKeys && cr.AutoKeys
+		}
+	}
+	if len(keys) > 0 {
+		slices.Sort(keys)
+		return slices.Compact(keys), true
+	}
+	if !autoKeys {
+		return nil, false
+	}
+	use, read := source.UsedKeys(spec)[c.ID]
+	if !read || use.Whole {
+		return nil, false
+	}
+	return use.Keys, true
 }

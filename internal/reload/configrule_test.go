@@ -1,9 +1,11 @@
 package reload
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/reloader-operator/reloader/internal/source"
@@ -72,5 +74,36 @@ func TestConfigRulesHelpers(t *testing.T) {
 	}
 	if !r.Opted() {
 		t.Error("a config target is opted in")
+	}
+}
+
+func TestKeysFor(t *testing.T) {
+	cm := source.ID{Kind: source.ConfigMap, Name: "cfg"}
+	spec := &corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Env: []corev1.EnvVar{{Name: "A", ValueFrom: &corev1.EnvVarSource{
+		ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}, Key: "a"}}}}}}}
+	byName := func(keys []string, auto bool) ConfigRule {
+		return ConfigRule{Config: "c", Kind: source.ConfigMap, Name: "cfg", Keys: keys, AutoKeys: auto}
+	}
+	tests := []struct {
+		name  string
+		rules []ConfigRule
+		why   Reason
+		want  []string
+	}{
+		{name: "listed keys", rules: []ConfigRule{byName([]string{"b", "a"}, false)}, why: ReasonConfigName, want: []string{"a", "b"}},
+		{name: "union of two configs", rules: []ConfigRule{byName([]string{"a"}, false), byName([]string{"c"}, false)}, why: ReasonConfigName, want: []string{"a", "c"}},
+		{name: "listed keys win over a rule without", rules: []ConfigRule{byName([]string{"a"}, false), byName(nil, false)}, why: ReasonConfigName, want: []string{"a"}},
+		{name: "autoKeys and a rule without keys: whole", rules: []ConfigRule{byName(nil, true), byName(nil, false)}, why: ReasonConfigName},
+		{name: "autoKeys: the keys the spec reads", rules: []ConfigRule{byName(nil, true)}, why: ReasonConfigName, want: []string{"a"}},
+		{name: "annotations decide for a source they concern", rules: []ConfigRule{byName([]string{"a"}, false)}, why: ReasonAuto},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Rules{Configs: tt.rules}
+			got, restricted := r.KeysFor(Candidate{ID: cm, Referenced: true}, tt.why, spec)
+			if restricted != (tt.want != nil) || !slices.Equal(got, tt.want) {
+				t.Errorf("KeysFor = %v, %v; want %v", got, restricted, tt.want)
+			}
+		})
 	}
 }
