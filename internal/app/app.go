@@ -37,7 +37,10 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 		return nil, err
 	}
 	kinds, read := workloadKinds(conf, apis, logger)
-	configs := reloaderConfigs(apis, logger)
+	configs, err := reloaderConfigs(ctx, cfg, conf, apis, logger)
+	if err != nil {
+		return nil, err
+	}
 
 	var ready atomic.Bool
 	mgr, err := newManager(cfg, conf, scheme, cacheOptions(conf, sources), &ready, logger)
@@ -103,14 +106,23 @@ func sourceTypes(ctx context.Context, cfg *rest.Config, conf options.Config, api
 	return sources, nil
 }
 
-// reloaderConfigs returns the cache of compiled ReloaderConfigs when their API is served, and
-// nil when it is not (an image swap under upstream's chart): annotations alone apply then.
-func reloaderConfigs(apis served, logger logr.Logger) *reloaderconfig.Cache {
+// reloaderConfigs returns the cache of compiled ReloaderConfigs when their API is served and
+// reloader may read them, and nil otherwise (an image swap under upstream's chart, a Role
+// written before the API): annotations alone apply then, with a warning.
+func reloaderConfigs(ctx context.Context, cfg *rest.Config, conf options.Config, apis served, logger logr.Logger) (*reloaderconfig.Cache, error) {
 	if !apis.has(&v1alpha1.ReloaderConfig{}) {
 		logger.Info("the ReloaderConfig API (reloader.dev/v1alpha1) is not installed; only annotations configure reloads")
-		return nil
+		return nil, nil
 	}
-	return &reloaderconfig.Cache{}
+	ok, err := allowed(ctx, cfg, v1alpha1.GroupVersion.Group, "reloaderconfigs", conf.Namespaces, "list", "watch")
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		logger.Info("WARNING: the ReloaderConfig API is installed but reloader's RBAC does not allow list and watch on reloaderconfigs.reloader.dev; only annotations configure reloads (grant them, as the chart does, to use ReloaderConfigs)")
+		return nil, nil
+	}
+	return &reloaderconfig.Cache{}, nil
 }
 
 // workloadKinds returns the kinds reconciled (the built-in ones, Rollouts when asked for and
