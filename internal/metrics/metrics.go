@@ -32,6 +32,9 @@ type Metrics struct {
 	Skipped *prometheus.CounterVec
 	// Notifications counts --webhook-url and alert deliveries, by target and success.
 	Notifications *prometheus.CounterVec
+	// RolloutOutcomes counts how the rollouts that followed reloads ended, by workload kind
+	// and outcome (complete, stalled).
+	RolloutOutcomes *prometheus.CounterVec
 	// CachesSynced is 1 once every watched kind's cache has synced (when /ready turns ok).
 	CachesSynced prometheus.Gauge
 
@@ -85,6 +88,10 @@ func New(reg prometheus.Registerer, countByNamespace bool) *Metrics {
 			Name: "reloader_notifications_total",
 			Help: "Notifications sent, by target (webhook, or the alert sink) and success.",
 		}, []string{"target", "success"})),
+		RolloutOutcomes: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reloader_rollouts_total",
+			Help: "Rollouts followed after a reload, by workload kind and how they ended (complete, stalled).",
+		}, []string{"kind", "outcome"})),
 		CachesSynced: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "reloader_caches_synced",
 			Help: "1 once the cache of every watched kind has synced (when /ready turns ok), 0 before.",
