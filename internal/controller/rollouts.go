@@ -98,6 +98,7 @@ func (t *Rollouts) Follow(kind workload.Kind, obj client.Object, changes []reloa
 	}
 	t.followed[key] = &following{uid: obj.GetUID(), generation: obj.GetGeneration(), sources: sourcesOf(changes),
 		reloadedAt: now, since: now}
+	t.Metrics.RolloutsFollowed.Set(float64(len(t.followed)))
 	// The status event of the write may have passed the predicate before the entry existed.
 	if q := t.queues[key.kind]; q != nil {
 		q.Add(reconcile.Request{NamespacedName: key.NamespacedName})
@@ -125,14 +126,8 @@ func (t *Rollouts) forget(key followKey, f *following) {
 	defer t.mu.Unlock()
 	if f == nil || t.followed[key] == f {
 		delete(t.followed, key)
+		t.Metrics.RolloutsFollowed.Set(float64(len(t.followed)))
 	}
-}
-
-// Following is how many rollouts are followed now.
-func (t *Rollouts) Following() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.followed)
 }
 
 func (t *Rollouts) setQueue(kind string, q workqueueOf) {

@@ -35,6 +35,8 @@ type Metrics struct {
 	// RolloutOutcomes counts how the rollouts that followed reloads ended, by workload kind
 	// and outcome (complete, stalled).
 	RolloutOutcomes *prometheus.CounterVec
+	// RolloutsFollowed is how many rollouts are followed now (at most one per workload).
+	RolloutsFollowed prometheus.Gauge
 	// CachesSynced is 1 once every watched kind's cache has synced (when /ready turns ok).
 	CachesSynced prometheus.Gauge
 
@@ -92,6 +94,10 @@ func New(reg prometheus.Registerer, countByNamespace bool) *Metrics {
 			Name: "reloader_rollouts_total",
 			Help: "Rollouts followed after a reload, by workload kind and how they ended (complete, stalled).",
 		}, []string{"kind", "outcome"})),
+		RolloutsFollowed: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "reloader_rollouts_following",
+			Help: "Rollouts followed now, after a reload, until they complete or stall (at most one per workload).",
+		})),
 		CachesSynced: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "reloader_caches_synced",
 			Help: "1 once the cache of every watched kind has synced (when /ready turns ok), 0 before.",
