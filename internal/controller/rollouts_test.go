@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/extapi"
 	"github.com/reloader-operator/reloader/internal/options"
 )
 
@@ -266,4 +268,30 @@ func TestDeletedWorkloadIsNoLongerFollowed(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// An Argo Rollout's status, as the API server stores it (observedGeneration is a string),
+// reads as its controller meant it.
+func TestArgoRolloutRolloutComplete(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
+	ro := rollout(ns, "canary", map[string]string{auto: "true"}, podSpec("cfg"))
+	ro.Spec.Replicas = ptr.To[int32](2)
+	create(t, cm, ro)
+	startReloader(t, ns, func(o *options.Options) { o.IsArgoRollouts = true })
+	recorded(t, ro)
+	gen := reloadedGeneration(t, cm, ro)
+
+	status := extapi.RolloutStatus{ObservedGeneration: strconv.FormatInt(gen, 10), Replicas: 2, UpdatedReplicas: 2,
+		ReadyReplicas: 2, AvailableReplicas: 2, Phase: "Progressing", CurrentPodHash: "new", StableRS: "old"}
+	setStatus(t, ro, func(r *extapi.Rollout) { r.Status = status })
+	settle()
+	if evs := eventsAbout(t, ns, "canary", controller.ReasonRolloutComplete); len(evs) != 0 {
+		t.Fatalf("complete before the new pods were promoted to stable: %s", evs[0].Note)
+	}
+	setStatus(t, ro, func(r *extapi.Rollout) { r.Status.StableRS, r.Status.Phase = "new", "Healthy" })
+	ev := oneEvent(t, ns, "canary", controller.ReasonRolloutComplete)
+	if !strings.Contains(ev.Note, "Rollout of Rollout canary after change of ConfigMap cfg complete: 2 of 2 replicas updated") {
+		t.Errorf("event %q", ev.Note)
+	}
 }
