@@ -295,3 +295,39 @@ func TestArgoRolloutRolloutComplete(t *testing.T) {
 		t.Errorf("event %q", ev.Note)
 	}
 }
+
+// A reload of many sources with long names still gets its Events: the note is clipped to
+// what the API server accepts (1024 bytes).
+func TestOutcomeEventOfAReloadOfManySources(t *testing.T) {
+	ns := newNamespace(t)
+	var names []string
+	for i := range 8 {
+		name := fmt.Sprintf("%s-%d", strings.Repeat("c", 240), i)
+		names = append(names, name)
+		create(t, configMap(ns, name, map[string]string{"k": "v1"}))
+	}
+	d := deployment(ns, "web", map[string]string{auto: "true"}, podSpec(names...))
+	create(t, d)
+	startReloader(t, ns, func(o *options.Options) { o.CoalesceWindow = time.Second })
+	recorded(t, d)
+	before := get(t, d).Generation
+	for _, name := range names {
+		changeConfig(t, configMap(ns, name, nil), "v2")
+	}
+	eventually(t, "reloaded", func() error {
+		if get(t, d).Generation == before {
+			return fmt.Errorf("not reloaded")
+		}
+		return nil
+	})
+	gen := d.Generation
+	setStatus(t, d, func(d *appsv1.Deployment) {
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: gen, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}
+	})
+	ev := oneEvent(t, ns, "web", controller.ReasonRolloutComplete)
+	if len(ev.Note) > 1024 || !strings.HasPrefix(ev.Note, "Rollout of Deployment web after change of ConfigMap ccc") {
+		t.Errorf("note of %d bytes: %.80q", len(ev.Note), ev.Note)
+	}
+	// So does the reload itself.
+	oneEvent(t, ns, "web", controller.ReasonReloaded)
+}
