@@ -138,6 +138,8 @@ func TestArgoRolloutProgress(t *testing.T) {
 		{"not promoted", ro(nil, canary), RolloutProgressing, "not yet promoted to stable"},
 		{"aborted", ro(nil, aborted), RolloutStalled, "RolloutAborted: RolloutAborted: metric failed"},
 		{"deadline exceeded", ro(nil, deadline), RolloutStalled, "1 of 2 replicas updated, 0 ready, 0 available, 2 old pending termination; ProgressDeadlineExceeded: timed out"},
+		{"workloadRef", ro(func(s *extapi.RolloutSpec) { s.WorkloadRef = &extapi.WorkloadRef{Kind: "Deployment", Name: "base"} }, healthy),
+			RolloutUntracked, "Deployment base"},
 		{"paused step", ro(nil, extapi.RolloutStatus{ObservedGeneration: "7", Replicas: 3, UpdatedReplicas: 1, Phase: "Paused"}), RolloutPaused, "paused"},
 	})
 	own := ro(func(s *extapi.RolloutSpec) { s.ProgressDeadlineSeconds = ptr.To[int32](90) }, healthy)

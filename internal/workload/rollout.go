@@ -50,6 +50,11 @@ func (rollout) Progress(obj client.Object, gen int64) Progress {
 }
 
 func rolloutProgress(r *extapi.Rollout, gen int64) Progress {
+	if ref := r.Spec.WorkloadRef; ref != nil && ref.Name != "" {
+		// A reload changes the Deployment's template, not the Rollout: its generation, and
+		// so its status, can't tell the new rollout from the last one.
+		return Progress{State: RolloutUntracked, Why: "runs the template of " + ref.Kind + " " + ref.Name + "; its rollout is not followed"}
+	}
 	observed, _ := strconv.ParseInt(r.Status.ObservedGeneration, 10, 64)
 	if observed < gen {
 		return unobserved(observed, gen)
