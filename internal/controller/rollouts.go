@@ -62,6 +62,10 @@ type Rollouts struct {
 	queues map[string]workqueueOf
 }
 
+// controllerGrace is how long past a kind's own progress deadline the follower waits for
+// the kind's controller to report the stall before it says so itself.
+const controllerGrace = time.Minute
+
 type workqueueOf = workqueue.TypedRateLimitingInterface[reconcile.Request]
 
 type followKey struct {
@@ -177,9 +181,12 @@ func (t *Rollouts) check(ctx context.Context, kind workload.Kind, obj client.Obj
 		log.FromContext(ctx).V(1).Info("not following the rollout", "why", p.Why)
 		t.forget(key, f)
 	case workload.RolloutProgressing:
-		deadline, whose := p.Deadline, "its progress deadline"
-		if deadline <= 0 {
-			deadline, whose = t.Deadline, "--rollout-deadline"
+		deadline, whose := t.Deadline, "--rollout-deadline"
+		if p.Deadline > 0 {
+			// The kind's controller reports a stall itself, with its reason; this only backs
+			// it up, when no controller runs or it said nothing.
+			deadline = p.Deadline + controllerGrace
+			whose = fmt.Sprintf("its progress deadline %s passed and its controller reported nothing", p.Deadline)
 		}
 		left := since.Add(deadline).Sub(now)
 		if left <= 0 {

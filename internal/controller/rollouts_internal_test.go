@@ -140,3 +140,25 @@ func TestClipNoteKeepsNotesTheAPIServerTakes(t *testing.T) {
 		t.Errorf("clipped to %d bytes, valid UTF-8 %v: ...%q", len(got), utf8.ValidString(got), got[len(got)-8:])
 	}
 }
+
+// A Deployment's controller reports the stall at its progress deadline, with its reason; the
+// follower's own clock only backs it up, a little later.
+func TestOwnProgressDeadlineIsLeftToTheKindsController(t *testing.T) {
+	r, _, c, outcomes := newRollouts(time.Hour)
+	kind := workload.Deployment()
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "u1", Generation: 2},
+		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), ProgressDeadlineSeconds: ptr.To[int32](20)},
+		Status:     appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 1, ReadyReplicas: 2, AvailableReplicas: 2},
+	}
+	r.Follow(kind, d, cfgChange)
+	c.now = c.now.Add(30 * time.Second)
+	if res := r.check(context.Background(), kind, d); res.RequeueAfter != 50*time.Second || len(*outcomes) != 0 {
+		t.Fatalf("requeue after %v, outcomes %+v; want 50s (20s + %v grace) and none yet", res.RequeueAfter, *outcomes, controllerGrace)
+	}
+	c.now = c.now.Add(50 * time.Second)
+	r.check(context.Background(), kind, d)
+	if len(*outcomes) != 1 || !strings.Contains((*outcomes)[0].Reason, "no progress in 1m20s (its progress deadline 20s passed and its controller reported nothing)") {
+		t.Errorf("outcomes %+v", *outcomes)
+	}
+}

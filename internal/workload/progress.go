@@ -41,7 +41,8 @@ type Progress struct {
 	// of Why is progress: a deadline counts from the last one.
 	Why string
 	// Deadline is the kind's own limit on a rollout making no progress (a Deployment's
-	// progressDeadlineSeconds); 0 leaves it to the follower's default.
+	// progressDeadlineSeconds), past which its controller reports the stall in a condition;
+	// 0: the kind keeps none, the follower's deadline applies.
 	Deadline time.Duration
 }
 
