@@ -124,14 +124,18 @@ func (t *Rollouts) get(key followKey) (*following, bool) {
 	return f, ok
 }
 
-// forget stops following key, unless a newer reload replaced f meanwhile.
-func (t *Rollouts) forget(key followKey, f *following) {
+// forget stops following key, unless a newer reload replaced f meanwhile; nil f forgets
+// whatever is followed. It reports whether it did.
+func (t *Rollouts) forget(key followKey, f *following) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if f == nil || t.followed[key] == f {
-		delete(t.followed, key)
-		t.Metrics.RolloutsFollowed.Set(float64(len(t.followed)))
+	current, ok := t.followed[key]
+	if !ok || (f != nil && current != f) {
+		return false
 	}
+	delete(t.followed, key)
+	t.Metrics.RolloutsFollowed.Set(float64(len(t.followed)))
+	return true
 }
 
 func (t *Rollouts) setQueue(kind string, q workqueueOf) {
@@ -200,9 +204,12 @@ func (t *Rollouts) check(ctx context.Context, kind workload.Kind, obj client.Obj
 	return reconcile.Result{}
 }
 
-// end reports how the rollout ended, once, and stops following it.
+// end reports how the rollout ended, once, and stops following it. A rollout replaced by a
+// newer reload meanwhile is not reported: the newer one is.
 func (t *Rollouts) end(ctx context.Context, kind workload.Kind, obj client.Object, key followKey, f *following, outcome, why string) {
-	t.forget(key, f)
+	if !t.forget(key, f) {
+		return
+	}
 	what := fmt.Sprintf("Rollout of %s %s after change of %s", kind.Name(), obj.GetName(), alert.Describe(f.sources))
 	if outcome == RolloutComplete {
 		log.FromContext(ctx).Info("rollout complete", "progress", why)
