@@ -48,7 +48,7 @@ type Outcome struct {
 // forgets a workload once its rollout ended or it is deleted.
 type Rollouts struct {
 	// Deadline is how long a rollout may show no progress before it counts as stalled, for
-	// kinds that keep no deadline of their own (StatefulSets, DaemonSets).
+	// kinds that keep no deadline of their own (StatefulSets, DaemonSets, DeploymentConfigs).
 	Deadline time.Duration
 	Recorder recorder.EventRecorder
 	Metrics  *metrics.Metrics
