@@ -37,6 +37,7 @@ func TestSchemaRejects(t *testing.T) {
 		{`reloader: {logFormat: xml}`, "logFormat"},
 		{`reloader: {custom_annotations: {configmaps: x}}`, "configmaps"},
 		{`reloader: {coalesceWindow: soon}`, "coalesceWindow"},
+		{`reloader: {rolloutDeadline: 10}`, "rolloutDeadline"},
 		{`reloader: {webhookUrl: "ftp://x"}`, "webhookUrl"},
 		{`imge: {tag: v1}`, "imge"},
 		{`reloader: {namespaces: 3}`, "namespaces"},

@@ -19,7 +19,8 @@ import (
 
 // addReloaders adds a reconciler per workload kind, or, with --webhook-url, one notifier that
 // uses them only to find the affected workloads and POSTs instead of reloading. Alerts, when
-// ALERT_ON_RELOAD asks for them, follow each reload.
+// ALERT_ON_RELOAD asks for them, follow each reload, and so does the following of the
+// rollout that each reload starts.
 func addReloaders(mgr manager.Manager, conf options.Config, sources []controller.SourceType, kinds []workload.Kind, configs *reloaderconfig.Cache, m *metrics.Metrics, logger logr.Logger) error {
 	alerts, err := newAlerter(conf, m, logger)
 	if err != nil {
@@ -37,6 +38,8 @@ func addReloaders(mgr manager.Manager, conf options.Config, sources []controller
 		RunCronJobs:          conf.RunCronJobsOnReload,
 		RecreateFinishedJobs: conf.RecreateFinishedJobs,
 	}
+	recorder := mgr.GetEventRecorder("reloader")
+	rollouts := &controller.Rollouts{Deadline: conf.RolloutDeadline, Recorder: recorder, Metrics: m, Now: time.Now}
 	var reconcilers []*controller.WorkloadReconciler
 	for _, kind := range kinds {
 		reconcilers = append(reconcilers, &controller.WorkloadReconciler{
@@ -47,9 +50,10 @@ func addReloaders(mgr manager.Manager, conf options.Config, sources []controller
 			Behaviour:  behaviour,
 			Strategy:   conf.Strategy,
 			Window:     window,
-			Recorder:   mgr.GetEventRecorder("reloader"),
+			Recorder:   recorder,
 			Metrics:    m,
 			Alerts:     alerts,
+			Rollouts:   rollouts,
 			Namespaces: conf.NamespaceLabels,
 			Workers:    conf.Workers,
 			Configs:    configs,
@@ -71,7 +75,7 @@ func addReloaders(mgr manager.Manager, conf options.Config, sources []controller
 			return err
 		}
 	}
-	return nil
+	return rollouts.SetupWithManager(mgr, kinds)
 }
 
 // newAlerter returns the alert sender the ALERT_* settings ask for, or nil.

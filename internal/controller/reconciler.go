@@ -54,6 +54,8 @@ type WorkloadReconciler struct {
 	Metrics   *metrics.Metrics
 	// Alerts hears of every reload; nil sends none.
 	Alerts *alert.Alerter
+	// Rollouts follows the rollout after each reload; nil follows none.
+	Rollouts *Rollouts
 	// Namespaces selects, by label, the namespaces whose workloads reload; nil selects all.
 	// It is read on each reconcile, so a namespace gaining or losing a label counts at once.
 	Namespaces labels.Selector
@@ -231,6 +233,7 @@ func (r *WorkloadReconciler) execute(ctx context.Context, obj client.Object, w s
 		return reconcile.Result{}, "", fmt.Errorf("write %s: %w", k, err)
 	}
 	d.wrote = true
+	r.Rollouts.Follow(r.Kind, updated, d.reloaded)
 	if first, ok := r.Window.FirstChange(k); ok {
 		d.latency = r.Now().Sub(first)
 	}

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,7 +38,7 @@ func (r *WorkloadReconciler) report(ctx context.Context, obj client.Object, d do
 		r.Metrics.SkippedReload(kind, d.plan.Skip.Reason)
 		logger.Info("reload skipped", "reason", d.plan.Skip.Why)
 		r.Recorder.Eventf(obj, d.related, corev1.EventTypeNormal, ReasonReloadSkipped, "Reload",
-			"Not reloading %s %s after change of %s: %s", kind, obj.GetName(), describe(d.plan.Skipped), d.plan.Skip.Why)
+			"%s", clipNote(fmt.Sprintf("Not reloading %s %s after change of %s: %s", kind, obj.GetName(), describe(d.plan.Skipped), d.plan.Skip.Why)))
 	}
 	if d.failed != nil {
 		// A conflict means a stale copy was read: the retry reads the new one, and a reload
@@ -45,7 +46,7 @@ func (r *WorkloadReconciler) report(ctx context.Context, obj client.Object, d do
 		if len(d.reloaded) > 0 && !apierrors.IsConflict(d.failed) {
 			r.Metrics.Reloaded(kind, obj.GetNamespace(), false, 0)
 			r.Recorder.Eventf(obj, d.related, corev1.EventTypeWarning, ReasonReloadFail, "Reload",
-				"Reload after change of %s failed: %v", describe(d.reloaded), d.failed)
+				"%s", clipNote(fmt.Sprintf("Reload after change of %s failed: %v", describe(d.reloaded), d.failed)))
 		}
 		return metrics.OutcomeError
 	}
@@ -76,7 +77,7 @@ func (r *WorkloadReconciler) report(ctx context.Context, obj client.Object, d do
 	}
 	reloaded := sourcesOf(d.reloaded)
 	r.Recorder.Eventf(obj, d.related, corev1.EventTypeNormal, ReasonReloaded, "Reload",
-		"Reloaded %s %s after change of %s", kind, obj.GetName(), alert.Describe(reloaded))
+		"%s", clipNote(fmt.Sprintf("Reloaded %s %s after change of %s", kind, obj.GetName(), alert.Describe(reloaded))))
 	r.Alerts.Queue(alert.Reload{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), Sources: reloaded, Time: r.Now()})
 	if r.OnReload != nil {
 		r.OnReload(Reloaded{Kind: kind, Workload: obj, Changes: d.reloaded, At: r.Now()})

@@ -32,6 +32,11 @@ type Metrics struct {
 	Skipped *prometheus.CounterVec
 	// Notifications counts --webhook-url and alert deliveries, by target and success.
 	Notifications *prometheus.CounterVec
+	// RolloutOutcomes counts how the rollouts that followed reloads ended, by workload kind
+	// and outcome (complete, stalled).
+	RolloutOutcomes *prometheus.CounterVec
+	// RolloutsFollowed is how many rollouts are followed now (at most one per workload).
+	RolloutsFollowed prometheus.Gauge
 	// CachesSynced is 1 once every watched kind's cache has synced (when /ready turns ok).
 	CachesSynced prometheus.Gauge
 
@@ -85,6 +90,14 @@ func New(reg prometheus.Registerer, countByNamespace bool) *Metrics {
 			Name: "reloader_notifications_total",
 			Help: "Notifications sent, by target (webhook, or the alert sink) and success.",
 		}, []string{"target", "success"})),
+		RolloutOutcomes: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reloader_rollouts_total",
+			Help: "Rollouts followed after a reload, by workload kind and how they ended (complete, stalled).",
+		}, []string{"kind", "outcome"})),
+		RolloutsFollowed: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "reloader_rollouts_following",
+			Help: "Rollouts followed now, after a reload, until they complete or stall (at most one per workload).",
+		})),
 		CachesSynced: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "reloader_caches_synced",
 			Help: "1 once the cache of every watched kind has synced (when /ready turns ok), 0 before.",

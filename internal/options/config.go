@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/fields"
@@ -111,6 +112,9 @@ func Parse(o Options) (Config, error) {
 
 	if o.CoalesceWindow < 0 {
 		fail(fmt.Errorf("--coalesce-window: %v is negative; want 0 (off) or a duration such as 300ms", o.CoalesceWindow))
+	}
+	if o.RolloutDeadline <= 0 || o.RolloutDeadline > 24*time.Hour {
+		fail(fmt.Errorf("--rollout-deadline: %v is not a positive duration up to 24h, such as 10m", o.RolloutDeadline))
 	}
 	if o.Workers < 1 {
 		fail(fmt.Errorf("--workers: %d is less than 1", o.Workers))

@@ -37,6 +37,8 @@ func TestParseRefusesBadValues(t *testing.T) {
 		{"annotation key", []string{"--auto-annotation=reload me"}, nil, []string{"--auto-annotation", `"reload me"`, "annotation key"}},
 		{"typed annotation key", []string{"--secret-exclude-annotation="}, nil, []string{"--secret-exclude-annotation", "annotation key"}},
 		{"negative coalesce window", []string{"--coalesce-window=-1s"}, nil, []string{"--coalesce-window", "negative"}},
+		{"no rollout deadline", []string{"--rollout-deadline=0s"}, nil, []string{"--rollout-deadline", "0s", "10m"}},
+		{"rollout deadline past a day", []string{"--rollout-deadline=48h"}, nil, []string{"--rollout-deadline", "48h0m0s", "24h"}},
 		{"no workers", []string{"--workers=0"}, nil, []string{"--workers", "less than 1"}},
 		{"negative workers", []string{"--workers=-4"}, nil, []string{"--workers", "-4"}},
 		{"metrics address", []string{"--metrics-addr=9090"}, nil, []string{"--metrics-addr", `"9090"`, ":9090", "0 turns it off"}},

@@ -51,6 +51,9 @@ type Options struct {
 	// CoalesceWindow is how long a workload's sources must be quiet before it reloads.
 	CoalesceWindow time.Duration
 	Workers        int
+	// RolloutDeadline is how long a rollout followed after a reload may show no progress
+	// before it counts as stalled, for kinds that keep no deadline of their own.
+	RolloutDeadline time.Duration
 
 	MetricsCountByNamespace bool
 	// Warnings are environment values upstream tolerates and reloader reads as upstream does,
@@ -84,7 +87,9 @@ func Default() Options {
 		MetricsAddr:    ":9090",
 		CoalesceWindow: 300 * time.Millisecond,
 		Workers:        4,
-		Keys:           reload.DefaultKeys(),
+		// As a Deployment's default progressDeadlineSeconds.
+		RolloutDeadline: 10 * time.Minute,
+		Keys:            reload.DefaultKeys(),
 		// Upstream re-runs a finished Job whose config changed; its users opted in to that.
 		RecreateFinishedJobs: true,
 
@@ -142,6 +147,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.RecreateFinishedJobs, "recreate-finished-jobs", o.RecreateFinishedJobs, "also replace Jobs that have completed or failed when their config changes, as upstream does; =false leaves finished Jobs alone (per Job: annotation "+reload.RecreateFinishedAnnotation+": \"false\" or \"true\")")
 	fs.DurationVar(&o.CoalesceWindow, "coalesce-window", o.CoalesceWindow, "wait until a workload's sources have been quiet this long, so changes landing together reload once; 0 turns it off")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "workloads of one kind reconciled at once")
+	fs.DurationVar(&o.RolloutDeadline, "rollout-deadline", o.RolloutDeadline, "after a reload, a rollout that shows no progress this long counts as stalled (Event RolloutStalled); Deployments and Argo Rollouts use their own progressDeadlineSeconds instead")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "name of the Lease replicas compete for with --enable-ha")
 	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "how long followers wait before taking over from a leader that stopped renewing")
 	fs.DurationVar(&o.LeaseRenewDeadline, "leader-election-renew-deadline", o.LeaseRenewDeadline, "how long the leader retries renewing before it gives up leadership")

@@ -2,9 +2,14 @@ package workload
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/extapi"
 )
+
+type deploymentConfig struct {
+	typed[extapi.DeploymentConfig, extapi.DeploymentConfigList, *extapi.DeploymentConfig, *extapi.DeploymentConfigList]
+}
 
 // DeploymentConfig adapts OpenShift's apps.openshift.io/v1 DeploymentConfigs.
 func DeploymentConfig() Kind {
@@ -17,5 +22,24 @@ func DeploymentConfig() Kind {
 			return d.Spec.Template
 		})
 	k.custom = true
-	return k
+	return deploymentConfig{k}
+}
+
+// Progress reads a DeploymentConfig's status as a Deployment's. Its own deadline (the
+// strategy's timeoutSeconds) shows as the Progressing condition; the follower's deadline
+// only backs it up.
+func (deploymentConfig) Progress(obj client.Object, gen int64) Progress {
+	d := obj.(*extapi.DeploymentConfig)
+	if d.Status.ObservedGeneration < gen {
+		return unobserved(d.Status.ObservedGeneration, gen)
+	}
+	c := replicas{desired: d.Spec.Replicas, updated: d.Status.UpdatedReplicas, ready: d.Status.ReadyReplicas,
+		available: d.Status.AvailableReplicas, current: d.Status.Replicas}
+	if p, ok := conditionStalled(c, d.Status.Conditions); ok {
+		return p
+	}
+	if d.Spec.Paused && !c.done() {
+		return Progress{State: RolloutPaused, Why: "paused; " + c.String()}
+	}
+	return c.progress()
 }

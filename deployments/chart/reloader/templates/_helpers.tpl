@@ -149,6 +149,7 @@ rolloutStrategy: rollout-strategy-annotation
 {{- if $value }}{{ $args = append $args (printf "--%s=%s" (get $flags $key) $value) }}{{ end -}}
 {{- end -}}
 {{- with $r.coalesceWindow }}{{ $args = append $args (printf "--coalesce-window=%s" .) }}{{ end -}}
+{{- with $r.rolloutDeadline }}{{ $args = append $args (printf "--rollout-deadline=%s" .) }}{{ end -}}
 {{- if not (kindIs "invalid" $r.workers) }}{{ $args = append $args (printf "--workers=%d" (int $r.workers)) }}{{ end -}}
 {{- if $r.runCronJobsOnReload }}{{ $args = append $args "--run-cronjobs-on-reload=true" }}{{ end -}}
 {{- if not (kindIs "invalid" $r.recreateFinishedJobs) }}{{ $args = append $args (printf "--recreate-finished-jobs=%t" $r.recreateFinishedJobs) }}{{ end -}}
