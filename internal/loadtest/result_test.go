@@ -140,6 +140,11 @@ func TestEveryScenarioBuilds(t *testing.T) {
 		for _, src := range s.Sources {
 			known[src.Key()] = true
 		}
+		for _, c := range s.Configs {
+			if !known[c.Source.Key()] {
+				t.Errorf("%s: ReloaderConfig %s names %s, which the scenario does not create", id, c.Name, c.Source.Key())
+			}
+		}
 		for _, w := range s.Workloads {
 			for _, r := range w.Refs {
 				if !known[r.Source.Key()] {
@@ -148,7 +153,7 @@ func TestEveryScenarioBuilds(t *testing.T) {
 			}
 		}
 	}
-	if got := len(ScenarioIDs()); got != 15 {
+	if got := len(ScenarioIDs()); got != 17 {
 		t.Errorf("%d scenarios", got)
 	}
 	if _, err := Select("S1,s4,S6"); err != nil {
