@@ -18,6 +18,7 @@ LDFLAGS  := -s -w -X github.com/reloader-operator/reloader/internal/version.Vers
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/reloader ./cmd/reloader
+	cp bin/reloader bin/kubectl-reloader  # the same binary; by this name it is `kubectl reloader`
 	$(GO) build -o bin/localcluster ./cmd/localcluster
 	$(GO) build -o bin/demo ./cmd/demo
 	$(GO) build -o bin/loadtest ./cmd/loadtest

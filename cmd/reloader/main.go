@@ -23,6 +23,13 @@ import (
 )
 
 func main() {
+	if isPlugin(os.Args[0]) {
+		// kubectl runs "kubectl reloader explain ..." as "kubectl-reloader explain ...".
+		if err := newPluginCommand().Execute(); err != nil {
+			os.Exit(1)
+		}
+		return
+	}
 	if err := execute(os.Args[1:], run); err != nil {
 		os.Exit(1)
 	}
@@ -55,9 +62,11 @@ func newRootCommand(run func(context.Context, options.Config) error) *cobra.Comm
 		},
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return options.ExplainFlagError(err) })
+	cmd.CompletionOptions.DisableDefaultCmd = true
 	cmd.SetVersionTemplate("{{.Version}}\n")
 	cmd.Flags().Bool("version", false, "print the version, commit and Go version, and exit")
 	opts.BindFlags(cmd.Flags())
+	cmd.AddCommand(newExplainCommand())
 	return cmd
 }
 

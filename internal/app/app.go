@@ -64,14 +64,8 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 // optional APIs (Argo Rollouts, DeploymentConfigs, the CSI driver) the cluster serves: they
 // are looked up once, at start-up.
 func schemeAndAPIs(cfg *rest.Config) (*runtime.Scheme, served, error) {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, served{}, err
-	}
-	if err := extapi.AddToScheme(scheme); err != nil {
-		return nil, served{}, err
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
+	scheme, err := NewScheme()
+	if err != nil {
 		return nil, served{}, err
 	}
 	apis, err := discover(cfg, scheme)
@@ -152,4 +146,19 @@ func workloadKinds(conf options.Config, apis served, logger logr.Logger) (reconc
 		read = append(read, workload.Deployment())
 	}
 	return reconciled, read
+}
+
+// NewScheme returns the scheme of every kind reloader may read.
+func NewScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := extapi.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return scheme, nil
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/reloader-operator/reloader/internal/alert"
@@ -32,33 +33,13 @@ func addReloaders(mgr manager.Manager, conf options.Config, sources []controller
 		}
 	}
 	window := coalesce.New(conf.CoalesceWindow)
-	policy := reload.Policy{Keys: conf.Keys, AutoReloadAll: conf.AutoReloadAll, IgnoredKinds: conf.IgnoredSources}
-	behaviour := controller.Behaviour{
-		Events:               reload.Events{OnCreate: conf.ReloadOnCreate, OnDelete: conf.ReloadOnDelete},
-		RunCronJobs:          conf.RunCronJobsOnReload,
-		RecreateFinishedJobs: conf.RecreateFinishedJobs,
-	}
 	recorder := mgr.GetEventRecorder("reloader")
 	rollouts := &controller.Rollouts{Deadline: conf.RolloutDeadline, Recorder: recorder, Metrics: m, Now: time.Now}
 	var reconcilers []*controller.WorkloadReconciler
 	for _, kind := range kinds {
-		reconcilers = append(reconcilers, &controller.WorkloadReconciler{
-			Client:     mgr.GetClient(),
-			Kind:       kind,
-			Sources:    sources,
-			Policy:     policy,
-			Behaviour:  behaviour,
-			Strategy:   conf.Strategy,
-			Window:     window,
-			Recorder:   recorder,
-			Metrics:    m,
-			Alerts:     alerts,
-			Rollouts:   rollouts,
-			Namespaces: conf.NamespaceLabels,
-			Workers:    conf.Workers,
-			Configs:    configs,
-			Now:        time.Now,
-		})
+		r := NewReconciler(conf, mgr.GetClient(), kind, sources, configs, window)
+		r.Recorder, r.Metrics, r.Alerts, r.Rollouts = recorder, m, alerts, rollouts
+		reconcilers = append(reconcilers, r)
 	}
 	if conf.WebhookURL != "" && len(reconcilers) > 0 {
 		poster, err := notify.NewPoster(conf.WebhookTimeout, conf.WebhookRetries, "")
@@ -67,7 +48,7 @@ func addReloaders(mgr manager.Manager, conf options.Config, sources []controller
 		}
 		hook := &notify.Webhook{URL: conf.WebhookURL, Poster: poster}
 		n := &controller.Notifier{Client: mgr.GetClient(), Sources: sources, Workloads: reconcilers,
-			Events: behaviour.Events, Send: hook.Send, Metrics: m, Now: time.Now}
+			Events: reconcilers[0].Behaviour.Events, Send: hook.Send, Metrics: m, Now: time.Now}
 		return n.SetupWithManager(mgr)
 	}
 	for _, r := range reconcilers {
@@ -76,6 +57,30 @@ func addReloaders(mgr manager.Manager, conf options.Config, sources []controller
 		}
 	}
 	return rollouts.SetupWithManager(mgr, kinds)
+}
+
+// NewReconciler returns the reconciler of one kind as conf configures its decisions, reading
+// through c, with the ReloaderConfigs compiled into configs (nil when their API is not
+// served); what it reports to (Recorder, Metrics, Alerts) is the caller's to set. `reloader
+// explain` builds its reconcilers here too, so it decides as the controller does.
+func NewReconciler(conf options.Config, c client.Client, kind workload.Kind, sources []controller.SourceType, configs *reloaderconfig.Cache, window *coalesce.Window) *controller.WorkloadReconciler {
+	return &controller.WorkloadReconciler{
+		Client:  c,
+		Kind:    kind,
+		Sources: sources,
+		Policy:  reload.Policy{Keys: conf.Keys, AutoReloadAll: conf.AutoReloadAll, IgnoredKinds: conf.IgnoredSources},
+		Behaviour: controller.Behaviour{
+			Events:               reload.Events{OnCreate: conf.ReloadOnCreate, OnDelete: conf.ReloadOnDelete},
+			RunCronJobs:          conf.RunCronJobsOnReload,
+			RecreateFinishedJobs: conf.RecreateFinishedJobs,
+		},
+		Strategy:   conf.Strategy,
+		Window:     window,
+		Namespaces: conf.NamespaceLabels,
+		Workers:    conf.Workers,
+		Configs:    configs,
+		Now:        time.Now,
+	}
 }
 
 // newAlerter returns the alert sender the ALERT_* settings ask for, or nil.

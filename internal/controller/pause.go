@@ -13,18 +13,12 @@ import (
 // pause applies reload.PlanPause to the copy of a Pausable workload that the reconcile writes.
 // period, when set, is a ReloaderConfig's pause period: the workload's own annotation wins.
 func (r *WorkloadReconciler) pause(ctx context.Context, obj client.Object, reloading bool, now time.Time, period *time.Duration) reload.PauseStep {
-	p, ok := r.Kind.(workload.Pausable)
+	p, s, ok := r.pauseState(obj, period)
 	if !ok {
 		return reload.PauseStep{}
 	}
 	keys := r.Policy.Keys
 	ann := obj.GetAnnotations()
-	s := reload.PauseState{Paused: p.Paused(obj)}
-	s.PausedAt, s.HasPausedAt = ann[keys.PausedAt]
-	s.Period, s.HasPeriod = ann[keys.PausePeriod]
-	if !s.HasPeriod && period != nil && *period > 0 {
-		s.Period, s.HasPeriod = period.String(), true
-	}
 	step := reload.PlanPause(keys, s, reloading, now)
 	if step.Invalid != nil {
 		r.invalid(ctx, obj, step.Invalid)
@@ -41,4 +35,21 @@ func (r *WorkloadReconciler) pause(ctx context.Context, obj client.Object, reloa
 		obj.SetAnnotations(ann)
 	}
 	return step
+}
+
+// pauseState reads what a pause decision needs from obj, with period as the pause period
+// when the workload's annotation sets none; ok is false for kinds that can't pause.
+func (r *WorkloadReconciler) pauseState(obj client.Object, period *time.Duration) (workload.Pausable, reload.PauseState, bool) {
+	p, ok := r.Kind.(workload.Pausable)
+	if !ok {
+		return nil, reload.PauseState{}, false
+	}
+	ann := obj.GetAnnotations()
+	s := reload.PauseState{Paused: p.Paused(obj)}
+	s.PausedAt, s.HasPausedAt = ann[r.Policy.Keys.PausedAt]
+	s.Period, s.HasPeriod = ann[r.Policy.Keys.PausePeriod]
+	if !s.HasPeriod && period != nil && *period > 0 {
+		s.Period, s.HasPeriod = period.String(), true
+	}
+	return p, s, true
 }

@@ -349,12 +349,14 @@ func (r *WorkloadReconciler) concerned(ctx context.Context, ns string, tpl *core
 		refs[ref.ID] = &ref
 	}
 	out := map[source.ID]observed{}
+	note := weighedNote(ctx)
 	for _, st := range r.Sources {
 		consider := func(name string, s snapshot, exists bool) {
 			id := source.ID{Kind: st.Kind, Name: name}
 			ref := refs[id]
 			c := reload.Candidate{ID: id, Annotations: s.annotations, Labels: s.labels, Referenced: ref != nil}
 			ok, why := r.Policy.Concerns(rules, c)
+			note(rules, c, Weighed{Concerns: ok, Reason: why, Exists: exists})
 			switch {
 			case !ok:
 			case exists:

@@ -131,10 +131,24 @@ func Load(ctx context.Context, c client.Client, ns string) (hash.Key, error) {
 	if err != nil {
 		return hash.Key{}, fmt.Errorf("hash key Secret %s/%s: %w", ns, SecretName, err)
 	}
+	return keyOf(s)
+}
+
+// Read reads the key from its Secret in ns and never creates one: for read-only tools
+// (`reloader explain`).
+func Read(ctx context.Context, c client.Reader, ns string) (hash.Key, error) {
+	s := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: SecretName}, s); err != nil {
+		return hash.Key{}, fmt.Errorf("hash key Secret %s/%s: %w", ns, SecretName, err)
+	}
+	return keyOf(s)
+}
+
+func keyOf(s *corev1.Secret) (hash.Key, error) {
 	k, err := hash.NewKey(s.Data[dataKey])
 	if err != nil {
 		// Never replaced here: another replica may be hashing with it. Delete it to start over.
-		return hash.Key{}, fmt.Errorf("hash key Secret %s/%s: %w; delete it and restart reloader to make a new one", ns, SecretName, err)
+		return hash.Key{}, fmt.Errorf("hash key Secret %s/%s: %w; delete it and restart reloader to make a new one", s.Namespace, SecretName, err)
 	}
 	return k, nil
 }

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/reloader-operator/reloader/internal/explain"
+	"github.com/reloader-operator/reloader/internal/hashkey"
+	"github.com/reloader-operator/reloader/internal/options"
+)
+
+// pluginName is the binary's name when kubectl runs it as `kubectl reloader`.
+const pluginName = "kubectl-reloader"
+
+// isPlugin reports whether the binary was started as the kubectl plugin.
+func isPlugin(argv0 string) bool {
+	return strings.TrimSuffix(filepath.Base(argv0), ".exe") == pluginName
+}
+
+// newPluginCommand is the root of `kubectl reloader`: the read-only commands, no controller.
+func newPluginCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:           "kubectl reloader",
+		Short:         "Explain what reloader does about a workload or a source",
+		SilenceUsage:  true,
+		SilenceErrors: false,
+	}
+	cmd.CompletionOptions.DisableDefaultCmd = true
+	cmd.AddCommand(newExplainCommand())
+	return cmd
+}
+
+// defaultKeyNamespace is where the chart installs reloader, and so its hash key.
+const defaultKeyNamespace = "reloader"
+
+// newExplainCommand is `reloader explain <kind>/<name>`. It takes the controller's flags and
+// environment too, so that an install with renamed annotations or other flags is explained
+// as it runs.
+func newExplainCommand() *cobra.Command {
+	opts := options.Default()
+	var namespace, kubeContext, output, keyNamespace string
+	cmd := &cobra.Command{
+		Use:   "explain <kind>/<name>",
+		Short: "Explain why a workload reloads or not, or which workloads a ConfigMap or Secret change reloads",
+		Long: `Explain reads the cluster (read-only) and decides as the controller does, with its code:
+
+  reloader explain deployment/web -n shop      which sources reload it and why, their hashes
+                                               against the record, what the next reconcile
+                                               does, and its last reloads
+  reloader explain configmap/app-config -n shop   the workloads a change would reload
+
+Kinds: deployment, statefulset, daemonset, cronjob, job, rollout, deploymentconfig,
+configmap, secret (singular, plural or short). Pass the controller's own flags (annotation
+names, --auto-reload-all, --namespace-selector, ...) when the install changed them.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			target, err := explain.ParseTarget(args[0])
+			if err != nil {
+				return err
+			}
+			if output != "text" && output != "json" {
+				return fmt.Errorf("-o %q: want text or json", output)
+			}
+			conf, err := options.Load(opts, os.Getenv)
+			if err != nil {
+				return err
+			}
+			// The decision code logs what it skips (an unreadable record, a failed lookup):
+			// to stderr, apart from the report.
+			ctrl.SetLogger(newLogger(conf))
+			loading := clientcmd.NewDefaultClientConfigLoadingRules()
+			loading.ExplicitPath = conf.Kubeconfig
+			cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, &clientcmd.ConfigOverrides{CurrentContext: kubeContext})
+			cfg, err := cc.ClientConfig()
+			if err != nil {
+				return fmt.Errorf("find a cluster (--kubeconfig, KUBECONFIG, --context): %w", err)
+			}
+			if namespace == "" {
+				if namespace, _, err = cc.Namespace(); err != nil {
+					return err
+				}
+			}
+			for _, ns := range []string{namespace, keyNamespace} {
+				if problems := validation.IsDNS1123Label(ns); ns != "" && len(problems) > 0 {
+					return fmt.Errorf("namespace %q: %s", ns, strings.Join(problems, "; "))
+				}
+			}
+			e, err := explain.New(cmd.Context(), cfg, conf, namespace, keyNamespaces(keyNamespace, conf)...)
+			if err != nil {
+				return err
+			}
+			var report interface{ WriteText(io.Writer) error }
+			if target.Workload != nil {
+				report, err = e.Workload(cmd.Context(), target.Workload, target.Name)
+			} else {
+				report, err = e.Source(cmd.Context(), target.Source, target.Name)
+			}
+			if err != nil {
+				return err
+			}
+			return write(cmd.OutOrStdout(), report, output)
+		},
+	}
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace of the object (default: the kubeconfig context's)")
+	cmd.Flags().StringVar(&kubeContext, "context", "", "kubeconfig context to use")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().StringVar(&keyNamespace, "reloader-namespace", "", "namespace of reloader's Secret hash key (default: $RELOADER_NAMESPACE, $POD_NAMESPACE, the first of --namespaces, "+defaultKeyNamespace+", then "+hashkey.FallbackNamespace+")")
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return options.ExplainFlagError(err) })
+	opts.BindFlags(cmd.Flags())
+	return cmd
+}
+
+// keyNamespaces are where the hash key may be, in order: the flag alone when given; else
+// where the controller keeps it with the same settings, then the chart's namespace, then
+// the controller's fallback when it runs outside the cluster.
+func keyNamespaces(flag string, conf options.Config) []string {
+	if flag != "" {
+		return []string{flag}
+	}
+	out := []string{defaultKeyNamespace, hashkey.FallbackNamespace}
+	if ns, own := hashkey.Namespace(conf.ReloaderNamespace, conf.Namespaces); own || len(conf.Namespaces) > 0 {
+		out = append([]string{ns}, slices.DeleteFunc(out, func(n string) bool { return n == ns })...)
+	}
+	return out
+}
+
+func write(out io.Writer, report interface{ WriteText(io.Writer) error }, format string) error {
+	if format == "text" {
+		return report.WriteText(out)
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(report)
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/internal/explain"
+	"github.com/reloader-operator/reloader/internal/localcluster"
+)
+
+func TestPluginName(t *testing.T) {
+	for argv0, want := range map[string]bool{
+		"/usr/local/bin/kubectl-reloader": true,
+		"kubectl-reloader.exe":            true,
+		"./bin/reloader":                  false,
+		"/reloader":                       false,
+	} {
+		if got := isPlugin(argv0); got != want {
+			t.Errorf("isPlugin(%q) = %v, want %v", argv0, got, want)
+		}
+	}
+}
+
+// TestExplainCommand runs `reloader explain` and `kubectl reloader explain` against a real API
+// server: the namespace comes from the --context given, -o json parses back.
+func TestExplainCommand(t *testing.T) {
+	ctx := context.Background()
+	cluster, err := localcluster.Start(ctx, localcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.Stop() })
+	c, err := client.New(cluster.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox",
+			EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}}}},
+	}
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cli"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "cli", Name: "cfg"}, Data: map[string]string{"k": "v"}},
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "cli", Name: "web", Annotations: map[string]string{"example.com/auto": "true"}},
+			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: tpl.Labels}, Template: tpl}},
+	} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A kubeconfig whose context "cli" defaults to namespace cli.
+	kc, err := clientcmd.LoadFromFile(cluster.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := kc.Contexts[kc.CurrentContext].DeepCopy()
+	cli.Namespace = "cli"
+	kc.Contexts["cli"] = cli
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+
+	var out bytes.Buffer
+	plugin := newPluginCommand()
+	plugin.SetArgs([]string{"explain", "deploy/web", "--kubeconfig", path, "--context", "cli", "-o", "json", "--auto-annotation", "example.com/auto"})
+	plugin.SetOut(&out)
+	if err := plugin.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	var w explain.Workload
+	if err := json.Unmarshal(out.Bytes(), &w); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if w.Namespace != "cli" || w.Next.Action != explain.ActionRecord || len(w.Sources) != 1 || !w.Sources[0].Reloads {
+		t.Errorf("explained as %+v", w)
+	}
+
+	out.Reset()
+	root := newRootCommand(nil)
+	root.SetArgs([]string{"explain", "configmaps/cfg", "--kubeconfig", path, "-n", "cli", "--auto-annotation", "example.com/auto"})
+	root.SetOut(&out)
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Deployment/web") {
+		t.Errorf("explain configmap/cfg did not list Deployment/web:\n%s", out.String())
+	}
+	root = newRootCommand(nil)
+	root.SetArgs([]string{"explain", "pods/web", "--kubeconfig", path})
+	root.SetErr(&bytes.Buffer{})
+	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), "unknown kind") {
+		t.Errorf("explain pods/web: %v, want unknown kind", err)
+	}
+}

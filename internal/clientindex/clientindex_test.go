@@ -1,0 +1,75 @@
+package clientindex_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/internal/clientindex"
+	"github.com/reloader-operator/reloader/internal/localcluster"
+)
+
+// TestListByIndex: a List by an indexed field returns the objects the index function gives
+// that value, as a cache would; other field selectors still go to the API server.
+func TestListByIndex(t *testing.T) {
+	ctx := context.Background()
+	cluster, err := localcluster.Start(ctx, localcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.Stop() })
+	direct, err := client.New(cluster.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := clientindex.New(direct)
+	byTeam := func(o client.Object) []string {
+		if team := o.GetLabels()["team"]; team != "" {
+			return []string{team, "any"}
+		}
+		return nil
+	}
+	if err := c.IndexField(ctx, &corev1.ConfigMap{}, "by-team", byTeam); err != nil {
+		t.Fatal(err)
+	}
+	for i, team := range []string{"a", "b", "a", ""} {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("cm-%d", i), Labels: map[string]string{"team": team}}}
+		if err := c.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := func(opts ...client.ListOption) []string {
+		t.Helper()
+		var list corev1.ConfigMapList
+		if err := c.List(ctx, &list, append(opts, client.InNamespace("default"))...); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, cm := range list.Items {
+			if cm.Name != "kube-root-ca.crt" {
+				out = append(out, cm.Name)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, tt := range []struct {
+		opts []client.ListOption
+		want []string
+	}{
+		{[]client.ListOption{client.MatchingFields{"by-team": "a"}}, []string{"cm-0", "cm-2"}},
+		{[]client.ListOption{client.MatchingFields{"by-team": "any"}}, []string{"cm-0", "cm-1", "cm-2"}},
+		{[]client.ListOption{client.MatchingFields{"by-team": "c"}}, nil},
+		{[]client.ListOption{client.MatchingFields{"by-team": "a", "metadata.name": "cm-2"}}, []string{"cm-2"}},
+		{[]client.ListOption{client.MatchingFields{"metadata.name": "cm-1"}}, []string{"cm-1"}},
+	} {
+		if got := names(tt.opts...); !slices.Equal(got, tt.want) {
+			t.Errorf("%v: %v, want %v", tt.opts, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,198 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/internal/coalesce"
+	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/source"
+)
+
+// Weighed is one source the decision looked at for a workload, and its answer.
+type Weighed struct {
+	ID       source.ID
+	Concerns bool
+	Reason   reload.Reason
+	// Exists is false for a named or referenced source that does not exist.
+	Exists     bool
+	Referenced bool
+	// Named is true when the workload's reload or exclude annotations, or a ReloaderConfig
+	// that targets it, name or select the source.
+	Named bool
+}
+
+type weighedKey struct{}
+
+// weighedNote returns what hands each decision w on a candidate c to the collector Explain
+// put in ctx; for reconciles, which carry none, it does nothing.
+func weighedNote(ctx context.Context) func(rules *reload.Rules, c reload.Candidate, w Weighed) {
+	collect, ok := ctx.Value(weighedKey{}).(func(Weighed))
+	if !ok {
+		return func(*reload.Rules, reload.Candidate, Weighed) {}
+	}
+	return func(rules *reload.Rules, c reload.Candidate, w Weighed) {
+		w.ID, w.Referenced = c.ID, c.Referenced
+		w.Named = rules.Named[c.ID.Kind].Match(c.ID.Name) || rules.Exclude[c.ID.Kind].Match(c.ID.Name)
+		for i := range rules.Configs {
+			if chosen, _ := rules.Configs[i].Chooses(c); chosen {
+				w.Named = true
+			}
+		}
+		collect(w)
+	}
+}
+
+// Explanation is what the next reconcile of a workload would decide, made by the reconcile's
+// own steps (observe, input, reload.MakePlan) on what the reconciler's client reads now.
+type Explanation struct {
+	// NotSelected is true when --namespace-selector leaves the workload's namespace out.
+	NotSelected bool
+	// Weighed are the sources the decision looked at, in the order it did.
+	Weighed []Weighed
+	// Record is the record on the workload; HasRecord is false when there is none, or it is
+	// unreadable.
+	Record    reload.Record
+	HasRecord bool
+	// Input is what the plan was made from; Input.Sources holds the current hashes.
+	Input reload.Input
+	// Changed are the sources the plan acts on (reloads, or skips), were there no wait.
+	Changed []source.ID
+	Plan    reload.Plan
+	// Window is the coalescing window of the workload: the flag's, or a ReloaderConfig's.
+	Window time.Duration
+	// Pause is the pause-period step of a Pausable kind after this plan; PausedUntil is when
+	// the pause ends, zero when none holds.
+	Pause       reload.PauseStep
+	PausedUntil time.Time
+	// Invalid are the workload's annotations that could not be parsed.
+	Invalid []error
+	// Keys are, for the sources restricted to some keys (keys annotations, used-keys-only),
+	// the keys their hash covers.
+	Keys map[source.ID][]string
+	// Configs name the ReloaderConfigs whose rules or settings apply to the workload;
+	// Conflicts say which settings two of them disagree on.
+	Configs   []string
+	Conflicts []string
+}
+
+// Explain plans the next reconcile of obj without writing anything. The coalescing window is
+// the controller's memory, not the cluster's: the wait is estimated from the times the
+// changed sources were last written. Sources of a kind in unknownHash (Secrets, when the hash
+// key can't be read) are taken as unchanged since their record.
+func (r *WorkloadReconciler) Explain(ctx context.Context, obj client.Object, unknownHash map[source.Kind]bool) (Explanation, error) {
+	now := r.Now()
+	var e Explanation
+	selected, err := r.namespaceSelected(ctx, obj.GetNamespace())
+	if err != nil {
+		return e, err
+	}
+	e.NotSelected = !selected
+	ctx = context.WithValue(ctx, weighedKey{}, func(w Weighed) { e.Weighed = append(e.Weighed, w) })
+	w, err := r.observe(ctx, obj)
+	if err != nil {
+		return e, err
+	}
+	e.Invalid = w.invalid
+	for id, o := range w.sources {
+		if o.restricted {
+			if e.Keys == nil {
+				e.Keys = map[source.ID][]string{}
+			}
+			e.Keys[id] = o.keys
+		}
+	}
+	if err := r.explainConfigs(ctx, obj, &e); err != nil {
+		return e, err
+	}
+	e.Record, e.HasRecord = r.record(ctx, obj)
+	k := r.windowKey(client.ObjectKeyFromObject(obj))
+	in := r.input(ctx, obj, w, k)
+	for id, o := range in.Sources {
+		if old, ok := in.Record[id.String()]; ok && unknownHash[id.Kind] && o.Hash != reload.Absent {
+			o.Hash = old
+			in.Sources[id] = o
+		}
+	}
+	plan := reload.MakePlan(in)
+	for _, ch := range slices.Concat(plan.Changes, plan.Skipped) {
+		e.Changed = append(e.Changed, ch.ID)
+	}
+	e.Window = r.Window.Quiet
+	if w.settings.window != nil {
+		e.Window = *w.settings.window
+	}
+	if len(e.Changed) > 0 {
+		in.Wait = settling(k, e.Window, w.sources, e.Changed, now)
+		plan = reload.MakePlan(in)
+	}
+	e.Input, e.Plan = in, plan
+	if _, s, ok := r.pauseState(obj, w.settings.pausePeriod); ok {
+		e.Pause = reload.PlanPause(r.Policy.Keys, s, plan.Reloads(), now)
+		if e.Pause.Requeue > 0 {
+			e.PausedUntil = now.Add(e.Pause.Requeue)
+		}
+	}
+	return e, nil
+}
+
+// explainConfigs names the ReloaderConfigs that apply to obj, as observe merges them.
+func (r *WorkloadReconciler) explainConfigs(ctx context.Context, obj client.Object, e *Explanation) error {
+	m, err := r.configsFor(ctx, obj)
+	if err != nil {
+		return err
+	}
+	for _, rule := range m.Rules {
+		e.Configs = append(e.Configs, rule.Config)
+	}
+	if m.Overrides.Config != "" {
+		e.Configs = append(e.Configs, m.Overrides.Config)
+	}
+	slices.Sort(e.Configs)
+	e.Configs = slices.Compact(e.Configs)
+	for _, c := range m.Conflicts {
+		e.Conflicts = append(e.Conflicts, c.String())
+	}
+	return nil
+}
+
+// settling is how long the coalescing window still holds back changes that the controller
+// heard when the changed sources were last written (by their managed fields' times).
+func settling(k string, quiet time.Duration, sources map[source.ID]observed, changed []source.ID, now time.Time) time.Duration {
+	var times []time.Time
+	for _, id := range changed {
+		if o := sources[id].obj; o != nil {
+			times = append(times, lastWrite(o))
+		}
+	}
+	slices.SortFunc(times, time.Time.Compare)
+	w := coalesce.New(quiet)
+	for _, t := range times {
+		w.Now = func() time.Time { return t }
+		w.Touch(k)
+	}
+	w.Now = func() time.Time { return now }
+	return w.Wait(k)
+}
+
+// lastWrite is when an object was last written, as far as its metadata tells.
+func lastWrite(o client.Object) time.Time {
+	t := o.GetCreationTimestamp().Time
+	for _, f := range o.GetManagedFields() {
+		if f.Time != nil && f.Time.After(t) {
+			t = f.Time.Time
+		}
+	}
+	return t
+}
+
+// Affected returns the workloads of r.Kind in ns that a change of source id concerns, found
+// as the controller finds them for a source event; annotations and labels are the source's.
+func (r *WorkloadReconciler) Affected(ctx context.Context, ns string, id source.ID, annotations, labels map[string]string) []client.Object {
+	var out []client.Object
+	r.affected(ctx, ns, id, annotations, labels, func(w client.Object) { out = append(out, w) })
+	return out
+}

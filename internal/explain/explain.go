@@ -1,0 +1,248 @@
+// Package explain answers why a workload did or did not reload, and what a change of a
+// source would reload, for `reloader explain`. It reads the cluster with a direct client
+// (read-only, no informers) and decides with the controller's own code: the reconcilers are
+// the controller's, built by app.NewReconciler, and the cache field indexes they read are
+// applied client-side by clientindex.
+package explain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/api/v1alpha1"
+	"github.com/reloader-operator/reloader/internal/app"
+	"github.com/reloader-operator/reloader/internal/clientindex"
+	"github.com/reloader-operator/reloader/internal/coalesce"
+	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/hash"
+	"github.com/reloader-operator/reloader/internal/hashkey"
+	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/reloaderconfig"
+	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/workload"
+)
+
+// Explainer explains the workloads and sources of one namespace.
+type Explainer struct {
+	conf      options.Config
+	namespace string
+	client    *clientindex.Client
+	sources   []controller.SourceType
+	// configs compiles the ReloaderConfigs; nil when their API is not served or readable.
+	configs *reloaderconfig.Cache
+	// unknownHash are the source kinds whose hashes can't be computed here.
+	unknownHash map[source.Kind]bool
+	// notes say what limits the explanation; keyNote, shown when a Secret is weighed, why
+	// the hash key could not be read.
+	notes   []string
+	keyNote string
+	now     func() time.Time
+}
+
+// New returns an Explainer of namespace ns, deciding as a reloader started with conf would.
+// The Secret hash key is read from the first of keyNamespaces that holds it. Nothing is
+// written to the cluster.
+func New(ctx context.Context, cfg *rest.Config, conf options.Config, ns string, keyNamespaces ...string) (*Explainer, error) {
+	scheme, err := app.NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	e := &Explainer{conf: conf, namespace: ns, client: clientindex.New(scopeSources(c, conf)),
+		unknownHash: map[source.Kind]bool{}, now: time.Now}
+	if err := e.addSources(ctx, c, keyNamespaces); err != nil {
+		return nil, err
+	}
+	if err := e.addConfigs(ctx, c); err != nil {
+		return nil, err
+	}
+	for _, kind := range allKinds() {
+		if err := controller.IndexWorkloads(ctx, e.client, kind, conf.Keys); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// addSources sets up every source kind, the ignored ones too, so that the decision can say
+// they are ignored. Secrets are hashed with the install's key, read-only; without the key
+// their hashes are unknown. Without read access to Secrets (RBAC has no verb for their
+// metadata alone), they are left out, and the notes say so.
+func (e *Explainer) addSources(ctx context.Context, c client.Client, keyNamespaces []string) error {
+	e.sources = append(e.sources, controller.ConfigMaps)
+	err := c.List(ctx, &corev1.SecretList{}, client.InNamespace(e.namespace), client.Limit(1))
+	switch {
+	case apierrors.IsForbidden(err):
+		e.notes = append(e.notes, "Secrets are left out: no read access to Secrets in "+e.namespace+" (get and list)")
+	case err != nil:
+		return fmt.Errorf("list secrets in %s: %w", e.namespace, err)
+	default:
+		key, err := readKey(ctx, c, keyNamespaces)
+		if err != nil && !e.conf.IgnoredSources[source.Secret] {
+			e.unknownHash[source.Secret] = true
+			e.keyNote = fmt.Sprintf("Secret hashes are unknown (%v; see --reloader-namespace); taken as unchanged since their record", err)
+		}
+		e.sources = append(e.sources, controller.Secrets(key))
+	}
+	if !e.conf.EnableCSIIntegration {
+		return nil
+	}
+	// As the controller does, CSI mounts count only where the driver's API is served.
+	err = c.List(ctx, controller.CSIMounts.NewList(), client.InNamespace(e.namespace), client.Limit(1))
+	switch {
+	case apimeta.IsNoMatchError(err):
+		e.notes = append(e.notes, "--enable-csi-integration: the Secrets Store CSI driver's API is not served; CSI secrets are left out, as the controller leaves them")
+		return nil
+	case apierrors.IsForbidden(err):
+		e.notes = append(e.notes, "CSI secrets are left out: no read access to secretproviderclasspodstatuses in "+e.namespace+" (get and list)")
+		return nil
+	case err != nil:
+		return fmt.Errorf("list CSI mounts in %s: %w", e.namespace, err)
+	}
+	e.sources = append(e.sources, controller.CSIMounts)
+	return controller.IndexPooled(ctx, e.client, controller.CSIMounts)
+}
+
+// addConfigs reads ReloaderConfigs when the cluster serves their API, as the controller does.
+func (e *Explainer) addConfigs(ctx context.Context, c client.Client) error {
+	err := c.List(ctx, &v1alpha1.ReloaderConfigList{}, client.InNamespace(e.namespace), client.Limit(1))
+	switch {
+	case apimeta.IsNoMatchError(err):
+	case apierrors.IsForbidden(err):
+		e.notes = append(e.notes, "ReloaderConfigs are left out: no read access to them in "+e.namespace+" (get and list)")
+	case err != nil:
+		return fmt.Errorf("list ReloaderConfigs in %s: %w", e.namespace, err)
+	default:
+		e.configs = &reloaderconfig.Cache{}
+	}
+	return nil
+}
+
+// readKey reads the hash key from the first namespace that holds it.
+func readKey(ctx context.Context, c client.Reader, namespaces []string) (hash.Key, error) {
+	var errs []error
+	for _, ns := range namespaces {
+		k, err := hashkey.Read(ctx, c, ns)
+		if err == nil {
+			return k, nil
+		}
+		errs = append(errs, err)
+	}
+	return hash.Key{}, errors.Join(errs...)
+}
+
+// unknown stands for a hash that can't be computed here.
+const unknown = "unknown"
+
+func (e *Explainer) reconciler(kind workload.Kind) *controller.WorkloadReconciler {
+	r := app.NewReconciler(e.conf, e.client, kind, e.sources, e.configs, coalesce.New(e.conf.CoalesceWindow))
+	r.Now = e.now
+	return r
+}
+
+// Workload explains the workload kind/name.
+func (e *Explainer) Workload(ctx context.Context, kind workload.Kind, name string) (*Workload, error) {
+	obj := kind.NewObject()
+	if err := e.client.Get(ctx, client.ObjectKey{Namespace: e.namespace, Name: name}, obj); err != nil {
+		if apimeta.IsNoMatchError(err) {
+			return nil, fmt.Errorf("%s: this cluster does not serve the kind", kind.Name())
+		}
+		return nil, fmt.Errorf("get %s %s/%s: %w", kind.Name(), e.namespace, name, err)
+	}
+	ex, err := e.reconciler(kind).Explain(ctx, obj, e.unknownHash)
+	if err != nil {
+		return nil, err
+	}
+	w := e.workload(kind, obj, ex)
+	if w.Events, err = e.events(ctx, kind, name); err != nil {
+		w.Notes = append(w.Notes, err.Error())
+	}
+	return w, nil
+}
+
+// Source lists the workloads of every kind this install reloads that a change of source
+// kind/name would reload, found as the controller finds them, each explained.
+func (e *Explainer) Source(ctx context.Context, kind source.Kind, name string) (*Source, error) {
+	st, ok := e.sourceType(kind)
+	if !ok {
+		return nil, fmt.Errorf("%ss can't be read: %s", kind.Title(), strings.Join(e.notes, "; "))
+	}
+	id := source.ID{Kind: kind, Name: name}
+	out := &Source{Kind: kind.Title(), Namespace: e.namespace, Name: name, Notes: slices.Clone(e.notes), Workloads: []AffectedWorkload{}}
+	if kind == source.Secret && e.keyNote != "" {
+		out.Notes = append(out.Notes, e.keyNote)
+	}
+	obj := st.NewObject()
+	err := e.client.Get(ctx, client.ObjectKey{Namespace: e.namespace, Name: name}, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		obj = nil
+		out.Notes = append(out.Notes, fmt.Sprintf("%s %s/%s does not exist; listing the workloads its creation would concern", kind.Title(), e.namespace, name))
+	case err != nil:
+		return nil, fmt.Errorf("get %s %s/%s: %w", kind.Title(), e.namespace, name, err)
+	default:
+		out.Exists = true
+		if !e.unknownHash[kind] {
+			out.Hash = st.Hash(obj)
+		}
+	}
+	var annotations, labels map[string]string
+	if obj != nil {
+		annotations, labels = obj.GetAnnotations(), obj.GetLabels()
+	}
+	for _, wk := range allKinds() {
+		if e.ignoredKind(wk) != "" {
+			continue // never reloaded by this install
+		}
+		if err := e.client.List(ctx, wk.NewList(), client.InNamespace(e.namespace), client.Limit(1)); err != nil {
+			if !apimeta.IsNoMatchError(err) {
+				out.Notes = append(out.Notes, fmt.Sprintf("%ss not searched: %v", wk.Name(), err))
+			}
+			continue
+		}
+		r := e.reconciler(wk)
+		for _, w := range r.Affected(ctx, e.namespace, id, annotations, labels) {
+			ex, err := r.Explain(ctx, w, e.unknownHash)
+			if err != nil {
+				return nil, err
+			}
+			ew := e.workload(wk, w, ex)
+			a := AffectedWorkload{Kind: wk.Name(), Name: w.GetName(), Next: ew.Next}
+			for _, s := range ew.Sources {
+				if s.Kind == kind.Title() && s.Name == name {
+					a.Reason = s.Reason
+				}
+			}
+			out.Workloads = append(out.Workloads, a)
+		}
+	}
+	slices.SortFunc(out.Workloads, func(a, b AffectedWorkload) int {
+		if a.Kind != b.Kind {
+			return strings.Compare(a.Kind, b.Kind)
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out, nil
+}
+
+func (e *Explainer) sourceType(kind source.Kind) (controller.SourceType, bool) {
+	for _, st := range e.sources {
+		if st.Kind == kind {
+			return st, true
+		}
+	}
+	return controller.SourceType{}, false
+}
