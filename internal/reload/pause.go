@@ -67,3 +67,26 @@ func PlanPause(keys Keys, s PauseState, reloading bool, now time.Time) PauseStep
 	}
 	return step
 }
+
+// PauseEnds is when a pause that began at pausedAt (the paused-at annotation) ends: after the
+// workload's pause-period annotation (period, if hasPeriod), else after fallback (a
+// ReloaderConfig's). ok is false when either can't be read, as PlanPause reads them.
+func PauseEnds(pausedAt, period string, hasPeriod bool, fallback *time.Duration) (time.Time, bool) {
+	at, err := time.Parse(time.RFC3339, pausedAt)
+	if err != nil {
+		return time.Time{}, false
+	}
+	var d time.Duration
+	switch {
+	case hasPeriod:
+		if d, err = time.ParseDuration(strings.TrimSpace(period)); err != nil {
+			return time.Time{}, false
+		}
+	case fallback != nil:
+		d = *fallback
+	}
+	if d <= 0 {
+		return time.Time{}, false
+	}
+	return at.Add(d), true
+}

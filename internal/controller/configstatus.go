@@ -1,0 +1,192 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/reloader-operator/reloader/api/v1alpha1"
+	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/reloaderconfig"
+	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/workload"
+)
+
+// ConfigStatusReconciler writes the status of ReloaderConfigs: what their rules resolve to
+// now (targets, sources and their hashes), what is wrong with them, and each target's last
+// reload by them. It reads only the cache, and patches the status only when it changed.
+type ConfigStatusReconciler struct {
+	Client client.Client
+	// Kinds are the workload kinds reloader reconciles; a target of another kind is reported.
+	Kinds []workload.Kind
+	// Sources are the source types watched; a source of another kind is reported.
+	Sources  []SourceType
+	Configs  *reloaderconfig.Cache
+	Keys     reload.Keys
+	Reloads  *ReloadLog
+	Recorder recorder.EventRecorder
+	Now      func() time.Time
+
+	mu    sync.Mutex
+	queue workqueueOfRequests
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *ConfigStatusReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	cfg := &v1alpha1.ReloaderConfig{}
+	if err := r.Client.Get(ctx, req.NamespacedName, cfg); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !cfg.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, nil
+	}
+	c := r.Configs.Get(cfg)
+	res, err := r.resolve(ctx, cfg.Namespace, c)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	peers, err := r.configsOf(ctx, cfg.Namespace)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	r.conflicts(c, peers, res)
+	status := r.status(cfg, c, res)
+	if equality.Semantic.DeepEqual(cfg.Status, status) {
+		return reconcile.Result{}, nil
+	}
+	r.tell(ctx, cfg, status)
+	patch := client.MergeFrom(cfg.DeepCopy())
+	cfg.Status = status
+	if err := r.Client.Status().Patch(ctx, cfg, patch, client.FieldOwner(FieldOwner)); err != nil {
+		return reconcile.Result{}, fmt.Errorf("patch status of ReloaderConfig %s: %w", req, err)
+	}
+	return reconcile.Result{}, nil
+}
+
+// status builds the status of cfg from what its rules resolve to; the last reloads of the
+// status before are kept when reloader holds none newer (it forgets them on restart).
+func (r *ConfigStatusReconciler) status(cfg *v1alpha1.ReloaderConfig, c *reloaderconfig.Compiled, res *resolution) v1alpha1.ReloaderConfigStatus {
+	st := v1alpha1.ReloaderConfigStatus{ObservedGeneration: cfg.Generation,
+		TargetCount: int32(len(res.targets)), SourceCount: int32(len(res.sources))}
+	before := map[workloadKey]*v1alpha1.Reload{}
+	for _, t := range cfg.Status.Targets {
+		before[workloadKey{t.Kind, client.ObjectKey{Namespace: cfg.Namespace, Name: t.Name}}] = t.LastReload
+	}
+	for _, key := range sortedTargets(res.targets) {
+		t := res.targets[key]
+		last := newer(before[key], r.lastReload(key, res))
+		if last != nil {
+			if st.LastReloadTime == nil || st.LastReloadTime.Before(&last.Time) {
+				st.LastReloadTime = last.Time.DeepCopy()
+			}
+			if last.Rollout == rolloutStalledStatus {
+				res.issue(v1alpha1.ReasonRolloutStalled, "the rollout of %s %s after its reload stalled: %s", t.kind.Name(), t.obj.GetName(), last.RolloutReason)
+			}
+		}
+		if len(st.Targets) < v1alpha1.MaxStatusEntries {
+			st.Targets = append(st.Targets, v1alpha1.TargetStatus{Kind: t.kind.Name(), Name: t.obj.GetName(),
+				LastReload: last, PausedUntil: r.pausedUntil(t, c)})
+		}
+	}
+	ids := make([]source.ID, 0, len(res.sources))
+	for id := range res.sources {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b source.ID) int { return strings.Compare(a.String(), b.String()) })
+	for _, id := range ids[:min(len(ids), v1alpha1.MaxStatusEntries)] {
+		s := res.sources[id]
+		// TODO(keys): the hash of the chosen keys once the cache keeps per-key digests; the
+		// whole content hash until then.
+		st.Sources = append(st.Sources, v1alpha1.SourceStatus{Kind: id.Kind.Title(), Name: id.Name, Hash: s.hash, Keys: s.keys})
+	}
+	st.Conditions = reloaderconfig.Conditions(cfg.Status.Conditions, res.issues, cfg.Generation, metav1.NewTime(r.Now()).Rfc3339Copy())
+	return st
+}
+
+// rolloutStalledStatus is how status.targets[].lastReload.rollout names a stalled rollout.
+const rolloutStalledStatus = "Stalled"
+
+// lastReload is the latest reload of the workload that reloader holds, when a source the
+// config chooses caused it.
+func (r *ConfigStatusReconciler) lastReload(key workloadKey, res *resolution) *v1alpha1.Reload {
+	e, ok := r.Reloads.Latest(key.kind, key.NamespacedName)
+	if !ok {
+		return nil
+	}
+	for _, ch := range e.Changes {
+		if res.chosen[ch.ID] {
+			return &v1alpha1.Reload{Time: metav1.NewTime(e.At).Rfc3339Copy(), Source: ch.ID.String(), Hash: ch.Hash,
+				Rollout: e.Rollout, RolloutReason: e.RolloutReason}
+		}
+	}
+	return nil
+}
+
+// newer returns the later of two reloads; on a tie the one reloader holds, which may know
+// the rollout's outcome.
+func newer(stored, held *v1alpha1.Reload) *v1alpha1.Reload {
+	switch {
+	case held == nil:
+		return stored
+	case stored == nil || !held.Time.Before(&stored.Time):
+		return held
+	}
+	return stored
+}
+
+// tell reports a config that became degraded, or changed why, in an Event and the log.
+func (r *ConfigStatusReconciler) tell(ctx context.Context, cfg *v1alpha1.ReloaderConfig, status v1alpha1.ReloaderConfigStatus) {
+	now := apimeta.FindStatusCondition(status.Conditions, v1alpha1.ConditionDegraded)
+	if now == nil || now.Status != metav1.ConditionTrue {
+		return
+	}
+	if was := apimeta.FindStatusCondition(cfg.Status.Conditions, v1alpha1.ConditionDegraded); was != nil &&
+		was.Status == now.Status && was.Message == now.Message {
+		return
+	}
+	log.FromContext(ctx).Info("ReloaderConfig degraded", "reason", now.Reason, "message", now.Message)
+	r.Recorder.Eventf(cfg, nil, corev1.EventTypeWarning, now.Reason, "Resolve", "%s", now.Message)
+}
+
+// configsOf returns the ReloaderConfigs of a namespace, compiled.
+func (r *ConfigStatusReconciler) configsOf(ctx context.Context, ns string) ([]*reloaderconfig.Compiled, error) {
+	list := &v1alpha1.ReloaderConfigList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list ReloaderConfigs in %s: %w", ns, err)
+	}
+	out := make([]*reloaderconfig.Compiled, len(list.Items))
+	for i := range list.Items {
+		out[i] = r.Configs.Get(&list.Items[i])
+	}
+	return out, nil
+}
+
+func (r *ConfigStatusReconciler) kind(name string) workload.Kind {
+	for _, k := range r.Kinds {
+		if strings.EqualFold(k.Name(), name) {
+			return k
+		}
+	}
+	return nil
+}
+
+func (r *ConfigStatusReconciler) sourceType(kind source.Kind) (SourceType, bool) {
+	for _, st := range r.Sources {
+		if st.Kind == kind {
+			return st, true
+		}
+	}
+	return SourceType{}, false
+}

@@ -1,0 +1,266 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/api/v1alpha1"
+	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/reloaderconfig"
+	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/workload"
+)
+
+// resolution is what a config's rules choose now: workloads, sources, and what is wrong.
+type resolution struct {
+	targets map[workloadKey]resolvedTarget
+	sources map[source.ID]resolvedSource
+	// chosen are the sources the rules choose, present or not: the reloads they cause are the
+	// config's.
+	chosen map[source.ID]bool
+	issues []reloaderconfig.Issue
+	// seen dedups issues.
+	seen map[string]bool
+	// all caches each source kind's objects of the namespace for the selector rules.
+	all map[source.Kind]map[string]snapshot
+}
+
+type resolvedTarget struct {
+	kind workload.Kind
+	obj  client.Object
+}
+
+type resolvedSource struct {
+	kind source.Kind
+	hash string
+	keys []string
+}
+
+func (res *resolution) issue(reason, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if res.seen[msg] {
+		return
+	}
+	res.seen[msg] = true
+	res.issues = append(res.issues, reloaderconfig.Issue{Reason: reason, Message: msg})
+}
+
+// resolve reads what config c of namespace ns chooses, from the cache.
+func (r *ConfigStatusReconciler) resolve(ctx context.Context, ns string, c *reloaderconfig.Compiled) (*resolution, error) {
+	res := &resolution{targets: map[workloadKey]resolvedTarget{}, sources: map[source.ID]resolvedSource{},
+		chosen: map[source.ID]bool{}, seen: map[string]bool{}, all: map[source.Kind]map[string]snapshot{}}
+	for _, err := range c.Errs {
+		res.issue(v1alpha1.ReasonInvalidSpec, "%v", err)
+	}
+	if err := r.resolveTargets(ctx, ns, c, res); err != nil {
+		return nil, err
+	}
+	for i := range c.Rules {
+		if err := r.resolveSources(ctx, ns, &c.Rules[i], res); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (r *ConfigStatusReconciler) resolveTargets(ctx context.Context, ns string, c *reloaderconfig.Compiled, res *resolution) error {
+	for _, t := range c.Targets {
+		kind := r.kind(t.Kind)
+		if kind == nil {
+			res.issue(v1alpha1.ReasonKindNotWatched, "reloader does not reconcile %ss: the kind is ignored (--ignored-workload-types, --is-Argo-Rollouts) or its API is not served", t.Kind)
+			continue
+		}
+		add := func(obj client.Object) {
+			res.targets[workloadKey{kind.Name(), client.ObjectKeyFromObject(obj)}] = resolvedTarget{kind: kind, obj: obj}
+		}
+		if t.Name != "" {
+			obj := kind.NewObject()
+			err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: t.Name}, obj)
+			if client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("get %s %s/%s: %w", t.Kind, ns, t.Name, err)
+			}
+			if err != nil {
+				res.issue(v1alpha1.ReasonTargetMissing, "%s %s does not exist", kind.Name(), t.Name)
+				continue
+			}
+			add(obj)
+			continue
+		}
+		list := kind.NewList()
+		if err := r.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: t.Selector}); err != nil {
+			return fmt.Errorf("list %ss in %s: %w", t.Kind, ns, err)
+		}
+		found := 0
+		_ = forEach(list, func(obj client.Object) { found++; add(obj) })
+		if found == 0 {
+			res.issue(v1alpha1.ReasonSelectorNoMatch, "no %s matches the selector %q", kind.Name(), t.Selector.String())
+		}
+	}
+	return nil
+}
+
+func (r *ConfigStatusReconciler) resolveSources(ctx context.Context, ns string, rule *reload.ConfigRule, res *resolution) error {
+	st, ok := r.sourceType(rule.Kind)
+	if !ok {
+		res.issue(v1alpha1.ReasonKindNotWatched, "reloader ignores %ss (--resources-to-ignore)", rule.Kind.Title())
+		return nil
+	}
+	add := func(name string, s snapshot, exists bool, missing string) {
+		id := source.ID{Kind: rule.Kind, Name: name}
+		res.chosen[id] = true
+		if !exists {
+			res.issue(v1alpha1.ReasonSourceMissing, "%s", missing)
+			return
+		}
+		rs := res.sources[id]
+		rs.kind, rs.hash = rule.Kind, s.hash
+		rs.keys = union(rs.keys, rule.Keys)
+		res.sources[id] = rs
+		if len(rule.Keys) > 0 {
+			have := sourceKeys(s.obj)
+			for _, k := range rule.Keys {
+				if !have[k] {
+					res.issue(v1alpha1.ReasonKeyMissing, "%s %s has no key %s", rule.Kind.Title(), name, k)
+				}
+			}
+		}
+	}
+	switch {
+	case rule.Name != "":
+		s, exists, err := st.get(ctx, r.Client, ns, rule.Name)
+		if err != nil {
+			return err
+		}
+		add(rule.Name, s, exists, fmt.Sprintf("%s %s does not exist", rule.Kind.Title(), rule.Name))
+	case rule.Selector != nil:
+		all, err := res.allOf(ctx, r.Client, st, ns)
+		if err != nil {
+			return err
+		}
+		found := 0
+		for _, name := range slices.Sorted(maps.Keys(all)) {
+			if s := all[name]; rule.Selector.Matches(labels.Set(s.labels)) {
+				found++
+				add(name, s, true, "")
+			}
+		}
+		if found == 0 {
+			res.issue(v1alpha1.ReasonSelectorNoMatch, "no %s matches the selector %q", rule.Kind.Title(), rule.Selector.String())
+		}
+	case rule.Auto:
+		for _, key := range sortedTargets(res.targets) {
+			t := res.targets[key]
+			for _, ref := range source.Refs(&t.kind.PodTemplate(t.obj).Spec) {
+				if ref.Kind != rule.Kind {
+					continue
+				}
+				s, exists, err := st.get(ctx, r.Client, ns, ref.Name)
+				if err != nil {
+					return err
+				}
+				add(ref.Name, s, exists, fmt.Sprintf("%s %s, used by %s %s, does not exist", rule.Kind.Title(), ref.Name, t.kind.Name(), t.obj.GetName()))
+			}
+		}
+	}
+	return nil
+}
+
+// allOf reads every source of st's kind in ns once per reconcile.
+func (res *resolution) allOf(ctx context.Context, c client.Reader, st SourceType, ns string) (map[string]snapshot, error) {
+	if all, ok := res.all[st.Kind]; ok {
+		return all, nil
+	}
+	all, err := st.all(ctx, c, ns)
+	if err != nil {
+		return nil, err
+	}
+	res.all[st.Kind] = all
+	return all, nil
+}
+
+// sourceKeys are the key names of a ConfigMap or Secret. The cache keeps the keys of a
+// source without their values (Transform), so this works on cached objects too.
+func sourceKeys(o client.Object) map[string]bool {
+	out := map[string]bool{}
+	switch v := o.(type) {
+	case *corev1.ConfigMap:
+		for k := range v.Data {
+			out[k] = true
+		}
+		for k := range v.BinaryData {
+			out[k] = true
+		}
+	case *corev1.Secret:
+		for k := range v.Data {
+			out[k] = true
+		}
+	}
+	return out
+}
+
+// conflicts adds the settings another config targeting the same workloads sets differently.
+func (r *ConfigStatusReconciler) conflicts(c *reloaderconfig.Compiled, peers []*reloaderconfig.Compiled, res *resolution) {
+	if len(peers) < 2 {
+		return
+	}
+	for _, key := range sortedTargets(res.targets) {
+		t := res.targets[key]
+		var targeting []*reloaderconfig.Compiled
+		for _, p := range peers {
+			if p.TargetsWorkload(t.kind.Name(), t.obj) {
+				targeting = append(targeting, p)
+			}
+		}
+		for _, conflict := range reloaderconfig.Merge(targeting).Conflicts {
+			if conflict.Winner == c.Name || conflict.Loser == c.Name {
+				res.issue(v1alpha1.ReasonConflictingRules, "%s (on %s %s)", conflict, t.kind.Name(), t.obj.GetName())
+			}
+		}
+	}
+}
+
+// pausedUntil is when a paused-for-a-period Deployment resumes; nil when it is not paused so.
+// The workload's own pause-period annotation wins over the config's, as in the reconciler.
+func (r *ConfigStatusReconciler) pausedUntil(t resolvedTarget, c *reloaderconfig.Compiled) *metav1.Time {
+	p, ok := t.kind.(workload.Pausable)
+	if !ok || !p.Paused(t.obj) {
+		return nil
+	}
+	ann := t.obj.GetAnnotations()
+	pausedAt, ok := ann[r.Keys.PausedAt]
+	if !ok {
+		return nil
+	}
+	period, hasPeriod := ann[r.Keys.PausePeriod]
+	until, ok := reload.PauseEnds(pausedAt, period, hasPeriod, c.Overrides.PausePeriod)
+	if !ok {
+		return nil
+	}
+	mt := metav1.NewTime(until)
+	return &mt
+}
+
+func sortedTargets(m map[workloadKey]resolvedTarget) []workloadKey {
+	keys := make([]workloadKey, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b workloadKey) int {
+		return strings.Compare(a.kind+"/"+a.Name, b.kind+"/"+b.Name)
+	})
+	return keys
+}
+
+func union(a, b []string) []string {
+	out := slices.Concat(a, b)
+	slices.Sort(out)
+	return slices.Compact(out)
+}

@@ -1,0 +1,229 @@
+package controller
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	crsource "sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/reloader-operator/reloader/api/v1alpha1"
+	"github.com/reloader-operator/reloader/internal/reloaderconfig"
+	"github.com/reloader-operator/reloader/internal/source"
+)
+
+type workqueueOfRequests = workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+// ConfigStatusController names the controller, in logs and metrics.
+const ConfigStatusController = "reloaderconfig-status"
+
+// SetupWithManager registers the status controller. Like the reconcilers it writes, so it
+// runs on the leader only. Nothing it writes wakes it: configs are watched for spec changes
+// (generation), sources for content and label changes, workloads for creation, deletion,
+// labels and spec, never status; each event goes to the configs of its namespace it concerns.
+func (r *ConfigStatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named(ConfigStatusController).
+		// A config's change may end or start a conflict with the others of its namespace.
+		Watches(&v1alpha1.ReloaderConfig{}, handler.EnqueueRequestsFromMapFunc(r.mapNamespaceConfigs),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	for _, st := range r.Sources {
+		if st.Pool != nil {
+			continue // configs choose ConfigMaps and Secrets only
+		}
+		b = b.Watches(st.NewObject(), r.toConfigs(r.sourceConcerns(st)), builder.WithPredicates(sourceContentOrLabelsChanged()))
+	}
+	for _, kind := range r.Kinds {
+		name := kind.Name()
+		b = b.Watches(kind.NewObject(), r.toConfigs(func(_ context.Context, objs []client.Object) func(*reloaderconfig.Compiled) bool {
+			return func(c *reloaderconfig.Compiled) bool {
+				for _, o := range objs {
+					if c.TargetsWorkload(name, o) {
+						return true
+					}
+				}
+				return false
+			}
+		}), builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{})))
+	}
+	// Reloads reach the queue directly (Reloaded): keep it once the controller starts.
+	b = b.WatchesRawSource(crsource.Func(func(_ context.Context, q workqueueOfRequests) error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.queue = q
+		return nil
+	}))
+	return b.Complete(r)
+}
+
+// Reloaded hears of a reload written (WorkloadReconciler.OnReload) and enqueues the configs
+// that target the workload. It runs on the reconciler's goroutine and reads only the cache.
+func (r *ConfigStatusReconciler) Reloaded(rl Reloaded) {
+	r.Reloads.Add(rl.Kind, client.ObjectKeyFromObject(rl.Workload), rl.At, rl.Changes)
+	r.enqueueTargeting(rl.Kind, rl.Workload)
+}
+
+// RolloutEnded hears how the rollout after the reload at reloadedAt ended ("complete" or
+// "stalled", and why) and enqueues the configs that target the workload.
+func (r *ConfigStatusReconciler) RolloutEnded(kind string, nn types.NamespacedName, reloadedAt time.Time, outcome, reason string) {
+	word := outcome
+	if word != "" {
+		word = strings.ToUpper(word[:1]) + word[1:]
+	}
+	if !r.Reloads.SetRollout(kind, nn, reloadedAt, word, reason) {
+		return
+	}
+	k := r.kind(kind)
+	if k == nil {
+		return
+	}
+	obj := k.NewObject()
+	if err := r.Client.Get(context.Background(), nn, obj); err == nil {
+		r.enqueueTargeting(kind, obj)
+	}
+}
+
+func (r *ConfigStatusReconciler) enqueueTargeting(kind string, obj client.Object) {
+	r.mu.Lock()
+	q := r.queue
+	r.mu.Unlock()
+	if q == nil {
+		return // not started (not the leader): the first reconciles read the log anyway
+	}
+	configs, err := r.configsOf(context.Background(), obj.GetNamespace())
+	if err != nil {
+		return
+	}
+	for _, c := range configs {
+		if c.TargetsWorkload(kind, obj) {
+			q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: c.Name}})
+		}
+	}
+}
+
+// mapNamespaceConfigs enqueues every config of the object's namespace.
+func (r *ConfigStatusReconciler) mapNamespaceConfigs(ctx context.Context, obj client.Object) []reconcile.Request {
+	configs, err := r.configsOf(ctx, obj.GetNamespace())
+	if err != nil {
+		log.FromContext(ctx).Error(err, "listing ReloaderConfigs")
+		return nil
+	}
+	reqs := make([]reconcile.Request, len(configs))
+	for i, c := range configs {
+		reqs[i] = reconcile.Request{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: c.Name}}
+	}
+	return reqs
+}
+
+// concernsFunc returns, for the objects of one event (old and new on update), the test of
+// whether a config is concerned.
+type concernsFunc func(ctx context.Context, objs []client.Object) func(*reloaderconfig.Compiled) bool
+
+// toConfigs enqueues, for each event, the configs of the object's namespace it concerns.
+func (r *ConfigStatusReconciler) toConfigs(concerns concernsFunc) handler.TypedEventHandler[client.Object, reconcile.Request] {
+	enqueue := func(ctx context.Context, q workqueueOfRequests, objs ...client.Object) {
+		ns := objs[0].GetNamespace()
+		configs, err := r.configsOf(ctx, ns)
+		if err != nil {
+			log.FromContext(ctx).Error(err, "listing ReloaderConfigs")
+			return
+		}
+		if len(configs) == 0 {
+			return
+		}
+		test := concerns(ctx, objs)
+		for _, c := range configs {
+			if test(c) {
+				q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: c.Name}})
+			}
+		}
+	}
+	return handler.TypedFuncs[client.Object, reconcile.Request]{
+		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[client.Object], q workqueueOfRequests) {
+			enqueue(ctx, q, e.Object)
+		},
+		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[client.Object], q workqueueOfRequests) {
+			enqueue(ctx, q, e.ObjectOld, e.ObjectNew)
+		},
+		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[client.Object], q workqueueOfRequests) {
+			enqueue(ctx, q, e.Object)
+		},
+		GenericFunc: func(ctx context.Context, e event.TypedGenericEvent[client.Object], q workqueueOfRequests) {
+			enqueue(ctx, q, e.Object)
+		},
+	}
+}
+
+// sourceConcerns: a config is concerned by a source it names, selects (before or after a
+// label change), or that one of its targets references while it has an auto rule.
+func (r *ConfigStatusReconciler) sourceConcerns(st SourceType) concernsFunc {
+	return func(ctx context.Context, objs []client.Object) func(*reloaderconfig.Compiled) bool {
+		ns, id := objs[0].GetNamespace(), source.ID{Kind: st.Kind, Name: objs[0].GetName()}
+		var users []resolvedTarget
+		looked := false
+		return func(c *reloaderconfig.Compiled) bool {
+			for _, rule := range c.Rules {
+				if rule.Kind != st.Kind {
+					continue
+				}
+				switch {
+				case rule.Name != "":
+					if rule.Name == id.Name {
+						return true
+					}
+				case rule.Selector != nil:
+					for _, o := range objs {
+						if rule.Selector.Matches(labels.Set(o.GetLabels())) {
+							return true
+						}
+					}
+				case rule.Auto:
+					if !looked {
+						users, looked = r.usersOf(ctx, ns, id), true
+					}
+					for _, u := range users {
+						if c.TargetsWorkload(u.kind.Name(), u.obj) {
+							return true
+						}
+					}
+				}
+			}
+			return false
+		}
+	}
+}
+
+// usersOf finds, through the source index, the workloads that reference or name source id.
+func (r *ConfigStatusReconciler) usersOf(ctx context.Context, ns string, id source.ID) []resolvedTarget {
+	var out []resolvedTarget
+	for _, kind := range r.Kinds {
+		list := kind.NewList()
+		if err := r.Client.List(ctx, list, client.InNamespace(ns), client.MatchingFields{IndexSources: id.String()}, client.UnsafeDisableDeepCopy); err != nil {
+			log.FromContext(ctx).Error(err, "listing by source index", "kind", kind.Name())
+			continue
+		}
+		_ = forEach(list, func(o client.Object) { out = append(out, resolvedTarget{kind: kind, obj: o}) })
+	}
+	return out
+}
+
+// sourceContentOrLabelsChanged lets through source updates that change what a status shows:
+// the content hash, or the labels that selectors match.
+func sourceContentOrLabelsChanged() predicate.Predicate {
+	return predicate.Or(predicate.LabelChangedPredicate{}, predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld.GetAnnotations()[cachedHashAnnotation] != e.ObjectNew.GetAnnotations()[cachedHashAnnotation]
+		},
+	})
+}

@@ -1,0 +1,298 @@
+package controller_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/reloader-operator/reloader/api/v1alpha1"
+	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/reload"
+)
+
+// configStatus waits until the status of config name satisfies check.
+func configStatus(t *testing.T, ns, name, what string, check func(*v1alpha1.ReloaderConfig) error) *v1alpha1.ReloaderConfig {
+	t.Helper()
+	cfg := &v1alpha1.ReloaderConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	eventually(t, name+": "+what, func() error {
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(cfg), cfg); err != nil {
+			return err
+		}
+		if cfg.Status.ObservedGeneration != cfg.Generation {
+			return fmt.Errorf("observedGeneration %d, generation %d", cfg.Status.ObservedGeneration, cfg.Generation)
+		}
+		return check(cfg)
+	})
+	return cfg
+}
+
+// condition checks that condition typ has status and reason, and that its message holds each
+// of words.
+func condition(typ string, status metav1.ConditionStatus, reason string, words ...string) func(*v1alpha1.ReloaderConfig) error {
+	return func(cfg *v1alpha1.ReloaderConfig) error {
+		c := apimeta.FindStatusCondition(cfg.Status.Conditions, typ)
+		if c == nil {
+			return fmt.Errorf("no %s condition in %+v", typ, cfg.Status.Conditions)
+		}
+		if c.Status != status || c.Reason != reason {
+			return fmt.Errorf("%s is %s/%s (%q), want %s/%s", typ, c.Status, c.Reason, c.Message, status, reason)
+		}
+		for _, w := range words {
+			if !strings.Contains(c.Message, w) {
+				return fmt.Errorf("%s message %q does not say %q", typ, c.Message, w)
+			}
+		}
+		return nil
+	}
+}
+
+func ready(cfg *v1alpha1.ReloaderConfig) error {
+	return condition(v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonResolved)(cfg)
+}
+
+// statusReconciles is how many reconciles the status controller has run in this process.
+func statusReconciles(t *testing.T) float64 {
+	t.Helper()
+	families, err := crmetrics.Registry.Gather()
+	must(t, err)
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == controller.ConfigStatusController {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
+}
+
+// The status of a config through its life: resolved with counts and hashes; a reload shows
+// on its target; a spec update is observed; it survives a restart of reloader; it stays
+// still while nothing happens; deleting the config restarts nothing.
+func TestReloaderConfigStatusLifecycle(t *testing.T) {
+	ns := newNamespace(t)
+	appConfig := configMap(ns, "app-config", map[string]string{"db": "a", "other": "x"})
+	flags := configMap(ns, "flags", map[string]string{"f": "1"})
+	flags.Labels = map[string]string{"tier": "config"}
+	tpl := podSpec("app-config")
+	d := deployment(ns, "web", nil, tpl)
+	d.Labels = map[string]string{"team": "shop"}
+	cfg := reloaderConfig(ns, "shop",
+		[]v1alpha1.Target{byName("Deployment", "web"), bySelector("Deployment", map[string]string{"team": "shop"})},
+		v1alpha1.Source{Kind: "ConfigMap", Name: "app-config", Keys: []string{"db"}},
+		v1alpha1.Source{Kind: "ConfigMap", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "config"}}})
+	cfg.Spec.PausePeriod = &metav1.Duration{Duration: time.Hour}
+	create(t, appConfig, flags, d, cfg)
+	stop := startReloader(t, ns)
+	recorded(t, d)
+
+	got := configStatus(t, ns, "shop", "resolved", ready)
+	if got.Status.TargetCount != 1 || got.Status.SourceCount != 2 || len(got.Status.Targets) != 1 || len(got.Status.Sources) != 2 {
+		t.Fatalf("counts: %d targets %d sources, lists %+v %+v", got.Status.TargetCount, got.Status.SourceCount, got.Status.Targets, got.Status.Sources)
+	}
+	for _, s := range got.Status.Sources {
+		if s.Kind != "ConfigMap" || s.Hash == "" {
+			t.Errorf("source status %+v", s)
+		}
+	}
+	if s := got.Status.Sources[0]; s.Name != "app-config" || len(s.Keys) != 1 || s.Keys[0] != "db" {
+		t.Errorf("first source %+v, want app-config with keys [db]", s)
+	}
+	hashBefore := got.Status.Sources[0].Hash
+	count := templateChanges(t, d)
+
+	changeData(t, appConfig, "db", "b")
+	got = configStatus(t, ns, "shop", "reload shown", func(c *v1alpha1.ReloaderConfig) error {
+		if len(c.Status.Targets) != 1 || c.Status.Targets[0].LastReload == nil {
+			return fmt.Errorf("targets %+v", c.Status.Targets)
+		}
+		if c.Status.Sources[0].Hash == hashBefore {
+			return fmt.Errorf("source hash not updated: %s", hashBefore)
+		}
+		if c.Status.Targets[0].PausedUntil == nil {
+			return fmt.Errorf("no pausedUntil on the paused target: %+v", c.Status.Targets[0])
+		}
+		return nil
+	})
+	last, target := got.Status.Targets[0].LastReload, got.Status.Targets[0]
+	if last.Source != "configmap/app-config" || last.Hash != got.Status.Sources[0].Hash || got.Status.LastReloadTime == nil ||
+		!got.Status.LastReloadTime.Equal(&last.Time) {
+		t.Errorf("last reload %+v, lastReloadTime %v, source hash %s", last, got.Status.LastReloadTime, got.Status.Sources[0].Hash)
+	}
+	pausedAt, err := time.Parse(time.RFC3339, get(t, d).Annotations[reload.DefaultKeys().PausedAt])
+	must(t, err)
+	if want := pausedAt.Add(time.Hour); !target.PausedUntil.Time.Equal(want) {
+		t.Errorf("pausedUntil %v, want paused-at + 1h = %v", target.PausedUntil, want)
+	}
+	rolls(t, "the reload", count, 1)
+
+	// Idle: no status write wakes the controller, and nothing else does.
+	before := statusReconciles(t)
+	if before == 0 {
+		t.Fatalf("no reconcile of %s counted: the metric is not read right", controller.ConfigStatusController)
+	}
+	settle()
+	if after := statusReconciles(t); after != before {
+		t.Errorf("status controller reconciled %v times while idle", after-before)
+	}
+
+	// A restart forgets reloads in memory; the status keeps them.
+	stop()
+	update(t, got, func(c *v1alpha1.ReloaderConfig) { c.Spec.Targets = c.Spec.Targets[:1] })
+	startReloader(t, ns)
+	got = configStatus(t, ns, "shop", "spec update observed after a restart", ready)
+	if l := got.Status.Targets[0].LastReload; l == nil || !l.Time.Equal(&last.Time) || l.Hash != last.Hash {
+		t.Errorf("last reload after restart %+v, want %+v", l, last)
+	}
+
+	must(t, k8s.Delete(context.Background(), got))
+	rolls(t, "config deleted", count, 1)
+}
+
+// Each thing to fix shows as a Degraded reason naming it, and Ready follows once it is fixed:
+// missing source and target, created later; a selector matching nothing; a missing key; a
+// kind reloader does not reconcile; two configs that disagree.
+func TestReloaderConfigStatusReasons(t *testing.T) {
+	ns := newNamespace(t)
+	appConfig := configMap(ns, "app-config", map[string]string{"db": "a"})
+	web := deployment(ns, "web", nil, podSpec("app-config"))
+	envVars := reloaderConfig(ns, "a-env", []v1alpha1.Target{byName("Deployment", "web")}, sourceNamed("ConfigMap", "app-config"))
+	envVars.Spec.Strategy = reload.StrategyEnvVars
+	annotations := reloaderConfig(ns, "b-annotations", []v1alpha1.Target{byName("Deployment", "web")}, sourceNamed("ConfigMap", "app-config"))
+	annotations.Spec.Strategy = reload.StrategyAnnotations
+	create(t, appConfig, web,
+		reloaderConfig(ns, "later", []v1alpha1.Target{byName("Deployment", "api")}, sourceNamed("ConfigMap", "api-config")),
+		reloaderConfig(ns, "nomatch", []v1alpha1.Target{bySelector("StatefulSet", map[string]string{"app": "none"})}, sourceNamed("ConfigMap", "app-config")),
+		reloaderConfig(ns, "keys", []v1alpha1.Target{byName("Deployment", "web")}, v1alpha1.Source{Kind: "ConfigMap", Name: "app-config", Keys: []string{"db", "url"}}),
+		reloaderConfig(ns, "rollouts", []v1alpha1.Target{byName("Rollout", "web")}, sourceNamed("ConfigMap", "app-config")),
+		envVars, annotations)
+	startReloader(t, ns)
+
+	configStatus(t, ns, "later", "source and target missing", func(c *v1alpha1.ReloaderConfig) error {
+		if err := condition(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonTargetMissing, "Deployment api does not exist")(c); err != nil {
+			return err
+		}
+		return condition(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonTargetMissing,
+			"Deployment api does not exist", "ConfigMap api-config does not exist")(c)
+	})
+	configStatus(t, ns, "nomatch", "selector matches nothing", condition(v1alpha1.ConditionDegraded, metav1.ConditionTrue,
+		v1alpha1.ReasonSelectorNoMatch, `no StatefulSet matches the selector "app=none"`))
+	configStatus(t, ns, "keys", "missing key", condition(v1alpha1.ConditionReady, metav1.ConditionFalse,
+		v1alpha1.ReasonKeyMissing, "ConfigMap app-config has no key url"))
+	configStatus(t, ns, "rollouts", "kind not watched", condition(v1alpha1.ConditionDegraded, metav1.ConditionTrue,
+		v1alpha1.ReasonKindNotWatched, "reloader does not reconcile Rollouts"))
+	for _, name := range []string{"a-env", "b-annotations"} {
+		configStatus(t, ns, name, "conflict", func(c *v1alpha1.ReloaderConfig) error {
+			if err := ready(c); err != nil {
+				return err // the rules still apply
+			}
+			return condition(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonConflictingRules,
+				"strategy is set differently by ReloaderConfigs a-env and b-annotations; a-env applies")(c)
+		})
+	}
+	eventuallyEvent(t, ns, "later", v1alpha1.ReasonTargetMissing)
+
+	create(t, configMap(ns, "api-config", map[string]string{"k": "v"}))
+	configStatus(t, ns, "later", "source created", func(c *v1alpha1.ReloaderConfig) error {
+		err := condition(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonTargetMissing)(c)
+		if err == nil && strings.Contains(apimeta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionDegraded).Message, "api-config") {
+			return fmt.Errorf("still reports the created source: %+v", c.Status.Conditions)
+		}
+		return err
+	})
+	create(t, deployment(ns, "api", nil, podSpec()))
+	got := configStatus(t, ns, "later", "target created", ready)
+	if d := apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionDegraded); d.Status != metav1.ConditionFalse {
+		t.Errorf("Degraded %+v after every fix", d)
+	}
+	changeData(t, appConfig, "url", "u")
+	configStatus(t, ns, "keys", "key added", ready)
+	must(t, k8s.Delete(context.Background(), annotations))
+	configStatus(t, ns, "a-env", "conflict gone", condition(v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonResolved))
+}
+
+// `kubectl get reloaderconfigs` shows the CRD's printer columns: a Table request, as kubectl
+// makes it, to the API server.
+func TestReloaderConfigPrinterColumns(t *testing.T) {
+	ns := newNamespace(t)
+	create(t, configMap(ns, "app-config", map[string]string{"db": "a"}), deployment(ns, "web", nil, podSpec("app-config")),
+		reloaderConfig(ns, "shop", []v1alpha1.Target{byName("Deployment", "web")}, v1alpha1.Source{Kind: "ConfigMap", Auto: true}))
+	startReloader(t, ns)
+	configStatus(t, ns, "shop", "resolved", ready)
+
+	hc, err := rest.HTTPClientFor(restConfig)
+	must(t, err)
+	u, err := url.JoinPath(restConfig.Host, "apis/reloader.dev/v1alpha1/namespaces", ns, "reloaderconfigs")
+	must(t, err)
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	must(t, err)
+	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	resp, err := hc.Do(req)
+	must(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	must(t, err)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("table request %s: %s: %s", u, resp.Status, body)
+	}
+	var table metav1.Table
+	must(t, json.Unmarshal(body, &table))
+	var names []string
+	for _, c := range table.ColumnDefinitions {
+		if c.Priority == 0 {
+			names = append(names, c.Name)
+		}
+	}
+	if got, want := strings.Join(names, ","), "Name,Ready,Targets,Sources,Last Reload,Age"; got != want {
+		t.Fatalf("columns %s, want %s", got, want)
+	}
+	if len(table.Rows) != 1 {
+		t.Fatalf("%d rows", len(table.Rows))
+	}
+	cells := table.Rows[0].Cells
+	if cells[0] != "shop" || cells[1] != "True" || cells[2] != float64(1) || cells[3] != float64(1) || cells[4] != nil {
+		t.Errorf("row %v, want shop True 1 1 <none>", cells)
+	}
+	t.Logf("kubectl get reloaderconfigs:\n%s", printTable(&table))
+}
+
+// printTable lays a Table out as kubectl does, for the log.
+func printTable(table *metav1.Table) string {
+	var b strings.Builder
+	for _, c := range table.ColumnDefinitions {
+		if c.Priority == 0 {
+			fmt.Fprintf(&b, "%-14s", strings.ToUpper(c.Name))
+		}
+	}
+	for _, r := range table.Rows {
+		b.WriteString("\n")
+		for i, c := range table.ColumnDefinitions {
+			if c.Priority != 0 {
+				continue
+			}
+			v := r.Cells[i]
+			if v == nil {
+				v = "<none>"
+			}
+			fmt.Fprintf(&b, "%-14v", v)
+		}
+	}
+	return b.String()
+}
