@@ -11,9 +11,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/deployments/render"
 	"github.com/reloader-operator/reloader/internal/reload"
 )
@@ -85,6 +88,7 @@ func runInstall(t *testing.T, in install) {
 	r.startReplicas(deploy, container)
 	r.createWorkloads()
 	r.changeSourcesAndSeeReloads()
+	r.checkConfigStatus()
 	r.checkUntouched()
 	r.checkReplicas()
 }
@@ -112,6 +116,17 @@ func (r *installRun) installChart() (*appsv1.Deployment, corev1.Container) {
 	if err != nil {
 		r.t.Fatal(err)
 	}
+	// The CRDs first, as `helm install` applies crds/: reloader looks for their API at start.
+	crds, err := render.CRDs(chartDir)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if err := applyAll(r.ctx, crds, ""); err != nil {
+		r.t.Fatal(err)
+	}
+	eventually(r.t, r.ctx, "the ReloaderConfig API served", func() error { return nil }, func() error {
+		return admin.List(r.ctx, &v1alpha1.ReloaderConfigList{})
+	})
 	if err := applyAll(r.ctx, objs, r.releaseNS); err != nil {
 		r.t.Fatal(err)
 	}
@@ -167,6 +182,7 @@ func (r *installRun) createWorkloads() {
 	t, ctx := r.t, r.ctx
 	for _, ns := range r.watched {
 		create(t, ctx, sources(ns)...)
+		create(t, ctx, reloaderConfig(ns))
 		if slices.Contains(r.in.kinds, CSI) {
 			create(t, ctx, mountStatus(ns, "v1"))
 		}
@@ -221,6 +237,28 @@ func (r *installRun) changeSourcesAndSeeReloads() {
 				return fmt.Errorf("unchanged")
 			}
 			return reloadedBy(ctx, w, r.in.strategy)
+		})
+	}
+}
+
+// checkConfigStatus checks that the status of each watched namespace's ReloaderConfig shows
+// its target resolved and reloaded by the ConfigMap it chooses.
+func (r *installRun) checkConfigStatus() {
+	for _, ns := range r.watched {
+		cfg := reloaderConfig(ns)
+		eventually(r.t, r.ctx, "the status of ReloaderConfig "+ns+"/"+cfg.Name, r.refused, func() error {
+			if err := admin.Get(r.ctx, client.ObjectKeyFromObject(cfg), cfg); err != nil {
+				return err
+			}
+			st := cfg.Status
+			if ready := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady); ready == nil || ready.Status != metav1.ConditionTrue {
+				return fmt.Errorf("not Ready: %+v", st.Conditions)
+			}
+			if st.TargetCount != 1 || len(st.Targets) != 1 || st.Targets[0].LastReload == nil ||
+				st.Targets[0].LastReload.Source != "configmap/"+configName {
+				return fmt.Errorf("targets %+v", st.Targets)
+			}
+			return nil
 		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/extapi"
 	"github.com/reloader-operator/reloader/internal/localcluster"
 )
@@ -106,6 +107,9 @@ func setUp() error {
 		return err
 	}
 	if err := extapi.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
 	if admin, err = client.New(cluster.Config, client.Options{Scheme: scheme}); err != nil {

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/extapi"
 	"github.com/reloader-operator/reloader/internal/reload"
 )
@@ -47,6 +48,16 @@ func sources(ns string) []client.Object {
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: configName}, Data: map[string]string{"greeting": "hello"}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secretName}, StringData: map[string]string{"password": "one"}},
 	}
+}
+
+// reloaderConfig is a ReloaderConfig of namespace ns choosing the Deployment and the key of
+// the ConfigMap it uses: its status is written by the leader.
+func reloaderConfig(ns string) *v1alpha1.ReloaderConfig {
+	return &v1alpha1.ReloaderConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "installtest"},
+		Spec: v1alpha1.ReloaderConfigSpec{
+			Targets: []v1alpha1.Target{{Kind: Deployment, Name: strings.ToLower(Deployment)}},
+			Sources: []v1alpha1.Source{{Kind: "ConfigMap", Name: configName, Keys: []string{"greeting"}}},
+		}}
 }
 
 func mountStatus(ns, version string) *extapi.SecretProviderClassPodStatus {

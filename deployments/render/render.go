@@ -50,6 +50,24 @@ func Manifest(dir string, values map[string]any, releaseName, namespace string) 
 	return rel.Manifest, nil
 }
 
+// CRDs returns the chart's CustomResourceDefinitions (its crds/ directory), as `helm install`
+// applies them before the templates unless --skip-crds is given.
+func CRDs(dir string) ([]*unstructured.Unstructured, error) {
+	chrt, err := loader.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("load chart %s: %w", dir, err)
+	}
+	var out []*unstructured.Unstructured
+	for _, crd := range chrt.CRDObjects() {
+		objs, err := Decode(string(crd.File.Data))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", crd.Filename, err)
+		}
+		out = append(out, objs...)
+	}
+	return out, nil
+}
+
 // Decode splits a multi-document YAML stream into objects, skipping empty documents.
 func Decode(manifest string) ([]*unstructured.Unstructured, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader([]byte(manifest)), 4096)

@@ -121,17 +121,12 @@ const rolloutStalledStatus = "Stalled"
 // lastReload is the latest reload of the workload that reloader holds, when a source the
 // config chooses caused it.
 func (r *ConfigStatusReconciler) lastReload(key workloadKey, res *resolution) *v1alpha1.Reload {
-	e, ok := r.Reloads.Latest(key.kind, key.NamespacedName)
+	e, ok := r.Reloads.Latest(key.kind, key.NamespacedName, func(id source.ID) bool { return res.chosen[id] })
 	if !ok {
 		return nil
 	}
-	for _, ch := range e.Changes {
-		if res.chosen[ch.ID] {
-			return &v1alpha1.Reload{Time: metav1.NewTime(e.At).Rfc3339Copy(), Source: ch.ID.String(), Hash: ch.Hash,
-				Rollout: e.Rollout, RolloutReason: e.RolloutReason}
-		}
-	}
-	return nil
+	return &v1alpha1.Reload{Time: metav1.NewTime(e.At).Rfc3339Copy(), Source: e.Source.String(), Hash: e.Hash,
+		Rollout: e.Rollout, RolloutReason: e.RolloutReason}
 }
 
 // newer returns the later of two reloads; on a tie the one reloader holds, which may know

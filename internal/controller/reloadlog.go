@@ -7,14 +7,16 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/source"
 )
 
-// ReloadLog keeps the latest reload of each workload, for the status of the ReloaderConfigs
-// that target it. It is bounded: past its size the oldest reload is dropped (the status it
-// was written into keeps it).
+// ReloadLog keeps, for each workload, its latest reload by each source, for the status of
+// the ReloaderConfigs that target it: a config shows the latest reload by a source it chooses,
+// even when another source reloaded the workload since. It is bounded: past its size the
+// workload reloaded longest ago is dropped (the status it was written into keeps it).
 type ReloadLog struct {
 	mu      sync.Mutex
-	latest  map[workloadKey]LoggedReload
+	entries map[workloadKey]*workloadReloads
 	maxSize int
 }
 
@@ -24,23 +26,34 @@ type workloadKey struct {
 	types.NamespacedName
 }
 
-// LoggedReload is one reload and, once known, how its rollout went.
+// workloadReloads is what the log holds of one workload.
+type workloadReloads struct {
+	latest   time.Time
+	bySource map[source.ID]LoggedReload
+}
+
+// LoggedReload is one reload by one source and, once known, how its rollout went.
 type LoggedReload struct {
-	At      time.Time
-	Changes []reload.Change
+	At     time.Time
+	Source source.ID
+	Hash   string
 	// Rollout and RolloutReason are the outcome of the rollout that followed, when known.
 	Rollout, RolloutReason string
 }
 
-// defaultReloadLogSize holds the latest reload of this many workloads.
-const defaultReloadLogSize = 10_000
+const (
+	// defaultReloadLogSize holds the reloads of this many workloads.
+	defaultReloadLogSize = 10_000
+	// maxSourcesLogged bounds the sources held per workload.
+	maxSourcesLogged = 64
+)
 
-// NewReloadLog returns a log of the latest reload of up to size workloads (a default when 0).
+// NewReloadLog returns a log of the reloads of up to size workloads (a default when 0).
 func NewReloadLog(size int) *ReloadLog {
 	if size <= 0 {
 		size = defaultReloadLogSize
 	}
-	return &ReloadLog{latest: map[workloadKey]LoggedReload{}, maxSize: size}
+	return &ReloadLog{entries: map[workloadKey]*workloadReloads{}, maxSize: size}
 }
 
 // Add records a reload written.
@@ -48,33 +61,57 @@ func (l *ReloadLog) Add(kind string, nn types.NamespacedName, at time.Time, chan
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	k := workloadKey{kind, nn}
-	if _, ok := l.latest[k]; !ok && len(l.latest) >= l.maxSize {
-		l.dropOldest()
+	e, ok := l.entries[k]
+	if !ok {
+		if len(l.entries) >= l.maxSize {
+			l.dropOldest()
+		}
+		e = &workloadReloads{bySource: map[source.ID]LoggedReload{}}
+		l.entries[k] = e
 	}
-	l.latest[k] = LoggedReload{At: at, Changes: append([]reload.Change(nil), changes...)}
+	e.latest = at
+	for _, ch := range changes {
+		if _, known := e.bySource[ch.ID]; !known && len(e.bySource) >= maxSourcesLogged {
+			e.dropOldestSource()
+		}
+		e.bySource[ch.ID] = LoggedReload{At: at, Source: ch.ID, Hash: ch.Hash}
+	}
 }
 
-// SetRollout records how the rollout after the reload at reloadedAt went; an outcome of an
-// older reload is dropped.
+// SetRollout records how the rollout after the workload's latest reload went; an outcome of
+// an older reload (reloadedAt more than a second before it) is dropped.
 func (l *ReloadLog) SetRollout(kind string, nn types.NamespacedName, reloadedAt time.Time, rollout, reason string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	k := workloadKey{kind, nn}
-	e, ok := l.latest[k]
-	if !ok || !e.At.Equal(reloadedAt) {
+	e, ok := l.entries[workloadKey{kind, nn}]
+	if !ok || reloadedAt.Before(e.latest.Add(-time.Second)) {
 		return false
 	}
-	e.Rollout, e.RolloutReason = rollout, reason
-	l.latest[k] = e
+	for id, r := range e.bySource {
+		if r.At.Equal(e.latest) {
+			r.Rollout, r.RolloutReason = rollout, reason
+			e.bySource[id] = r
+		}
+	}
 	return true
 }
 
-// Latest returns the latest reload of a workload.
-func (l *ReloadLog) Latest(kind string, nn types.NamespacedName) (LoggedReload, bool) {
+// Latest returns the latest reload of a workload by a source that chosen accepts.
+func (l *ReloadLog) Latest(kind string, nn types.NamespacedName, chosen func(source.ID) bool) (LoggedReload, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e, ok := l.latest[workloadKey{kind, nn}]
-	return e, ok
+	e, ok := l.entries[workloadKey{kind, nn}]
+	if !ok {
+		return LoggedReload{}, false
+	}
+	var best LoggedReload
+	found := false
+	for id, r := range e.bySource {
+		if chosen(id) && (!found || r.At.After(best.At) || (r.At.Equal(best.At) && id.String() < best.Source.String())) {
+			best, found = r, true
+		}
+	}
+	return best, found
 }
 
 // dropOldest makes room. A full scan, but only when full, and reloads are rare next to it.
@@ -82,10 +119,22 @@ func (l *ReloadLog) dropOldest() {
 	var oldest workloadKey
 	var at time.Time
 	first := true
-	for k, e := range l.latest {
-		if first || e.At.Before(at) {
-			oldest, at, first = k, e.At, false
+	for k, e := range l.entries {
+		if first || e.latest.Before(at) {
+			oldest, at, first = k, e.latest, false
 		}
 	}
-	delete(l.latest, oldest)
+	delete(l.entries, oldest)
+}
+
+func (e *workloadReloads) dropOldestSource() {
+	var oldest source.ID
+	var at time.Time
+	first := true
+	for id, r := range e.bySource {
+		if first || r.At.Before(at) {
+			oldest, at, first = id, r.At, false
+		}
+	}
+	delete(e.bySource, oldest)
 }

@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/app"
 	"github.com/reloader-operator/reloader/internal/localcluster"
 	"github.com/reloader-operator/reloader/internal/metainfo"
@@ -51,7 +52,7 @@ var (
 func TestMain(m *testing.M) {
 	var err error
 	cluster, err = localcluster.Start(context.Background(), localcluster.Options{
-		CRDDirectoryPaths: []string{filepath.Join("..", "..", "test", "crds")},
+		CRDDirectoryPaths: []string{filepath.Join("..", "..", "test", "crds"), filepath.Join("..", "..", "deployments", "chart", "reloader", "crds")},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start control plane:", err)
@@ -59,6 +60,7 @@ func TestMain(m *testing.M) {
 	}
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
 	admin, err = client.New(cluster.Config, client.Options{Scheme: scheme})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -120,6 +122,11 @@ func TestTableSufficesOnARealAPIServer(t *testing.T) {
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: watched, Name: "cfg"}, Data: map[string]string{"k": "v1"}}
 			workloads := workloadsUsing(watched, "cfg", tt.kinds)
 			must(t, admin.Create(ctx, cm))
+			// A ReloaderConfig is read, and (unless notifying) its status written.
+			rc := &v1alpha1.ReloaderConfig{ObjectMeta: metav1.ObjectMeta{Namespace: watched, Name: "rbac"},
+				Spec: v1alpha1.ReloaderConfigSpec{Targets: []v1alpha1.Target{{Kind: "Deployment", Name: "deployment"}},
+					Sources: []v1alpha1.Source{{Kind: "ConfigMap", Auto: true}}}}
+			must(t, admin.Create(ctx, rc))
 			for _, w := range workloads {
 				must(t, admin.Create(ctx, w))
 			}
@@ -164,6 +171,13 @@ func TestTableSufficesOnARealAPIServer(t *testing.T) {
 			}
 			if len(workloads) > 0 {
 				eventually(t, "a Reloaded Event", func() error { return hasEvent(ctx, watched, "Reloaded") })
+				eventually(t, "the ReloaderConfig's status", func() error {
+					must(t, admin.Get(ctx, client.ObjectKeyFromObject(rc), rc))
+					if rc.Status.ObservedGeneration != rc.Generation || rc.Status.TargetCount != 1 {
+						return fmt.Errorf("status %+v", rc.Status)
+					}
+					return nil
+				})
 			}
 			if tt.cronJobRun {
 				eventually(t, "a Job started from the CronJob", func() error {

@@ -6,6 +6,7 @@ package rbac
 import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
+	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/metainfo"
 	"github.com/reloader-operator/reloader/internal/options"
@@ -112,6 +113,13 @@ func For(opts options.Config, p Platform) Rules {
 	if writes && cronJobs && opts.RunCronJobsOnReload && !jobsReloaded {
 		// Starting a Job from a reloaded CronJob needs create only; Jobs are not watched.
 		r.Watched = append(r.Watched, rule("batch", "jobs", "create"))
+	}
+	// ReloaderConfigs add rules to the annotations (the chart ships their CRD; reloader
+	// watches them when it is served); their status is written with a merge patch, by the
+	// leader only, as the workloads are.
+	r.Watched = append(r.Watched, rule(v1alpha1.GroupVersion.Group, "reloaderconfigs", read...))
+	if writes {
+		r.Watched = append(r.Watched, rule(v1alpha1.GroupVersion.Group, "reloaderconfigs/status", "patch"))
 	}
 	if writes {
 		// controller-runtime's GetEventRecorder writes events.k8s.io/v1 Events, in the

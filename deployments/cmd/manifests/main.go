@@ -1,5 +1,5 @@
-// Command manifests renders the Helm chart with its default values into plain manifests for
-// installs without Helm: deployments/reloader.yaml (kubectl apply -f) and the Kustomize base
+// Command manifests renders the Helm chart with its default values, and its CRDs, into plain
+// manifests for installs without Helm: deployments/reloader.yaml (kubectl apply -f) and the Kustomize base
 // deployments/kustomize/base (kubectl apply -k). Run it from deployments/ (make manifests).
 package main
 
@@ -43,10 +43,16 @@ func generate(chartDir string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The CRDs come first, as Helm installs them, so that one `kubectl apply` serves the API
+	// before reloader starts and looks for it.
+	crds, err := render.CRDs(chartDir)
+	if err != nil {
+		return nil, err
+	}
 	ns := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": namespace},
 	}}
-	objs = append([]*unstructured.Unstructured{ns}, objs...)
+	objs = slices.Concat([]*unstructured.Unstructured{ns}, crds, objs)
 
 	files := map[string][]byte{}
 	var all bytes.Buffer

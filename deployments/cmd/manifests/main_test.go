@@ -76,11 +76,12 @@ func TestManifestContent(t *testing.T) {
 		if _, ok := o.GetLabels()["helm.sh/chart"]; ok {
 			t.Errorf("%s %s carries helm.sh/chart", o.GetKind(), o.GetName())
 		}
-		if o.GetKind() != "Namespace" && o.GetKind() != "ClusterRole" && o.GetKind() != "ClusterRoleBinding" && o.GetNamespace() != namespace {
+		clusterScoped := []string{"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
+		if !slices.Contains(clusterScoped, o.GetKind()) && o.GetNamespace() != namespace {
 			t.Errorf("%s %s in namespace %q, want %s", o.GetKind(), o.GetName(), o.GetNamespace(), namespace)
 		}
 	}
-	for _, k := range []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment"} {
+	for _, k := range []string{"CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment"} {
 		if !slices.Contains(kinds, k) {
 			t.Errorf("no %s in reloader.yaml: %v", k, kinds)
 		}

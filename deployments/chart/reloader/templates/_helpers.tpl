@@ -185,6 +185,9 @@ Watched rules apply where reloader watches: a ClusterRole, or a Role per watched
 {{- end -}}
 {{- if $r.isArgoRollouts }}{{ $rules = append $rules (dict "apiGroups" (list "argoproj.io") "resources" (list "rollouts") "verbs" $kind) }}{{ end -}}
 {{- if $r.isOpenshift }}{{ $rules = append $rules (dict "apiGroups" (list "apps.openshift.io") "resources" (list "deploymentconfigs") "verbs" $kind) }}{{ end -}}
+{{- /* ReloaderConfigs (the CRD in crds/): read always; their status patched by the leader. */ -}}
+{{- $rules = append $rules (dict "apiGroups" (list "reloader.dev") "resources" (list "reloaderconfigs") "verbs" $read) -}}
+{{- if $writes }}{{ $rules = append $rules (dict "apiGroups" (list "reloader.dev") "resources" (list "reloaderconfigs/status") "verbs" (list "patch")) }}{{ end -}}
 {{- if $writes }}{{ $rules = append $rules (dict "apiGroups" (list "events.k8s.io") "resources" (list "events") "verbs" (list "create" "patch")) }}{{ end -}}
 {{- toYaml $rules -}}
 {{- end -}}
