@@ -112,12 +112,12 @@ func TestFor(t *testing.T) {
 			cluster: []string{"+/namespaces:get", "+/namespaces:list", "+/namespaces:watch", "-/namespaces:patch"},
 		},
 		{
-			name:    "webhook only reads",
-			args:    []string{"--webhook-url=https://example.com/hook"},
-			env:     ownEnv,
+			name: "webhook only reads",
+			args: []string{"--webhook-url=https://example.com/hook"},
+			env:  ownEnv,
 			watched: []string{"+apps/deployments:get", "-apps/deployments:patch", "-batch/jobs:create", "-events.k8s.io/events:create",
 				"+reloader.dev/reloaderconfigs:list", "-reloader.dev/reloaderconfigs/status:patch"},
-			own:     []string{"+/configmaps[reloader-meta-info]:patch"},
+			own: []string{"+/configmaps[reloader-meta-info]:patch"},
 		},
 	}
 	for _, tt := range tests {
