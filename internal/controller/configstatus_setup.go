@@ -107,10 +107,15 @@ func (r *ConfigStatusReconciler) enqueueTargeting(kind string, obj client.Object
 	}
 	for _, c := range configs {
 		if c.TargetsWorkload(kind, obj) {
-			q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: c.Name}})
+			// A change reloads a config's targets within moments of each other: one status
+			// write a while after the first covers them all.
+			q.AddAfter(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: c.Name}}, reloadStatusDelay)
 		}
 	}
 }
+
+// reloadStatusDelay gathers the reloads of a config's targets into one status write.
+const reloadStatusDelay = time.Second
 
 // mapNamespaceConfigs enqueues every config of the object's namespace.
 func (r *ConfigStatusReconciler) mapNamespaceConfigs(ctx context.Context, obj client.Object) []reconcile.Request {
