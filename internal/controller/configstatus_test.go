@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/yaml"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/controller"
@@ -237,6 +238,45 @@ func TestReloaderConfigPrinterColumns(t *testing.T) {
 	startReloader(t, ns)
 	configStatus(t, ns, "shop", "resolved", ready)
 
+	table := getTable(t, ns)
+	var names []string
+	for _, c := range table.ColumnDefinitions {
+		if c.Priority == 0 {
+			names = append(names, c.Name)
+		}
+	}
+	if got, want := strings.Join(names, ","), "Name,Ready,Targets,Sources,Last Reload,Age"; got != want {
+		t.Fatalf("columns %s, want %s", got, want)
+	}
+	if len(table.Rows) != 1 {
+		t.Fatalf("%d rows", len(table.Rows))
+	}
+	cells := table.Rows[0].Cells
+	if cells[0] != "shop" || cells[1] != "True" || cells[2] != float64(1) || cells[3] != float64(1) || cells[4] != nil {
+		t.Errorf("row %v, want shop True 1 1 <none>", cells)
+	}
+	t.Logf("kubectl get reloaderconfigs:\n%s", printTable(table))
+
+	changeData(t, get(t, configMap(ns, "app-config", nil)), "db", "b")
+	cfg := configStatus(t, ns, "shop", "reloaded", func(c *v1alpha1.ReloaderConfig) error {
+		if c.Status.LastReloadTime == nil {
+			return fmt.Errorf("no lastReloadTime")
+		}
+		return nil
+	})
+	table = getTable(t, ns)
+	if last, ok := table.Rows[0].Cells[4].(string); !ok || last == "" {
+		t.Errorf("Last Reload cell %v after a reload", table.Rows[0].Cells[4])
+	}
+	t.Logf("after a reload:\n%s", printTable(table))
+	out, err := yaml.Marshal(cfg.Status)
+	must(t, err)
+	t.Logf("status:\n%s", out)
+}
+
+// getTable lists the ReloaderConfigs of ns as kubectl get does: as a Table.
+func getTable(t *testing.T, ns string) *metav1.Table {
+	t.Helper()
 	hc, err := rest.HTTPClientFor(restConfig)
 	must(t, err)
 	u, err := url.JoinPath(restConfig.Host, "apis/reloader.dev/v1alpha1/namespaces", ns, "reloaderconfigs")
@@ -254,23 +294,7 @@ func TestReloaderConfigPrinterColumns(t *testing.T) {
 	}
 	var table metav1.Table
 	must(t, json.Unmarshal(body, &table))
-	var names []string
-	for _, c := range table.ColumnDefinitions {
-		if c.Priority == 0 {
-			names = append(names, c.Name)
-		}
-	}
-	if got, want := strings.Join(names, ","), "Name,Ready,Targets,Sources,Last Reload,Age"; got != want {
-		t.Fatalf("columns %s, want %s", got, want)
-	}
-	if len(table.Rows) != 1 {
-		t.Fatalf("%d rows", len(table.Rows))
-	}
-	cells := table.Rows[0].Cells
-	if cells[0] != "shop" || cells[1] != "True" || cells[2] != float64(1) || cells[3] != float64(1) || cells[4] != nil {
-		t.Errorf("row %v, want shop True 1 1 <none>", cells)
-	}
-	t.Logf("kubectl get reloaderconfigs:\n%s", printTable(&table))
+	return &table
 }
 
 // printTable lays a Table out as kubectl does, for the log.
