@@ -163,11 +163,12 @@ type ReloaderConfigStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// TargetCount and SourceCount are how many workloads and sources the rules resolve to now.
+	// TargetCount and SourceCount are how many workloads and sources the rules resolve to now
+	// (written even when 0, so that kubectl's columns show it).
 	// +optional
-	TargetCount int32 `json:"targetCount,omitempty"`
+	TargetCount int32 `json:"targetCount"`
 	// +optional
-	SourceCount int32 `json:"sourceCount,omitempty"`
+	SourceCount int32 `json:"sourceCount"`
 
 	// LastReloadTime is the latest reload of any target by these rules.
 	// +optional

@@ -86,7 +86,7 @@ func (r *ConfigStatusReconciler) status(cfg *v1alpha1.ReloaderConfig, c *reloade
 	}
 	for _, key := range sortedTargets(res.targets) {
 		t := res.targets[key]
-		last := newer(before[key], r.lastReload(key, res))
+		last := newer(before[key], r.lastReload(key, res, cfg.CreationTimestamp.Time))
 		if last != nil {
 			if st.LastReloadTime == nil || st.LastReloadTime.Before(&last.Time) {
 				st.LastReloadTime = last.Time.DeepCopy()
@@ -119,10 +119,11 @@ func (r *ConfigStatusReconciler) status(cfg *v1alpha1.ReloaderConfig, c *reloade
 const rolloutStalledStatus = "Stalled"
 
 // lastReload is the latest reload of the workload that reloader holds, when a source the
-// config chooses caused it.
-func (r *ConfigStatusReconciler) lastReload(key workloadKey, res *resolution) *v1alpha1.Reload {
+// config chooses caused it, since the config was created (before, its rules had no part in
+// it).
+func (r *ConfigStatusReconciler) lastReload(key workloadKey, res *resolution, created time.Time) *v1alpha1.Reload {
 	e, ok := r.Reloads.Latest(key.kind, key.NamespacedName, func(id source.ID) bool { return res.chosen[id] })
-	if !ok {
+	if !ok || e.At.Before(created.Truncate(time.Second)) {
 		return nil
 	}
 	return &v1alpha1.Reload{Time: metav1.NewTime(e.At).Rfc3339Copy(), Source: e.Source.String(), Hash: e.Hash,
