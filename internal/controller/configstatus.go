@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -67,12 +69,40 @@ func (r *ConfigStatusReconciler) Reconcile(ctx context.Context, req reconcile.Re
 		return reconcile.Result{}, nil
 	}
 	r.tell(ctx, cfg, status)
-	patch := client.MergeFrom(cfg.DeepCopy())
-	cfg.Status = status
+	patch, err := statusPatch(cfg, status)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	if err := r.Client.Status().Patch(ctx, cfg, patch, client.FieldOwner(FieldOwner)); err != nil {
 		return reconcile.Result{}, fmt.Errorf("patch status of ReloaderConfig %s: %w", req, err)
 	}
 	return reconcile.Result{}, nil
+}
+
+// statusPatch is the merge patch from cfg's status to status. The counts are always in it: a
+// count of 0 equals the zero value the old status decodes to when it was never written, so a
+// plain diff would leave it out and kubectl's column blank.
+func statusPatch(cfg *v1alpha1.ReloaderConfig, status v1alpha1.ReloaderConfigStatus) (client.Patch, error) {
+	base := client.MergeFrom(cfg.DeepCopy())
+	cfg.Status = status
+	data, err := base.Data(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("status patch: %w", err)
+	}
+	var p map[string]any
+	if err := json.Unmarshal(data, &p); err != nil {
+		return nil, fmt.Errorf("status patch: %w", err)
+	}
+	st, _ := p["status"].(map[string]any)
+	if st == nil {
+		st = map[string]any{}
+	}
+	st["targetCount"], st["sourceCount"] = status.TargetCount, status.SourceCount
+	p["status"] = st
+	if data, err = json.Marshal(p); err != nil {
+		return nil, fmt.Errorf("status patch: %w", err)
+	}
+	return client.RawPatch(types.MergePatchType, data), nil
 }
 
 // status builds the status of cfg from what its rules resolve to; the last reloads of the

@@ -13,6 +13,7 @@ import (
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -193,6 +194,12 @@ func TestReloaderConfigStatusReasons(t *testing.T) {
 		return condition(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonTargetMissing,
 			"Deployment api does not exist", "ConfigMap api-config does not exist")(c)
 	})
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ReloaderConfig"))
+	must(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "later"}, u))
+	if n, found, _ := unstructured.NestedInt64(u.Object, "status", "targetCount"); !found || n != 0 {
+		t.Errorf("status.targetCount %d (stored: %v), want a stored 0 for kubectl's column", n, found)
+	}
 	configStatus(t, ns, "nomatch", "selector matches nothing", condition(v1alpha1.ConditionDegraded, metav1.ConditionTrue,
 		v1alpha1.ReasonSelectorNoMatch, `no StatefulSet matches the selector "app=none"`))
 	configStatus(t, ns, "keys", "missing key", condition(v1alpha1.ConditionReady, metav1.ConditionFalse,
