@@ -107,15 +107,15 @@ func (r *ConfigStatusReconciler) enqueueTargeting(kind string, obj client.Object
 	}
 	for _, c := range configs {
 		if c.TargetsWorkload(kind, obj) {
-			// A change reloads a config's targets within moments of each other: one status
-			// write a while after the first covers them all.
-			q.AddAfter(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: c.Name}}, reloadStatusDelay)
+			q.AddAfter(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: c.Name}}, statusDelay)
 		}
 	}
 }
 
-// reloadStatusDelay gathers the reloads of a config's targets into one status write.
-const reloadStatusDelay = time.Second
+// statusDelay gathers what one change sets off into one status write: a source's new
+// content, the reloads of the config's targets within the coalescing window, their new
+// generations. The queue holds a request once, so events within it make one reconcile.
+const statusDelay = time.Second
 
 // mapNamespaceConfigs enqueues every config of the object's namespace.
 func (r *ConfigStatusReconciler) mapNamespaceConfigs(ctx context.Context, obj client.Object) []reconcile.Request {
@@ -135,7 +135,8 @@ func (r *ConfigStatusReconciler) mapNamespaceConfigs(ctx context.Context, obj cl
 // whether a config is concerned.
 type concernsFunc func(ctx context.Context, objs []client.Object) func(*reloaderconfig.Compiled) bool
 
-// toConfigs enqueues, for each event, the configs of the object's namespace it concerns.
+// toConfigs enqueues, for each event, the configs of the object's namespace it concerns,
+// after statusDelay.
 func (r *ConfigStatusReconciler) toConfigs(concerns concernsFunc) handler.TypedEventHandler[client.Object, reconcile.Request] {
 	enqueue := func(ctx context.Context, q workqueueOfRequests, objs ...client.Object) {
 		ns := objs[0].GetNamespace()
@@ -150,7 +151,7 @@ func (r *ConfigStatusReconciler) toConfigs(concerns concernsFunc) handler.TypedE
 		test := concerns(ctx, objs)
 		for _, c := range configs {
 			if test(c) {
-				q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: c.Name}})
+				q.AddAfter(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: c.Name}}, statusDelay)
 			}
 		}
 	}

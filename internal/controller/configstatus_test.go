@@ -327,3 +327,57 @@ func printTable(table *metav1.Table) string {
 	}
 	return b.String()
 }
+
+// The reloads one change makes of a config's targets are written into its status together:
+// one status write, not one per target.
+func TestReloaderConfigStatusWritesOncePerChange(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "shared", map[string]string{"k": "v1"})
+	create(t, cm)
+	const targets = 8
+	for i := range targets {
+		d := deployment(ns, fmt.Sprintf("web-%d", i), nil, podSpec("shared"))
+		d.Labels = map[string]string{"group": "a"}
+		create(t, d)
+	}
+	create(t, reloaderConfig(ns, "group", []v1alpha1.Target{bySelector("Deployment", map[string]string{"group": "a"})}, sourceNamed("ConfigMap", "shared")))
+	startReloader(t, ns)
+	configStatus(t, ns, "group", "resolved", func(c *v1alpha1.ReloaderConfig) error {
+		if c.Status.TargetCount != targets {
+			return fmt.Errorf("%d targets", c.Status.TargetCount)
+		}
+		return ready(c)
+	})
+	settle()
+
+	wc, err := client.NewWithWatch(restConfig, client.Options{Scheme: k8s.Scheme()})
+	must(t, err)
+	w, err := wc.Watch(context.Background(), &v1alpha1.ReloaderConfigList{}, client.InNamespace(ns))
+	must(t, err)
+	defer w.Stop()
+	changeData(t, cm, "k", "v2")
+	writes, reloaded := 0, 0
+	timeout := time.After(20 * time.Second)
+	for reloaded < targets {
+		select {
+		case ev := <-w.ResultChan():
+			c, ok := ev.Object.(*v1alpha1.ReloaderConfig)
+			if !ok || ev.Type != "MODIFIED" {
+				continue
+			}
+			writes++
+			reloaded = 0
+			for _, tgt := range c.Status.Targets {
+				if tgt.LastReload != nil {
+					reloaded++
+				}
+			}
+		case <-timeout:
+			t.Fatalf("%d of %d targets show their reload after %d status writes", reloaded, targets, writes)
+		}
+	}
+	t.Logf("%d targets reloaded, %d status writes", targets, writes)
+	if writes > 2 {
+		t.Errorf("%d status writes for one change reloading %d targets, want 1 (2 if the reloads straddle the delay)", writes, targets)
+	}
+}
