@@ -137,8 +137,6 @@ func (r *ConfigStatusReconciler) status(cfg *v1alpha1.ReloaderConfig, c *reloade
 	slices.SortFunc(ids, func(a, b source.ID) int { return strings.Compare(a.String(), b.String()) })
 	for _, id := range ids[:min(len(ids), v1alpha1.MaxStatusEntries)] {
 		s := res.sources[id]
-		// TODO(keys): the hash of the chosen keys once the cache keeps per-key digests; the
-		// whole content hash until then.
 		st.Sources = append(st.Sources, v1alpha1.SourceStatus{Kind: id.Kind.Title(), Name: id.Name, Hash: s.hash, Keys: s.keys})
 	}
 	st.Conditions = reloaderconfig.Conditions(cfg.Status.Conditions, res.issues, cfg.Generation, metav1.NewTime(r.Now()).Rfc3339Copy())

@@ -121,8 +121,9 @@ func (r *ConfigStatusReconciler) resolveSources(ctx context.Context, ns string, 
 			return
 		}
 		rs := res.sources[id]
-		rs.kind, rs.hash = rule.Kind, s.hash
-		rs.keys = union(rs.keys, rule.Keys)
+		rs.kind, rs.keys = rule.Kind, union(rs.keys, rule.Keys)
+		// The hash reloader compares for these targets: of the listed keys when there are.
+		rs.hash = st.hashOf(s.obj, rs.keys, len(rs.keys) > 0)
 		res.sources[id] = rs
 		if len(rule.Keys) > 0 {
 			have := sourceKeys(s.obj)
@@ -186,8 +187,8 @@ func (res *resolution) allOf(ctx context.Context, c client.Reader, st SourceType
 	return all, nil
 }
 
-// sourceKeys are the key names of a ConfigMap or Secret. The cache keeps the keys of a
-// source without their values (Transform), so this works on cached objects too.
+// sourceKeys are the key names of a ConfigMap or Secret. The cache keeps a digest of each key
+// in place of its value (Transform), so this works on cached objects too.
 func sourceKeys(o client.Object) map[string]bool {
 	out := map[string]bool{}
 	switch v := o.(type) {

@@ -143,7 +143,13 @@ func TestReloaderConfigStatusLifecycle(t *testing.T) {
 	if want := pausedAt.Add(time.Hour); !target.PausedUntil.Time.Equal(want) {
 		t.Errorf("pausedUntil %v, want paused-at + 1h = %v", target.PausedUntil, want)
 	}
-	rolls(t, "the reload", count, 1)
+	waitChanges(t, "the reload", count, 1)
+	// A key the config does not list changes neither the workload nor the hash shown.
+	changeData(t, appConfig, "other", "y")
+	waitChanges(t, "a change of another key", count, 1)
+	if h := get(t, got).Status.Sources[0].Hash; h != last.Hash {
+		t.Errorf("hash of app-config's listed keys moved from %s to %s on a change of another key", last.Hash, h)
+	}
 
 	// Idle: no status write wakes the controller, and nothing else does.
 	before := statusReconciles(t)
@@ -165,7 +171,7 @@ func TestReloaderConfigStatusLifecycle(t *testing.T) {
 	}
 
 	must(t, k8s.Delete(context.Background(), got))
-	rolls(t, "config deleted", count, 1)
+	waitChanges(t, "config deleted", count, 1)
 }
 
 // Each thing to fix shows as a Degraded reason naming it, and Ready follows once it is fixed:
