@@ -59,6 +59,7 @@ func addReloaders(mgr manager.Manager, conf options.Config, sources []controller
 		for _, r := range reconcilers {
 			r.OnReload = status.Reloaded
 		}
+		rollouts.OnOutcome = status.RolloutEnded
 		if err := status.SetupWithManager(mgr); err != nil {
 			return err
 		}

@@ -143,7 +143,8 @@ func (r *ConfigStatusReconciler) status(cfg *v1alpha1.ReloaderConfig, c *reloade
 	return st
 }
 
-// rolloutStalledStatus is how status.targets[].lastReload.rollout names a stalled rollout.
+// rolloutStalledStatus is how status.targets[].lastReload.rollout names a stalled rollout
+// (RolloutStalled, capitalised as the API's values are).
 const rolloutStalledStatus = "Stalled"
 
 // lastReload is the latest reload of the workload that reloader holds, when a source the

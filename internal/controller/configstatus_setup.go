@@ -74,23 +74,25 @@ func (r *ConfigStatusReconciler) Reloaded(rl Reloaded) {
 	r.enqueueTargeting(rl.Kind, rl.Workload)
 }
 
-// RolloutEnded hears how the rollout after the reload at reloadedAt ended ("complete" or
-// "stalled", and why) and enqueues the configs that target the workload.
-func (r *ConfigStatusReconciler) RolloutEnded(kind string, nn types.NamespacedName, reloadedAt time.Time, outcome, reason string) {
-	word := outcome
+// RolloutEnded hears how the rollout after a reload ended (Rollouts.OnOutcome: "complete" or
+// "stalled", and why) and enqueues the configs that target the workload. It reads only the
+// cache: the follower must not block.
+func (r *ConfigStatusReconciler) RolloutEnded(o Outcome) {
+	word := o.Outcome
 	if word != "" {
 		word = strings.ToUpper(word[:1]) + word[1:]
 	}
-	if !r.Reloads.SetRollout(kind, nn, reloadedAt, word, reason) {
+	nn := types.NamespacedName{Namespace: o.Namespace, Name: o.Name}
+	if !r.Reloads.SetRollout(o.Kind, nn, o.ReloadedAt, word, o.Reason) {
 		return
 	}
-	k := r.kind(kind)
+	k := r.kind(o.Kind)
 	if k == nil {
 		return
 	}
 	obj := k.NewObject()
 	if err := r.Client.Get(context.Background(), nn, obj); err == nil {
-		r.enqueueTargeting(kind, obj)
+		r.enqueueTargeting(o.Kind, obj)
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -385,5 +387,34 @@ func TestReloaderConfigStatusWritesOncePerChange(t *testing.T) {
 	t.Logf("%d targets reloaded, %d status writes", targets, writes)
 	if writes > 2 {
 		t.Errorf("%d status writes for one change reloading %d targets, want 1 (2 if the reloads straddle the delay)", writes, targets)
+	}
+}
+
+// A rollout that stalls after a reload by a config's source shows on the target's lastReload
+// and degrades the config with RolloutStalled; the rules still resolve.
+func TestReloaderConfigStatusShowsStalledRollout(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
+	d := deployment(ns, "web", nil, podSpec("cfg"))
+	create(t, cm, d, reloaderConfig(ns, "web", []v1alpha1.Target{byName("Deployment", "web")}, sourceNamed("ConfigMap", "cfg")))
+	startReloader(t, ns)
+	recorded(t, d)
+	configStatus(t, ns, "web", "resolved", ready)
+	gen := reloadedGeneration(t, cm, d)
+
+	setStatus(t, d, func(d *appsv1.Deployment) {
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: gen, Replicas: 2, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1,
+			Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse,
+				Reason: "ProgressDeadlineExceeded", Message: `ReplicaSet "web-5d4f" has timed out progressing.`}}}
+	})
+	got := configStatus(t, ns, "web", "stalled rollout", func(c *v1alpha1.ReloaderConfig) error {
+		if err := ready(c); err != nil {
+			return err
+		}
+		return condition(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonRolloutStalled,
+			"the rollout of Deployment web after its reload stalled", "ProgressDeadlineExceeded")(c)
+	})
+	if l := got.Status.Targets[0].LastReload; l == nil || l.Rollout != "Stalled" || !strings.Contains(l.RolloutReason, "ProgressDeadlineExceeded") {
+		t.Errorf("last reload %+v", l)
 	}
 }

@@ -27,7 +27,8 @@ func TestConfigStatusFromReloads(t *testing.T) {
 	api := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "api"}}
 	r := &ConfigStatusReconciler{Keys: reload.DefaultKeys(), Reloads: NewReloadLog(0), Now: func() time.Time { return now }}
 	r.Reloads.Add("Deployment", types.NamespacedName{Namespace: "shop", Name: "web"}, now.Add(-time.Minute), []reload.Change{{ID: cm, Hash: "h2"}})
-	r.RolloutEnded("Deployment", types.NamespacedName{Namespace: "shop", Name: "web"}, now.Add(-time.Minute), "stalled", "ProgressDeadlineExceeded")
+	r.RolloutEnded(Outcome{Kind: "Deployment", Namespace: "shop", Name: "web", ReloadedAt: now.Add(-time.Minute - time.Millisecond),
+		Outcome: RolloutStalled, Reason: "ProgressDeadlineExceeded"})
 	r.Reloads.Add("Deployment", types.NamespacedName{Namespace: "shop", Name: "api"}, now, []reload.Change{{ID: other, Hash: "o"}})
 
 	stored := &v1alpha1.Reload{Time: metav1.NewTime(now.Add(-time.Hour)), Source: "configmap/app-config", Hash: "h1"}
