@@ -41,6 +41,10 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 	if err != nil {
 		return nil, err
 	}
+	configStatus, err := configStatusWritable(ctx, cfg, conf, configs != nil, logger)
+	if err != nil {
+		return nil, err
+	}
 
 	var ready atomic.Bool
 	mgr, err := newManager(cfg, conf, scheme, cacheOptions(conf, sources), &ready, logger)
@@ -51,7 +55,7 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 	if err := watch(ctx, mgr, conf, sources, read, configs != nil, m); err != nil {
 		return nil, err
 	}
-	if err := addReloaders(mgr, conf, sources, kinds, configs, m, logger); err != nil {
+	if err := addReloaders(mgr, conf, sources, kinds, configs, configStatus, m, logger); err != nil {
 		return nil, err
 	}
 	if err := addServices(mgr, conf, &ready, m, logger); err != nil {
@@ -117,6 +121,21 @@ func reloaderConfigs(ctx context.Context, cfg *rest.Config, conf options.Config,
 		return nil, nil
 	}
 	return &reloaderconfig.Cache{}, nil
+}
+
+// configStatusWritable reports whether reloader writes the status of ReloaderConfigs: when it
+// reads them, reloads (--webhook-url writes nothing), and its RBAC allows the status patch; a
+// Role written before the status existed leaves the rules working, with a warning, instead of
+// a status write refused on every change.
+func configStatusWritable(ctx context.Context, cfg *rest.Config, conf options.Config, configs bool, logger logr.Logger) (bool, error) {
+	if !configs || conf.WebhookURL != "" {
+		return false, nil
+	}
+	ok, err := allowed(ctx, cfg, v1alpha1.GroupVersion.Group, "reloaderconfigs/status", conf.Namespaces, "patch")
+	if err == nil && !ok {
+		logger.Info("WARNING: reloader's RBAC does not allow patch on reloaderconfigs/status; ReloaderConfigs apply, but their status is not written (grant it, as the chart does)")
+	}
+	return ok, err
 }
 
 // workloadKinds returns the kinds reconciled (the built-in ones, Rollouts when asked for and

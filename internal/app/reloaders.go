@@ -21,9 +21,9 @@ import (
 // addReloaders adds a reconciler per workload kind, or, with --webhook-url, one notifier that
 // uses them only to find the affected workloads and POSTs instead of reloading. Alerts, when
 // ALERT_ON_RELOAD asks for them, follow each reload, and so does the following of the
-// rollout that each reload starts. When the ReloaderConfig API is served, the reconcilers'
-// reloads also feed the status of the configs (not with --webhook-url, which writes nothing).
-func addReloaders(mgr manager.Manager, conf options.Config, sources []controller.SourceType, kinds []workload.Kind, configs *reloaderconfig.Cache, m *metrics.Metrics, logger logr.Logger) error {
+// rollout that each reload starts. With configStatus, the reconcilers' reloads and the
+// rollouts' outcomes also feed the status of the ReloaderConfigs.
+func addReloaders(mgr manager.Manager, conf options.Config, sources []controller.SourceType, kinds []workload.Kind, configs *reloaderconfig.Cache, configStatus bool, m *metrics.Metrics, logger logr.Logger) error {
 	alerts, err := newAlerter(conf, m, logger)
 	if err != nil {
 		return err
@@ -52,7 +52,7 @@ func addReloaders(mgr manager.Manager, conf options.Config, sources []controller
 			Events: reconcilers[0].Behaviour.Events, Send: hook.Send, Metrics: m, Now: time.Now}
 		return n.SetupWithManager(mgr)
 	}
-	if configs != nil {
+	if configStatus {
 		status := &controller.ConfigStatusReconciler{Client: mgr.GetClient(), Kinds: kinds, Sources: sources,
 			Configs: configs, Keys: conf.Keys, Reloads: controller.NewReloadLog(0),
 			Recorder: recorder, Now: time.Now}
