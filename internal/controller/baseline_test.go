@@ -16,6 +16,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // At start-up every workload waits in the queue for its first reconcile. A change that lands
@@ -56,7 +57,7 @@ func changesDuringBacklog(t *testing.T, createdAfterStart bool) {
 		wg.Wait()
 		close(errs)
 		for err := range errs {
-			must(t, err)
+			testutil.Must(t, err)
 		}
 	}
 
@@ -81,7 +82,7 @@ func changesDuringBacklog(t *testing.T, createdAfterStart bool) {
 		_, _ = fmt.Sscanf(uses[name], "cfg-%03d", &i)
 		return i < changed
 	}
-	eventually(t, "every Deployment recorded, and the affected ones reloaded", func() error {
+	testutil.Eventually(t, "every Deployment recorded, and the affected ones reloaded", func() error {
 		var list appsv1.DeploymentList
 		if err := k8s.List(ctx, &list, client.InNamespace(ns)); err != nil {
 			return err
@@ -106,7 +107,7 @@ func changesDuringBacklog(t *testing.T, createdAfterStart bool) {
 	settle()
 
 	var list appsv1.DeploymentList
-	must(t, k8s.List(ctx, &list, client.InNamespace(ns)))
+	testutil.Must(t, k8s.List(ctx, &list, client.InNamespace(ns)))
 	missed, duplicates, unwanted := 0, 0, 0
 	for _, d := range list.Items {
 		cm := uses[d.Name]
@@ -118,7 +119,7 @@ func changesDuringBacklog(t *testing.T, createdAfterStart bool) {
 			continue
 		}
 		rec, err := reload.ParseRecord(d.Annotations[reload.RecordAnnotation])
-		must(t, err)
+		testutil.Must(t, err)
 		env, _ := envOf(&d.Spec.Template, "app", reload.EnvVarName(source.ID{Kind: source.ConfigMap, Name: cm}))
 		if want := rec[source.ID{Kind: source.ConfigMap, Name: cm}.String()]; env == "" || env != want {
 			missed++ // the template must carry the hash of the final content
@@ -137,10 +138,10 @@ func changesDuringBacklog(t *testing.T, createdAfterStart bool) {
 func templateChangesIn(t *testing.T, ns string) func(name string) int {
 	t.Helper()
 	wc, err := client.NewWithWatch(restConfig, client.Options{Scheme: k8s.Scheme()})
-	must(t, err)
+	testutil.Must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	var initial appsv1.DeploymentList
-	must(t, wc.List(ctx, &initial, client.InNamespace(ns)))
+	testutil.Must(t, wc.List(ctx, &initial, client.InNamespace(ns)))
 	var mu sync.Mutex
 	last, changes := map[string]string{}, map[string]int{}
 	for _, d := range initial.Items {
@@ -149,7 +150,7 @@ func templateChangesIn(t *testing.T, ns string) func(name string) int {
 	}
 	w, err := wc.Watch(ctx, &appsv1.DeploymentList{}, client.InNamespace(ns),
 		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: initial.ResourceVersion}})
-	must(t, err)
+	testutil.Must(t, err)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

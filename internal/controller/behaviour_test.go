@@ -15,6 +15,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/extapi"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 const (
@@ -33,7 +34,7 @@ func TestPausePeriodPausesThenResumesAcrossARestart(t *testing.T) {
 	recorded(t, d)
 
 	changeConfig(t, cm, "v2")
-	eventually(t, "paused with the new template", func() error {
+	testutil.Eventually(t, "paused with the new template", func() error {
 		cur := get(t, d)
 		if !cur.Spec.Paused || cur.Annotations[pausedAt] == "" {
 			return fmt.Errorf("paused=%v paused-at=%q", cur.Spec.Paused, cur.Annotations[pausedAt])
@@ -42,7 +43,7 @@ func TestPausePeriodPausesThenResumesAcrossARestart(t *testing.T) {
 	})
 	first, _ := envOf(&get(t, d).Spec.Template, "app", cfgEnv)
 	changeConfig(t, cm, "v3")
-	eventually(t, "second change applied while paused", func() error {
+	testutil.Eventually(t, "second change applied while paused", func() error {
 		cur := get(t, d)
 		if v, _ := envOf(&cur.Spec.Template, "app", cfgEnv); v == first {
 			return fmt.Errorf("template not updated")
@@ -55,7 +56,7 @@ func TestPausePeriodPausesThenResumesAcrossARestart(t *testing.T) {
 
 	stop()
 	startReloader(t, ns)
-	eventually(t, "resumed by the new reloader", func() error {
+	testutil.Eventually(t, "resumed by the new reloader", func() error {
 		cur := get(t, d)
 		if cur.Spec.Paused || cur.Annotations[pausedAt] != "" {
 			return fmt.Errorf("paused=%v paused-at=%q", cur.Spec.Paused, cur.Annotations[pausedAt])
@@ -79,8 +80,8 @@ func TestPausePeriodLeavesUserPausesAloneAndReportsBadPeriods(t *testing.T) {
 	recorded(t, bad)
 
 	changeConfig(t, cm, "v2")
-	eventually(t, "user-paused reloaded", func() error { return hasEnv(&get(t, userPaused).Spec.Template, cfgEnv) })
-	eventually(t, "bad period reloaded", func() error { return hasEnv(&get(t, bad).Spec.Template, cfgEnv) })
+	testutil.Eventually(t, "user-paused reloaded", func() error { return hasEnv(&get(t, userPaused).Spec.Template, cfgEnv) })
+	testutil.Eventually(t, "bad period reloaded", func() error { return hasEnv(&get(t, bad).Spec.Template, cfgEnv) })
 	eventuallyEvent(t, ns, "bad", controller.ReasonInvalidAnnotation)
 	time.Sleep(2 * time.Second) // past the 1s period
 	if cur := get(t, userPaused); !cur.Spec.Paused || cur.Annotations[pausedAt] != "" {
@@ -111,9 +112,9 @@ func TestReloadOnCreate(t *testing.T) {
 
 			create(t, configMap(ns, "late", map[string]string{"k": "v1"}))
 			if enabled {
-				eventually(t, "reloaded on create", func() error { return hasEnv(&get(t, d).Spec.Template, "STAKATER_LATE_CONFIGMAP") })
+				testutil.Eventually(t, "reloaded on create", func() error { return hasEnv(&get(t, d).Spec.Template, "STAKATER_LATE_CONFIGMAP") })
 			} else {
-				eventually(t, "creation recorded", func() error {
+				testutil.Eventually(t, "creation recorded", func() error {
 					rec, _ := reload.ParseRecord(get(t, d).Annotations[reload.RecordAnnotation])
 					if rec["configmap/late"] == "" {
 						return fmt.Errorf("record %v", rec)
@@ -141,9 +142,9 @@ func TestReloadOnDelete(t *testing.T) {
 		_, cm, d, _ := autoDeployment(t, func(o *options.Options) { o.ReloadOnDelete = true })
 		changes := templateChanges(t, d)
 		changeConfig(t, cm, "v2")
-		eventually(t, "reloaded", func() error { return hasEnv(&get(t, d).Spec.Template, cfgEnv) })
-		must(t, k8s.Delete(context.Background(), cm))
-		eventually(t, "env var removed", func() error {
+		testutil.Eventually(t, "reloaded", func() error { return hasEnv(&get(t, d).Spec.Template, cfgEnv) })
+		testutil.Must(t, k8s.Delete(context.Background(), cm))
+		testutil.Eventually(t, "env var removed", func() error {
 			if hasEnv(&get(t, d).Spec.Template, cfgEnv) == nil {
 				return fmt.Errorf("still set")
 			}
@@ -159,8 +160,8 @@ func TestReloadOnDelete(t *testing.T) {
 			o.ReloadOnDelete = true
 			o.ReloadStrategy = reload.StrategyAnnotations
 		})
-		must(t, k8s.Delete(context.Background(), cm))
-		eventually(t, "delete marker", func() error {
+		testutil.Must(t, k8s.Delete(context.Background(), cm))
+		testutil.Eventually(t, "delete marker", func() error {
 			var got reload.LastReloaded
 			v := get(t, d).Spec.Template.Annotations[reload.LastReloadedFrom]
 			if err := json.Unmarshal([]byte(v), &got); err != nil {
@@ -175,17 +176,17 @@ func TestReloadOnDelete(t *testing.T) {
 	t.Run("off", func(t *testing.T) {
 		ns, cm, d, _ := autoDeployment(t)
 		changes := templateChanges(t, d)
-		must(t, k8s.Delete(context.Background(), cm))
+		testutil.Must(t, k8s.Delete(context.Background(), cm))
 		settle()
 		create(t, configMap(ns, "cfg", map[string]string{"k": "v1"}))
 		settle()
 		if n := changes(); n != 0 {
 			t.Fatalf("delete and identical re-create changed the template %d times", n)
 		}
-		must(t, k8s.Delete(context.Background(), cm))
+		testutil.Must(t, k8s.Delete(context.Background(), cm))
 		settle()
 		create(t, configMap(ns, "cfg", map[string]string{"k": "v2"}))
-		eventually(t, "re-created with new content reloads", func() error { return hasEnv(&get(t, d).Spec.Template, cfgEnv) })
+		testutil.Eventually(t, "re-created with new content reloads", func() error { return hasEnv(&get(t, d).Spec.Template, cfgEnv) })
 	})
 }
 
@@ -241,7 +242,7 @@ func TestCSIRotationReloadsOncePerWorkload(t *testing.T) {
 		time.Sleep(500 * time.Millisecond) // well past the coalescing window
 	}
 	for _, w := range reloaded {
-		eventually(t, w.Name+" reloaded", func() error {
+		testutil.Eventually(t, w.Name+" reloaded", func() error {
 			return hasEnv(&get(t, w).Spec.Template, "STAKATER_VAULT_SECRETPROVIDERCLASS")
 		})
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 func reloaderConfig(ns, name string, targets []v1alpha1.Target, sources ...v1alpha1.Source) *v1alpha1.ReloaderConfig {
@@ -105,8 +106,8 @@ func TestReloaderConfigLifecycleRestartsNothing(t *testing.T) {
 	changeData(t, cm, "k", "v2")
 	waitChanges(t, "change under the config", count, 1)
 
-	must(t, k8s.Delete(context.Background(), cfg))
-	eventually(t, "record forgets the config's sources", func() error {
+	testutil.Must(t, k8s.Delete(context.Background(), cfg))
+	testutil.Eventually(t, "record forgets the config's sources", func() error {
 		rec, err := reload.ParseRecord(get(t, d).GetAnnotations()[reload.RecordAnnotation])
 		if err != nil {
 			return err

@@ -24,13 +24,14 @@ import (
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // configStatus waits until the status of config name satisfies check.
 func configStatus(t *testing.T, ns, name, what string, check func(*v1alpha1.ReloaderConfig) error) *v1alpha1.ReloaderConfig {
 	t.Helper()
 	cfg := &v1alpha1.ReloaderConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	eventually(t, name+": "+what, func() error {
+	testutil.Eventually(t, name+": "+what, func() error {
 		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(cfg), cfg); err != nil {
 			return err
 		}
@@ -70,7 +71,7 @@ func ready(cfg *v1alpha1.ReloaderConfig) error {
 func statusReconciles(t *testing.T) float64 {
 	t.Helper()
 	families, err := crmetrics.Registry.Gather()
-	must(t, err)
+	testutil.Must(t, err)
 	total := 0.0
 	for _, f := range families {
 		if f.GetName() != "controller_runtime_reconcile_total" {
@@ -141,7 +142,7 @@ func TestReloaderConfigStatusLifecycle(t *testing.T) {
 		t.Errorf("last reload %+v, lastReloadTime %v, source hash %s", last, got.Status.LastReloadTime, got.Status.Sources[0].Hash)
 	}
 	pausedAt, err := time.Parse(time.RFC3339, get(t, d).Annotations[reload.DefaultKeys().PausedAt])
-	must(t, err)
+	testutil.Must(t, err)
 	if want := pausedAt.Add(time.Hour); !target.PausedUntil.Time.Equal(want) {
 		t.Errorf("pausedUntil %v, want paused-at + 1h = %v", target.PausedUntil, want)
 	}
@@ -172,7 +173,7 @@ func TestReloaderConfigStatusLifecycle(t *testing.T) {
 		t.Errorf("last reload after restart %+v, want %+v", l, last)
 	}
 
-	must(t, k8s.Delete(context.Background(), got))
+	testutil.Must(t, k8s.Delete(context.Background(), got))
 	waitChanges(t, "config deleted", count, 1)
 }
 
@@ -204,7 +205,7 @@ func TestReloaderConfigStatusReasons(t *testing.T) {
 	})
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ReloaderConfig"))
-	must(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "later"}, u))
+	testutil.Must(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "later"}, u))
 	if n, found, _ := unstructured.NestedInt64(u.Object, "status", "targetCount"); !found || n != 0 {
 		t.Errorf("status.targetCount %d (stored: %v), want a stored 0 for kubectl's column", n, found)
 	}
@@ -240,7 +241,7 @@ func TestReloaderConfigStatusReasons(t *testing.T) {
 	}
 	changeData(t, appConfig, "url", "u")
 	configStatus(t, ns, "keys", "key added", ready)
-	must(t, k8s.Delete(context.Background(), annotations))
+	testutil.Must(t, k8s.Delete(context.Background(), annotations))
 	configStatus(t, ns, "a-env", "conflict gone", condition(v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonResolved))
 }
 
@@ -285,7 +286,7 @@ func TestReloaderConfigPrinterColumns(t *testing.T) {
 	}
 	t.Logf("after a reload:\n%s", printTable(table))
 	out, err := yaml.Marshal(cfg.Status)
-	must(t, err)
+	testutil.Must(t, err)
 	t.Logf("status:\n%s", out)
 }
 
@@ -293,22 +294,22 @@ func TestReloaderConfigPrinterColumns(t *testing.T) {
 func getTable(t *testing.T, ns string) *metav1.Table {
 	t.Helper()
 	hc, err := rest.HTTPClientFor(restConfig)
-	must(t, err)
+	testutil.Must(t, err)
 	u, err := url.JoinPath(restConfig.Host, "apis/reloader.dev/v1alpha1/namespaces", ns, "reloaderconfigs")
-	must(t, err)
+	testutil.Must(t, err)
 	req, err := http.NewRequest(http.MethodGet, u, nil)
-	must(t, err)
+	testutil.Must(t, err)
 	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
 	resp, err := hc.Do(req)
-	must(t, err)
+	testutil.Must(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	must(t, err)
+	testutil.Must(t, err)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("table request %s: %s: %s", u, resp.Status, body)
 	}
 	var table metav1.Table
-	must(t, json.Unmarshal(body, &table))
+	testutil.Must(t, json.Unmarshal(body, &table))
 	return &table
 }
 
@@ -359,9 +360,9 @@ func TestReloaderConfigStatusWritesOncePerChange(t *testing.T) {
 	settle()
 
 	wc, err := client.NewWithWatch(restConfig, client.Options{Scheme: k8s.Scheme()})
-	must(t, err)
+	testutil.Must(t, err)
 	w, err := wc.Watch(context.Background(), &v1alpha1.ReloaderConfigList{}, client.InNamespace(ns))
-	must(t, err)
+	testutil.Must(t, err)
 	defer w.Stop()
 	changeData(t, cm, "k", "v2")
 	writes, reloaded := 0, 0

@@ -13,6 +13,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // A 200 KB reload annotation of patterns is ignored as a whole with an InvalidAnnotation
@@ -29,7 +30,7 @@ func TestOverSizeReloadAnnotation(t *testing.T) {
 	eventuallyEvent(t, ns, "web", controller.ReasonInvalidAnnotation)
 
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
-	eventually(t, "reloaded by the auto annotation", func() error { return hasEnv(&get(t, d).Spec.Template, cfgEnv) })
+	testutil.Eventually(t, "reloaded by the auto annotation", func() error { return hasEnv(&get(t, d).Spec.Template, cfgEnv) })
 }
 
 // A valid object name in a reload annotation names that object only: "app.config" does not
@@ -49,7 +50,7 @@ func TestNamedEntryIsAName(t *testing.T) {
 		t.Fatalf("a change of app-config rolled the workload %d times", n)
 	}
 	create(t, configMap(ns, "app.config", map[string]string{"k": "v1"}))
-	eventually(t, "reloaded on creation of app.config", func() error {
+	testutil.Eventually(t, "reloaded on creation of app.config", func() error {
 		if n := changes(); n != 1 {
 			return fmt.Errorf("template changed %d times", n)
 		}
@@ -78,7 +79,7 @@ func TestRecordOverManySources(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		must(t, err)
+		testutil.Must(t, err)
 	}
 	d := deployment(ns, "web", map[string]string{"configmap.reloader.stakater.com/reload": ".*"}, podSpec())
 	create(t, d)
@@ -91,7 +92,7 @@ func TestRecordOverManySources(t *testing.T) {
 
 	changed := configMap(ns, name(417), nil)
 	update(t, changed, func(c *corev1.ConfigMap) { c.Data = map[string]string{"k": "v2"} })
-	eventually(t, "reloaded", func() error {
+	testutil.Eventually(t, "reloaded", func() error {
 		return hasEnv(&get(t, d).Spec.Template, reload.EnvVarName(source.ID{Kind: source.ConfigMap, Name: name(417)}))
 	})
 	settle()

@@ -11,13 +11,14 @@ import (
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // waitChanges waits until the workload's pod template has changed want times, then gives
 // reloader time to change it once more, which it must not.
 func waitChanges(t *testing.T, name string, changes func() int, want int) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("%s rolled %d times", name, want), func() error {
+	testutil.Eventually(t, fmt.Sprintf("%s rolled %d times", name, want), func() error {
 		if n := changes(); n < want {
 			return fmt.Errorf("%d template changes", n)
 		}
@@ -166,7 +167,7 @@ func TestEditingKeysRollsNothing(t *testing.T) {
 			}
 		})
 		var now string
-		eventually(t, "record re-made for keys "+v, func() error {
+		testutil.Eventually(t, "record re-made for keys "+v, func() error {
 			if now = recordOf(t, d)["configmap/cfg"]; now == before {
 				return fmt.Errorf("record still %q", now)
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/extapi"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 const cfgEnv = "STAKATER_CFG_CONFIGMAP"
@@ -49,7 +50,7 @@ func jobPodSpec(configMaps ...string) corev1.PodTemplateSpec {
 func jobs(t *testing.T, ns string) []batchv1.Job {
 	t.Helper()
 	var list batchv1.JobList
-	must(t, k8s.List(context.Background(), &list, client.InNamespace(ns)))
+	testutil.Must(t, k8s.List(context.Background(), &list, client.InNamespace(ns)))
 	return list.Items
 }
 
@@ -77,7 +78,7 @@ func TestCronJobReloadChangesTheJobTemplateAndStartsNoJob(t *testing.T) {
 	changes := templateChanges(t, cj, "spec", "jobTemplate", "spec", "template")
 
 	changeConfig(t, cm, "v2")
-	eventually(t, "job template reloaded", func() error { return hasEnv(&get(t, cj).Spec.JobTemplate.Spec.Template, cfgEnv) })
+	testutil.Eventually(t, "job template reloaded", func() error { return hasEnv(&get(t, cj).Spec.JobTemplate.Spec.Template, cfgEnv) })
 	settle()
 	if n := changes(); n != 1 {
 		t.Errorf("job template changed %d times, want 1", n)
@@ -104,7 +105,7 @@ func TestCronJobRunsOnReloadWhenAskedUnlessSuspended(t *testing.T) {
 
 	changeConfig(t, cm, "v2")
 	for _, cj := range []*batchv1.CronJob{byAnnotation, byFlag, optedOut, suspended} {
-		eventually(t, cj.Name+" reloaded", func() error { return hasEnv(&get(t, cj).Spec.JobTemplate.Spec.Template, cfgEnv) })
+		testutil.Eventually(t, cj.Name+" reloaded", func() error { return hasEnv(&get(t, cj).Spec.JobTemplate.Spec.Template, cfgEnv) })
 	}
 	settle()
 	owners := map[string]int{}
@@ -207,7 +208,7 @@ func TestFinishedJobsAreReRunUnlessOptedOut(t *testing.T) {
 func replaced(t *testing.T, j *batchv1.Job, old types.UID) *batchv1.Job {
 	t.Helper()
 	cur := &batchv1.Job{}
-	eventually(t, "Job "+j.Name+" replaced", func() error {
+	testutil.Eventually(t, "Job "+j.Name+" replaced", func() error {
 		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(j), cur); err != nil {
 			return err
 		}
@@ -233,7 +234,7 @@ func finish(t *testing.T, j *batchv1.Job) {
 			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
 		},
 	}
-	must(t, k8s.Status().Update(context.Background(), j))
+	testutil.Must(t, k8s.Status().Update(context.Background(), j))
 }
 
 // --ignored-workload-types leaves those kinds alone entirely: not even recorded.
@@ -248,7 +249,7 @@ func TestIgnoredWorkloadTypesAreLeftAlone(t *testing.T) {
 	recorded(t, d)
 
 	changeConfig(t, cm, "v2")
-	eventually(t, "Deployment reloaded", func() error { return hasEnv(&get(t, d).Spec.Template, cfgEnv) })
+	testutil.Eventually(t, "Deployment reloaded", func() error { return hasEnv(&get(t, d).Spec.Template, cfgEnv) })
 	settle()
 	if _, ok := get(t, cj).Annotations[reload.RecordAnnotation]; ok {
 		t.Error("ignored CronJob was recorded")
@@ -284,14 +285,14 @@ func TestArgoRolloutsReload(t *testing.T) {
 	baseChanges := templateChanges(t, base)
 
 	changeConfig(t, cm, "v2")
-	eventually(t, "rollout strategy: template changed", func() error { return hasEnv(&get(t, rolled).Spec.Template, cfgEnv) })
-	eventually(t, "restart strategy: restartAt set", func() error {
+	testutil.Eventually(t, "rollout strategy: template changed", func() error { return hasEnv(&get(t, rolled).Spec.Template, cfgEnv) })
+	testutil.Eventually(t, "restart strategy: restartAt set", func() error {
 		if get(t, restarted).Spec.RestartAt == nil {
 			return fmt.Errorf("no restartAt")
 		}
 		return nil
 	})
-	eventually(t, "workloadRef: the Deployment's template changed", func() error { return hasEnv(&get(t, base).Spec.Template, cfgEnv) })
+	testutil.Eventually(t, "workloadRef: the Deployment's template changed", func() error { return hasEnv(&get(t, base).Spec.Template, cfgEnv) })
 	settle()
 	if got := get(t, restarted).Spec.Template; hasEnv(&got, cfgEnv) == nil || len(got.Spec.Containers) != len(restartedTemplate.Spec.Containers) {
 		t.Error("restart strategy changed the template")
@@ -317,7 +318,7 @@ func TestArgoRolloutsNeedTheFlag(t *testing.T) {
 	startReloader(t, ns)
 	recorded(t, d)
 	changeConfig(t, cm, "v2")
-	eventually(t, "Deployment reloaded", func() error { return hasEnv(&get(t, d).Spec.Template, cfgEnv) })
+	testutil.Eventually(t, "Deployment reloaded", func() error { return hasEnv(&get(t, d).Spec.Template, cfgEnv) })
 	settle()
 	if got := get(t, r); got.Annotations[reload.RecordAnnotation] != "" || hasEnv(&got.Spec.Template, cfgEnv) == nil {
 		t.Error("Rollout touched without --is-Argo-Rollouts")
@@ -338,7 +339,7 @@ func TestDeploymentConfigsReload(t *testing.T) {
 	recorded(t, dc)
 	changes := templateChanges(t, dc)
 	changeConfig(t, cm, "v2")
-	eventually(t, "DeploymentConfig reloaded", func() error { return hasEnv(get(t, dc).Spec.Template, cfgEnv) })
+	testutil.Eventually(t, "DeploymentConfig reloaded", func() error { return hasEnv(get(t, dc).Spec.Template, cfgEnv) })
 	settle()
 	if n := changes(); n != 1 {
 		t.Errorf("template changed %d times, want 1", n)

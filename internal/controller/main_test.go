@@ -35,6 +35,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/localcluster"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // One real kube-apiserver + etcd for the package; each test gets its own namespace and its
@@ -88,7 +89,7 @@ func newNamespace(t *testing.T) string {
 	}
 	name = fmt.Sprintf("%s-%04d", strings.Trim(name, "-"), rand.IntN(10000))
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	must(t, k8s.Create(context.Background(), ns))
+	testutil.Must(t, k8s.Create(context.Background(), ns))
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), ns) })
 	return name
 }
@@ -110,10 +111,10 @@ func startReloaderAs(t *testing.T, cfg *rest.Config, ns string, configure ...fun
 		c(&opts)
 	}
 	conf, err := options.Parse(opts)
-	must(t, err)
+	testutil.Must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	mgr, err := app.New(ctx, cfg, conf, testLogger())
-	must(t, err)
+	testutil.Must(t, err)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	stopped := false
@@ -134,29 +135,6 @@ func startReloaderAs(t *testing.T, cfg *rest.Config, ns string, configure ...fun
 		t.Fatal("reloader cache did not sync")
 	}
 	return stop
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-// eventually retries check until it returns nil or 20 s pass.
-func eventually(t *testing.T, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // settle gives reloader time to act on a change it should ignore: well past the coalescing
@@ -200,29 +178,29 @@ func deployment(ns, name string, annotations map[string]string, tpl corev1.PodTe
 
 func get[T client.Object](t *testing.T, obj T) T {
 	t.Helper()
-	must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), obj))
+	testutil.Must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), obj))
 	return obj
 }
 
 func create(t *testing.T, objs ...client.Object) {
 	t.Helper()
 	for _, o := range objs {
-		must(t, k8s.Create(context.Background(), o))
+		testutil.Must(t, k8s.Create(context.Background(), o))
 	}
 }
 
 // update re-reads obj, applies change and writes it back.
 func update[T client.Object](t *testing.T, obj T, change func(T)) {
 	t.Helper()
-	must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), obj))
+	testutil.Must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), obj))
 	change(obj)
-	must(t, k8s.Update(context.Background(), obj))
+	testutil.Must(t, k8s.Update(context.Background(), obj))
 }
 
 // recorded waits until reloader has recorded the workload's sources: it is then watching it.
 func recorded(t *testing.T, obj client.Object) {
 	t.Helper()
-	eventually(t, "record annotation written", func() error {
+	testutil.Eventually(t, "record annotation written", func() error {
 		o := get(t, obj)
 		if _, ok := o.GetAnnotations()[reload.RecordAnnotation]; !ok {
 			return fmt.Errorf("no %s on %s", reload.RecordAnnotation, o.GetName())
@@ -249,7 +227,7 @@ func envOf(tpl *corev1.PodTemplateSpec, container, name string) (string, bool) {
 func eventReasons(t *testing.T, ns, name string) []string {
 	t.Helper()
 	var list eventsv1.EventList
-	must(t, k8s.List(context.Background(), &list, client.InNamespace(ns)))
+	testutil.Must(t, k8s.List(context.Background(), &list, client.InNamespace(ns)))
 	var out []string
 	for _, e := range list.Items {
 		if e.Regarding.Name == name {
@@ -262,7 +240,7 @@ func eventReasons(t *testing.T, ns, name string) []string {
 // eventuallyEvent waits for an Event with reason about the workload name.
 func eventuallyEvent(t *testing.T, ns, name, reason string) {
 	t.Helper()
-	eventually(t, reason+" event on "+name, func() error {
+	testutil.Eventually(t, reason+" event on "+name, func() error {
 		if got := eventReasons(t, ns, name); !slices.Contains(got, reason) {
 			return fmt.Errorf("events: %v", got)
 		}
@@ -279,15 +257,15 @@ func templateChanges(t *testing.T, obj client.Object, path ...string) func() int
 	}
 	t.Helper()
 	gvk, err := apiutil.GVKForObject(obj, k8s.Scheme())
-	must(t, err)
+	testutil.Must(t, err)
 	wc, err := client.NewWithWatch(restConfig, client.Options{Scheme: k8s.Scheme()})
-	must(t, err)
+	testutil.Must(t, err)
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := wc.Watch(ctx, list, client.InNamespace(obj.GetNamespace()),
 		client.MatchingFields{"metadata.name": obj.GetName()})
-	must(t, err)
+	testutil.Must(t, err)
 	var mu sync.Mutex
 	changes, last := 0, ""
 	done := make(chan struct{})
@@ -309,7 +287,7 @@ func templateChanges(t *testing.T, obj client.Object, path ...string) func() int
 		}
 	}()
 	t.Cleanup(func() { w.Stop(); cancel(); <-done })
-	eventually(t, "watch started", func() error {
+	testutil.Eventually(t, "watch started", func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if last == "" {

@@ -22,6 +22,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/notify"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 func setLabel(t *testing.T, ns, key, value string) {
@@ -58,7 +59,7 @@ func TestNamespaceSelectorTakesEffectWithoutRestart(t *testing.T) {
 	setLabel(t, ns, "reloader", "enabled")
 	recorded(t, d) // selected now: taken as it is, no reload
 	changeConfig(t, cm, "v3")
-	eventually(t, "reload once selected", func() error {
+	testutil.Eventually(t, "reload once selected", func() error {
 		if n := changes(); n != 1 {
 			return fmt.Errorf("%d template changes", n)
 		}
@@ -124,7 +125,7 @@ func TestWebhookURLNotifiesInsteadOfReloading(t *testing.T) {
 
 	changeConfig(t, unrelated, "v2")
 	changeConfig(t, cm, "v2")
-	eventually(t, "webhook notified", func() error {
+	testutil.Eventually(t, "webhook notified", func() error {
 		if got := hook.changes(); len(got) != 1 {
 			return fmt.Errorf("%d notifications", len(got))
 		}
@@ -159,7 +160,7 @@ func TestAlertsAfterReload(t *testing.T) {
 		o.Alert = options.Alert{Enabled: true, Sink: "raw", WebhookURL: srv.URL, AdditionalInfo: "test cluster"}
 	})
 	changeConfig(t, cm, "v2")
-	eventually(t, "alert received", func() error {
+	testutil.Eventually(t, "alert received", func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(bodies) != 1 {
@@ -185,7 +186,7 @@ func TestFailingAlertSinkNeverBlocksReloads(t *testing.T) {
 	changes := templateChanges(t, d)
 	for i := range 3 {
 		changeConfig(t, cm, fmt.Sprintf("v%d", i+2))
-		eventually(t, "reload despite a hanging alert sink", func() error {
+		testutil.Eventually(t, "reload despite a hanging alert sink", func() error {
 			if n := changes(); n != i+1 {
 				return fmt.Errorf("%d template changes", n)
 			}
@@ -198,7 +199,7 @@ func TestFailingAlertSinkNeverBlocksReloads(t *testing.T) {
 func counter(t *testing.T, name string, labels map[string]string) float64 {
 	t.Helper()
 	families, err := crmetrics.Registry.Gather()
-	must(t, err)
+	testutil.Must(t, err)
 	for _, f := range families {
 		if f.GetName() != name {
 			continue
@@ -238,13 +239,13 @@ func TestMetricsCountReloadsAndOutcomes(t *testing.T) {
 	_, cm, d, _ := autoDeployment(t)
 	changes := templateChanges(t, d)
 	changeConfig(t, cm, "v2")
-	eventually(t, "reloaded", func() error {
+	testutil.Eventually(t, "reloaded", func() error {
 		if n := changes(); n != 1 {
 			return fmt.Errorf("%d template changes", n)
 		}
 		return nil
 	})
-	eventually(t, "counted", func() error {
+	testutil.Eventually(t, "counted", func() error {
 		after := read()
 		for i := range after {
 			if after[i]-before[i] != 1 {
@@ -254,7 +255,7 @@ func TestMetricsCountReloadsAndOutcomes(t *testing.T) {
 		return nil
 	})
 	families, err := crmetrics.Registry.Gather()
-	must(t, err)
+	testutil.Must(t, err)
 	var names []string
 	for _, f := range families {
 		names = append(names, f.GetName())
@@ -275,16 +276,16 @@ func TestMetaInfoConfigMap(t *testing.T) {
 		o.ReloadStrategy = reload.StrategyAnnotations
 	})
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: metainfo.Name}}
-	eventually(t, "meta-info ConfigMap", func() error { return k8s.Get(context.Background(), client.ObjectKeyFromObject(cm), cm) })
+	testutil.Eventually(t, "meta-info ConfigMap", func() error { return k8s.Get(context.Background(), client.ObjectKeyFromObject(cm), cm) })
 	if cm.Labels[metainfo.LabelKey] != metainfo.LabelValue {
 		t.Errorf("labels %v", cm.Labels)
 	}
 	var build metainfo.Build
 	var opts map[string]string
 	var dep metainfo.Deployment
-	must(t, json.Unmarshal([]byte(cm.Data["buildInfo"]), &build))
-	must(t, json.Unmarshal([]byte(cm.Data["reloaderOptions"]), &opts))
-	must(t, json.Unmarshal([]byte(cm.Data["deploymentInfo"]), &dep))
+	testutil.Must(t, json.Unmarshal([]byte(cm.Data["buildInfo"]), &build))
+	testutil.Must(t, json.Unmarshal([]byte(cm.Data["reloaderOptions"]), &opts))
+	testutil.Must(t, json.Unmarshal([]byte(cm.Data["deploymentInfo"]), &dep))
 	if !strings.HasPrefix(build.GoVersion, "go") || opts["reload-strategy"] != reload.StrategyAnnotations ||
 		opts["namespaces"] != "["+ns+"]" || dep.Name != "reloader" || dep.Namespace != ns {
 		t.Errorf("meta-info %+v %v %+v", build, opts, dep)
@@ -295,7 +296,7 @@ func TestNamespacedInstallWithoutClusterRole(t *testing.T) {
 	ns := newNamespace(t)
 	user := "reloader-" + ns
 	cfg, _, err := cluster.AddUser(user)
-	must(t, err)
+	testutil.Must(t, err)
 	read := []string{"get", "list", "watch"}
 	write := append([]string{"patch", "update"}, read...)
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reloader"}, Rules: []rbacv1.PolicyRule{
@@ -320,7 +321,7 @@ func TestNamespacedInstallWithoutClusterRole(t *testing.T) {
 	recorded(t, d)
 	changes := templateChanges(t, d)
 	changeConfig(t, cm, "v2")
-	eventually(t, "reload with namespace-scoped RBAC only", func() error {
+	testutil.Eventually(t, "reload with namespace-scoped RBAC only", func() error {
 		if n := changes(); n != 1 {
 			return fmt.Errorf("%d template changes", n)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 const auto = "reloader.stakater.com/auto"
@@ -31,7 +32,7 @@ func TestAutoReloadSetsEnvVarOnTheContainersThatUseTheConfigMap(t *testing.T) {
 
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
 
-	eventually(t, "env var set on app", func() error {
+	testutil.Eventually(t, "env var set on app", func() error {
 		got := get(t, d)
 		if _, ok := envOf(&got.Spec.Template, "app", "STAKATER_APP_CONFIG_CONFIGMAP"); !ok {
 			return fmt.Errorf("no env var yet: %+v", got.Spec.Template.Spec.Containers[0].Env)
@@ -125,7 +126,7 @@ func TestChangesLandingTogetherRollOnce(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	update(t, s, func(c *corev1.Secret) { c.Data["p"] = []byte("1") })
 
-	eventually(t, "both env vars", func() error {
+	testutil.Eventually(t, "both env vars", func() error {
 		got := get(t, d)
 		_, a := envOf(&got.Spec.Template, "app", "STAKATER_CFG_CONFIGMAP")
 		_, b := envOf(&got.Spec.Template, "app", "STAKATER_SEC_SECRET")
@@ -142,7 +143,7 @@ func TestChangesLandingTogetherRollOnce(t *testing.T) {
 	for i := 2; i < 12; i++ {
 		update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = fmt.Sprint(i) })
 	}
-	eventually(t, "last write applied", func() error {
+	testutil.Eventually(t, "last write applied", func() error {
 		got := get(t, d)
 		rec, _ := reload.ParseRecord(got.Annotations[reload.RecordAnnotation])
 		v, _ := envOf(&got.Spec.Template, "app", "STAKATER_CFG_CONFIGMAP")
@@ -168,7 +169,7 @@ func TestChangeWhileStoppedIsReloadedOnStart(t *testing.T) {
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
 	settle()
 	startReloader(t, ns)
-	eventually(t, "reloaded after start", func() error {
+	testutil.Eventually(t, "reloaded after start", func() error {
 		if n := changes(); n != 1 {
 			return fmt.Errorf("%d template changes, want 1", n)
 		}
@@ -222,7 +223,7 @@ func TestStatefulSetsAndDaemonSetsReload(t *testing.T) {
 	recorded(t, ds)
 
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
-	eventually(t, "both reloaded", func() error {
+	testutil.Eventually(t, "both reloaded", func() error {
 		s, d := get(t, sts), get(t, ds)
 		_, a := envOf(&s.Spec.Template, "app", "STAKATER_CFG_CONFIGMAP")
 		_, b := envOf(&d.Spec.Template, "app", "STAKATER_CFG_CONFIGMAP")
@@ -252,7 +253,7 @@ func TestRefusedPatchIsAReloadFailAndIsRetried(t *testing.T) {
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
 	eventuallyEvent(t, ns, "web", controller.ReasonReloadFail)
 	deny()
-	eventually(t, "reloaded after the refusal is lifted", func() error {
+	testutil.Eventually(t, "reloaded after the refusal is lifted", func() error {
 		if _, ok := envOf(&get(t, d).Spec.Template, "app", "STAKATER_CFG_CONFIGMAP"); !ok {
 			return fmt.Errorf("not yet")
 		}
@@ -304,7 +305,7 @@ func deny(t *testing.T, ns string, op admissionv1.OperationType, group, resource
 		},
 	}
 	create(t, policy, binding)
-	eventually(t, "policy in force", func() error {
+	testutil.Eventually(t, "policy in force", func() error {
 		if probe() == nil {
 			return fmt.Errorf("%s %s still allowed", op, resource)
 		}

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // A Job replacement is written down before the delete. While the API server refuses the
@@ -41,7 +42,7 @@ func TestJobReplacementWhoseDeleteIsRefusedHappensOnceWhenAllowed(t *testing.T) 
 	}
 	lift()
 	cur := replaced(t, j, oldUID)
-	eventually(t, "no replacement record left", func() error {
+	testutil.Eventually(t, "no replacement record left", func() error {
 		var records appsv1.ControllerRevisionList
 		if err := k8s.List(ctx, &records, client.InNamespace(ns), client.HasLabels{controller.ReplacementLabel}); err != nil {
 			return err

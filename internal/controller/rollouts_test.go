@@ -18,6 +18,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/extapi"
 	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // envtest runs no kube-controller-manager: these tests write the workloads' status
@@ -27,7 +28,7 @@ import (
 func eventsAbout(t *testing.T, ns, name, reason string) []eventsv1.Event {
 	t.Helper()
 	var list eventsv1.EventList
-	must(t, k8s.List(context.Background(), &list, client.InNamespace(ns)))
+	testutil.Must(t, k8s.List(context.Background(), &list, client.InNamespace(ns)))
 	var out []eventsv1.Event
 	for _, e := range list.Items {
 		if e.Regarding.Name == name && e.Reason == reason {
@@ -56,7 +57,7 @@ func reloadedGeneration(t *testing.T, cm *corev1.ConfigMap, obj client.Object) i
 	t.Helper()
 	before := get(t, obj).GetGeneration()
 	changeConfig(t, cm, "v2")
-	eventually(t, "reloaded", func() error {
+	testutil.Eventually(t, "reloaded", func() error {
 		if g := get(t, obj).GetGeneration(); g == before {
 			return fmt.Errorf("generation still %d", g)
 		}
@@ -68,9 +69,9 @@ func reloadedGeneration(t *testing.T, cm *corev1.ConfigMap, obj client.Object) i
 // setStatus writes the status of obj as its controller would.
 func setStatus[T client.Object](t *testing.T, obj T, change func(T)) {
 	t.Helper()
-	must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), obj))
+	testutil.Must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), obj))
 	change(obj)
-	must(t, k8s.Status().Update(context.Background(), obj))
+	testutil.Must(t, k8s.Status().Update(context.Background(), obj))
 }
 
 func rolloutsCounted(t *testing.T, kind, outcome string) float64 {
@@ -80,7 +81,7 @@ func rolloutsCounted(t *testing.T, kind, outcome string) float64 {
 func gauge(t *testing.T, name string) float64 {
 	t.Helper()
 	families, err := crmetrics.Registry.Gather()
-	must(t, err)
+	testutil.Must(t, err)
 	for _, f := range families {
 		if f.GetName() == name && len(f.GetMetric()) == 1 {
 			return f.GetMetric()[0].GetGauge().GetValue()
@@ -93,7 +94,7 @@ func TestReloadedDeploymentRolloutComplete(t *testing.T) {
 	before := rolloutsCounted(t, "Deployment", controller.RolloutComplete)
 	ns, cm, d, _ := autoDeployment(t)
 	gen := reloadedGeneration(t, cm, d)
-	eventually(t, "following", func() error {
+	testutil.Eventually(t, "following", func() error {
 		if n := gauge(t, "reloader_rollouts_following"); n != 1 {
 			return fmt.Errorf("following %v rollouts", n)
 		}
@@ -114,7 +115,7 @@ func TestReloadedDeploymentRolloutComplete(t *testing.T) {
 	if ev.Type != corev1.EventTypeNormal || !strings.Contains(ev.Note, "Rollout of Deployment web after change of ConfigMap cfg complete: 1 of 1 replicas updated, 1 ready, 1 available") {
 		t.Errorf("event %s %q", ev.Type, ev.Note)
 	}
-	eventually(t, "counted", func() error {
+	testutil.Eventually(t, "counted", func() error {
 		if n := rolloutsCounted(t, "Deployment", controller.RolloutComplete) - before; n != 1 {
 			return fmt.Errorf("reloader_rollouts_total complete +%v", n)
 		}
@@ -157,7 +158,7 @@ func TestReloadedDeploymentRolloutStalled(t *testing.T) {
 	if evs := eventsAbout(t, ns, "web", controller.ReasonRolloutComplete); len(evs) != 0 {
 		t.Errorf("also complete: %s", evs[0].Note)
 	}
-	eventually(t, "counted", func() error {
+	testutil.Eventually(t, "counted", func() error {
 		if n := rolloutsCounted(t, "Deployment", controller.RolloutStalled) - before; n != 1 {
 			return fmt.Errorf("reloader_rollouts_total stalled +%v", n)
 		}
@@ -188,7 +189,7 @@ func TestStatefulSetRolloutPastTheDeadlineStalls(t *testing.T) {
 	if !strings.Contains(ev.Note, "Rollout of StatefulSet db after change of ConfigMap cfg stalled: 1 of 2 replicas updated, 1 ready, 1 available; no progress in 2s (--rollout-deadline)") {
 		t.Errorf("event %q", ev.Note)
 	}
-	eventually(t, "counted", func() error {
+	testutil.Eventually(t, "counted", func() error {
 		if n := rolloutsCounted(t, "StatefulSet", controller.RolloutStalled) - before; n != 1 {
 			return fmt.Errorf("reloader_rollouts_total stalled +%v", n)
 		}
@@ -217,7 +218,7 @@ func TestStatusChurnOfWorkloadsNotReloadedCostsNoReconcile(t *testing.T) {
 	ns, _, d, _ := autoDeployment(t)
 	reconciles := func() (reload, follow float64) {
 		families, err := crmetrics.Registry.Gather()
-		must(t, err)
+		testutil.Must(t, err)
 		for _, f := range families {
 			for _, m := range f.GetMetric() {
 				labels := map[string]string{}
@@ -255,14 +256,14 @@ func TestStatusChurnOfWorkloadsNotReloadedCostsNoReconcile(t *testing.T) {
 func TestDeletedWorkloadIsNoLongerFollowed(t *testing.T) {
 	_, cm, d, _ := autoDeployment(t)
 	reloadedGeneration(t, cm, d)
-	eventually(t, "following", func() error {
+	testutil.Eventually(t, "following", func() error {
 		if n := gauge(t, "reloader_rollouts_following"); n != 1 {
 			return fmt.Errorf("following %v rollouts", n)
 		}
 		return nil
 	})
-	must(t, k8s.Delete(context.Background(), d))
-	eventually(t, "forgotten", func() error {
+	testutil.Must(t, k8s.Delete(context.Background(), d))
+	testutil.Eventually(t, "forgotten", func() error {
 		if n := gauge(t, "reloader_rollouts_following"); n != 0 {
 			return fmt.Errorf("following %v rollouts", n)
 		}
@@ -314,7 +315,7 @@ func TestOutcomeEventOfAReloadOfManySources(t *testing.T) {
 	for _, name := range names {
 		changeConfig(t, configMap(ns, name, nil), "v2")
 	}
-	eventually(t, "reloaded", func() error {
+	testutil.Eventually(t, "reloaded", func() error {
 		if get(t, d).Generation == before {
 			return fmt.Errorf("not reloaded")
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // Each case: a ConfigMap "cfg" used by container "app" (envFrom), a Secret "sec" used by
@@ -101,7 +102,7 @@ func TestTriggerRulesOverTheAPI(t *testing.T) {
 				}
 				return
 			}
-			eventually(t, "env var on "+tt.want, func() error {
+			testutil.Eventually(t, "env var on "+tt.want, func() error {
 				got := get(t, d)
 				if _, ok := envOf(&got.Spec.Template, tt.want, tt.wantVar); !ok {
 					return fmt.Errorf("no %s on %s: %+v", tt.wantVar, tt.want, got.Spec.Template.Spec.Containers)
@@ -127,7 +128,7 @@ func TestAnnotationsStrategyWritesLastReloadedFrom(t *testing.T) {
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
 
 	var last reload.LastReloaded
-	eventually(t, "last-reloaded-from annotation", func() error {
+	testutil.Eventually(t, "last-reloaded-from annotation", func() error {
 		v, ok := get(t, d).Spec.Template.Annotations[reload.LastReloadedFrom]
 		if !ok {
 			return fmt.Errorf("not written")
@@ -155,7 +156,7 @@ func TestOnlyTheWatchedNamespacesAreReloaded(t *testing.T) {
 	for _, ns := range []string{watched, other} {
 		update(t, configMap(ns, "cfg", nil), func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
 	}
-	eventually(t, "watched namespace reloaded", func() error {
+	testutil.Eventually(t, "watched namespace reloaded", func() error {
 		if _, ok := envOf(&get(t, deployment(watched, "web", nil, podSpec())).Spec.Template, "app", "STAKATER_CFG_CONFIGMAP"); !ok {
 			return fmt.Errorf("not yet")
 		}
@@ -181,7 +182,7 @@ func TestInvalidRegexIsReportedAndTheRestStillReloads(t *testing.T) {
 	recorded(t, bad)
 	recorded(t, good)
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
-	eventually(t, "both reloaded", func() error {
+	testutil.Eventually(t, "both reloaded", func() error {
 		_, a := envOf(&get(t, bad).Spec.Template, "app", "STAKATER_CFG_CONFIGMAP")
 		_, b := envOf(&get(t, good).Spec.Template, "app", "STAKATER_CFG_CONFIGMAP")
 		if !a || !b {

@@ -20,6 +20,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 const secretEnv = "STAKATER_DB_SECRET"
@@ -50,7 +51,7 @@ func ownNamespace(ns string) func(*options.Options) {
 func recordOf(t *testing.T, d *appsv1.Deployment) reload.Record {
 	t.Helper()
 	rec, err := reload.ParseRecord(get(t, d).Annotations[reload.RecordAnnotation])
-	must(t, err)
+	testutil.Must(t, err)
 	return rec
 }
 
@@ -58,7 +59,7 @@ func recordOf(t *testing.T, d *appsv1.Deployment) reload.Record {
 func waitEnv(t *testing.T, d *appsv1.Deployment, not string) string {
 	t.Helper()
 	var v string
-	eventually(t, "env var "+secretEnv+" set", func() error {
+	testutil.Eventually(t, "env var "+secretEnv+" set", func() error {
 		var ok bool
 		v, ok = envOf(&get(t, d).Spec.Template, "app", secretEnv)
 		if !ok || v == not {
@@ -86,7 +87,7 @@ func TestSpoofedCacheMarkerStillReloads(t *testing.T) {
 	changes := templateChanges(t, d)
 
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
-	eventually(t, "reload after change", func() error {
+	testutil.Eventually(t, "reload after change", func() error {
 		if _, ok := envOf(&get(t, d).Spec.Template, "app", "STAKATER_CFG_CONFIGMAP"); !ok {
 			return fmt.Errorf("no env var")
 		}
@@ -108,7 +109,7 @@ func TestSecretRecreatedWithIdenticalDataReloadsNothing(t *testing.T) {
 	changes := templateChanges(t, d)
 
 	old := get(t, s).UID
-	must(t, k8s.Delete(context.Background(), s))
+	testutil.Must(t, k8s.Delete(context.Background(), s))
 	again := secret(ns, "db", map[string]string{"password": "hunter2"})
 	create(t, again)
 	if get(t, again).UID == old {
@@ -142,11 +143,11 @@ func TestKeyRotationReloadsNothing(t *testing.T) {
 	changes := templateChanges(t, d)
 
 	key := &corev1.Secret{}
-	must(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: hashkey.SecretName}, key))
-	must(t, k8s.Delete(context.Background(), key))
+	testutil.Must(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: hashkey.SecretName}, key))
+	testutil.Must(t, k8s.Delete(context.Background(), key))
 	startReloader(t, ns, ownNamespace(ns))
 	var after string
-	eventually(t, "record re-based to the new key", func() error {
+	testutil.Eventually(t, "record re-based to the new key", func() error {
 		after = recordOf(t, d)["secret/db"]
 		oldID, _ := hash.KeyID(before)
 		if newID, keyed := hash.KeyID(after); !keyed || newID == oldID {
@@ -196,7 +197,7 @@ func TestUIDKeyedRecordUpgradedWithoutRollout(t *testing.T) {
 			changes := templateChanges(t, d)
 
 			startReloader(t, ns, ownNamespace(ns))
-			eventually(t, "record upgraded to a keyed hash", func() error {
+			testutil.Eventually(t, "record upgraded to a keyed hash", func() error {
 				got := recordOf(t, d)["secret/db"]
 				if _, keyed := hash.KeyID(got); !keyed {
 					return fmt.Errorf("record %q", got)
@@ -222,11 +223,11 @@ func TestEventsCarryNoSecretUID(t *testing.T) {
 	eventuallyEvent(t, ns, "web", "Reloaded")
 
 	var list eventsv1.EventList
-	must(t, k8s.List(context.Background(), &list, client.InNamespace(ns)))
+	testutil.Must(t, k8s.List(context.Background(), &list, client.InNamespace(ns)))
 	related := 0
 	for _, e := range list.Items {
 		b, err := json.Marshal(e)
-		must(t, err)
+		testutil.Must(t, err)
 		if strings.Contains(string(b), uid) || strings.Contains(string(b), "hunter") {
 			t.Errorf("Event %s (%s) carries the Secret's UID or data: %s", e.Name, e.Reason, b)
 		}
@@ -264,10 +265,10 @@ func startLoggedReloader(t *testing.T, ns string) (logs func() string) {
 	opts.MetricsAddr = "0"
 	opts.CoalesceWindow = 100 * time.Millisecond
 	conf, err := options.Parse(opts)
-	must(t, err)
+	testutil.Must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	mgr, err := app.New(ctx, restConfig, conf, logger)
-	must(t, err)
+	testutil.Must(t, err)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })

@@ -17,6 +17,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
@@ -53,7 +54,7 @@ func TestAReloadPlannedFromAStaleCopyRollsOnce(t *testing.T) {
 			d := deployment(ns, "web", map[string]string{auto: "true"}, podSpec("cfg"))
 			create(t, cm, d)
 			strategy, err := reload.NewStrategy(name)
-			must(t, err)
+			testutil.Must(t, err)
 			events := &reasons{n: map[string]int{}}
 			// Reads and writes go straight to the API server: the test chooses the copy.
 			r := &controller.WorkloadReconciler{
@@ -96,8 +97,8 @@ func TestAReloadPlannedFromAStaleCopyRollsOnce(t *testing.T) {
 func TestReloadOnDeleteRollsAWorkloadThatNeverGotTheEnvVar(t *testing.T) {
 	ns, cm, d, _ := autoDeployment(t, func(o *options.Options) { o.ReloadOnDelete, o.ReloadOnCreate = true, true })
 	rollouts := templateChanges(t, d)
-	must(t, k8s.Delete(context.Background(), cm))
-	eventually(t, "deletion marked in the env var", func() error {
+	testutil.Must(t, k8s.Delete(context.Background(), cm))
+	testutil.Eventually(t, "deletion marked in the env var", func() error {
 		if v, _ := envOf(&get(t, d).Spec.Template, "app", cfgEnv); v != reload.Deleted {
 			return fmt.Errorf("%s = %q, want %q", cfgEnv, v, reload.Deleted)
 		}
@@ -107,7 +108,7 @@ func TestReloadOnDeleteRollsAWorkloadThatNeverGotTheEnvVar(t *testing.T) {
 
 	// Created again (--reload-on-create): the env var takes its hash, and the pods roll again.
 	create(t, configMap(ns, "cfg", map[string]string{"k": "v1"}))
-	eventually(t, "hash after re-creation", func() error {
+	testutil.Eventually(t, "hash after re-creation", func() error {
 		if v, ok := envOf(&get(t, d).Spec.Template, "app", cfgEnv); !ok || v == reload.Deleted {
 			return fmt.Errorf("%s = %q", cfgEnv, v)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // upstreamHash is the value upstream Reloader writes for a source: SHA-1 of its sorted
@@ -53,7 +54,7 @@ func TestSwitchFromUpstreamRollsNothingThenOncePerChange(t *testing.T) {
 			} else {
 				last, err := json.Marshal(map[string]any{"type": "CONFIGMAP", "name": "app-config", "namespace": ns,
 					"hash": upstreamHash(cmData), "containerRefs": []string{"app"}, "observedAt": 1700000000})
-				must(t, err)
+				testutil.Must(t, err)
 				tpl.Annotations = map[string]string{reload.LastReloadedFrom: string(last)}
 			}
 			d := deployment(ns, "web", map[string]string{auto: "true"}, tpl)
@@ -69,8 +70,8 @@ func TestSwitchFromUpstreamRollsNothingThenOncePerChange(t *testing.T) {
 				cur := get(t, o)
 				var tpl corev1.PodTemplateSpec
 				b, err := json.Marshal(templateOf(cur))
-				must(t, err)
-				must(t, json.Unmarshal(b, &tpl))
+				testutil.Must(t, err)
+				testutil.Must(t, json.Unmarshal(b, &tpl))
 				return state{cur.GetGeneration(), string(b)}, tpl
 			}
 			before := map[string]state{}
@@ -115,7 +116,7 @@ func TestSwitchFromUpstreamRollsNothingThenOncePerChange(t *testing.T) {
 					continue
 				}
 				var last reload.LastReloaded
-				must(t, json.Unmarshal([]byte(tpl.Annotations[reload.LastReloadedFrom]), &last))
+				testutil.Must(t, json.Unmarshal([]byte(tpl.Annotations[reload.LastReloadedFrom]), &last))
 				if last.Name != "app-config" || last.Hash == upstreamHash(cmData) || last.Hash == "" {
 					t.Errorf("%s: last-reloaded-from %+v", w.GetName(), last)
 				}
@@ -150,7 +151,7 @@ func templateOf(o client.Object) *corev1.PodTemplateSpec {
 func waitRollouts(t *testing.T, workloads []client.Object, changes map[string]func() int, want int) {
 	t.Helper()
 	for _, w := range workloads {
-		eventually(t, fmt.Sprintf("%s rolled %d times", w.GetName(), want), func() error {
+		testutil.Eventually(t, fmt.Sprintf("%s rolled %d times", w.GetName(), want), func() error {
 			if n := changes[w.GetName()](); n != want {
 				return fmt.Errorf("%d template changes", n)
 			}

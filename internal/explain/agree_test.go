@@ -16,6 +16,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/app"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
@@ -24,7 +25,7 @@ func startReloader(t *testing.T, conf options.Config) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	mgr, err := app.New(ctx, cluster.Config, conf, logr.Discard())
-	must(t, err)
+	testutil.Must(t, err)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	stopped := false
@@ -32,32 +33,16 @@ func startReloader(t *testing.T, conf options.Config) (stop func()) {
 		if !stopped {
 			stopped = true
 			cancel()
-			must(t, <-done)
+			testutil.Must(t, <-done)
 		}
 	}
 	t.Cleanup(stop)
 	return stop
 }
 
-// eventually retries check until it returns nil or 20 s pass.
-func eventually(t *testing.T, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func get[T client.Object](t *testing.T, obj T) T {
 	t.Helper()
-	must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), obj))
+	testutil.Must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), obj))
 	return obj
 }
 
@@ -82,7 +67,7 @@ func TestExplainAgreesWithController(t *testing.T) {
 
 	stop := startReloader(t, conf)
 	for _, d := range []*appsv1.Deployment{will, wont} {
-		eventually(t, "record on "+d.Name, func() error {
+		testutil.Eventually(t, "record on "+d.Name, func() error {
 			if _, ok := get(t, d).Annotations[reload.RecordAnnotation]; !ok {
 				return fmt.Errorf("no record on %s", d.Name)
 			}
@@ -91,9 +76,9 @@ func TestExplainAgreesWithController(t *testing.T) {
 	}
 	stop()
 	a.Data["k"] = "v2"
-	must(t, k8s.Update(context.Background(), a))
+	testutil.Must(t, k8s.Update(context.Background(), a))
 	b.Data["other"] = "v2"
-	must(t, k8s.Update(context.Background(), b))
+	testutil.Must(t, k8s.Update(context.Background(), b))
 	before := map[string]corev1.PodTemplateSpec{"will": get(t, will).Spec.Template, "wont": get(t, wont).Spec.Template}
 	// Past the coalescing window, as managed fields tell write times (to the second):
 	// right after the change, explain rightly says the controller would still wait.
@@ -105,7 +90,7 @@ func TestExplainAgreesWithController(t *testing.T) {
 	said := map[string]string{}
 	for _, name := range []string{"will", "wont"} {
 		w, err := e.Workload(ctx, workload.Deployment(), name)
-		must(t, err)
+		testutil.Must(t, err)
 		said[name] = w.Next.Action
 	}
 	if said["will"] != ActionReload || said["wont"] != ActionNothing {
@@ -116,13 +101,13 @@ func TestExplainAgreesWithController(t *testing.T) {
 	}
 
 	startReloader(t, conf)
-	eventually(t, "will reloaded", func() error {
+	testutil.Eventually(t, "will reloaded", func() error {
 		if equality.Semantic.DeepEqual(get(t, will).Spec.Template, before["will"]) {
 			return fmt.Errorf("template of will unchanged")
 		}
 		return nil
 	})
-	eventually(t, "Reloaded event in explain", func() error {
+	testutil.Eventually(t, "Reloaded event in explain", func() error {
 		w, err := e.Workload(ctx, workload.Deployment(), "will")
 		if err != nil {
 			return err

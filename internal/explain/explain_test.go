@@ -28,6 +28,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/localcluster"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
@@ -65,17 +66,10 @@ func TestMain(m *testing.M) {
 // fixedKey is the test install's Secret hash key, so that Secret hashes are stable.
 var fixedKey = bytes.Repeat([]byte{7}, hash.KeySize)
 
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 func create(t *testing.T, objs ...client.Object) {
 	t.Helper()
 	for _, o := range objs {
-		must(t, k8s.Create(context.Background(), o))
+		testutil.Must(t, k8s.Create(context.Background(), o))
 	}
 }
 
@@ -93,7 +87,7 @@ func keySecret(t *testing.T, ns string) hash.Key {
 	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hashkey.SecretName},
 		Data: map[string][]byte{"key": fixedKey}})
 	k, err := hash.NewKey(fixedKey)
-	must(t, err)
+	testutil.Must(t, err)
 	return k
 }
 
@@ -158,14 +152,14 @@ func testConf(t *testing.T, configure ...func(*options.Options)) options.Config 
 		c(&o)
 	}
 	conf, err := options.Parse(o)
-	must(t, err)
+	testutil.Must(t, err)
 	return conf
 }
 
 func explainer(t *testing.T, conf options.Config, ns, keyNamespace string) *Explainer {
 	t.Helper()
 	e, err := New(context.Background(), cluster.Config, conf, ns, keyNamespace)
-	must(t, err)
+	testutil.Must(t, err)
 	return e
 }
 
@@ -176,16 +170,16 @@ var times = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
 func golden(t *testing.T, name string, report interface{ WriteText(w io.Writer) error }) {
 	t.Helper()
 	var buf bytes.Buffer
-	must(t, report.WriteText(&buf))
+	testutil.Must(t, report.WriteText(&buf))
 	got := times.ReplaceAll(buf.Bytes(), []byte("<time>"))
 	path := filepath.Join("testdata", name+".golden")
 	if *update {
-		must(t, os.MkdirAll("testdata", 0o755))
-		must(t, os.WriteFile(path, got, 0o644))
+		testutil.Must(t, os.MkdirAll("testdata", 0o755))
+		testutil.Must(t, os.WriteFile(path, got, 0o644))
 		return
 	}
 	want, err := os.ReadFile(path)
-	must(t, err)
+	testutil.Must(t, err)
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s differs from %s (run with -update to accept):\n%s", name, path, got)
 	}
@@ -275,7 +269,7 @@ func TestExplain(t *testing.T) {
 	} {
 		t.Run(tt.golden, func(t *testing.T) {
 			w, err := e.Workload(ctx, tt.kind, tt.name)
-			must(t, err)
+			testutil.Must(t, err)
 			if w.Next.Action != tt.action {
 				t.Errorf("next action %q, want %q: %s", w.Next.Action, tt.action, w.Next.Why)
 			}
@@ -285,7 +279,7 @@ func TestExplain(t *testing.T) {
 
 	t.Run("paused until", func(t *testing.T) {
 		w, err := e.Workload(ctx, workload.Deployment(), "paused")
-		must(t, err)
+		testutil.Must(t, err)
 		if p := w.Next.PausedUntil; p == nil || time.Until(*p) < 49*time.Minute || time.Until(*p) > 51*time.Minute {
 			t.Errorf("paused until %v, want 50 minutes from now", p)
 		}
@@ -293,7 +287,7 @@ func TestExplain(t *testing.T) {
 
 	t.Run("configmap", func(t *testing.T) {
 		s, err := e.Source(ctx, "configmap", "cfg")
-		must(t, err)
+		testutil.Must(t, err)
 		golden(t, "configmap-cfg", s)
 		var names []string
 		for _, w := range s.Workloads {
@@ -307,11 +301,11 @@ func TestExplain(t *testing.T) {
 
 	t.Run("json", func(t *testing.T) {
 		w, err := e.Workload(ctx, workload.Deployment(), "web")
-		must(t, err)
+		testutil.Must(t, err)
 		b, err := json.Marshal(w)
-		must(t, err)
+		testutil.Must(t, err)
 		var back Workload
-		must(t, json.Unmarshal(b, &back))
+		testutil.Must(t, json.Unmarshal(b, &back))
 		if back.Next.Action != ActionReload || fmt.Sprint(back.Next.Sources) != "[configmap/cfg]" {
 			t.Errorf("next %+v, want reload of configmap/cfg", back.Next)
 		}
@@ -320,7 +314,7 @@ func TestExplain(t *testing.T) {
 			t.Errorf("sources %+v", back.Sources)
 		}
 		var fields map[string]any
-		must(t, json.Unmarshal(b, &fields))
+		testutil.Must(t, json.Unmarshal(b, &fields))
 		for _, k := range []string{"kind", "namespace", "name", "sources", "next", "events"} {
 			if _, ok := fields[k]; !ok {
 				t.Errorf("JSON has no %q: %s", k, b)
@@ -330,14 +324,14 @@ func TestExplain(t *testing.T) {
 
 	t.Run("unreadable key", func(t *testing.T) {
 		w, err := explainer(t, testConf(t), ns, "nowhere").Workload(ctx, workload.CronJob(), "nightly")
-		must(t, err)
+		testutil.Must(t, err)
 		golden(t, "cronjob-no-key", w)
 	})
 
 	t.Run("coalescing", func(t *testing.T) {
 		conf := testConf(t, func(o *options.Options) { o.CoalesceWindow = time.Hour })
 		w, err := explainer(t, conf, ns, "reloader").Workload(ctx, workload.Deployment(), "web")
-		must(t, err)
+		testutil.Must(t, err)
 		wait, err := time.ParseDuration(w.Next.Wait)
 		if w.Next.Action != ActionWait || err != nil || wait <= 50*time.Minute || wait > time.Hour {
 			t.Errorf("next %+v, want a wait of nearly an hour", w.Next)
@@ -348,12 +342,12 @@ func TestExplain(t *testing.T) {
 		create(t, deployment(ns, "renamed", map[string]string{"example.com/auto": "true"}, podSpec([]string{"cfg"}, nil)))
 		conf := testConf(t, func(o *options.Options) { o.Keys.Auto = "example.com/auto" })
 		w, err := explainer(t, conf, ns, "reloader").Workload(ctx, workload.Deployment(), "renamed")
-		must(t, err)
+		testutil.Must(t, err)
 		if len(w.Sources) != 1 || !w.Sources[0].Reloads || w.Sources[0].Reason != string(reload.ReasonAuto) {
 			t.Errorf("sources %+v, want cfg through the renamed auto annotation", w.Sources)
 		}
 		w, err = e.Workload(ctx, workload.Deployment(), "renamed")
-		must(t, err)
+		testutil.Must(t, err)
 		if len(w.Sources) != 1 || w.Sources[0].Reloads {
 			t.Errorf("with the default annotation names, sources %+v, want cfg not reloading", w.Sources)
 		}
@@ -362,7 +356,7 @@ func TestExplain(t *testing.T) {
 	t.Run("ignored source kind", func(t *testing.T) {
 		conf := testConf(t, func(o *options.Options) { o.ResourcesToIgnore = []string{"secrets"} })
 		w, err := explainer(t, conf, ns, "reloader").Workload(ctx, workload.CronJob(), "nightly")
-		must(t, err)
+		testutil.Must(t, err)
 		if w.Next.Action != ActionNothing || len(w.Sources) != 2 || w.Sources[0].Reason != string(reload.ReasonKindIgnored) {
 			t.Errorf("explained as %+v, want secret/db ignored by kind and nothing to do", w)
 		}
@@ -371,7 +365,7 @@ func TestExplain(t *testing.T) {
 	t.Run("ignored workload type", func(t *testing.T) {
 		conf := testConf(t, func(o *options.Options) { o.IgnoredWorkloadTypes = []string{"cronjobs"} })
 		w, err := explainer(t, conf, ns, "reloader").Workload(ctx, workload.CronJob(), "nightly")
-		must(t, err)
+		testutil.Must(t, err)
 		if w.Next.Action != ActionIgnored {
 			t.Errorf("next %+v, want ignored", w.Next)
 		}
@@ -391,9 +385,9 @@ func TestExplain(t *testing.T) {
 			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
 			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
 		}}
-		must(t, k8s.Status().Update(ctx, j))
+		testutil.Must(t, k8s.Status().Update(ctx, j))
 		w, err := e.Workload(ctx, workload.Job(), "migrate")
-		must(t, err)
+		testutil.Must(t, err)
 		if w.Next.Action != ActionSkip {
 			t.Errorf("next %+v, want skip", w.Next)
 		}
@@ -403,7 +397,7 @@ func TestExplain(t *testing.T) {
 	t.Run("invalid annotation", func(t *testing.T) {
 		create(t, deployment(ns, "typo", map[string]string{"reloader.stakater.com/auto": "yes"}, podSpec([]string{"cfg"}, nil)))
 		w, err := e.Workload(ctx, workload.Deployment(), "typo")
-		must(t, err)
+		testutil.Must(t, err)
 		if len(w.Notes) != 1 || !strings.Contains(w.Notes[0], `reloader.stakater.com/auto: "yes" is not true or false`) || w.Sources[0].Reloads {
 			t.Errorf("explained as %+v, want a note on the bad value and cfg not reloading", w)
 		}
@@ -417,12 +411,12 @@ func TestExplain(t *testing.T) {
 		})
 		conf := testConf(t, func(o *options.Options) { o.IsArgoRollouts = true })
 		w, err := explainer(t, conf, ns, "reloader").Workload(ctx, workload.Rollout(), "canary")
-		must(t, err)
+		testutil.Must(t, err)
 		if w.Next.Action != ActionRecord || len(w.Sources) != 1 || w.Sources[0].Name != "cfg" || !w.Sources[0].Reloads {
 			t.Errorf("explained as %+v, want cfg through web's template, recorded first", w)
 		}
 		w, err = e.Workload(ctx, workload.Rollout(), "canary")
-		must(t, err)
+		testutil.Must(t, err)
 		if w.Next.Action != ActionIgnored {
 			t.Errorf("without --is-Argo-Rollouts, next %+v, want ignored", w.Next)
 		}
@@ -441,12 +435,12 @@ func TestExplain(t *testing.T) {
 		)
 		conf := testConf(t, func(o *options.Options) { o.EnableCSIIntegration = true })
 		w, err := explainer(t, conf, ns, "reloader").Workload(ctx, workload.Deployment(), "vaulted")
-		must(t, err)
+		testutil.Must(t, err)
 		if w.Next.Action != ActionReload || fmt.Sprint(w.Next.Sources) != "[secretproviderclass/vault-db]" {
 			t.Errorf("explained as %+v, want a reload of the CSI secret", w)
 		}
 		w, err = e.Workload(ctx, workload.Deployment(), "vaulted")
-		must(t, err)
+		testutil.Must(t, err)
 		if w.Next.Action != ActionNothing || len(w.Sources) != 0 {
 			t.Errorf("without --enable-csi-integration, explained as %+v, want no source", w)
 		}
@@ -463,7 +457,7 @@ func TestExplain(t *testing.T) {
 		create(t, deployment(ns, "crowded", map[string]string{
 			"reloader.stakater.com/auto": "true", reload.RecordAnnotation: big.Encode()}, podSpec([]string{"cfg"}, nil)))
 		w, err := e.Workload(ctx, workload.Deployment(), "crowded")
-		must(t, err)
+		testutil.Must(t, err)
 		if len(w.Sources) != 1 || w.Sources[0].State != StateChanged || w.Sources[0].Recorded != "(folded)" || w.Next.Action != ActionReload {
 			t.Errorf("explained as %+v, want cfg changed in a folded record", w)
 		}
@@ -484,7 +478,7 @@ func TestExplain(t *testing.T) {
 		create(t, deployment(bulk, "all", map[string]string{
 			"configmap.reloader.stakater.com/reload": "bulk-.*", reload.RecordAnnotation: rec.Encode()}, podSpec(nil, nil)))
 		w, err := explainer(t, testConf(t), bulk, "reloader").Workload(ctx, workload.Deployment(), "all")
-		must(t, err)
+		testutil.Must(t, err)
 		if len(w.Sources) != 450 || w.Sources[0].State != StateFolded || w.Next.Action != ActionNothing {
 			t.Errorf("%d sources, first %+v, next %+v; want 450 in a folded record, nothing to do", len(w.Sources), w.Sources[0], w.Next)
 		}
@@ -494,6 +488,6 @@ func TestExplain(t *testing.T) {
 func mustParse(t *testing.T, v string) reload.Record {
 	t.Helper()
 	r, err := reload.ParseRecord(v)
-	must(t, err)
+	testutil.Must(t, err)
 	return r
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
@@ -57,14 +58,14 @@ func TestReadOnlyAccess(t *testing.T) {
 
 	t.Run("get and list", func(t *testing.T) {
 		e, err := New(ctx, viewer(t, ns, "viewer", append(workloadRules, secretRule)...), testConf(t), ns, ns)
-		must(t, err)
+		testutil.Must(t, err)
 		w, err := e.Workload(ctx, workload.Deployment(), "web")
-		must(t, err)
+		testutil.Must(t, err)
 		if w.Next.Action != ActionReload || len(w.Sources) != 2 || w.Sources[1].State != StateUnchanged || len(w.Notes) > 0 {
 			t.Errorf("explained as %+v", w)
 		}
 		s, err := e.Source(ctx, "secret", "db")
-		must(t, err)
+		testutil.Must(t, err)
 		if len(s.Workloads) != 1 || s.Hash != hash.Secret(key, db) || len(s.Notes) > 0 {
 			t.Errorf("secret explained as %+v", s)
 		}
@@ -72,9 +73,9 @@ func TestReadOnlyAccess(t *testing.T) {
 
 	t.Run("no secrets", func(t *testing.T) {
 		e, err := New(ctx, viewer(t, ns, "cm-viewer", workloadRules...), testConf(t), ns, ns)
-		must(t, err)
+		testutil.Must(t, err)
 		w, err := e.Workload(ctx, workload.Deployment(), "web")
-		must(t, err)
+		testutil.Must(t, err)
 		if w.Next.Action != ActionReload || len(w.Sources) != 1 || len(w.Notes) != 1 || !strings.Contains(w.Notes[0], "Secrets are left out") {
 			t.Errorf("explained as %+v", w)
 		}

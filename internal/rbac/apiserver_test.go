@@ -39,6 +39,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/rbac"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // A real kube-apiserver proves the table: reloader runs as a user granted exactly
@@ -132,14 +133,14 @@ func TestTableSufficesOnARealAPIServer(t *testing.T) {
 
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: watched, Name: "cfg"}, Data: map[string]string{"k": "v1"}}
 			workloads := workloadsUsing(watched, "cfg", tt.kinds)
-			must(t, admin.Create(ctx, cm))
+			testutil.Must(t, admin.Create(ctx, cm))
 			// A ReloaderConfig is read, and (unless notifying) its status written.
 			rc := &v1alpha1.ReloaderConfig{ObjectMeta: metav1.ObjectMeta{Namespace: watched, Name: "rbac"},
 				Spec: v1alpha1.ReloaderConfigSpec{Targets: []v1alpha1.Target{{Kind: "Deployment", Name: "deployment"}},
 					Sources: []v1alpha1.Source{{Kind: "ConfigMap", Auto: true}}}}
-			must(t, admin.Create(ctx, rc))
+			testutil.Must(t, admin.Create(ctx, rc))
 			for _, w := range workloads {
-				must(t, admin.Create(ctx, w))
+				testutil.Must(t, admin.Create(ctx, w))
 			}
 
 			refused := runAs(t, opts, rules, own)
@@ -148,8 +149,8 @@ func TestTableSufficesOnARealAPIServer(t *testing.T) {
 				workloads = nil
 			}
 			for _, w := range workloads {
-				eventually(t, "record on "+w.GetName(), func() error {
-					must(t, admin.Get(ctx, client.ObjectKeyFromObject(w), w))
+				testutil.Eventually(t, "record on "+w.GetName(), func() error {
+					testutil.Must(t, admin.Get(ctx, client.ObjectKeyFromObject(w), w))
 					if _, ok := w.GetAnnotations()[reload.RecordAnnotation]; !ok {
 						return fmt.Errorf("not recorded yet")
 					}
@@ -164,10 +165,10 @@ func TestTableSufficesOnARealAPIServer(t *testing.T) {
 			}
 
 			cm.Data["k"] = "v2"
-			must(t, admin.Update(ctx, cm))
+			testutil.Must(t, admin.Update(ctx, cm))
 
 			for _, w := range workloads {
-				eventually(t, "reload of "+w.GetName(), func() error {
+				testutil.Eventually(t, "reload of "+w.GetName(), func() error {
 					if err := admin.Get(ctx, client.ObjectKeyFromObject(w), w); err != nil {
 						return err
 					}
@@ -181,10 +182,10 @@ func TestTableSufficesOnARealAPIServer(t *testing.T) {
 				})
 			}
 			if len(workloads) > 0 {
-				eventually(t, "a Reloaded Event", func() error { return hasEvent(ctx, watched, "Reloaded") })
+				testutil.Eventually(t, "a Reloaded Event", func() error { return hasEvent(ctx, watched, "Reloaded") })
 				if !tt.noStatus {
-					eventually(t, "the ReloaderConfig's status", func() error {
-						must(t, admin.Get(ctx, client.ObjectKeyFromObject(rc), rc))
+					testutil.Eventually(t, "the ReloaderConfig's status", func() error {
+						testutil.Must(t, admin.Get(ctx, client.ObjectKeyFromObject(rc), rc))
 						if rc.Status.ObservedGeneration != rc.Generation || rc.Status.TargetCount != 1 {
 							return fmt.Errorf("status %+v", rc.Status)
 						}
@@ -194,15 +195,15 @@ func TestTableSufficesOnARealAPIServer(t *testing.T) {
 			}
 			if tt.noStatus {
 				time.Sleep(2 * time.Second) // past the status controller's delay, had it run
-				must(t, admin.Get(ctx, client.ObjectKeyFromObject(rc), rc))
+				testutil.Must(t, admin.Get(ctx, client.ObjectKeyFromObject(rc), rc))
 				if rc.Status.ObservedGeneration != 0 {
 					t.Errorf("status written without the RBAC for it: %+v", rc.Status)
 				}
 			}
 			if tt.cronJobRun {
-				eventually(t, "a Job started from the CronJob", func() error {
+				testutil.Eventually(t, "a Job started from the CronJob", func() error {
 					jobs := &batchv1.JobList{}
-					must(t, admin.List(ctx, jobs, client.InNamespace(watched)))
+					testutil.Must(t, admin.List(ctx, jobs, client.InNamespace(watched)))
 					if len(jobs.Items) == 0 {
 						return fmt.Errorf("no Job")
 					}
@@ -210,18 +211,18 @@ func TestTableSufficesOnARealAPIServer(t *testing.T) {
 				})
 			}
 			if tt.webhook {
-				eventually(t, "a webhook POST", func() error {
+				testutil.Eventually(t, "a webhook POST", func() error {
 					if posts.Load() == 0 {
 						return fmt.Errorf("none yet")
 					}
 					return nil
 				})
 			}
-			eventually(t, "the meta-info ConfigMap", func() error {
+			testutil.Eventually(t, "the meta-info ConfigMap", func() error {
 				return admin.Get(ctx, client.ObjectKey{Namespace: own, Name: metainfo.Name}, &corev1.ConfigMap{})
 			})
 			if opts.EnableHA {
-				eventually(t, "the Lease", func() error {
+				testutil.Eventually(t, "the Lease", func() error {
 					return admin.Get(ctx, client.ObjectKey{Namespace: own, Name: opts.LeaderElectionID}, &coordinationv1.Lease{})
 				})
 			}
@@ -240,11 +241,11 @@ func parse(t *testing.T, args []string, env map[string]string) options.Config {
 	o := options.Default()
 	fs := pflag.NewFlagSet("reloader", pflag.ContinueOnError)
 	o.BindFlags(fs)
-	must(t, fs.Parse(args))
+	testutil.Must(t, fs.Parse(args))
 	o.MetricsAddr = "0"
 	o.CoalesceWindow = 100 * time.Millisecond
 	c, err := options.Load(o, func(k string) string { return env[k] })
-	must(t, err)
+	testutil.Must(t, err)
 	return c
 }
 
@@ -256,7 +257,7 @@ func runAs(t *testing.T, opts options.Config, rules rbac.Rules, own string) (ref
 	ctx, cancel := context.WithCancel(context.Background())
 	user := fmt.Sprintf("reloader-rbac-%04d", rand.IntN(10000))
 	cfg, _, err := cluster.AddUser(user)
-	must(t, err)
+	testutil.Must(t, err)
 	grant(t, user, "", "watched", rules.Watched, rules.Namespaces)
 	grant(t, user, "", "cluster", rules.Cluster, nil)
 	grant(t, user, own, "own", rules.Own, []string{own})
@@ -264,7 +265,7 @@ func runAs(t *testing.T, opts options.Config, rules rbac.Rules, own string) (ref
 	rec := &forbidden{}
 	cfg.WrapTransport = rec.wrap
 	mgr, err := app.New(ctx, cfg, opts, logr.Discard())
-	must(t, err)
+	testutil.Must(t, err)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	t.Cleanup(func() {
@@ -309,7 +310,7 @@ func grant(t *testing.T, user, own, purpose string, rules []rbacv1.PolicyRule, n
 				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}})
 	}
 	for _, o := range objs {
-		must(t, admin.Create(ctx, o))
+		testutil.Must(t, admin.Create(ctx, o))
 		t.Cleanup(func() { _ = admin.Delete(context.Background(), o) })
 	}
 	// The authorizer sees new bindings through its own informers: wait until it does, so
@@ -323,7 +324,7 @@ func grant(t *testing.T, user, own, purpose string, rules []rbacv1.PolicyRule, n
 			if len(r.ResourceNames) > 0 {
 				attrs.Name = r.ResourceNames[0]
 			}
-			eventually(t, "RBAC in effect for "+user, func() error {
+			testutil.Eventually(t, "RBAC in effect for "+user, func() error {
 				sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: attrs}}
 				if err := admin.Create(ctx, sar); err != nil {
 					return err
@@ -370,12 +371,12 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 func namespace(t *testing.T, labels map[string]string) string {
 	t.Helper()
 	name := fmt.Sprintf("rbac-%04d", rand.IntN(10000))
-	must(t, cluster.EnsureNamespace(context.Background(), admin, name))
+	testutil.Must(t, cluster.EnsureNamespace(context.Background(), admin, name))
 	if labels != nil {
 		ns := &corev1.Namespace{}
-		must(t, admin.Get(context.Background(), client.ObjectKey{Name: name}, ns))
+		testutil.Must(t, admin.Get(context.Background(), client.ObjectKey{Name: name}, ns))
 		ns.Labels = labels
-		must(t, admin.Update(context.Background(), ns))
+		testutil.Must(t, admin.Update(context.Background(), ns))
 	}
 	t.Cleanup(func() {
 		_ = admin.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
@@ -435,27 +436,4 @@ func hasEvent(ctx context.Context, ns, reason string) error {
 		}
 	}
 	return fmt.Errorf("no %s Event in %s", reason, ns)
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-// eventually retries check until it returns nil or 20 s pass.
-func eventually(t *testing.T, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
