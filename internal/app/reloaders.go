@@ -39,7 +39,7 @@ func addReloaders(mgr manager.Manager, conf options.Config, sources []controller
 	var reconcilers []*controller.WorkloadReconciler
 	for _, kind := range kinds {
 		r := NewReconciler(conf, mgr.GetClient(), kind, sources, configs, window)
-		r.Recorder, r.Metrics, r.Alerts, r.Rollouts = recorder, m, alerts, rollouts
+		r.Recorder, r.Metrics, r.Alerts, r.Rollouts, r.APIReader = recorder, m, alerts, rollouts, mgr.GetAPIReader()
 		reconcilers = append(reconcilers, r)
 	}
 	if conf.WebhookURL != "" && len(reconcilers) > 0 {

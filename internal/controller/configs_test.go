@@ -202,3 +202,31 @@ func TestReloaderConfigKeys(t *testing.T) {
 	changeData(t, read, "a", "2")
 	waitChanges(t, "a key the pod spec reads", count, 2)
 }
+
+// A source that gains the label a config selects is recorded at once, so its next change
+// reloads (and one that loses it stops reloading).
+func TestReloaderConfigSourceRelabelled(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "flags", map[string]string{"k": "v1"})
+	d := deployment(ns, "web", nil, podSpec())
+	create(t, cm, d, reloaderConfig(ns, "tiered", []v1alpha1.Target{byName("Deployment", "web")},
+		v1alpha1.Source{Kind: "ConfigMap", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "config"}}}))
+	startReloader(t, ns)
+	settle() // nothing concerns web yet: it has no record
+	count := templateChanges(t, d)
+
+	update(t, cm, func(c *corev1.ConfigMap) { c.Labels = map[string]string{"tier": "config"} })
+	testutil.Eventually(t, "relabelled source recorded", func() error {
+		rec, err := reload.ParseRecord(get(t, d).GetAnnotations()[reload.RecordAnnotation])
+		if err != nil {
+			return err
+		}
+		if _, ok := rec["configmap/flags"]; !ok {
+			return fmt.Errorf("record %v lacks configmap/flags", rec)
+		}
+		return nil
+	})
+	waitChanges(t, "label added", count, 0)
+	changeData(t, cm, "k", "v2")
+	waitChanges(t, "change after the label", count, 1)
+}

@@ -245,7 +245,9 @@ func (r *ConfigStatusReconciler) pausedUntil(t resolvedTarget, c *reloaderconfig
 	if !ok {
 		return nil
 	}
-	mt := metav1.NewTime(until)
+	// Whole seconds, as the status is stored: a sub-second pause end would never compare
+	// equal to the stored one and every reconcile would write.
+	mt := metav1.NewTime(until).Rfc3339Copy()
 	return &mt
 }
 

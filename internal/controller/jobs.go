@@ -104,6 +104,17 @@ func (r *WorkloadReconciler) forgetRecord(ctx context.Context, nn types.Namespac
 // is what the cache holds under the name, if anything.
 func (r *WorkloadReconciler) createReplacement(ctx context.Context, nn types.NamespacedName, p pendingJob, current client.Object, exists bool) (reconcile.Result, error) {
 	logger := log.FromContext(ctx)
+	if exists && current.GetUID() == p.replaces && current.GetDeletionTimestamp().IsZero() && r.APIReader != nil {
+		// The cache may not have seen the delete yet (a retry right after a refused create
+		// comes within milliseconds): ask the API server before taking the old object as
+		// never deleted and dropping the record.
+		live := r.Kind.NewObject()
+		err := r.APIReader.Get(ctx, nn, live)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, err
+		}
+		current, exists = live, err == nil
+	}
 	switch {
 	case exists && current.GetUID() != p.replaces:
 		// Created meanwhile, by this replacement or by someone else: done either way. Look

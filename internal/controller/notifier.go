@@ -54,7 +54,7 @@ func (n *Notifier) SetupWithManager(mgr ctrl.Manager) error {
 				return nil
 			}
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: string(st.Kind) + "/" + name}}}
-		}), builder.WithPredicates(sourceChanged(n.Workloads[0].Policy.Keys)))
+		}), builder.WithPredicates(sourceChanged(n.Workloads[0].Policy.Keys, n.Workloads[0].Configs != nil)))
 	}
 	return b.Complete(n)
 }

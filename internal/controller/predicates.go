@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"maps"
+
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -8,14 +10,17 @@ import (
 )
 
 // sourceChanged lets through source updates that can change a decision: new content, or a
-// change of the ignore or match annotation. Label edits and identical re-applies stop here.
-func sourceChanged(keys reload.Keys) predicate.Predicate {
+// change of the ignore or match annotation, and, where ReloaderConfigs choose sources by
+// label (labels true), a label change: a source that gains a selected label is recorded
+// then, so that its next change reloads. Other edits and identical re-applies stop here.
+func sourceChanged(keys reload.Keys, labels bool) predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, n := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
 			return o[cachedHashAnnotation] != n[cachedHashAnnotation] ||
 				o[keys.Ignore] != n[keys.Ignore] ||
-				o[keys.Match] != n[keys.Match]
+				o[keys.Match] != n[keys.Match] ||
+				labels && !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
 		},
 	}
 }

@@ -64,6 +64,9 @@ type WorkloadReconciler struct {
 	// Configs compiles the ReloaderConfigs whose rules add to the annotations; nil when the
 	// ReloaderConfig API is not served, and only annotations apply.
 	Configs *reloaderconfig.Cache
+	// APIReader reads past the cache; nil reads through Client. A pending Job replacement
+	// asks it whether the old Job is really still there (see createReplacement).
+	APIReader client.Reader
 	// OnReload, when set, hears of each reload after it is written (ReloaderConfig status).
 	OnReload func(Reloaded)
 	Now      func() time.Time

@@ -37,7 +37,7 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			NewQueue: metrics.NewQueue[reconcile.Request](r.Metrics.Queues, mgr.GetLogger())})
 	for _, st := range r.Sources {
 		b = b.Watches(st.NewObject(), handler.EnqueueRequestsFromMapFunc(r.mapSource(st)),
-			builder.WithPredicates(sourceChanged(r.Policy.Keys)))
+			builder.WithPredicates(sourceChanged(r.Policy.Keys, r.Configs != nil)))
 	}
 	if _, ok := r.Kind.(workload.Referencing); ok {
 		b = b.Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.mapReferenced),

@@ -109,8 +109,11 @@ func (why Reason) ByConfig() bool {
 // for it (the union, when several do) win; otherwise, when every rule choosing it has
 // autoKeys, the keys the pod spec reads (whole when it reads the source whole); otherwise it
 // counts whole. A source the annotations concern is restricted by the annotations alone.
+//
+// The workload's own keys annotations (a list for the source, or used-keys-only) win over
+// the configs' keys, as they win over its other rules.
 func (r *Rules) KeysFor(c Candidate, why Reason, spec *corev1.PodSpec) (keys []string, restricted bool) {
-	if !why.ByConfig() {
+	if _, listed := r.KeyLists[c.ID.Kind].Of(c.ID.Name); !why.ByConfig() || listed || r.UsedKeysOnly {
 		return r.KeysOf(c.ID, spec)
 	}
 	if _, hasKeys := keysAnnotations[c.ID.Kind]; !hasKeys {

@@ -89,6 +89,8 @@ func TestKeysFor(t *testing.T) {
 		rules []ConfigRule
 		why   Reason
 		want  []string
+		// usedKeysOnly is the workload's reloader.dev/used-keys-only.
+		usedKeysOnly bool
 	}{
 		{name: "listed keys", rules: []ConfigRule{byName([]string{"b", "a"}, false)}, why: ReasonConfigName, want: []string{"a", "b"}},
 		{name: "union of two configs", rules: []ConfigRule{byName([]string{"a"}, false), byName([]string{"c"}, false)}, why: ReasonConfigName, want: []string{"a", "c"}},
@@ -96,10 +98,11 @@ func TestKeysFor(t *testing.T) {
 		{name: "autoKeys and a rule without keys: whole", rules: []ConfigRule{byName(nil, true), byName(nil, false)}, why: ReasonConfigName},
 		{name: "autoKeys: the keys the spec reads", rules: []ConfigRule{byName(nil, true)}, why: ReasonConfigName, want: []string{"a"}},
 		{name: "annotations decide for a source they concern", rules: []ConfigRule{byName([]string{"a"}, false)}, why: ReasonAuto},
+		{name: "the workload's used-keys-only wins over a config without keys", rules: []ConfigRule{byName(nil, false)}, why: ReasonConfigName, usedKeysOnly: true, want: []string{"a"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := Rules{Configs: tt.rules}
+			r := Rules{Configs: tt.rules, UsedKeysOnly: tt.usedKeysOnly}
 			got, restricted := r.KeysFor(Candidate{ID: cm, Referenced: true}, tt.why, spec)
 			if restricted != (tt.want != nil) || !slices.Equal(got, tt.want) {
 				t.Errorf("KeysFor = %v, %v; want %v", got, restricted, tt.want)
