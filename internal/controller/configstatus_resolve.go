@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -78,29 +77,15 @@ func (r *ConfigStatusReconciler) resolveTargets(ctx context.Context, ns string, 
 			res.issue(v1alpha1.ReasonKindNotWatched, "reloader does not reconcile %ss: the kind is ignored (--ignored-workload-types, --is-Argo-Rollouts) or its API is not served", t.Kind)
 			continue
 		}
-		add := func(obj client.Object) {
+		found, err := targetsOf(ctx, r.Client, kind, ns, t, func(obj client.Object) {
 			res.targets[workloadKey{kind.Name(), client.ObjectKeyFromObject(obj)}] = resolvedTarget{kind: kind, obj: obj}
-		}
-		if t.Name != "" {
-			obj := kind.NewObject()
-			err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: t.Name}, obj)
-			if client.IgnoreNotFound(err) != nil {
-				return fmt.Errorf("get %s %s/%s: %w", t.Kind, ns, t.Name, err)
-			}
-			if err != nil {
-				res.issue(v1alpha1.ReasonTargetMissing, "%s %s does not exist", kind.Name(), t.Name)
-				continue
-			}
-			add(obj)
-			continue
-		}
-		list := kind.NewList()
-		if err := r.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: t.Selector}); err != nil {
-			return fmt.Errorf("list %ss in %s: %w", t.Kind, ns, err)
-		}
-		found := 0
-		_ = forEach(list, func(obj client.Object) { found++; add(obj) })
-		if found == 0 {
+		})
+		switch {
+		case err != nil:
+			return err
+		case found == 0 && t.Name != "":
+			res.issue(v1alpha1.ReasonTargetMissing, "%s %s does not exist", kind.Name(), t.Name)
+		case found == 0:
 			res.issue(v1alpha1.ReasonSelectorNoMatch, "no %s matches the selector %q", kind.Name(), t.Selector.String())
 		}
 	}
@@ -126,9 +111,9 @@ func (r *ConfigStatusReconciler) resolveSources(ctx context.Context, ns string, 
 		rs.hash = st.hashOf(s.obj, rs.keys, len(rs.keys) > 0)
 		res.sources[id] = rs
 		if len(rule.Keys) > 0 {
-			have := sourceKeys(s.obj)
+			have := st.keyDigests(s.obj)
 			for _, k := range rule.Keys {
-				if !have[k] {
+				if _, ok := have[k]; !ok {
 					res.issue(v1alpha1.ReasonKeyMissing, "%s %s has no key %s", rule.Kind.Title(), name, k)
 				}
 			}
@@ -185,26 +170,6 @@ func (res *resolution) allOf(ctx context.Context, c client.Reader, st SourceType
 	}
 	res.all[st.Kind] = all
 	return all, nil
-}
-
-// sourceKeys are the key names of a ConfigMap or Secret. The cache keeps a digest of each key
-// in place of its value (Transform), so this works on cached objects too.
-func sourceKeys(o client.Object) map[string]bool {
-	out := map[string]bool{}
-	switch v := o.(type) {
-	case *corev1.ConfigMap:
-		for k := range v.Data {
-			out[k] = true
-		}
-		for k := range v.BinaryData {
-			out[k] = true
-		}
-	case *corev1.Secret:
-		for k := range v.Data {
-			out[k] = true
-		}
-	}
-	return out
 }
 
 // conflicts adds the settings another config targeting the same workloads sets differently.

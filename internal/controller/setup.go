@@ -20,6 +20,7 @@ import (
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
@@ -83,6 +84,11 @@ func (r *WorkloadReconciler) mapSource(st SourceType) handler.MapFunc {
 // and labels are the source's own. It returns how many workloads the lookups found: through
 // the index, and the targets of the ReloaderConfigs with a rule for the source.
 func (r *WorkloadReconciler) affected(ctx context.Context, ns string, id source.ID, annotations, labels map[string]string, fn func(client.Object)) (scanned int) {
+	// Listed once here, not once per workload found.
+	configs, err := r.namespaceConfigs(ctx, ns)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "reading ReloaderConfigs; their rules are left out of this lookup")
+	}
 	// A Rollout may be found twice, with its own template and with its Deployment's.
 	visited, seen := map[string]bool{}, map[string]bool{}
 	add := func(w client.Object, tpl *corev1.PodTemplateSpec) {
@@ -90,7 +96,7 @@ func (r *WorkloadReconciler) affected(ctx context.Context, ns string, id source.
 			visited[w.GetName()] = true
 			scanned++
 		}
-		if seen[w.GetName()] || !r.concerns(ctx, w, tpl, reload.Candidate{ID: id, Annotations: annotations, Labels: labels}) {
+		if seen[w.GetName()] || !r.concerns(ctx, w, tpl, configs, reload.Candidate{ID: id, Annotations: annotations, Labels: labels}) {
 			return
 		}
 		seen[w.GetName()] = true
@@ -108,7 +114,7 @@ func (r *WorkloadReconciler) affected(ctx context.Context, ns string, id source.
 			_ = r.byIndex(ctx, r.Kind.NewList(), ns, workloadRef(d.GetName()), func(w client.Object) { add(w, tpl) })
 		})
 	}
-	r.configTargets(ctx, ns, id, labels, func(w client.Object) { add(w, r.Kind.PodTemplate(w)) })
+	r.configTargets(ctx, ns, configs, id, labels, func(w client.Object) { add(w, r.Kind.PodTemplate(w)) })
 	return scanned
 }
 
@@ -145,12 +151,10 @@ func (r *WorkloadReconciler) byIndex(ctx context.Context, list client.ObjectList
 }
 
 // concerns decides whether candidate c (Referenced is filled in here) concerns workload w,
-// whose pod template is tpl.
-func (r *WorkloadReconciler) concerns(ctx context.Context, w client.Object, tpl *corev1.PodTemplateSpec, c reload.Candidate) bool {
+// whose pod template is tpl; configs are the ReloaderConfigs of w's namespace.
+func (r *WorkloadReconciler) concerns(ctx context.Context, w client.Object, tpl *corev1.PodTemplateSpec, configs []*reloaderconfig.Compiled, c reload.Candidate) bool {
 	rules, _ := reload.ParseRules(r.Policy.Keys, w.GetAnnotations(), tpl.Annotations)
-	if configs, err := r.configsFor(ctx, w); err == nil {
-		rules.Configs = configs.Rules
-	}
+	rules.Configs = r.targeting(ctx, configs, w).Rules
 	for _, ref := range source.Refs(&tpl.Spec) {
 		if ref.ID == c.ID {
 			c.Referenced = true
