@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/reload"
@@ -28,6 +29,22 @@ func bySelector(kind string, labels map[string]string) v1alpha1.Target {
 }
 
 func sourceNamed(kind, name string) v1alpha1.Source { return v1alpha1.Source{Kind: kind, Name: name} }
+
+// eventuallyRecorded waits until the record on obj holds source ("configmap/name"), or, with
+// want false, no longer holds it.
+func eventuallyRecorded(t *testing.T, obj client.Object, src string, want bool) {
+	t.Helper()
+	testutil.Eventually(t, fmt.Sprintf("%s recorded: %v", src, want), func() error {
+		rec, err := reload.ParseRecord(get(t, obj).GetAnnotations()[reload.RecordAnnotation])
+		if err != nil {
+			return err
+		}
+		if _, ok := rec[src]; ok != want {
+			return fmt.Errorf("record %v: %s there is %v, want %v", rec, src, ok, want)
+		}
+		return nil
+	})
+}
 
 // changeData changes one key of a ConfigMap.
 func changeData(t *testing.T, cm *corev1.ConfigMap, key, value string) {
@@ -107,16 +124,7 @@ func TestReloaderConfigLifecycleRestartsNothing(t *testing.T) {
 	waitChanges(t, "change under the config", count, 1)
 
 	testutil.Must(t, k8s.Delete(context.Background(), cfg))
-	testutil.Eventually(t, "record forgets the config's sources", func() error {
-		rec, err := reload.ParseRecord(get(t, d).GetAnnotations()[reload.RecordAnnotation])
-		if err != nil {
-			return err
-		}
-		if _, ok := rec["configmap/cfg"]; ok {
-			return fmt.Errorf("record still holds configmap/cfg: %v", rec)
-		}
-		return nil
-	})
+	eventuallyRecorded(t, d, "configmap/cfg", false)
 	waitChanges(t, "config deleted", count, 1)
 	changeData(t, cm, "k", "v3")
 	waitChanges(t, "change after the config is gone", count, 1)
@@ -216,16 +224,7 @@ func TestReloaderConfigSourceRelabelled(t *testing.T) {
 	count := templateChanges(t, d)
 
 	update(t, cm, func(c *corev1.ConfigMap) { c.Labels = map[string]string{"tier": "config"} })
-	testutil.Eventually(t, "relabelled source recorded", func() error {
-		rec, err := reload.ParseRecord(get(t, d).GetAnnotations()[reload.RecordAnnotation])
-		if err != nil {
-			return err
-		}
-		if _, ok := rec["configmap/flags"]; !ok {
-			return fmt.Errorf("record %v lacks configmap/flags", rec)
-		}
-		return nil
-	})
+	eventuallyRecorded(t, d, "configmap/flags", true)
 	waitChanges(t, "label added", count, 0)
 	changeData(t, cm, "k", "v2")
 	waitChanges(t, "change after the label", count, 1)
