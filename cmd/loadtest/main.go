@@ -41,11 +41,11 @@ func bindGates(fs *pflag.FlagSet, g *loadtest.Gates) {
 	fs.IntVar(&g.MaxMissed, "gate-max-missed", g.MaxMissed, "missed reloads allowed per side")
 	fs.IntVar(&g.MaxDuplicates, "gate-max-duplicates", g.MaxDuplicates, "duplicate reloads allowed per side")
 	fs.IntVar(&g.MaxUnexpected, "gate-max-unexpected", g.MaxUnexpected, "unexpected reloads allowed per side")
-	fs.Float64Var(&g.LatencyRatio, "gate-latency-ratio", g.LatencyRatio, "new p50/p95 latency may be this many times old's ...")
+	fs.Float64Var(&g.LatencyRatio, "gate-latency-ratio", g.LatencyRatio, "each side's p50/p95 latency from the last write covered may be this many times the other's ...")
 	fs.Float64Var(&g.LatencySlackMs, "gate-latency-slack-ms", g.LatencySlackMs, "... plus this")
-	fs.Float64Var(&g.APIRatio, "gate-api-ratio", g.APIRatio, "new API requests may be this many times old's ...")
+	fs.Float64Var(&g.APIRatio, "gate-api-ratio", g.APIRatio, "each side's API requests and writes may be this many times the other's ...")
 	fs.IntVar(&g.APISlack, "gate-api-slack", g.APISlack, "... plus this")
-	fs.Float64Var(&g.MemoryRatio, "gate-memory-ratio", g.MemoryRatio, "new peak RSS may be this many times old's ...")
+	fs.Float64Var(&g.MemoryRatio, "gate-memory-ratio", g.MemoryRatio, "each side's peak RSS may be this many times the other's ...")
 	fs.Float64Var(&g.MemorySlackMiB, "gate-memory-slack-mib", g.MemorySlackMiB, "... plus this")
 	fs.Float64Var(&g.MaxIdleRPSIncrease, "gate-idle-rps-increase", g.MaxIdleRPSIncrease, "request rate after the load may exceed the idle rate before it by this (hot-loop check)")
 }
@@ -135,7 +135,9 @@ func newReport() *cobra.Command {
 	return cmd
 }
 
-// report prints the text report, writes every format, and fails when a gate fails.
+// report prints the text report, writes every format, and fails when a gate fails for the
+// build under test (new; old when it is the only side): the old side's failures are reported,
+// not counted.
 func report(rs []loadtest.Result, gates loadtest.Gates, dir string) error {
 	rep := loadtest.Build(rs, gates)
 	rep.Text(os.Stdout)
@@ -144,7 +146,7 @@ func report(rs []loadtest.Result, gates loadtest.Gates, dir string) error {
 	}
 	fmt.Printf("reports: %s/report.{txt,json,md,html}\n", dir)
 	if !rep.Pass {
-		return errors.New("load test gates failed")
+		return fmt.Errorf("load test gates failed for the %s build", rep.Judged)
 	}
 	return nil
 }

@@ -15,13 +15,14 @@ type Gates struct {
 	MaxMissed     int `json:"maxMissed"`
 	MaxDuplicates int `json:"maxDuplicates"`
 	MaxUnexpected int `json:"maxUnexpected"`
-	// New may be this many times slower (p95) than old, plus LatencySlackMs.
+	// Each side's p50 and p95 latency from the last write covered may be this many times the
+	// other's, plus LatencySlackMs.
 	LatencyRatio   float64 `json:"latencyRatio"`
 	LatencySlackMs float64 `json:"latencySlackMs"`
-	// New may make this many times old's API requests, plus APISlack.
+	// Each side may make this many times the other's API requests (and writes), plus APISlack.
 	APIRatio float64 `json:"apiRatio"`
 	APISlack int     `json:"apiSlack"`
-	// New's peak RSS may be this many times old's, plus MemorySlackMiB.
+	// Each side's peak RSS may be this many times the other's, plus MemorySlackMiB.
 	MemoryRatio    float64 `json:"memoryRatio"`
 	MemorySlackMiB float64 `json:"memorySlackMiB"`
 	// After the load, requests per second (watches aside) may exceed the idle rate before it
@@ -41,26 +42,56 @@ type Row struct {
 	Old      *float64 `json:"old,omitempty"`
 	New      *float64 `json:"new,omitempty"`
 	Expected string   `json:"expected"`
-	// Verdict is pass, FAIL, or empty for figures with no gate.
-	Verdict string `json:"verdict"`
-	unit    string
+	// OldVerdict and NewVerdict judge each side on the gate: pass, FAIL, or empty for
+	// figures with no gate and for a side that did not run.
+	OldVerdict string `json:"oldVerdict,omitempty"`
+	NewVerdict string `json:"newVerdict,omitempty"`
+	// short names the gate in a side's list of failures ("missed 3").
+	short string
+	unit  string
+}
+
+// Verdict is one side's verdict on a scenario.
+type Verdict struct {
+	Ran  bool `json:"ran"`
+	Pass bool `json:"pass"`
+	// Failed names each gate the side broke, with its figure: "missed 3".
+	Failed []string `json:"failed,omitempty"`
+}
+
+// String is "PASS", "FAIL (missed 3, p95 from last write 2000 ms)", or "-" for a side that
+// did not run.
+func (v Verdict) String() string {
+	switch {
+	case !v.Ran:
+		return "-"
+	case v.Pass:
+		return "PASS"
+	}
+	return "FAIL (" + strings.Join(v.Failed, ", ") + ")"
 }
 
 // Section is one scenario in a report.
 type Section struct {
-	Scenario string  `json:"scenario"`
-	Title    string  `json:"title"`
-	Old      *Result `json:"old,omitempty"`
-	New      *Result `json:"new,omitempty"`
-	Rows     []Row   `json:"rows"`
-	Pass     bool    `json:"pass"`
+	Scenario   string  `json:"scenario"`
+	Title      string  `json:"title"`
+	Old        *Result `json:"old,omitempty"`
+	New        *Result `json:"new,omitempty"`
+	Rows       []Row   `json:"rows"`
+	OldVerdict Verdict `json:"oldVerdict"`
+	NewVerdict Verdict `json:"newVerdict"`
+	// Pass is the verdict of the build under test: see Report.Judged.
+	Pass bool `json:"pass"`
 }
 
 // Report compares the sides over every scenario.
 type Report struct {
 	Gates    Gates     `json:"gates"`
 	Sections []Section `json:"sections"`
-	Pass     bool      `json:"pass"`
+	// Judged is the side whose verdicts decide Pass (and the exit code): new, or old when
+	// only an old build ran. The other side's failures are shown, never counted.
+	Judged string `json:"judged"`
+	Pass   bool   `json:"pass"`
 }
 
 // LoadResults reads the per-scenario result files of a results directory.
@@ -92,6 +123,7 @@ func LoadResults(dir string) ([]Result, error) {
 func Build(results []Result, g Gates) Report {
 	by := map[string]*Section{}
 	var order []string
+	judged := "old"
 	for i := range results {
 		r := &results[i]
 		s, ok := by[r.Scenario]
@@ -104,19 +136,49 @@ func Build(results []Result, g Gates) Report {
 			s.Old = r
 		} else {
 			s.New = r
+			judged = "new"
 		}
 	}
-	rep := Report{Gates: g, Pass: true}
+	rep := Report{Gates: g, Judged: judged, Pass: true}
 	for _, id := range order {
 		s := by[id]
-		s.Rows, s.Pass = rows(s.Old, s.New, g)
+		s.Rows = rows(s.Old, s.New, g)
+		s.OldVerdict = sideVerdict(s.Old, s.Rows, func(r Row) string { return r.OldVerdict }, func(r Row) *float64 { return r.Old })
+		s.NewVerdict = sideVerdict(s.New, s.Rows, func(r Row) string { return r.NewVerdict }, func(r Row) *float64 { return r.New })
+		s.Pass = s.NewVerdict.Pass
+		if judged == "old" {
+			s.Pass = s.OldVerdict.Pass
+		}
 		rep.Pass = rep.Pass && s.Pass
 		rep.Sections = append(rep.Sections, *s)
 	}
 	return rep
 }
 
-func rows(old, nu *Result, g Gates) ([]Row, bool) {
+// sideVerdict gathers one side's failed gates.
+func sideVerdict(r *Result, rows []Row, verdict func(Row) string, value func(Row) *float64) Verdict {
+	if r == nil {
+		return Verdict{}
+	}
+	v := Verdict{Ran: true, Pass: true}
+	for _, row := range rows {
+		if verdict(row) != "FAIL" {
+			continue
+		}
+		v.Pass = false
+		what := row.short
+		if x := value(row); x != nil {
+			what += " " + format(x)
+			if row.unit != "" {
+				what += " " + row.unit
+			}
+		}
+		v.Failed = append(v.Failed, what)
+	}
+	return v
+}
+
+func rows(old, nu *Result, g Gates) []Row {
 	val := func(r *Result, f func(*Result) float64) *float64 {
 		if r == nil || r.Error != "" {
 			return nil
@@ -124,30 +186,33 @@ func rows(old, nu *Result, g Gates) ([]Row, bool) {
 		v := f(r)
 		return &v
 	}
-	pass := true
+	// judged sets a side's verdict where it has a figure.
+	judged := func(v *float64, fail bool) string {
+		switch {
+		case v == nil:
+			return ""
+		case fail:
+			return "FAIL"
+		}
+		return "pass"
+	}
 	var out []Row
 	// atMost gates each side on its own.
-	atMost := func(metric string, limit float64, f func(*Result) float64) {
-		row := Row{Metric: metric, Old: val(old, f), New: val(nu, f), Expected: fmt.Sprintf("≤ %g", limit), Verdict: "pass"}
-		for _, v := range []*float64{row.Old, row.New} {
-			if v != nil && *v > limit {
-				row.Verdict = "FAIL"
-			}
-		}
-		pass = pass && row.Verdict == "pass"
+	atMost := func(metric, short string, limit float64, f func(*Result) float64) {
+		row := Row{Metric: metric, short: short, Old: val(old, f), New: val(nu, f), Expected: fmt.Sprintf("≤ %g", limit)}
+		row.OldVerdict = judged(row.Old, row.Old != nil && *row.Old > limit)
+		row.NewVerdict = judged(row.New, row.New != nil && *row.New > limit)
 		out = append(out, row)
 	}
-	// bounded gates new against old; with one side it is only shown.
-	bounded := func(metric, unit string, ratio, slack float64, f func(*Result) float64) {
-		row := Row{Metric: metric, Old: val(old, f), New: val(nu, f), unit: unit}
+	// bounded gates each side against the other: new may be ratio times old plus slack, and
+	// so may old against new, so a build far behind the other fails whichever side it is on.
+	// With one side it is only shown.
+	bounded := func(metric, short, unit string, ratio, slack float64, f func(*Result) float64) {
+		row := Row{Metric: metric, short: short, Old: val(old, f), New: val(nu, f), unit: unit}
 		if row.Old != nil && row.New != nil {
-			limit := *row.Old*ratio + slack
-			row.Expected = fmt.Sprintf("new ≤ %.4g", limit)
-			row.Verdict = "pass"
-			if *row.New > limit {
-				row.Verdict = "FAIL"
-				pass = false
-			}
+			row.Expected = fmt.Sprintf("≤ other×%g + %g", ratio, slack)
+			row.OldVerdict = judged(row.Old, *row.Old > *row.New*ratio+slack)
+			row.NewVerdict = judged(row.New, *row.New > *row.Old*ratio+slack)
 		}
 		out = append(out, row)
 	}
@@ -156,8 +221,13 @@ func rows(old, nu *Result, g Gates) ([]Row, bool) {
 	}
 	for _, r := range []*Result{old, nu} {
 		if r != nil && r.Error != "" {
-			out = append(out, Row{Metric: r.Side + " run failed: " + r.Error, Verdict: "FAIL"})
-			pass = false
+			row := Row{Metric: r.Side + " run failed: " + r.Error, short: "run failed"}
+			if r == old {
+				row.OldVerdict = "FAIL"
+			} else {
+				row.NewVerdict = "FAIL"
+			}
+			out = append(out, row)
 		}
 	}
 	booked := old // either side booked the same writes
@@ -168,36 +238,48 @@ func rows(old, nu *Result, g Gates) ([]Row, bool) {
 	if booked != nil {
 		expected = fmt.Sprintf("%d..%d", booked.ExpectedMin, booked.ExpectedMax)
 	}
-	out = append(out, Row{Metric: "reloads", Old: val(old, func(r *Result) float64 { return float64(r.Reloads) }),
+	out = append(out, Row{Metric: RowReloads, Old: val(old, func(r *Result) float64 { return float64(r.Reloads) }),
 		New: val(nu, func(r *Result) float64 { return float64(r.Reloads) }), Expected: expected})
-	atMost("missed reloads", float64(g.MaxMissed), func(r *Result) float64 { return float64(r.Missed) })
-	atMost("duplicate reloads", float64(g.MaxDuplicates), func(r *Result) float64 { return float64(r.Duplicates) })
-	atMost("unexpected reloads", float64(g.MaxUnexpected), func(r *Result) float64 { return float64(r.Unexpected) })
-	bounded("latency p50 (ms)", "ms", g.LatencyRatio, g.LatencySlackMs, func(r *Result) float64 { return r.Latency.P50 })
-	bounded("latency p95 (ms)", "ms", g.LatencyRatio, g.LatencySlackMs, func(r *Result) float64 { return r.Latency.P95 })
-	info("latency p99 (ms)", "ms", func(r *Result) float64 { return r.Latency.P99 })
+	atMost("missed reloads", "missed", float64(g.MaxMissed), func(r *Result) float64 { return float64(r.Missed) })
+	atMost("duplicate reloads", "duplicates", float64(g.MaxDuplicates), func(r *Result) float64 { return float64(r.Duplicates) })
+	atMost("unexpected reloads", "unexpected", float64(g.MaxUnexpected), func(r *Result) float64 { return float64(r.Unexpected) })
+	// Latency is gated from the last write each rollout covered, which judges a build that
+	// coalesces writes and one that rolls for each alike; from each write is shown beside it.
+	bounded(RowP50FromLast, "p50 from last write", "ms", g.LatencyRatio, g.LatencySlackMs, func(r *Result) float64 { return r.LatencyFromLastWrite.P50 })
+	bounded("latency p95 from last write covered (ms)", "p95 from last write", "ms", g.LatencyRatio, g.LatencySlackMs, func(r *Result) float64 { return r.LatencyFromLastWrite.P95 })
+	info("latency p99 from last write covered (ms)", "ms", func(r *Result) float64 { return r.LatencyFromLastWrite.P99 })
+	info(RowP50FromEach, "ms", func(r *Result) float64 { return r.Latency.P50 })
+	info("latency p95 from each write (ms)", "ms", func(r *Result) float64 { return r.Latency.P95 })
+	info("latency p99 from each write (ms)", "ms", func(r *Result) float64 { return r.Latency.P99 })
 	hasAPI := (old == nil || old.API != nil) && (nu == nil || nu.API != nil)
 	if hasAPI {
-		bounded("API requests", "", g.APIRatio, float64(g.APISlack), func(r *Result) float64 { return float64(r.API.Total) })
-		bounded("API writes", "", g.APIRatio, float64(g.APISlack), func(r *Result) float64 { return float64(r.API.Writes) })
+		bounded(RowAPIRequests, "API requests", "", g.APIRatio, float64(g.APISlack), func(r *Result) float64 { return float64(r.API.Total) })
+		bounded(RowAPIWrites, "API writes", "", g.APIRatio, float64(g.APISlack), func(r *Result) float64 { return float64(r.API.Writes) })
 		info("API LISTs", "", func(r *Result) float64 { return float64(r.API.Lists) })
 		info("API WATCHes (and streamed lists)", "", func(r *Result) float64 { return float64(r.API.ByVerb["watch"]) })
 		info("API 409 conflicts", "", func(r *Result) float64 { return float64(r.API.Conflicts) })
-		row := Row{Metric: "idle req/s after load (hot loop)", unit: "req/s",
+		row := Row{Metric: "idle req/s after load (hot loop)", short: "hot loop", unit: "req/s",
 			Old: val(old, func(r *Result) float64 { return r.IdleRPSAfter }), New: val(nu, func(r *Result) float64 { return r.IdleRPSAfter }),
-			Expected: fmt.Sprintf("≤ idle before + %g", g.MaxIdleRPSIncrease), Verdict: "pass"}
-		for _, r := range []*Result{old, nu} {
-			if r != nil && r.Error == "" && r.IdleRPSAfter > r.IdleRPSBefore+g.MaxIdleRPSIncrease {
-				row.Verdict = "FAIL"
-			}
-		}
-		pass = pass && row.Verdict == "pass"
+			Expected: fmt.Sprintf("≤ idle before + %g", g.MaxIdleRPSIncrease)}
+		hot := func(r *Result) bool { return r.IdleRPSAfter > r.IdleRPSBefore+g.MaxIdleRPSIncrease }
+		row.OldVerdict = judged(row.Old, row.Old != nil && hot(old))
+		row.NewVerdict = judged(row.New, row.New != nil && hot(nu))
 		out = append(out, row)
 	}
 	info("CPU seconds", "s", func(r *Result) float64 { return r.CPUSeconds })
-	bounded("peak RSS (MiB)", "MiB", g.MemoryRatio, g.MemorySlackMiB, func(r *Result) float64 { return r.PeakRSSMiB })
-	return out, pass
+	bounded(RowPeakRSS, "peak RSS", "MiB", g.MemoryRatio, g.MemorySlackMiB, func(r *Result) float64 { return r.PeakRSSMiB })
+	return out
 }
+
+// Rows the summary table quotes.
+const (
+	RowReloads     = "reloads"
+	RowP50FromLast = "latency p50 from last write covered (ms)"
+	RowP50FromEach = "latency p50 from each write (ms)"
+	RowAPIRequests = "API requests"
+	RowAPIWrites   = "API writes"
+	RowPeakRSS     = "peak RSS (MiB)"
+)
 
 func format(v *float64) string {
 	if v == nil {
@@ -216,32 +298,54 @@ func verdict(ok bool) string {
 	return "FAIL"
 }
 
-// Text writes the report as aligned tables.
+// Text writes the summary, then each scenario as an aligned table.
 func (rep Report) Text(w io.Writer) {
+	rep.summaryText(w)
 	for _, s := range rep.Sections {
-		fmt.Fprintf(w, "\n%s  %s  [%s]\n", s.Scenario, s.Title, verdict(s.Pass))
-		fmt.Fprintf(w, "  %-34s %12s %12s  %-22s %s\n", "metric", "old", "new", "expected", "result")
+		fmt.Fprintf(w, "\n%s  %s\n  new: %s   old: %s\n", s.Scenario, s.Title, s.NewVerdict, s.OldVerdict)
+		fmt.Fprintf(w, "  %-42s %10s %10s  %-20s %-4s  %s\n", "metric", "old", "new", "gate", "old", "new")
 		for _, r := range s.Rows {
-			fmt.Fprintf(w, "  %-34s %12s %12s  %-22s %s\n", r.Metric, format(r.Old), format(r.New), r.Expected, r.Verdict)
+			fmt.Fprintf(w, "  %-42s %10s %10s  %-20s %-4s  %s\n", r.Metric, format(r.Old), format(r.New), r.Expected, r.OldVerdict, r.NewVerdict)
 		}
 	}
-	fmt.Fprintf(w, "\nOVERALL: %s\n", verdict(rep.Pass))
+	fmt.Fprintf(w, "\n%s\n", rep.overall())
 }
 
 // Markdown writes the report for a pull-request comment.
 func (rep Report) Markdown(w io.Writer) {
-	fmt.Fprintf(w, "## Load test: %s\n\n", verdict(rep.Pass))
+	fmt.Fprintf(w, "## Load test: %s\n\n%s\n\n", verdict(rep.Pass), rep.summaryNote())
+	fmt.Fprintf(w, "| scenario | new | old | %s |\n|---|---|---|%s\n", strings.Join(SummaryHeader, " | "), strings.Repeat("---:|", len(SummaryHeader)))
+	for _, s := range rep.Summary() {
+		cells := []string{s.Scenario, mdVerdict(s.New), mdVerdict(s.Old)}
+		for _, p := range s.Figures() {
+			cells = append(cells, p.Ratio())
+		}
+		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+	}
+	fmt.Fprintln(w)
 	for _, s := range rep.Sections {
-		fmt.Fprintf(w, "### %s %s: %s\n\n| metric | old | new | expected | result |\n|---|---:|---:|---|---|\n", s.Scenario, s.Title, verdict(s.Pass))
+		fmt.Fprintf(w, "### %s %s\n\nnew: %s, old: %s\n\n| metric | old | new | gate | old | new |\n|---|---:|---:|---|---|---|\n",
+			s.Scenario, s.Title, mdVerdict(s.NewVerdict), mdVerdict(s.OldVerdict))
 		for _, r := range s.Rows {
-			v := r.Verdict
-			if v == "FAIL" {
-				v = "**FAIL**"
-			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", r.Metric, format(r.Old), format(r.New), r.Expected, v)
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", r.Metric, format(r.Old), format(r.New), r.Expected, mdRowVerdict(r.OldVerdict), mdRowVerdict(r.NewVerdict))
 		}
 		fmt.Fprintln(w)
 	}
+	fmt.Fprintf(w, "%s\n", rep.overall())
+}
+
+func mdVerdict(v Verdict) string {
+	if v.Ran && !v.Pass {
+		return "**" + v.String() + "**"
+	}
+	return v.String()
+}
+
+func mdRowVerdict(v string) string {
+	if v == "FAIL" {
+		return "**FAIL**"
+	}
+	return v
 }
 
 // WriteAll writes report.txt, report.json, report.md and report.html into dir.
@@ -255,5 +359,8 @@ func (rep Report) WriteAll(dir string) error {
 			return err
 		}
 	}
-	return writeJSON(filepath.Join(dir, "report.json"), rep)
+	return writeJSON(filepath.Join(dir, "report.json"), struct {
+		Report
+		Summary []SummaryRow `json:"summary"`
+	}{rep, rep.Summary()})
 }

@@ -29,7 +29,13 @@ type Result struct {
 	Unexpected int      `json:"unexpected"`
 	Examples   []string `json:"examples,omitempty"`
 
+	// Latency is from each write to the first rollout after it: a rollout that covers ten
+	// writes counts ten times, so coalescing writes looks slow here.
 	Latency Latency `json:"latency"`
+	// LatencyFromLastWrite is, for each rollout, the time from the newest write it covered:
+	// one sample per rollout that covered a write, comparable between a build that coalesces
+	// writes and one that rolls for each.
+	LatencyFromLastWrite Latency `json:"latencyFromLastWrite"`
 	// API is nil when no audit log was available (an existing cluster).
 	API           *API    `json:"api,omitempty"`
 	IdleRPSBefore float64 `json:"idleRpsBefore"`
@@ -43,7 +49,7 @@ type Result struct {
 	Error   string  `json:"error,omitempty"`
 }
 
-// Latency is from each write's start to the first template change after it, in milliseconds.
+// Latency is a distribution of delays, in milliseconds.
 type Latency struct {
 	P50     float64   `json:"p50"`
 	P95     float64   `json:"p95"`
@@ -53,8 +59,14 @@ type Latency struct {
 }
 
 // judge compares the observed template changes with the writes each workload had to follow.
+//
+// A write is matched to the first template change at or after its start; a change covers the
+// writes matched to it, those started after the change before it. That is the most a change
+// can include, so a build whose patch lags a later write is credited with that write: the
+// latency from the last write covered errs in favour of builds that roll once per write, never
+// of builds that coalesce.
 func judge(r *Result, writes map[string][]time.Time, tracked map[string]bool, changes map[string][]time.Time) {
-	var samples []float64
+	var samples, fromLast []float64
 	example := func(s string) {
 		if len(r.Examples) < 10 {
 			r.Examples = append(r.Examples, s)
@@ -86,15 +98,25 @@ func judge(r *Result, writes map[string][]time.Time, tracked map[string]bool, ch
 			r.Duplicates += extra
 			example("duplicate: " + w)
 		}
+		newest := make([]time.Time, len(cs)) // per change, the newest write it covers
 		for _, t := range ws {
 			i := sort.Search(len(cs), func(i int) bool { return !cs[i].Before(t) })
 			if i < len(cs) {
-				samples = append(samples, float64(cs[i].Sub(t).Microseconds())/1000)
+				samples = append(samples, ms(cs[i].Sub(t)))
+				newest[i] = maxTime(newest[i], t)
+			}
+		}
+		for i, t := range newest {
+			if !t.IsZero() {
+				fromLast = append(fromLast, ms(cs[i].Sub(t)))
 			}
 		}
 	}
 	r.Latency = summarize(samples)
+	r.LatencyFromLastWrite = summarize(fromLast)
 }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func maxTime(a, b time.Time) time.Time {
 	if b.After(a) {

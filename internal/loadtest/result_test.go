@@ -44,6 +44,11 @@ func TestJudge(t *testing.T) {
 	if r.Latency.P50 != 400 || r.Latency.Max != 500 || len(r.Latency.Samples) != 5 {
 		t.Errorf("latency %+v", r.Latency)
 	}
+	// From the last write covered, one sample per rollout that covered a write: coalesced
+	// 500-200; missed 300-0; duplicate 400-0 (its second rollout covers no write).
+	if got := r.LatencyFromLastWrite.Samples; len(got) != 3 || got[0] != 300 || got[1] != 300 || got[2] != 400 {
+		t.Errorf("latency from last write %+v", r.LatencyFromLastWrite)
+	}
 	if settled(writes, changes) {
 		t.Error("settled although writes are not followed")
 	}
@@ -52,38 +57,160 @@ func TestJudge(t *testing.T) {
 	}
 }
 
+// A build that rolls once per write and one that coalesces a burst of ten writes 100 ms
+// apart into one rollout, each rolling 50 ms after the write it follows: from each write the
+// coalescing build looks nine times slower; from the last write covered the two read alike.
+func TestLatencyFromLastWriteJudgesCoalescingAlike(t *testing.T) {
+	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	var burst, perWrite []time.Time
+	for i := range 10 {
+		w := t0.Add(time.Duration(i) * 100 * time.Millisecond)
+		burst = append(burst, w)
+		perWrite = append(perWrite, w.Add(50*time.Millisecond))
+	}
+	coalesced := []time.Time{burst[9].Add(50 * time.Millisecond)}
+	tracked := map[string]bool{"w": true}
+	var each, one Result
+	judge(&each, map[string][]time.Time{"w": burst}, tracked, map[string][]time.Time{"w": perWrite})
+	judge(&one, map[string][]time.Time{"w": burst}, tracked, map[string][]time.Time{"w": coalesced})
+	if each.Reloads != 10 || one.Reloads != 1 || each.Duplicates+one.Duplicates+each.Missed+one.Missed != 0 {
+		t.Fatalf("reloads %d and %d; %+v %+v", each.Reloads, one.Reloads, each, one)
+	}
+	if each.Latency.P50 != 50 || one.Latency.P50 != 450 {
+		t.Errorf("p50 from each write: per-write %v, coalesced %v; want 50, 450", each.Latency.P50, one.Latency.P50)
+	}
+	if each.LatencyFromLastWrite.P50 != 50 || one.LatencyFromLastWrite.P50 != 50 || len(each.LatencyFromLastWrite.Samples) != 10 {
+		t.Errorf("p50 from last write: per-write %+v, coalesced %+v; want 50 both", each.LatencyFromLastWrite, one.LatencyFromLastWrite)
+	}
+	// Gated on the last write covered, the coalescing build passes against the per-write one,
+	// which it would not from each write (450 > 50×1.5+100).
+	g := DefaultGates()
+	g.LatencySlackMs = 100
+	each.Scenario, each.Side, one.Scenario, one.Side = "S1", "old", "S1", "new"
+	if rep := Build([]Result{each, one}, g); !rep.Pass {
+		t.Errorf("coalescing build fails: %v", rep.Sections[0].NewVerdict)
+	}
+}
+
 func TestGates(t *testing.T) {
-	old := Result{Scenario: "S1", Side: "old", Latency: Latency{P50: 100, P95: 200}, API: &API{Total: 100, Writes: 50}, PeakRSSMiB: 40}
+	old := Result{Scenario: "S1", Side: "old", LatencyFromLastWrite: Latency{P50: 100, P95: 200}, API: &API{Total: 100, Writes: 50}, PeakRSSMiB: 40}
 	good := old
 	good.Side = "new"
-	if rep := Build([]Result{old, good}, DefaultGates()); !rep.Pass {
+	if rep := Build([]Result{old, good}, DefaultGates()); !rep.Pass || rep.Judged != "new" {
 		t.Errorf("identical sides fail: %+v", rep.Sections[0].Rows)
 	}
 	cases := map[string]func(*Result){
-		"missed reloads":                   func(r *Result) { r.Missed = 1 },
-		"duplicate reloads":                func(r *Result) { r.Duplicates = 2 },
-		"latency p95 (ms)":                 func(r *Result) { r.Latency.P95 = 2000 },
-		"API requests":                     func(r *Result) { r.API = &API{Total: 1000, Writes: 50} },
-		"peak RSS (MiB)":                   func(r *Result) { r.PeakRSSMiB = 400 },
-		"idle req/s after load (hot loop)": func(r *Result) { r.IdleRPSAfter = 30 },
+		"missed reloads":                           func(r *Result) { r.Missed = 1 },
+		"duplicate reloads":                        func(r *Result) { r.Duplicates = 2 },
+		"unexpected reloads":                       func(r *Result) { r.Unexpected = 1 },
+		"latency p50 from last write covered (ms)": func(r *Result) { r.LatencyFromLastWrite.P50 = 1000 },
+		"latency p95 from last write covered (ms)": func(r *Result) { r.LatencyFromLastWrite.P95 = 2000 },
+		"API requests":                             func(r *Result) { r.API = &API{Total: 1000, Writes: 50} },
+		"API writes":                               func(r *Result) { r.API = &API{Total: 100, Writes: 500} },
+		"peak RSS (MiB)":                           func(r *Result) { r.PeakRSSMiB = 400 },
+		"idle req/s after load (hot loop)":         func(r *Result) { r.IdleRPSAfter = 30 },
 	}
 	for metric, worsen := range cases {
+		// Worse on the new side: the new build fails that gate alone, and the report fails.
 		bad := good
 		worsen(&bad)
 		rep := Build([]Result{old, bad}, DefaultGates())
-		if rep.Pass {
-			t.Errorf("%s: regression passed", metric)
+		if rep.Pass || rep.Sections[0].NewVerdict.Pass || !rep.Sections[0].OldVerdict.Pass {
+			t.Errorf("%s worse on new: pass %v, new %v, old %v", metric, rep.Pass, rep.Sections[0].NewVerdict, rep.Sections[0].OldVerdict)
 		}
 		for _, row := range rep.Sections[0].Rows {
-			if row.Verdict == "FAIL" && row.Metric != metric {
-				t.Errorf("%s: %s failed too", metric, row.Metric)
+			if (row.NewVerdict == "FAIL") != (row.Metric == metric) || row.OldVerdict == "FAIL" {
+				t.Errorf("%s worse on new: row %s judged old %q, new %q", metric, row.Metric, row.OldVerdict, row.NewVerdict)
+			}
+		}
+		// Worse on the old side: the same gate fails for old only, and the report passes.
+		badOld := bad
+		badOld.Side = "old"
+		rep = Build([]Result{badOld, good}, DefaultGates())
+		if !rep.Pass || !rep.Sections[0].NewVerdict.Pass || rep.Sections[0].OldVerdict.Pass {
+			t.Errorf("%s worse on old: pass %v, new %v, old %v", metric, rep.Pass, rep.Sections[0].NewVerdict, rep.Sections[0].OldVerdict)
+		}
+		for _, row := range rep.Sections[0].Rows {
+			if (row.OldVerdict == "FAIL") != (row.Metric == metric) || row.NewVerdict == "FAIL" {
+				t.Errorf("%s worse on old: row %s judged old %q, new %q", metric, row.Metric, row.OldVerdict, row.NewVerdict)
 			}
 		}
 	}
 	failed := good
 	failed.Error = "controller not ready"
-	if Build([]Result{old, failed}, DefaultGates()).Pass {
-		t.Error("a failed run passed")
+	if rep := Build([]Result{old, failed}, DefaultGates()); rep.Pass || rep.Sections[0].NewVerdict.String() != "FAIL (run failed)" {
+		t.Errorf("a failed run passed: %v", rep.Sections[0].NewVerdict)
+	}
+}
+
+// The verdict per side: the report's verdict (and so the exit code) is the new build's; the
+// old build's failures are shown with what failed.
+func TestVerdictPerSide(t *testing.T) {
+	base := Result{Scenario: "S6", LatencyFromLastWrite: Latency{P50: 100, P95: 200}, API: &API{Total: 100, Writes: 50}, PeakRSSMiB: 40}
+	side := func(name string, missed, dup int) Result {
+		r := base
+		r.Side, r.Missed, r.Duplicates = name, missed, dup
+		return r
+	}
+	for _, c := range []struct {
+		name      string
+		old, nu   Result
+		pass      bool
+		oldV, nuV string
+	}{
+		{"old fails, new passes", side("old", 3, 0), side("new", 0, 0), true, "FAIL (missed 3)", "PASS"},
+		{"both fail", side("old", 3, 1), side("new", 0, 2), false, "FAIL (missed 3, duplicates 1)", "FAIL (duplicates 2)"},
+		{"new fails", side("old", 0, 0), side("new", 1, 0), false, "PASS", "FAIL (missed 1)"},
+	} {
+		rep := Build([]Result{c.old, c.nu}, DefaultGates())
+		s := rep.Sections[0]
+		if rep.Pass != c.pass || s.Pass != c.pass || s.OldVerdict.String() != c.oldV || s.NewVerdict.String() != c.nuV {
+			t.Errorf("%s: report %v, section %v, old %q, new %q; want %v, %q, %q", c.name, rep.Pass, s.Pass, s.OldVerdict, s.NewVerdict, c.pass, c.oldV, c.nuV)
+		}
+		var text strings.Builder
+		rep.Text(&text)
+		for _, want := range []string{"new: " + c.nuV + "   old: " + c.oldV, "OVERALL: " + verdict(c.pass) + " (new build)"} {
+			if !strings.Contains(text.String(), want) {
+				t.Errorf("%s: text lacks %q:\n%s", c.name, want, text.String())
+			}
+		}
+		if c.old.Missed > 0 && !strings.Contains(text.String(), "old build: FAIL in S6 "+strings.TrimPrefix(c.oldV, "FAIL ")) {
+			t.Errorf("%s: the old build's failure is not in the last line:\n%s", c.name, text.String())
+		}
+	}
+	// With only an old build, it is the one judged.
+	rep := Build([]Result{side("old", 3, 0)}, DefaultGates())
+	if rep.Judged != "old" || rep.Pass || rep.Sections[0].NewVerdict.String() != "-" {
+		t.Errorf("old alone: judged %s, pass %v, new %v", rep.Judged, rep.Pass, rep.Sections[0].NewVerdict)
+	}
+}
+
+// The summary: one row per scenario, verdicts per side, new/old ratios.
+func TestSummary(t *testing.T) {
+	old := Result{Scenario: "S1", Side: "old", Reloads: 300, Latency: Latency{P50: 250}, LatencyFromLastWrite: Latency{P50: 250, P95: 400},
+		API: &API{Total: 400, Writes: 300}, PeakRSSMiB: 40}
+	nu := old
+	nu.Side, nu.Reloads, nu.Latency.P50, nu.API, nu.PeakRSSMiB = "new", 30, 1000, &API{Total: 80, Writes: 60}, 50
+	rep := Build([]Result{old, nu, {Scenario: "S4", Side: "new", Reloads: 0, API: &API{Total: 12}, PeakRSSMiB: 30}}, DefaultGates())
+	sum := rep.Summary()
+	if len(sum) != 2 {
+		t.Fatalf("%d summary rows", len(sum))
+	}
+	var got []string
+	for _, p := range sum[0].Figures() {
+		got = append(got, p.Ratio())
+	}
+	if want := "0.10× 0.20× 0.20× 4.00× 1.00× 1.25×"; strings.Join(got, " ") != want {
+		t.Errorf("S1 ratios %q, want %q", strings.Join(got, " "), want)
+	}
+	if sum[1].Old.String() != "-" || sum[1].APIRequests.Ratio() != "12" {
+		t.Errorf("S4 (new only): old %v, API requests %s", sum[1].Old, sum[1].APIRequests.Ratio())
+	}
+	var text strings.Builder
+	rep.Text(&text)
+	lines := strings.Split(text.String(), "\n")
+	if !strings.HasPrefix(lines[0], "SUMMARY: PASS") || !strings.HasPrefix(lines[1], "scenario") || !strings.HasPrefix(lines[2], "S1") || !strings.HasPrefix(lines[3], "S4") {
+		t.Errorf("summary is not the report's first screen:\n%s", text.String())
 	}
 }
 

@@ -1,0 +1,127 @@
+package loadtest
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// Pair is one figure of both sides.
+type Pair struct {
+	Old *float64 `json:"old,omitempty"`
+	New *float64 `json:"new,omitempty"`
+}
+
+// Ratio is new/old ("0.10×"); with one side it is that side's figure, so a one-sided run
+// still reads; "-" when neither side has it.
+func (p Pair) Ratio() string {
+	switch {
+	case p.Old != nil && p.New != nil:
+		if *p.Old == 0 {
+			if *p.New == 0 {
+				return "1.00×"
+			}
+			return "∞ (old 0)"
+		}
+		return fmt.Sprintf("%.2f×", *p.New / *p.Old)
+	case p.New != nil:
+		return format(p.New)
+	}
+	return format(p.Old)
+}
+
+// SummaryRow is one scenario on the report's first screen.
+type SummaryRow struct {
+	Scenario    string  `json:"scenario"`
+	New         Verdict `json:"new"`
+	Old         Verdict `json:"old"`
+	Rollouts    Pair    `json:"rollouts"`
+	APIRequests Pair    `json:"apiRequests"`
+	APIWrites   Pair    `json:"apiWrites"`
+	P50FromEach Pair    `json:"p50FromEachWriteMs"`
+	P50FromLast Pair    `json:"p50FromLastWriteMs"`
+	PeakRSS     Pair    `json:"peakRssMiB"`
+}
+
+// SummaryHeader names the summary's figure columns, in the order of SummaryRow.Figures.
+var SummaryHeader = []string{"rollouts", "API requests", "API writes", "p50 from each write", "p50 from last write", "peak RSS"}
+
+// Figures are the row's pairs in SummaryHeader's order.
+func (s SummaryRow) Figures() []Pair {
+	return []Pair{s.Rollouts, s.APIRequests, s.APIWrites, s.P50FromEach, s.P50FromLast, s.PeakRSS}
+}
+
+// Summary is one row per scenario, from the figures of its detailed rows.
+func (rep Report) Summary() []SummaryRow {
+	var out []SummaryRow
+	for _, s := range rep.Sections {
+		pair := func(metric string) Pair {
+			for _, r := range s.Rows {
+				if r.Metric == metric {
+					return Pair{Old: r.Old, New: r.New}
+				}
+			}
+			return Pair{}
+		}
+		out = append(out, SummaryRow{Scenario: s.Scenario, New: s.NewVerdict, Old: s.OldVerdict,
+			Rollouts: pair(RowReloads), APIRequests: pair(RowAPIRequests), APIWrites: pair(RowAPIWrites),
+			P50FromEach: pair(RowP50FromEach), P50FromLast: pair(RowP50FromLast), PeakRSS: pair(RowPeakRSS)})
+	}
+	return out
+}
+
+// bothSides reports whether any scenario ran on both sides, so the figures are ratios.
+func (rep Report) bothSides() bool {
+	for _, s := range rep.Sections {
+		if s.Old != nil && s.New != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// summaryNote says what the verdicts and figures of the summary mean.
+func (rep Report) summaryNote() string {
+	note := fmt.Sprintf("the %s build's verdict decides the overall verdict and exit code", rep.Judged)
+	if rep.Judged == "new" {
+		note += "; the old build's failures are shown, never counted"
+	}
+	if rep.bothSides() {
+		return note + ". Figures are new/old ratios (below 1: new does less or is faster)."
+	}
+	return note + ". Figures are the one side's."
+}
+
+// overall is the report's last line: the judged build's verdict, and the other's failures.
+func (rep Report) overall() string {
+	line := fmt.Sprintf("OVERALL: %s (%s build)", verdict(rep.Pass), rep.Judged)
+	if rep.Judged != "new" {
+		return line
+	}
+	var oldFailed []string
+	for _, s := range rep.Sections {
+		if s.OldVerdict.Ran && !s.OldVerdict.Pass {
+			oldFailed = append(oldFailed, s.Scenario+" ("+strings.Join(s.OldVerdict.Failed, ", ")+")")
+		}
+	}
+	if len(oldFailed) > 0 {
+		line += "; old build: FAIL in " + strings.Join(oldFailed, "; ")
+	}
+	return line
+}
+
+// summaryText writes the summary table.
+func (rep Report) summaryText(w io.Writer) {
+	fmt.Fprintf(w, "SUMMARY: %s. %s\n", verdict(rep.Pass), rep.summaryNote())
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "scenario\tnew\told\t%s\t\n", strings.Join(SummaryHeader, "\t"))
+	for _, s := range rep.Summary() {
+		cells := []string{s.Scenario, s.New.String(), s.Old.String()}
+		for _, p := range s.Figures() {
+			cells = append(cells, p.Ratio())
+		}
+		fmt.Fprintf(tw, "%s\t\n", strings.Join(cells, "\t"))
+	}
+	_ = tw.Flush()
+}
