@@ -30,7 +30,7 @@ caption{text-align:left;padding:.3em 0}
 <section id="{{.Scenario}}">
 <h2>{{.Scenario}} {{.Title}}</h2>
 <p class="verdicts">new: <span class="{{.NewClass}}">{{.New}}</span> · old: <span class="{{.OldClass}}">{{.Old}}</span></p>
-<table><tr><th>metric</th><th>old</th><th>new</th><th>gate</th><th>old</th><th>new</th></tr>
+<table><tr><th>metric</th><th>old</th><th>new</th><th>gate</th><th>old verdict</th><th>new verdict</th></tr>
 {{range .Rows}}<tr><td>{{.Metric}}</td><td>{{.Old}}</td><td>{{.New}}</td><td>{{.Expected}}</td><td class="{{.OldVerdict}}">{{.OldVerdict}}</td><td class="{{.NewVerdict}}">{{.NewVerdict}}</td></tr>
 {{end}}</table>
 <div class="charts"><figure>{{.Bars}}<figcaption>old vs new, each metric scaled to the larger side</figcaption></figure>
@@ -71,7 +71,7 @@ func (rep Report) HTML(w io.Writer) {
 		Header                 []string
 		Summary                []htmlSummaryRow
 		Sections               []htmlSection
-	}{Verdict: verdict(rep.Pass), Note: "Summary: " + rep.summaryNote(), Overall: rep.overall(), Header: SummaryHeader}
+	}{Verdict: verdict(rep.Pass), Note: rep.summaryNote(), Overall: rep.overall(), Header: SummaryHeader}
 	for _, s := range rep.Summary() {
 		row := htmlSummaryRow{Scenario: s.Scenario, New: s.New.String(), Old: s.Old.String(), NewClass: class(s.New), OldClass: class(s.Old)}
 		for _, p := range s.Figures() {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 )
 
 // Gates are the pass/fail limits of a report.
@@ -303,9 +304,9 @@ func (rep Report) Text(w io.Writer) {
 	rep.summaryText(w)
 	for _, s := range rep.Sections {
 		fmt.Fprintf(w, "\n%s  %s\n  new: %s   old: %s\n", s.Scenario, s.Title, s.NewVerdict, s.OldVerdict)
-		fmt.Fprintf(w, "  %-42s %10s %10s  %-20s %-4s  %s\n", "metric", "old", "new", "gate", "old", "new")
+		fmt.Fprintf(w, "  %-42s %10s %10s  %s  %-11s  %s\n", "metric", "old", "new", pad("gate", 20), "old verdict", "new verdict")
 		for _, r := range s.Rows {
-			fmt.Fprintf(w, "  %-42s %10s %10s  %-20s %-4s  %s\n", r.Metric, format(r.Old), format(r.New), r.Expected, r.OldVerdict, r.NewVerdict)
+			fmt.Fprintf(w, "  %-42s %10s %10s  %s  %-11s  %s\n", r.Metric, format(r.Old), format(r.New), pad(r.Expected, 20), r.OldVerdict, r.NewVerdict)
 		}
 	}
 	fmt.Fprintf(w, "\n%s\n", rep.overall())
@@ -324,7 +325,7 @@ func (rep Report) Markdown(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	for _, s := range rep.Sections {
-		fmt.Fprintf(w, "### %s %s\n\nnew: %s, old: %s\n\n| metric | old | new | gate | old | new |\n|---|---:|---:|---|---|---|\n",
+		fmt.Fprintf(w, "### %s %s\n\nnew: %s, old: %s\n\n| metric | old | new | gate | old verdict | new verdict |\n|---|---:|---:|---|---|---|\n",
 			s.Scenario, s.Title, mdVerdict(s.NewVerdict), mdVerdict(s.OldVerdict))
 		for _, r := range s.Rows {
 			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", r.Metric, format(r.Old), format(r.New), r.Expected, mdRowVerdict(r.OldVerdict), mdRowVerdict(r.NewVerdict))
@@ -332,6 +333,11 @@ func (rep Report) Markdown(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "%s\n", rep.overall())
+}
+
+// pad fills s with spaces to n characters (fmt pads by bytes, and gates hold "≤" and "×").
+func pad(s string, n int) string {
+	return s + strings.Repeat(" ", max(0, n-utf8.RuneCountInString(s)))
 }
 
 func mdVerdict(v Verdict) string {

@@ -212,6 +212,11 @@ func TestSummary(t *testing.T) {
 	if !strings.HasPrefix(lines[0], "SUMMARY: PASS") || !strings.HasPrefix(lines[1], "scenario") || !strings.HasPrefix(lines[2], "S1") || !strings.HasPrefix(lines[3], "S4") {
 		t.Errorf("summary is not the report's first screen:\n%s", text.String())
 	}
+	var md strings.Builder
+	rep.Markdown(&md)
+	if !strings.Contains(md.String(), "| S1 | PASS | **FAIL (API requests 400, API writes 300)** | 0.10× | 0.20× | 0.20× | 4.00× | 1.00× | 1.25× |") || !strings.Contains(md.String(), "| S4 | PASS | - | 0 | 12 |") {
+		t.Errorf("Markdown summary:\n%s", md.String())
+	}
 }
 
 func TestAuditCounting(t *testing.T) {

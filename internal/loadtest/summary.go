@@ -83,7 +83,7 @@ func (rep Report) bothSides() bool {
 
 // summaryNote says what the verdicts and figures of the summary mean.
 func (rep Report) summaryNote() string {
-	note := fmt.Sprintf("the %s build's verdict decides the overall verdict and exit code", rep.Judged)
+	note := fmt.Sprintf("The %s build's verdict decides the overall verdict and exit code", rep.Judged)
 	if rep.Judged == "new" {
 		note += "; the old build's failures are shown, never counted"
 	}
