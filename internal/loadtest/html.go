@@ -15,6 +15,7 @@ table{border-collapse:collapse;margin:.5em 0 1em}
 td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
 td:first-child,th:first-child{text-align:left}
 caption{text-align:left;padding:.3em 0}
+#summary td:nth-child(2),#summary td:nth-child(3){text-align:left}
 .pass,.PASS{color:#1a7f37}.FAIL{color:#cf222e;font-weight:bold}
 .charts{display:flex;flex-wrap:wrap;gap:2em}
 .legend span{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px}
