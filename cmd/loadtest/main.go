@@ -47,7 +47,7 @@ func bindGates(fs *pflag.FlagSet, g *loadtest.Gates) {
 	fs.IntVar(&g.APISlack, "gate-api-slack", g.APISlack, "... plus this")
 	fs.Float64Var(&g.MemoryRatio, "gate-memory-ratio", g.MemoryRatio, "each side's peak RSS may be this many times the other's ...")
 	fs.Float64Var(&g.MemorySlackMiB, "gate-memory-slack-mib", g.MemorySlackMiB, "... plus this")
-	fs.Float64Var(&g.MaxIdleRPSIncrease, "gate-idle-rps-increase", g.MaxIdleRPSIncrease, "request rate after the load may exceed the idle rate before it by this (hot-loop check)")
+	fs.Float64Var(&g.MaxIdleRPSIncrease, "gate-idle-rps-increase", g.MaxIdleRPSIncrease, "rate of repeated requests (same verb and object more than once) after the load may exceed the rate before it by this (hot-loop check)")
 }
 
 func newRun() *cobra.Command {

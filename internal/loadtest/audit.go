@@ -64,3 +64,28 @@ func rate(events []audit.Event, from, to time.Time) float64 {
 	}
 	return 0
 }
+
+// repeatRate is the requests per second, watches left out, received in [from, to) on an
+// object or collection asked for more than once in the window. A hot loop asks for the same
+// thing again and again; work finished late but once, such as an Event for each rollout that
+// completes, does not repeat, and does not count.
+func repeatRate(events []audit.Event, from, to time.Time) float64 {
+	type key struct{ verb, resource, subresource, namespace, name string }
+	seen := map[key]int{}
+	for _, e := range events {
+		if e.Verb != "watch" && !e.Received.Before(from) && e.Received.Before(to) {
+			o := e.ObjectRef
+			seen[key{e.Verb, o.Resource, o.Subresource, o.Namespace, o.Name}]++
+		}
+	}
+	n := 0
+	for _, c := range seen {
+		if c > 1 {
+			n += c
+		}
+	}
+	if s := to.Sub(from).Seconds(); s > 0 {
+		return float64(n) / s
+	}
+	return 0
+}

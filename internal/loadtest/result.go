@@ -37,11 +37,16 @@ type Result struct {
 	// writes and one that rolls for each.
 	LatencyFromLastWrite Latency `json:"latencyFromLastWrite"`
 	// API is nil when no audit log was available (an existing cluster).
-	API           *API    `json:"api,omitempty"`
-	IdleRPSBefore float64 `json:"idleRpsBefore"`
-	IdleRPSAfter  float64 `json:"idleRpsAfter"`
-	CPUSeconds    float64 `json:"cpuSeconds"`
-	PeakRSSMiB    float64 `json:"peakRssMiB"`
+	API *API `json:"api,omitempty"`
+	// IdleRPSBefore and IdleRPSAfter are the request rates (watches aside) before the load
+	// and in the 5 s after it settled; RepeatRPSBefore and RepeatRPSAfter count only the
+	// requests on an object asked for more than once in the window, the sign of a hot loop.
+	IdleRPSBefore   float64 `json:"idleRpsBefore"`
+	IdleRPSAfter    float64 `json:"idleRpsAfter"`
+	RepeatRPSBefore float64 `json:"repeatRpsBefore"`
+	RepeatRPSAfter  float64 `json:"repeatRpsAfter"`
+	CPUSeconds      float64 `json:"cpuSeconds"`
+	PeakRSSMiB      float64 `json:"peakRssMiB"`
 	// Metrics are reloader_* counters the binary exposes, if any.
 	Metrics map[string]float64 `json:"metrics,omitempty"`
 

@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -108,7 +109,7 @@ func TestGates(t *testing.T) {
 		"API requests":                             func(r *Result) { r.API = &API{Total: 1000, Writes: 50} },
 		"API writes":                               func(r *Result) { r.API = &API{Total: 100, Writes: 500} },
 		"peak RSS (MiB)":                           func(r *Result) { r.PeakRSSMiB = 400 },
-		"idle req/s after load (hot loop)":         func(r *Result) { r.IdleRPSAfter = 30 },
+		"repeated req/s after load (hot loop)":     func(r *Result) { r.IdleRPSAfter, r.RepeatRPSAfter = 30, 30 },
 	}
 	for metric, worsen := range cases {
 		// Worse on the new side: the new build fails that gate alone, and the report fails.
@@ -243,8 +244,39 @@ func TestAuditCounting(t *testing.T) {
 	if got := rate(ev, from, from.Add(2*time.Second)); got != 1 { // the 409 patch and the list; the watch does not count
 		t.Errorf("rate %v, want 1/s", got)
 	}
+	if got := repeatRate(ev, from, from.Add(2*time.Second)); got != 0 {
+		t.Errorf("repeat rate %v with no request repeated, want 0", got)
+	}
 	if !strings.Contains(auditPolicy("loadtest-old", "loadtest-new"), `users: ["loadtest-old","loadtest-new"]`) {
 		t.Error(auditPolicy("loadtest-old", "loadtest-new"))
+	}
+}
+
+// A hot loop asks for the same object again and again; one Event per completed rollout, late
+// but once each, is no hot loop.
+func TestRepeatRate(t *testing.T) {
+	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	ev := func(ms int, verb, resource, name string) audit.Event {
+		var e audit.Event
+		e.Verb, e.ObjectRef.Resource, e.ObjectRef.Namespace, e.ObjectRef.Name = verb, resource, "s15", name
+		e.Received = t0.Add(time.Duration(ms) * time.Millisecond)
+		return e
+	}
+	var oneOff, loop []audit.Event
+	for i := range 5 {
+		oneOff = append(oneOff, ev(100*i, "create", "events", fmt.Sprintf("bulk-%d.18ea53afb0c3632f", i)))
+		loop = append(loop, ev(1000*i, "patch", "deployments", "bulk-0"), ev(1000*i+10, "get", "configmaps", "bulk-cm-0"))
+	}
+	loop = append(loop, ev(200, "watch", "deployments", ""), ev(300, "watch", "deployments", ""), ev(6000, "patch", "deployments", "bulk-0"))
+	end := t0.Add(5 * time.Second)
+	if got := rate(oneOff, t0, end); got != 1 {
+		t.Errorf("one-off events: rate %v, want 1/s", got)
+	}
+	if got := repeatRate(oneOff, t0, end); got != 0 {
+		t.Errorf("one-off events: repeat rate %v, want 0", got)
+	}
+	if got := repeatRate(loop, t0, end); got != 2 { // 10 requests in 5 s; watches and the patch after the window aside
+		t.Errorf("loop: repeat rate %v, want 2/s", got)
 	}
 }
 

@@ -199,7 +199,9 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 	}
 	idleFrom := time.Now()
 	_ = sleep(ctx, 3*time.Second)
-	r.IdleRPSBefore = rate(events(), idleFrom, time.Now())
+	idleTo := time.Now()
+	before := events()
+	r.IdleRPSBefore, r.RepeatRPSBefore = rate(before, idleFrom, idleTo), repeatRate(before, idleFrom, idleTo)
 
 	c.progress(fmt.Sprintf("driving load for %v", c.cfg.Params.Duration))
 	d := newDriver(cl, spec, ctl, c.progress)
@@ -213,7 +215,7 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 	idleFrom = time.Now()
 	c.progress("measuring idle requests")
 	_ = sleep(ctx, 5*time.Second)
-	idleTo := time.Now()
+	idleTo = time.Now()
 	ctl.Stop()
 	stopWatch()
 
@@ -222,7 +224,7 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 		ev := events()
 		api := countAPI(ev)
 		r.API = &api
-		r.IdleRPSAfter = rate(ev, idleFrom, idleTo)
+		r.IdleRPSAfter, r.RepeatRPSAfter = rate(ev, idleFrom, idleTo), repeatRate(ev, idleFrom, idleTo)
 	}
 	r.CPUSeconds = ctl.CPUSeconds
 	r.PeakRSSMiB = float64(ctl.PeakRSS) / (1 << 20)
