@@ -146,6 +146,7 @@ func Build(results []Result, g Gates) Report {
 		s.Rows = rows(s.Old, s.New, g)
 		s.OldVerdict = sideVerdict(s.Old, s.Rows, func(r Row) string { return r.OldVerdict }, func(r Row) *float64 { return r.Old })
 		s.NewVerdict = sideVerdict(s.New, s.Rows, func(r Row) string { return r.NewVerdict }, func(r Row) *float64 { return r.New })
+		// A scenario the judged build did not run fails (Verdict.Pass is false).
 		s.Pass = s.NewVerdict.Pass
 		if judged == "old" {
 			s.Pass = s.OldVerdict.Pass
