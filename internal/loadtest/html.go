@@ -118,7 +118,7 @@ func bars(rows []Row) template.HTML {
 			drawn = append(drawn, r)
 		}
 	}
-	const width, label, barW, rowH = 560, 230, 260, 30
+	const width, label, barW, rowH = 600, 270, 260, 30
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" role="img" aria-label="metrics">`, width, rowH*len(drawn)+10)
 	for i, r := range drawn {
 		y := 5 + i*rowH
