@@ -46,16 +46,29 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 		return nil, err
 	}
 
-	var ready atomic.Bool
-	mgr, err := newManager(cfg, conf, scheme, cacheOptions(conf, sources), &ready, logger)
+	shards, err := newSharding(ctx, cfg, conf, logger)
 	if err != nil {
 		return nil, err
+	}
+	caches := cacheOptions(conf, sources)
+	if shards != nil {
+		caches.NewInformer = shards.filter.NewInformer
+	}
+	var ready atomic.Bool
+	mgr, err := newManager(cfg, conf, scheme, caches, &ready, logger)
+	if err != nil {
+		return nil, err
+	}
+	if shards != nil {
+		if err := mgr.Add(shards.coordinator); err != nil {
+			return nil, err
+		}
 	}
 	m := metrics.New(crmetrics.Registry, conf.MetricsCountByNamespace)
 	if err := watch(ctx, mgr, conf, sources, read, configs != nil, m); err != nil {
 		return nil, err
 	}
-	if err := addReloaders(mgr, conf, sources, kinds, configs, configStatus, m, logger); err != nil {
+	if err := addReloaders(mgr, conf, sources, kinds, configs, configStatus, m, shards.owns(), logger); err != nil {
 		return nil, err
 	}
 	if err := addServices(mgr, conf, &ready, m, logger); err != nil {

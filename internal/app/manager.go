@@ -1,7 +1,6 @@
 package app
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -102,21 +101,13 @@ func newManager(cfg *rest.Config, conf options.Config, scheme *runtime.Scheme, c
 // leaseLock is the --enable-ha Lease, held under POD_NAME so that `kubectl get lease` names
 // the leader's pod.
 func leaseLock(cfg *rest.Config, conf options.Config) (resourcelock.Interface, error) {
-	ns := conf.LeaderElectionNamespace
-	if ns == "" {
-		b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-		if err != nil {
-			return nil, errors.New("--enable-ha: set POD_NAMESPACE to the namespace of the leader election Lease")
-		}
-		ns = strings.TrimSpace(string(b))
+	ns, err := leaseNamespace(conf, "--enable-ha")
+	if err != nil {
+		return nil, err
 	}
-	id := conf.LeaderIdentity
-	if id == "" {
-		host, err := os.Hostname()
-		if err != nil {
-			return nil, err
-		}
-		id = host + "_" + string(uuid.NewUUID())
+	id, err := identity(conf)
+	if err != nil {
+		return nil, err
 	}
 	// A hung request must not outlast the renew deadline.
 	cfg = rest.CopyConfig(cfg)
@@ -132,6 +123,31 @@ func leaseLock(cfg *rest.Config, conf options.Config) (resourcelock.Interface, e
 	}
 	return resourcelock.New(resourcelock.LeasesResourceLock, ns, conf.LeaderElectionID, core, coordination,
 		resourcelock.ResourceLockConfig{Identity: id})
+}
+
+// leaseNamespace is where the Leases of --enable-ha and --shards live: POD_NAMESPACE, else
+// the namespace of the pod's service account.
+func leaseNamespace(conf options.Config, flag string) (string, error) {
+	if ns := conf.LeaderElectionNamespace; ns != "" {
+		return ns, nil
+	}
+	b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+	if err != nil {
+		return "", fmt.Errorf("%s: set POD_NAMESPACE to the namespace of the Leases", flag)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// identity names this replica in Leases: POD_NAME, else the host name with a unique suffix.
+func identity(conf options.Config) (string, error) {
+	if conf.LeaderIdentity != "" {
+		return conf.LeaderIdentity, nil
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return "", err
+	}
+	return host + "_" + string(uuid.NewUUID()), nil
 }
 
 // and combines field selectors, any of which may be nil.

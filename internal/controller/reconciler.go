@@ -67,6 +67,9 @@ type WorkloadReconciler struct {
 	// APIReader reads past the cache; nil reads through Client. A pending Job replacement
 	// asks it whether the old Job is really still there (see createReplacement).
 	APIReader client.Reader
+	// Owns, when set, tells the namespaces of this replica's shards (--shards): the others'
+	// workloads are left to their owners, even while a shard handed over is still cached.
+	Owns func(namespace string) bool
 	// OnReload, when set, hears of each reload after it is written (ReloaderConfig status).
 	OnReload func(Reloaded)
 	Now      func() time.Time
@@ -108,6 +111,9 @@ func (r *WorkloadReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 // reconcile reads the workload and its sources, plans (reload.MakePlan, pure) and executes
 // the plan: one write, then one report.
 func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, string, error) {
+	if r.Owns != nil && !r.Owns(req.Namespace) {
+		return reconcile.Result{}, metrics.OutcomeIgnored, nil
+	}
 	started := r.Now()
 	k := r.windowKey(req.NamespacedName)
 	obj := r.Kind.NewObject()

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/shard"
 	"github.com/reloader-operator/reloader/internal/source"
 )
 
@@ -232,6 +233,23 @@ func checkLease(o Options) []error {
 	if o.LeaseDuration <= o.LeaseRenewDeadline {
 		errs = append(errs, fmt.Errorf("--leader-election-lease-duration: %v must be longer than --leader-election-renew-deadline (%v)",
 			o.LeaseDuration, o.LeaseRenewDeadline))
+	}
+	return append(errs, checkShards(o)...)
+}
+
+// checkShards checks --shards and its Lease names. Sharding replaces the single leader of
+// --enable-ha: each replica leads its own shards.
+func checkShards(o Options) []error {
+	var errs []error
+	if o.Shards < 0 || o.Shards > shard.MaxShards {
+		errs = append(errs, fmt.Errorf("--shards: %d is not a number of shards from 0 (off) to %d", o.Shards, shard.MaxShards))
+	}
+	if o.Shards > 1 && o.EnableHA {
+		errs = append(errs, errors.New("--shards: sharding and --enable-ha exclude each other: with --shards every replica reloads its own namespaces, no single leader is elected"))
+	}
+	// The longest name made from the prefix is a member Lease's.
+	if problems := validation.IsDNS1123Subdomain(o.ShardLeasePrefix + "-member-0123456789abcdef"); len(problems) > 0 {
+		errs = append(errs, fmt.Errorf("--shard-lease-prefix: %q does not make Lease names: %s", o.ShardLeasePrefix, strings.Join(problems, "; ")))
 	}
 	return errs
 }

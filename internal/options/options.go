@@ -69,6 +69,10 @@ type Options struct {
 	LeaseDuration      time.Duration
 	LeaseRenewDeadline time.Duration
 	LeaseRetryPeriod   time.Duration
+	// Shards splits the namespaces among replicas (more than 1 turns sharding on); each
+	// replica takes its share of them through Leases named ShardLeasePrefix-<i>.
+	Shards           int
+	ShardLeasePrefix string
 	WebhookTimeout     time.Duration
 	WebhookRetries     int
 	ReloaderNamespace  string
@@ -99,6 +103,7 @@ func Default() Options {
 		LeaseDuration:      15 * time.Second,
 		LeaseRenewDeadline: 10 * time.Second,
 		LeaseRetryPeriod:   2 * time.Second,
+		ShardLeasePrefix:   "reloader-shard",
 		WebhookTimeout:     10 * time.Second,
 		WebhookRetries:     3,
 	}
@@ -152,6 +157,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "how long followers wait before taking over from a leader that stopped renewing")
 	fs.DurationVar(&o.LeaseRenewDeadline, "leader-election-renew-deadline", o.LeaseRenewDeadline, "how long the leader retries renewing before it gives up leadership")
 	fs.DurationVar(&o.LeaseRetryPeriod, "leader-election-retry-period", o.LeaseRetryPeriod, "how often replicas try to acquire or renew the Lease")
+	fs.IntVar(&o.Shards, "shards", o.Shards, "split the namespaces into this many shards that the replicas share through Leases (each replica reloads only its own namespaces); 0 or 1: off")
+	fs.StringVar(&o.ShardLeasePrefix, "shard-lease-prefix", o.ShardLeasePrefix, "name prefix of the Leases of --shards, in the leader election namespace")
 	fs.DurationVar(&o.WebhookTimeout, "webhook-timeout", o.WebhookTimeout, "timeout of one --webhook-url or ALERT_WEBHOOK_URL request")
 	fs.IntVar(&o.WebhookRetries, "webhook-retries", o.WebhookRetries, "attempts per --webhook-url notification or alert, at least 1; a failed notification is then requeued with backoff")
 

@@ -1,0 +1,77 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/shard"
+)
+
+// sharding is, with --shards, the filter that keeps this replica's cache and reconciles to
+// its namespaces, and the coordinator that takes its shards through Leases.
+type sharding struct {
+	filter      *shard.Filter
+	coordinator *shard.Coordinator
+}
+
+// owns is the reconcilers' check of a namespace; nil (everything) without sharding.
+func (s *sharding) owns() func(string) bool {
+	if s == nil {
+		return nil
+	}
+	return s.filter.Owns
+}
+
+// newSharding returns nil unless --shards is above 1. It asks the API server once whether it
+// applies shard selectors, and logs the answer: either way the cache holds only the slice.
+func newSharding(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr.Logger) (*sharding, error) {
+	if conf.Shards <= 1 {
+		return nil, nil
+	}
+	space, err := shard.NewSpace(conf.Shards)
+	if err != nil {
+		return nil, fmt.Errorf("--shards: %w", err)
+	}
+	ns, err := leaseNamespace(conf, "--shards")
+	if err != nil {
+		return nil, err
+	}
+	id, err := identity(conf)
+	if err != nil {
+		return nil, err
+	}
+	// A hung Lease request must not outlast the renew deadline.
+	leaseCfg := rest.AddUserAgent(rest.CopyConfig(cfg), "shard-leases")
+	leaseCfg.Timeout = max(conf.LeaseRenewDeadline/2, time.Second)
+	leases, err := coordinationv1client.NewForConfig(leaseCfg)
+	if err != nil {
+		return nil, err
+	}
+	mode, err := shard.Detect(ctx, leases, ns, space)
+	if err != nil {
+		return nil, fmt.Errorf("--shards: list the shard Leases in %s: %w", ns, err)
+	}
+	log := logger.WithName("shard")
+	if mode == shard.ServerSide {
+		log.Info("the API server applies shard selectors (ShardedListAndWatch): only this replica's namespaces are listed and watched", "mode", mode)
+	} else {
+		log.Info("the API server ignores shard selectors (feature gate ShardedListAndWatch off): this replica filters its namespaces on arrival, with the same hash", "mode", mode)
+	}
+	filter := shard.NewFilter(space)
+	m, err := shard.NewMetrics(crmetrics.Registry, filter, mode)
+	if err != nil {
+		return nil, err
+	}
+	return &sharding{filter: filter, coordinator: &shard.Coordinator{
+		Leases: leases, Namespace: ns, Prefix: conf.ShardLeasePrefix, Identity: id, Space: space, Filter: filter,
+		LeaseDuration: conf.LeaseDuration, RenewDeadline: conf.LeaseRenewDeadline, RetryPeriod: conf.LeaseRetryPeriod,
+		Grace: conf.LeaseRetryPeriod, Log: log, Changed: m.Owned,
+	}}, nil
+}

@@ -1,0 +1,193 @@
+package shard
+
+import (
+	"context"
+	"maps"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/sharding"
+	"k8s.io/apimachinery/pkg/watch"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+// noNamespace is a field selector no object matches ("-" is no namespace name): the list of a
+// replica that owns no shard, since an empty shardSelector means everything.
+const noNamespace = "metadata.namespace=-"
+
+// Filter holds the shards this replica owns and makes the cache's informers list and watch
+// only their namespaces: it asks the API server for the slice (shardSelector) and drops
+// whatever else arrives, with the same hash, so the cache holds only the slice whether or
+// not the server applied the selector. A change of the owned shards ends every watch it
+// serves as expired: the informers list again, under the new selector, and their stores
+// drop and add what moved.
+type Filter struct {
+	space Space
+
+	mu       sync.Mutex
+	owned    map[int]bool
+	selector sharding.Selector
+	// moved is closed, and replaced, whenever the owned shards change.
+	moved     chan struct{}
+	informers []counted
+}
+
+// counted is one informer of the cache, with the kind it holds.
+type counted struct {
+	kind     string
+	informer toolscache.SharedIndexInformer
+}
+
+// NewFilter returns a filter that owns no shard yet.
+func NewFilter(s Space) *Filter {
+	return &Filter{space: s, owned: map[int]bool{}, moved: make(chan struct{})}
+}
+
+// Owns reports whether namespace belongs to an owned shard: reconcilers check it, so that a
+// shard being handed over is left alone before its objects leave the cache.
+func (f *Filter) Owns(namespace string) bool {
+	i := f.space.Of(namespace)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.owned[i]
+}
+
+// Owned returns the owned shards, sorted.
+func (f *Filter) Owned() []int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Sorted(maps.Keys(f.owned))
+}
+
+// Add and Remove change the owned shards; the informers list again.
+func (f *Filter) Add(i int)    { f.set(i, true) }
+func (f *Filter) Remove(i int) { f.set(i, false) }
+
+func (f *Filter) set(i int, own bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.owned[i] == own {
+		return
+	}
+	if own {
+		f.owned[i] = true
+	} else {
+		delete(f.owned, i)
+	}
+	f.selector = f.space.Selector(slices.Collect(maps.Keys(f.owned)))
+	close(f.moved)
+	f.moved = make(chan struct{})
+}
+
+// snapshot returns the selector to ask for and the channel closed when it goes stale.
+func (f *Filter) snapshot() (sharding.Selector, <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.selector, f.moved
+}
+
+// Cached counts the objects in the cache by kind.
+func (f *Filter) Cached() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]int{}
+	for _, c := range f.informers {
+		out[c.kind] += len(c.informer.GetStore().ListKeys())
+	}
+	return out
+}
+
+// NewInformer is controller-runtime's cache.Options.NewInformer: the informers of namespaced
+// kinds see only the owned shards. Namespaces themselves are cluster-scoped and seen whole.
+func (f *Filter) NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
+	kind := kindOf(obj)
+	if kind != "Namespace" {
+		lw = f.wrap(lw)
+	}
+	inf := toolscache.NewSharedIndexInformer(lw, obj, resync, indexers)
+	f.mu.Lock()
+	f.informers = append(f.informers, counted{kind: kind, informer: inf})
+	f.mu.Unlock()
+	return inf
+}
+
+func kindOf(obj runtime.Object) string {
+	if _, ok := obj.(*corev1.Namespace); ok {
+		return "Namespace"
+	}
+	if k := obj.GetObjectKind().GroupVersionKind().Kind; k != "" {
+		return k // unstructured and metadata-only objects carry theirs
+	}
+	return reflect.TypeOf(obj).Elem().Name()
+}
+
+// wrap adds the shard selector to every list and watch, and filters their results.
+func (f *Filter) wrap(lw toolscache.ListerWatcher) toolscache.ListerWatcher {
+	inner := toolscache.ToListerWatcherWithContext(lw)
+	return &toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			sel, _ := f.snapshot()
+			ask(&opts, sel)
+			list, err := inner.ListWithContext(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			return list, f.keepInList(list)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			sel, moved := f.snapshot()
+			ask(&opts, sel)
+			w, err := inner.WatchWithContext(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			return newFilteredWatch(w, f.keep, moved), nil
+		},
+	}
+}
+
+// ask puts the owned shards into a list or watch request.
+func ask(opts *metav1.ListOptions, sel sharding.Selector) {
+	if sel == nil {
+		if opts.FieldSelector == "" {
+			opts.FieldSelector = noNamespace
+		} else {
+			opts.FieldSelector += "," + noNamespace
+		}
+		return
+	}
+	opts.ShardSelector = sel.String()
+}
+
+// keep reports whether an object belongs to the owned shards.
+func (f *Filter) keep(obj runtime.Object) bool {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return true // not an object with metadata: nothing to filter on
+	}
+	return f.Owns(m.GetNamespace())
+}
+
+// keepInList drops from a list the items of shards not owned.
+func (f *Filter) keepInList(list runtime.Object) error {
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return err
+	}
+	kept := items[:0]
+	for _, it := range items {
+		if f.keep(it) {
+			kept = append(kept, it)
+		}
+	}
+	if len(kept) == len(items) {
+		return nil
+	}
+	return meta.SetList(list, kept)
+}
