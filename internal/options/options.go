@@ -71,8 +71,8 @@ type Options struct {
 	LeaseRetryPeriod   time.Duration
 	// Shards splits the namespaces among replicas (more than 1 turns sharding on); each
 	// replica takes its share of them through Leases named ShardLeasePrefix-<i>.
-	Shards           int
-	ShardLeasePrefix string
+	Shards             int
+	ShardLeasePrefix   string
 	WebhookTimeout     time.Duration
 	WebhookRetries     int
 	ReloaderNamespace  string

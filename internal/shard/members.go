@@ -35,7 +35,9 @@ type sighting struct {
 	identity string
 }
 
-func newLiveness(d time.Duration) *liveness { return &liveness{duration: d, seen: map[string]sighting{}} }
+func newLiveness(d time.Duration) *liveness {
+	return &liveness{duration: d, seen: map[string]sighting{}}
+}
 
 // observe takes the member Leases as listed now and returns the identities alive at now, and
 // the names of Leases dead long enough to delete (three lease durations unrenewed).
