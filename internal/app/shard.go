@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-logr/logr"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -54,7 +55,11 @@ func newSharding(ctx context.Context, cfg *rest.Config, conf options.Config, log
 	if err != nil {
 		return nil, err
 	}
-	mode, err := shard.Detect(ctx, leases, ns, space)
+	core, err := corev1client.NewForConfig(rest.AddUserAgent(rest.CopyConfig(cfg), "shard-namespaces"))
+	if err != nil {
+		return nil, err
+	}
+	mode, err := shard.Detect(ctx, leases, ns)
 	if err != nil {
 		return nil, fmt.Errorf("--shards: list the shard Leases in %s: %w", ns, err)
 	}
@@ -70,7 +75,7 @@ func newSharding(ctx context.Context, cfg *rest.Config, conf options.Config, log
 		return nil, err
 	}
 	return &sharding{filter: filter, coordinator: &shard.Coordinator{
-		Leases: leases, Namespace: ns, Prefix: conf.ShardLeasePrefix, Identity: id, Space: space, Filter: filter,
+		Leases: leases, Namespaces: core, Namespace: ns, Prefix: conf.ShardLeasePrefix, Identity: id, Space: space, Filter: filter,
 		LeaseDuration: conf.LeaseDuration, RenewDeadline: conf.LeaseRenewDeadline, RetryPeriod: conf.LeaseRetryPeriod,
 		Grace: conf.LeaseRetryPeriod, Log: log, Changed: m.Owned,
 	}}, nil

@@ -7,11 +7,13 @@ import (
 
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -28,7 +30,9 @@ const ShardLabel = "reloader.dev/shard-of"
 // elsewhere (a replica joined) is first left unprocessed, then its Lease released, so the next
 // owner starts only after this one stopped.
 type Coordinator struct {
-	Leases    coordinationv1client.LeasesGetter
+	Leases coordinationv1client.LeasesGetter
+	// Namespaces are watched to name the owned ones to the API server.
+	Namespaces corev1client.NamespacesGetter
 	Namespace string
 	Prefix    string
 	Identity  string
@@ -60,9 +64,10 @@ func (c *Coordinator) NeedLeaderElection() bool { return false }
 // Start runs until ctx ends, then releases every shard and its member Lease.
 func (c *Coordinator) Start(ctx context.Context) error {
 	c.electors, c.releasing = map[int]*elector{}, map[int]bool{}
-	members := c.memberInformer()
+	members, namespaces := c.memberInformer(), c.namespaceInformer()
 	go members.Run(ctx.Done())
-	if !toolscache.WaitForCacheSync(ctx.Done(), members.HasSynced) {
+	go namespaces.Run(ctx.Done())
+	if !toolscache.WaitForCacheSync(ctx.Done(), members.HasSynced, namespaces.HasSynced) {
 		return ctx.Err()
 	}
 	c.Log.Info("sharding by namespace", "shards", c.Space.Shards(), "identity", c.Identity,
@@ -96,6 +101,42 @@ func (c *Coordinator) memberInformer() toolscache.SharedIndexInformer {
 		},
 	}
 	return toolscache.NewSharedIndexInformer(lw, &coordinationv1.Lease{}, 0, toolscache.Indexers{})
+}
+
+// namespaceInformer tells the filter of every namespace, by name only.
+func (c *Coordinator) namespaceInformer() toolscache.SharedIndexInformer {
+	ns := c.Namespaces.Namespaces()
+	lw := &toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return ns.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return ns.Watch(ctx, o)
+		},
+	}
+	inf := toolscache.NewSharedIndexInformer(lw, &corev1.Namespace{}, 0, toolscache.Indexers{})
+	_ = inf.SetTransform(func(o any) (any, error) {
+		if n, ok := o.(*corev1.Namespace); ok {
+			return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n.Name, ResourceVersion: n.ResourceVersion}}, nil
+		}
+		return o, nil
+	})
+	_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(o any) {
+			if n, ok := o.(*corev1.Namespace); ok {
+				c.Filter.NamespaceAdded(n.Name)
+			}
+		},
+		DeleteFunc: func(o any) {
+			if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+				o = d.Obj
+			}
+			if n, ok := o.(*corev1.Namespace); ok {
+				c.Filter.NamespaceDeleted(n.Name)
+			}
+		},
+	})
+	return inf
 }
 
 // tick renews this replica's membership and brings the shards held in line with the

@@ -22,13 +22,9 @@ const (
 // Detect asks the API server once whether it applies shard selectors: a list that carries one
 // comes back with shardInfo only where the feature gate is on. The list is of this install's
 // member Leases, one item at most.
-func Detect(ctx context.Context, leases coordinationv1client.LeasesGetter, namespace string, s Space) (Mode, error) {
-	all := make([]int, s.Shards())
-	for i := range all {
-		all[i] = i
-	}
+func Detect(ctx context.Context, leases coordinationv1client.LeasesGetter, namespace string) (Mode, error) {
 	list, err := leases.Leases(namespace).List(ctx, metav1.ListOptions{Limit: 1, LabelSelector: GroupLabel,
-		ShardSelector: s.Selector(all).String()})
+		ShardSelector: Selector([]string{namespace}).String()})
 	if err != nil {
 		return "", err
 	}

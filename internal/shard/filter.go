@@ -12,30 +12,44 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/sharding"
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 )
 
-// noNamespace is a field selector no object matches ("-" is no namespace name): the list of a
-// replica that owns no shard, since an empty shardSelector means everything.
+// noNamespace is a field selector no object matches ("-" is no namespace name): the request
+// of a replica that owns no namespace, since an empty shardSelector means everything.
 const noNamespace = "metadata.namespace=-"
 
+// MaxServerRanges bounds the namespaces named in one shardSelector (the API server parses it
+// as CEL, of at most 100,000 characters): a replica that owns more is sent everything and
+// filters on arrival.
+const MaxServerRanges = 1000
+
 // Filter holds the shards this replica owns and makes the cache's informers list and watch
-// only their namespaces: it asks the API server for the slice (shardSelector) and drops
-// whatever else arrives, with the same hash, so the cache holds only the slice whether or
-// not the server applied the selector. A change of the owned shards ends every watch it
-// serves as expired: the informers list again, under the new selector, and their stores
-// drop and add what moved.
+// only their namespaces: it asks the API server for them (a shardSelector naming the raw hash
+// of each owned namespace) and drops whatever else arrives, so the cache holds only the slice
+// whether or not the server applied the selector. When the shards owned change, or a
+// namespace appears in one, every watch it serves ends as expired: the informers list again,
+// under the new selector, and their stores drop and add what moved.
 type Filter struct {
 	space Space
 
-	mu       sync.Mutex
-	owned    map[int]bool
-	selector sharding.Selector
-	// moved is closed, and replaced, whenever the owned shards change.
+	mu    sync.Mutex
+	owned map[int]bool
+	// namespaces are the namespaces known, with their shard.
+	namespaces map[string]int
+	req        request
+	// moved is closed, and replaced, whenever the request widens or narrows.
 	moved     chan struct{}
 	informers []counted
+}
+
+// request is what lists and watches ask the API server for.
+type request struct {
+	// nothing: no namespace is owned.
+	nothing bool
+	// selector names the owned namespaces; "" with nothing false asks for everything.
+	selector string
 }
 
 // counted is one informer of the cache, with the kind it holds.
@@ -46,7 +60,7 @@ type counted struct {
 
 // NewFilter returns a filter that owns no shard yet.
 func NewFilter(s Space) *Filter {
-	return &Filter{space: s, owned: map[int]bool{}, moved: make(chan struct{})}
+	return &Filter{space: s, owned: map[int]bool{}, namespaces: map[string]int{}, req: request{nothing: true}, moved: make(chan struct{})}
 }
 
 // Owns reports whether namespace belongs to an owned shard: reconcilers check it, so that a
@@ -65,31 +79,68 @@ func (f *Filter) Owned() []int {
 	return slices.Sorted(maps.Keys(f.owned))
 }
 
-// Add and Remove change the owned shards; the informers list again.
-func (f *Filter) Add(i int)    { f.set(i, true) }
-func (f *Filter) Remove(i int) { f.set(i, false) }
+// Add and Remove change the owned shards.
+func (f *Filter) Add(i int)    { f.setShard(i, true) }
+func (f *Filter) Remove(i int) { f.setShard(i, false) }
 
-func (f *Filter) set(i int, own bool) {
+func (f *Filter) setShard(i int, own bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.owned[i] == own {
-		return
-	}
 	if own {
 		f.owned[i] = true
 	} else {
 		delete(f.owned, i)
 	}
-	f.selector = f.space.Selector(slices.Collect(maps.Keys(f.owned)))
-	close(f.moved)
-	f.moved = make(chan struct{})
+	f.update(true)
 }
 
-// snapshot returns the selector to ask for and the channel closed when it goes stale.
-func (f *Filter) snapshot() (sharding.Selector, <-chan struct{}) {
+// NamespaceAdded and NamespaceDeleted keep the namespaces known. A deleted namespace ends no
+// watch: its objects are gone, and the next list leaves it out.
+func (f *Filter) NamespaceAdded(name string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.selector, f.moved
+	f.namespaces[name] = f.space.Of(name)
+	f.update(true)
+}
+
+func (f *Filter) NamespaceDeleted(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.namespaces, name)
+	f.update(false)
+}
+
+// update recomputes the request; when it changed and relist is set, the informers list again.
+// Called with f.mu held.
+func (f *Filter) update(relist bool) {
+	var mine []string
+	for ns, i := range f.namespaces {
+		if f.owned[i] {
+			mine = append(mine, ns)
+		}
+	}
+	var req request
+	switch {
+	case len(mine) == 0:
+		req.nothing = true
+	case len(mine) <= MaxServerRanges:
+		req.selector = Selector(mine).String()
+	}
+	if req == f.req {
+		return
+	}
+	f.req = req
+	if relist {
+		close(f.moved)
+		f.moved = make(chan struct{})
+	}
+}
+
+// snapshot returns the request to send and the channel closed when it goes stale.
+func (f *Filter) snapshot() (request, <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.req, f.moved
 }
 
 // Cached counts the objects in the cache by kind.
@@ -132,8 +183,8 @@ func (f *Filter) wrap(lw toolscache.ListerWatcher) toolscache.ListerWatcher {
 	inner := toolscache.ToListerWatcherWithContext(lw)
 	return &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			sel, _ := f.snapshot()
-			ask(&opts, sel)
+			req, _ := f.snapshot()
+			ask(&opts, req)
 			list, err := inner.ListWithContext(ctx, opts)
 			if err != nil {
 				return nil, err
@@ -141,8 +192,8 @@ func (f *Filter) wrap(lw toolscache.ListerWatcher) toolscache.ListerWatcher {
 			return list, f.keepInList(list)
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			sel, moved := f.snapshot()
-			ask(&opts, sel)
+			req, moved := f.snapshot()
+			ask(&opts, req)
 			w, err := inner.WatchWithContext(ctx, opts)
 			if err != nil {
 				return nil, err
@@ -152,17 +203,16 @@ func (f *Filter) wrap(lw toolscache.ListerWatcher) toolscache.ListerWatcher {
 	}
 }
 
-// ask puts the owned shards into a list or watch request.
-func ask(opts *metav1.ListOptions, sel sharding.Selector) {
-	if sel == nil {
-		if opts.FieldSelector == "" {
-			opts.FieldSelector = noNamespace
-		} else {
-			opts.FieldSelector += "," + noNamespace
-		}
-		return
+// ask puts the owned namespaces into a list or watch request.
+func ask(opts *metav1.ListOptions, req request) {
+	switch {
+	case req.nothing && opts.FieldSelector == "":
+		opts.FieldSelector = noNamespace
+	case req.nothing:
+		opts.FieldSelector += "," + noNamespace
+	case req.selector != "":
+		opts.ShardSelector = req.selector
 	}
-	opts.ShardSelector = sel.String()
 }
 
 // keep reports whether an object belongs to the owned shards.

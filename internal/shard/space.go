@@ -1,10 +1,14 @@
 // Package shard splits the namespaces among reloader replicas: a fixed number of shards, each
-// an equal slice of the 64-bit FNV-1a hash space of the namespace name (the hash the API
-// server's shardSelector uses, KEP-5866), owned through one Lease each.
+// owned through one Lease. A namespace's shard comes from the 64-bit FNV-1a hash of its name,
+// the hash the API server's shardSelector uses (KEP-5866), mixed first: FNV-1a keeps names
+// that differ in their last characters (team-1, team-2, ...) within a narrow band of the hash
+// space, so equal ranges of the raw hash would put them all in one shard. The API server is
+// then asked for the raw-hash point of each owned namespace (see Filter).
 package shard
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"slices"
 	"strconv"
@@ -46,7 +50,16 @@ func Hash(namespace string) uint64 {
 }
 
 // Of is the shard that holds namespace.
-func (s Space) Of(namespace string) int { return s.ofHash(Hash(namespace)) }
+func (s Space) Of(namespace string) int { return s.ofHash(mix(Hash(namespace))) }
+
+// mix spreads every bit of h over all the others (splitmix64's finalizer), a bijection.
+func mix(h uint64) uint64 {
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	return h ^ h>>31
+}
 
 func (s Space) ofHash(h uint64) int {
 	i, _ := bits.Mul64(h, uint64(s.n)) // floor(h·n/2⁶⁴): i or one below the answer
@@ -56,31 +69,28 @@ func (s Space) ofHash(h uint64) int {
 	return int(i)
 }
 
-// Selector is the shardSelector of the shards owned, adjacent ones merged into one range;
-// nil when none is owned (the server reads an empty selector as "everything").
-func (s Space) Selector(owned []int) sharding.Selector {
-	owned = slices.Sorted(slices.Values(owned))
+// Selector asks the API server for the objects of the given namespaces: one range a point
+// wide, at each namespace's raw hash; nil for no namespace (the server reads an empty
+// selector as "everything").
+func Selector(namespaces []string) sharding.Selector {
+	points := make([]uint64, 0, len(namespaces))
+	for _, ns := range namespaces {
+		points = append(points, Hash(ns))
+	}
+	slices.Sort(points)
+	points = slices.Compact(points)
 	var reqs []sharding.ShardRangeRequirement
-	for k := 0; k < len(owned); {
-		first := owned[k]
-		for k+1 < len(owned) && owned[k+1] == owned[k]+1 {
-			k++
+	for _, p := range points {
+		end := "0x10000000000000000"
+		if p != math.MaxUint64 {
+			end = hex(p + 1)
 		}
-		reqs = append(reqs, sharding.ShardRangeRequirement{Key: Key, Start: hex(s.start(first)), End: s.end(owned[k])})
-		k++
+		reqs = append(reqs, sharding.ShardRangeRequirement{Key: Key, Start: hex(p), End: end})
 	}
 	if len(reqs) == 0 {
 		return nil
 	}
 	return sharding.NewSelector(reqs...)
-}
-
-// end is where shard i ends, exclusive, as the server writes it: 2⁶⁴ for the last shard.
-func (s Space) end(i int) string {
-	if i == s.n-1 {
-		return "0x10000000000000000"
-	}
-	return hex(s.start(i + 1))
 }
 
 func hex(v uint64) string { return fmt.Sprintf("0x%016x", v) }

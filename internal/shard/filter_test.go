@@ -1,0 +1,53 @@
+package shard
+
+import "testing"
+
+// What lists and watches ask for as shards and namespaces come and go, and when the informers
+// must list again.
+func TestFilterRequest(t *testing.T) {
+	s, _ := NewSpace(2)
+	f := NewFilter(s)
+	f.NamespaceAdded("a")
+	f.NamespaceAdded("b")
+	f.NamespaceAdded("c")
+	req, moved := f.snapshot()
+	if !req.nothing {
+		t.Fatalf("owning no shard asks for %+v", req)
+	}
+	mine := s.Of("a")
+	f.Add(mine)
+	select {
+	case <-moved:
+	default:
+		t.Fatal("taking a shard lists nothing again")
+	}
+	var want []string
+	for _, ns := range []string{"a", "b", "c"} {
+		if s.Of(ns) == mine {
+			want = append(want, ns)
+		}
+		if f.Owns(ns) != (s.Of(ns) == mine) {
+			t.Errorf("Owns(%s) = %v", ns, f.Owns(ns))
+		}
+	}
+	req, moved = f.snapshot()
+	if req.nothing || req.selector != Selector(want).String() {
+		t.Fatalf("asks for %+v, want the selector of %v", req, want)
+	}
+	f.NamespaceDeleted("a")
+	select {
+	case <-moved:
+		t.Fatal("a namespace deleted ends the watches")
+	default:
+	}
+	f.NamespaceAdded("a")
+	select {
+	case <-moved:
+	default:
+		t.Fatal("a namespace created in an owned shard is not listed")
+	}
+	f.Remove(mine)
+	if req, _ := f.snapshot(); !req.nothing || f.Owns("a") {
+		t.Fatalf("after giving the shard up: %+v, owns a: %v", req, f.Owns("a"))
+	}
+}
