@@ -33,11 +33,11 @@ type Coordinator struct {
 	Leases coordinationv1client.LeasesGetter
 	// Namespaces are watched to name the owned ones to the API server.
 	Namespaces corev1client.NamespacesGetter
-	Namespace string
-	Prefix    string
-	Identity  string
-	Space     Space
-	Filter    *Filter
+	Namespace  string
+	Prefix     string
+	Identity   string
+	Space      Space
+	Filter     *Filter
 
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// Grace is how long a shard handed over stays unprocessed before its Lease is released:
