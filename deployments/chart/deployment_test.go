@@ -133,6 +133,14 @@ func TestReplicas(t *testing.T) {
 	if a := d.Spec.Template.Spec.Affinity; a == nil || a.PodAntiAffinity == nil {
 		t.Errorf("HA renders no pod anti-affinity: %+v", a)
 	}
+	d, c := container(t, renderChart(t, `reloader: {sharding: {enabled: true, replicas: 4, shards: 16}, leaderElection: {leaseDuration: 20s}}`))
+	if *d.Spec.Replicas != 4 || !slices.Contains(c.Args, "--shards=16") || !slices.Contains(c.Args, "--leader-election-lease-duration=20s") ||
+		slices.Contains(c.Args, "--enable-ha=true") {
+		t.Errorf("sharding renders %d replicas and args %v", *d.Spec.Replicas, c.Args)
+	}
+	if a := d.Spec.Template.Spec.Affinity; a == nil || a.PodAntiAffinity == nil {
+		t.Errorf("sharding renders no pod anti-affinity: %+v", a)
+	}
 }
 
 func TestImage(t *testing.T) {

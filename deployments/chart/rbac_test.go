@@ -20,6 +20,7 @@ var matrix = []struct{ name, values string }{
 	{"namespaces [a,b]", `reloader: {watchGlobally: false, namespaces: [a, b]}`},
 	{"namespaces as CSV", `reloader: {namespaces: "a, b"}`},
 	{"HA with 2 replicas", `reloader: {enableHA: true, deployment: {replicas: 2}}`},
+	{"sharded over 4 replicas", `reloader: {sharding: {enabled: true, replicas: 4, shards: 16}}`},
 	{"CSI", `reloader: {enableCSIIntegration: true}`},
 	{"Argo Rollouts", `reloader: {isArgoRollouts: true}`},
 	{"OpenShift", `reloader: {isOpenshift: true}`},

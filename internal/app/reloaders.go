@@ -22,9 +22,9 @@ import (
 // uses them only to find the affected workloads and POSTs instead of reloading. Alerts, when
 // ALERT_ON_RELOAD asks for them, follow each reload, and so does the following of the
 // rollout that each reload starts. With configStatus, the reconcilers' reloads and the
-// rollouts' outcomes also feed the status of the ReloaderConfigs. owns, when set, is the
-// namespaces this replica's shards hold (--shards).
-func addReloaders(mgr manager.Manager, conf options.Config, sources []controller.SourceType, kinds []workload.Kind, configs *reloaderconfig.Cache, configStatus bool, m *metrics.Metrics, owns func(string) bool, logger logr.Logger) error {
+// rollouts' outcomes also feed the status of the ReloaderConfigs. shard, when set, tells
+// the namespaces this replica's shards hold (--shards).
+func addReloaders(mgr manager.Manager, conf options.Config, sources []controller.SourceType, kinds []workload.Kind, configs *reloaderconfig.Cache, configStatus bool, m *metrics.Metrics, shard func(string) (bool, bool), logger logr.Logger) error {
 	alerts, err := newAlerter(conf, m, logger)
 	if err != nil {
 		return err
@@ -41,7 +41,7 @@ func addReloaders(mgr manager.Manager, conf options.Config, sources []controller
 	for _, kind := range kinds {
 		r := NewReconciler(conf, mgr.GetClient(), kind, sources, configs, window)
 		r.Recorder, r.Metrics, r.Alerts, r.Rollouts, r.APIReader = recorder, m, alerts, rollouts, mgr.GetAPIReader()
-		r.Owns = owns
+		r.Shard = shard
 		reconcilers = append(reconcilers, r)
 	}
 	if conf.WebhookURL != "" && len(reconcilers) > 0 {

@@ -22,12 +22,12 @@ type sharding struct {
 	coordinator *shard.Coordinator
 }
 
-// owns is the reconcilers' check of a namespace; nil (everything) without sharding.
-func (s *sharding) owns() func(string) bool {
+// ready is the reconcilers' check of a namespace; nil (everything) without sharding.
+func (s *sharding) ready() func(string) (bool, bool) {
 	if s == nil {
 		return nil
 	}
-	return s.filter.Owns
+	return s.filter.Ready
 }
 
 // newSharding returns nil unless --shards is above 1. It asks the API server once whether it

@@ -67,9 +67,11 @@ type WorkloadReconciler struct {
 	// APIReader reads past the cache; nil reads through Client. A pending Job replacement
 	// asks it whether the old Job is really still there (see createReplacement).
 	APIReader client.Reader
-	// Owns, when set, tells the namespaces of this replica's shards (--shards): the others'
-	// workloads are left to their owners, even while a shard handed over is still cached.
-	Owns func(namespace string) bool
+	// Shard, when set, tells whether a namespace belongs to this replica's shards (--shards)
+	// and whether every kind has been listed since it was taken: the others' workloads are
+	// left to their owners, even while a shard handed over is still cached, and a shard just
+	// taken waits for its sources to arrive.
+	Shard func(namespace string) (own, ready bool)
 	// OnReload, when set, hears of each reload after it is written (ReloaderConfig status).
 	OnReload func(Reloaded)
 	Now      func() time.Time
@@ -111,8 +113,13 @@ func (r *WorkloadReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 // reconcile reads the workload and its sources, plans (reload.MakePlan, pure) and executes
 // the plan: one write, then one report.
 func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, string, error) {
-	if r.Owns != nil && !r.Owns(req.Namespace) {
-		return reconcile.Result{}, metrics.OutcomeIgnored, nil
+	if r.Shard != nil {
+		switch own, ready := r.Shard(req.Namespace); {
+		case !own:
+			return reconcile.Result{}, metrics.OutcomeIgnored, nil
+		case !ready:
+			return reconcile.Result{RequeueAfter: 500 * time.Millisecond}, metrics.OutcomeWaiting, nil
+		}
 	}
 	started := r.Now()
 	k := r.windowKey(req.NamespacedName)

@@ -98,6 +98,9 @@ func TestTableSufficesOnARealAPIServer(t *testing.T) {
 			return []string{"--enable-ha", "--leader-election-id=rbac-test-lock", "--namespace-selector=team:a",
 				"--ignored-workload-types=jobs,deploymentconfigs", "--run-cronjobs-on-reload"}
 		}, nsLabels: map[string]string{"team": "a"}, kinds: []string{"Deployment", "CronJob"}, cronJobRun: true},
+		{name: "sharded", args: func(string) []string {
+			return []string{"--shards=3", "--ignored-workload-types=deploymentconfigs,jobs,cronjobs"}
+		}, kinds: []string{"Deployment"}},
 		{name: "Argo, CSI and OpenShift APIs, Secrets ignored", args: func(string) []string {
 			return []string{"--is-Argo-Rollouts", "--enable-csi-integration", "--resources-to-ignore=secrets"}
 		}, platform: rbac.Platform{OpenShift: true}, kinds: []string{"Deployment"}},

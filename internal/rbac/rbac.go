@@ -127,8 +127,9 @@ func For(opts options.Config, p Platform) Rules {
 		r.Watched = append(r.Watched, rule("events.k8s.io", "events", "create", "patch"))
 	}
 
-	if opts.NamespaceLabels != nil {
-		// The selector is matched against the namespace's labels on every reconcile.
+	if opts.NamespaceLabels != nil || opts.Shards > 1 {
+		// The selector is matched against the namespace's labels on every reconcile; with
+		// --shards, the namespaces owned are named to the API server.
 		r.Cluster = append(r.Cluster, rule("", "namespaces", read...))
 	}
 
@@ -138,6 +139,11 @@ func For(opts options.Config, p Platform) Rules {
 		r.Own = append(r.Own,
 			rule("coordination.k8s.io", "leases", "create"),
 			named(rule("coordination.k8s.io", "leases", "get", "update"), opts.LeaderElectionID))
+	}
+	if opts.Shards > 1 {
+		// --shards: each replica's member Lease and the Lease of each shard, named after
+		// replicas and shards that come and go; members are watched, dead ones deleted.
+		r.Own = append(r.Own, rule("coordination.k8s.io", "leases", "get", "list", "watch", "create", "update", "delete"))
 	}
 	if !ignored[source.Secret] && opts.ReloaderNamespace != "" {
 		// The Secret hash key: created by the first replica (a create has no name to restrict

@@ -76,6 +76,13 @@ func TestFor(t *testing.T) {
 			namespaces: []string{"a", "b"},
 		},
 		{
+			name:    "sharded",
+			args:    []string{"--shards=4"},
+			env:     ownEnv,
+			cluster: []string{"+/namespaces:list", "+/namespaces:watch"},
+			own:     []string{"+coordination.k8s.io/leases:list", "+coordination.k8s.io/leases:watch", "+coordination.k8s.io/leases:delete", "+coordination.k8s.io/leases:update"},
+		},
+		{
 			name: "HA",
 			args: []string{"--enable-ha", "--leader-election-id=lock"},
 			env:  ownEnv,

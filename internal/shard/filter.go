@@ -39,8 +39,14 @@ type Filter struct {
 	// namespaces are the namespaces known, with their shard.
 	namespaces map[string]int
 	req        request
-	// moved is closed, and replaced, whenever the request widens or narrows.
-	moved     chan struct{}
+	// moved is closed, and replaced, whenever the request widens or narrows; gen counts
+	// those changes.
+	moved chan struct{}
+	gen   uint64
+	// acquired is, per owned shard, the gen from which the informers' lists hold it.
+	acquired map[int]uint64
+	// listed is, per wrapped informer, the gen of its last complete list.
+	listed    []uint64
 	informers []counted
 }
 
@@ -60,16 +66,33 @@ type counted struct {
 
 // NewFilter returns a filter that owns no shard yet.
 func NewFilter(s Space) *Filter {
-	return &Filter{space: s, owned: map[int]bool{}, namespaces: map[string]int{}, req: request{nothing: true}, moved: make(chan struct{})}
+	return &Filter{space: s, owned: map[int]bool{}, namespaces: map[string]int{}, req: request{nothing: true},
+		moved: make(chan struct{}), acquired: map[int]uint64{}}
 }
 
 // Owns reports whether namespace belongs to an owned shard: reconcilers check it, so that a
 // shard being handed over is left alone before its objects leave the cache.
 func (f *Filter) Owns(namespace string) bool {
+	own, _ := f.Ready(namespace)
+	return own
+}
+
+// Ready reports whether namespace belongs to an owned shard and whether every informer has
+// listed it since: the kinds relist one by one, and a workload reconciled before its sources
+// arrived would take them for new ones and record them instead of rolling out a change.
+func (f *Filter) Ready(namespace string) (own, ready bool) {
 	i := f.space.Of(namespace)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.owned[i]
+	if !f.owned[i] {
+		return false, false
+	}
+	for _, g := range f.listed {
+		if g < f.acquired[i] {
+			return true, false
+		}
+	}
+	return true, true
 }
 
 // Owned returns the owned shards, sorted.
@@ -86,12 +109,19 @@ func (f *Filter) Remove(i int) { f.setShard(i, false) }
 func (f *Filter) setShard(i int, own bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if own == f.owned[i] {
+		return
+	}
 	if own {
 		f.owned[i] = true
 	} else {
 		delete(f.owned, i)
+		delete(f.acquired, i)
 	}
 	f.update(true)
+	if own {
+		f.acquired[i] = f.gen
+	}
 }
 
 // NamespaceAdded and NamespaceDeleted keep the namespaces known. A deleted namespace ends no
@@ -133,14 +163,22 @@ func (f *Filter) update(relist bool) {
 	if relist {
 		close(f.moved)
 		f.moved = make(chan struct{})
+		f.gen++
 	}
 }
 
-// snapshot returns the request to send and the channel closed when it goes stale.
-func (f *Filter) snapshot() (request, <-chan struct{}) {
+// snapshot returns the request to send, the channel closed when it goes stale, and its gen.
+func (f *Filter) snapshot() (request, <-chan struct{}, uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.req, f.moved
+	return f.req, f.moved, f.gen
+}
+
+// markListed notes that informer k has a complete list of gen g.
+func (f *Filter) markListed(k int, g uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.listed[k] = max(f.listed[k], g)
 }
 
 // Cached counts the objects in the cache by kind.
@@ -159,7 +197,11 @@ func (f *Filter) Cached() map[string]int {
 func (f *Filter) NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
 	kind := kindOf(obj)
 	if kind != "Namespace" {
-		lw = f.wrap(lw)
+		f.mu.Lock()
+		k := len(f.listed)
+		f.listed = append(f.listed, 0)
+		f.mu.Unlock()
+		lw = f.wrap(lw, k)
 	}
 	inf := toolscache.NewSharedIndexInformer(lw, obj, resync, indexers)
 	f.mu.Lock()
@@ -178,27 +220,39 @@ func kindOf(obj runtime.Object) string {
 	return reflect.TypeOf(obj).Elem().Name()
 }
 
-// wrap adds the shard selector to every list and watch, and filters their results.
-func (f *Filter) wrap(lw toolscache.ListerWatcher) toolscache.ListerWatcher {
+// wrap adds the shard selector to the lists and watches of informer k, filters their results,
+// and notes each complete list.
+func (f *Filter) wrap(lw toolscache.ListerWatcher, k int) toolscache.ListerWatcher {
 	inner := toolscache.ToListerWatcherWithContext(lw)
 	return &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			req, _ := f.snapshot()
+			req, _, gen := f.snapshot()
 			ask(&opts, req)
 			list, err := inner.ListWithContext(ctx, opts)
 			if err != nil {
 				return nil, err
 			}
-			return list, f.keepInList(list)
+			if err := f.keepInList(list); err != nil {
+				return nil, err
+			}
+			if opts.Continue == "" && opts.Limit == 0 {
+				f.markListed(k, gen)
+			}
+			return list, nil
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			req, moved := f.snapshot()
+			req, moved, gen := f.snapshot()
 			ask(&opts, req)
 			w, err := inner.WatchWithContext(ctx, opts)
 			if err != nil {
 				return nil, err
 			}
-			return newFilteredWatch(w, f.keep, moved), nil
+			listed := func() {}
+			if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
+				// A watch list: complete at the bookmark that ends the initial events.
+				listed = func() { f.markListed(k, gen) }
+			}
+			return newFilteredWatch(w, f.keep, moved, listed), nil
 		},
 	}
 }

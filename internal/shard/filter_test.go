@@ -10,7 +10,7 @@ func TestFilterRequest(t *testing.T) {
 	f.NamespaceAdded("a")
 	f.NamespaceAdded("b")
 	f.NamespaceAdded("c")
-	req, moved := f.snapshot()
+	req, moved, _ := f.snapshot()
 	if !req.nothing {
 		t.Fatalf("owning no shard asks for %+v", req)
 	}
@@ -30,7 +30,7 @@ func TestFilterRequest(t *testing.T) {
 			t.Errorf("Owns(%s) = %v", ns, f.Owns(ns))
 		}
 	}
-	req, moved = f.snapshot()
+	req, moved, _ = f.snapshot()
 	if req.nothing || req.selector != Selector(want).String() {
 		t.Fatalf("asks for %+v, want the selector of %v", req, want)
 	}
@@ -47,7 +47,28 @@ func TestFilterRequest(t *testing.T) {
 		t.Fatal("a namespace created in an owned shard is not listed")
 	}
 	f.Remove(mine)
-	if req, _ := f.snapshot(); !req.nothing || f.Owns("a") {
+	if req, _, _ := f.snapshot(); !req.nothing || f.Owns("a") {
 		t.Fatalf("after giving the shard up: %+v, owns a: %v", req, f.Owns("a"))
+	}
+}
+
+// A shard just taken is not ready until every informer has listed it.
+func TestReadyAfterEveryInformerListed(t *testing.T) {
+	s, _ := NewSpace(1)
+	f := NewFilter(s)
+	f.listed = []uint64{0, 0} // two informers, listed before the shard was taken
+	f.NamespaceAdded("a")
+	f.Add(0)
+	_, _, gen := f.snapshot()
+	if own, ready := f.Ready("a"); !own || ready {
+		t.Fatalf("just taken: own %v, ready %v", own, ready)
+	}
+	f.markListed(0, gen)
+	if _, ready := f.Ready("a"); ready {
+		t.Fatal("ready with one informer of two listed")
+	}
+	f.markListed(1, gen)
+	if own, ready := f.Ready("a"); !own || !ready {
+		t.Fatalf("both listed: own %v, ready %v", own, ready)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -18,13 +19,15 @@ type filteredWatch struct {
 	once     sync.Once
 }
 
-func newFilteredWatch(upstream watch.Interface, keep func(runtime.Object) bool, moved <-chan struct{}) watch.Interface {
+// newFilteredWatch calls listed after the bookmark that ends a watch list's initial events
+// has been passed on.
+func newFilteredWatch(upstream watch.Interface, keep func(runtime.Object) bool, moved <-chan struct{}, listed func()) watch.Interface {
 	w := &filteredWatch{upstream: upstream, out: make(chan watch.Event), stop: make(chan struct{})}
-	go w.run(keep, moved)
+	go w.run(keep, moved, listed)
 	return w
 }
 
-func (w *filteredWatch) run(keep func(runtime.Object) bool, moved <-chan struct{}) {
+func (w *filteredWatch) run(keep func(runtime.Object) bool, moved <-chan struct{}, listed func()) {
 	defer close(w.out)
 	defer w.upstream.Stop()
 	in := w.upstream.ResultChan()
@@ -43,6 +46,9 @@ func (w *filteredWatch) run(keep func(runtime.Object) bool, moved <-chan struct{
 			if !w.send(ev) {
 				return
 			}
+			if ev.Type == watch.Bookmark && initialEventsEnd(ev.Object) {
+				listed()
+			}
 		case <-moved:
 			w.send(watch.Event{Type: watch.Error, Object: &metav1.Status{
 				Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired,
@@ -52,6 +58,11 @@ func (w *filteredWatch) run(keep func(runtime.Object) bool, moved <-chan struct{
 			return
 		}
 	}
+}
+
+func initialEventsEnd(o runtime.Object) bool {
+	m, err := meta.Accessor(o)
+	return err == nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true"
 }
 
 func (w *filteredWatch) send(ev watch.Event) bool {

@@ -126,7 +126,12 @@ rolloutStrategy: rollout-strategy-annotation
 {{- if ne $r.reloadStrategy "default" }}{{ $args = append $args (printf "--reload-strategy=%s" $r.reloadStrategy) }}{{ end -}}
 {{- if $r.isArgoRollouts }}{{ $args = append $args "--is-Argo-Rollouts=true" }}{{ end -}}
 {{- if $r.enableCSIIntegration }}{{ $args = append $args "--enable-csi-integration=true" }}{{ end -}}
-{{- if $r.enableHA }}
+{{- if and $r.sharding $r.sharding.enabled }}
+{{- $args = append $args (printf "--shards=%d" (int $r.sharding.shards)) -}}
+{{- with $r.leaderElection.leaseDuration }}{{ $args = append $args (printf "--leader-election-lease-duration=%s" .) }}{{ end -}}
+{{- with $r.leaderElection.renewDeadline }}{{ $args = append $args (printf "--leader-election-renew-deadline=%s" .) }}{{ end -}}
+{{- with $r.leaderElection.retryPeriod }}{{ $args = append $args (printf "--leader-election-retry-period=%s" .) }}{{ end -}}
+{{- else if $r.enableHA }}
 {{- $args = append $args "--enable-ha=true" -}}
 {{- $args = append $args (printf "--leader-election-id=%s" $r.leaderElection.id) -}}
 {{- with $r.leaderElection.leaseDuration }}{{ $args = append $args (printf "--leader-election-lease-duration=%s" .) }}{{ end -}}
@@ -192,9 +197,14 @@ Watched rules apply where reloader watches: a ClusterRole, or a Role per watched
 {{- toYaml $rules -}}
 {{- end -}}
 
+{{/* "true" when the namespaces are sharded among replicas (reloader.sharding.enabled), else "". */}}
+{{- define "reloader.sharded" -}}
+{{- if and .Values.reloader.sharding .Values.reloader.sharding.enabled }}true{{ end -}}
+{{- end -}}
+
 {{/* Rules on cluster-scoped resources: always in a ClusterRole. */}}
 {{- define "reloader.clusterRules" -}}
-{{- if .Values.reloader.namespaceSelector -}}
+{{- if or .Values.reloader.namespaceSelector (include "reloader.sharded" .) -}}
 {{- toYaml (list (dict "apiGroups" (list "") "resources" (list "namespaces") "verbs" (list "get" "list" "watch"))) -}}
 {{- end -}}
 {{- end -}}
@@ -206,6 +216,10 @@ Watched rules apply where reloader watches: a ClusterRole, or a Role per watched
 {{- if $r.enableHA }}
 {{- $rules = append $rules (dict "apiGroups" (list "coordination.k8s.io") "resources" (list "leases") "verbs" (list "create")) -}}
 {{- $rules = append $rules (dict "apiGroups" (list "coordination.k8s.io") "resources" (list "leases") "resourceNames" (list $r.leaderElection.id) "verbs" (list "get" "update")) -}}
+{{- end -}}
+{{- if include "reloader.sharded" . }}
+{{- /* --shards: member and shard Leases, named after replicas and shards that come and go. */ -}}
+{{- $rules = append $rules (dict "apiGroups" (list "coordination.k8s.io") "resources" (list "leases") "verbs" (list "get" "list" "watch" "create" "update" "delete")) -}}
 {{- end -}}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "configmaps") "resourceNames" (list "reloader-meta-info") "verbs" (list "create" "patch")) -}}
 {{- if not $r.ignoreSecrets }}
