@@ -57,7 +57,7 @@ func addReloaders(mgr manager.Manager, conf options.Config, sources []controller
 	if configStatus {
 		status := &controller.ConfigStatusReconciler{Client: mgr.GetClient(), Kinds: kinds, Sources: sources,
 			Configs: configs, Keys: conf.Keys, Reloads: controller.NewReloadLog(0),
-			Recorder: recorder, Now: time.Now}
+			Recorder: recorder, Shard: shard, Now: time.Now}
 		for _, r := range reconcilers {
 			r.OnReload = status.Reloaded
 		}

@@ -39,7 +39,9 @@ type ConfigStatusReconciler struct {
 	Keys     reload.Keys
 	Reloads  *ReloadLog
 	Recorder recorder.EventRecorder
-	Now      func() time.Time
+	// Shard is WorkloadReconciler.Shard.
+	Shard func(namespace string) (own, ready bool)
+	Now   func() time.Time
 
 	mu    sync.Mutex
 	queue workqueueOfRequests
@@ -47,6 +49,15 @@ type ConfigStatusReconciler struct {
 
 // Reconcile implements reconcile.Reconciler.
 func (r *ConfigStatusReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if r.Shard != nil {
+		// As the workload reconcilers: another replica's, or its targets not listed yet.
+		switch own, ready := r.Shard(req.Namespace); {
+		case !own:
+			return reconcile.Result{}, nil
+		case !ready:
+			return reconcile.Result{RequeueAfter: 500 * time.Millisecond}, nil
+		}
+	}
 	cfg := &v1alpha1.ReloaderConfig{}
 	if err := r.Client.Get(ctx, req.NamespacedName, cfg); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
