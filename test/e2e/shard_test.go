@@ -197,6 +197,8 @@ func testShardedReplicas(t *testing.T, bin string, gate bool) {
 		case joinAt:
 			start("replica-d")
 			t.Logf("replica-d started after round %d", round)
+			balanced("replica-a", "replica-b", "replica-c", "replica-d")
+			t.Logf("shards after replica-d joined: %v", holders())
 		case killAt:
 			replicas["replica-b"].p.Kill()
 			t.Logf("replica-b killed after round %d", round)
@@ -204,6 +206,7 @@ func testShardedReplicas(t *testing.T, bin string, gate bool) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	balanced("replica-a", "replica-c", "replica-d")
+	t.Logf("shards after replica-b died: %v", holders())
 
 	envName := func(cm *corev1.ConfigMap) string {
 		return reload.EnvVarName(source.ID{Kind: source.ConfigMap, Name: cm.Name})
