@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+	// The IANA zones of reload windows, for images without /usr/share/zoneinfo (distroless).
+	_ "time/tzdata"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"

@@ -13,6 +13,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/notify"
 	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/pace"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 	"github.com/reloader-operator/reloader/internal/workload"
@@ -37,11 +38,13 @@ func addReloaders(mgr manager.Manager, conf options.Config, sources []controller
 	window := coalesce.New(conf.CoalesceWindow)
 	recorder := mgr.GetEventRecorder("reloader")
 	rollouts := &controller.Rollouts{Deadline: conf.RolloutDeadline, Recorder: recorder, Metrics: m, Now: time.Now}
+	// One pacer for every kind: --reload-rate is across this replica.
+	pacer := pace.New(conf.ReloadRate, conf.ReloadBurst, conf.FirstSightRate)
 	var reconcilers []*controller.WorkloadReconciler
 	for _, kind := range kinds {
 		r := NewReconciler(conf, mgr.GetClient(), kind, sources, configs, window)
 		r.Recorder, r.Metrics, r.Alerts, r.Rollouts, r.APIReader = recorder, m, alerts, rollouts, mgr.GetAPIReader()
-		r.Shard = shard
+		r.Shard, r.Pacer = shard, pacer
 		reconcilers = append(reconcilers, r)
 	}
 	if conf.WebhookURL != "" && len(reconcilers) > 0 {
@@ -95,6 +98,8 @@ func NewReconciler(conf options.Config, c client.Client, kind workload.Kind, sou
 		Workers:    conf.Workers,
 		Configs:    configs,
 		Now:        time.Now,
+		// Pacer is the caller's: explain reserves no slots.
+		MinReloadInterval: conf.MinReloadInterval,
 	}
 }
 

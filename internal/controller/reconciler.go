@@ -21,6 +21,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/alert"
 	"github.com/reloader-operator/reloader/internal/coalesce"
 	"github.com/reloader-operator/reloader/internal/metrics"
+	"github.com/reloader-operator/reloader/internal/pace"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 	"github.com/reloader-operator/reloader/internal/source"
@@ -74,10 +75,16 @@ type WorkloadReconciler struct {
 	Shard func(namespace string) (own, ready bool)
 	// OnReload, when set, hears of each reload after it is written (ReloaderConfig status).
 	OnReload func(Reloaded)
-	Now      func() time.Time
+	// Pacer spreads reloads and first records over time (--reload-rate); nil paces nothing.
+	Pacer *pace.Pacer
+	// MinReloadInterval is --min-reload-interval, the default of the min-reload-interval
+	// annotation.
+	MinReloadInterval time.Duration
+	Now               func() time.Time
 
 	jobs      pendingJobs
 	baselines baselines
+	waits     waiting
 }
 
 // Reloaded is one reload written.
@@ -133,13 +140,13 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Reques
 		return res, metrics.OutcomeReloaded, err
 	}
 	if err != nil || !obj.GetDeletionTimestamp().IsZero() {
-		r.Window.Done(k, started)
+		r.forget(k, started)
 		return reconcile.Result{}, metrics.OutcomeUnchanged, nil
 	}
 	if selected, err := r.namespaceSelected(ctx, obj.GetNamespace()); err != nil || !selected {
 		// Left as it is, record included: if the namespace is selected again, changes made
 		// meanwhile are caught up then.
-		r.Window.Done(k, started)
+		r.forget(k, started)
 		return reconcile.Result{}, metrics.OutcomeIgnored, err
 	}
 	return r.reconcileCopy(ctx, obj, k, started)
@@ -219,10 +226,13 @@ func (r *WorkloadReconciler) input(ctx context.Context, obj client.Object, w see
 }
 
 // execute carries out a plan on a copy of the workload, writes it in one request when it
-// differs, and reports what happened once.
+// differs, and reports what happened once. A due reload may be held by pacing (hold): it is
+// then not written, record included, and comes back when the hold ends, to reload with the
+// content of that time.
 func (r *WorkloadReconciler) execute(ctx context.Context, obj client.Object, w seen, plan reload.Plan, k string, started time.Time) (reconcile.Result, string, error) {
 	if plan.Wait > 0 {
 		log.FromContext(ctx).V(1).Info("waiting for changes to settle", "wait", plan.Wait.String())
+		r.waits.set(k, reload.WaitCoalesce, time.Time{}, r.Metrics)
 		return reconcile.Result{RequeueAfter: plan.Wait}, metrics.OutcomeWaiting, nil
 	}
 	d := done{plan: plan}
@@ -231,17 +241,51 @@ func (r *WorkloadReconciler) execute(ctx context.Context, obj client.Object, w s
 	} else if ch := plan.Skipped; len(ch) > 0 {
 		d.related = r.relatedRef(w.sources[ch[0].ID].obj)
 	}
+	var hold reload.Hold
+	if plan.Reloads() {
+		if hold = r.hold(ctx, obj, k, started); hold.Reason != "" {
+			r.announceHold(ctx, obj, k, hold, plan.Changes, d.related)
+			plan.Changes, plan.WriteRecord = nil, false
+			d.plan = plan
+		}
+	} else {
+		r.Pacer.Forget(k, started)
+		if _, recorded := obj.GetAnnotations()[reload.RecordAnnotation]; plan.WriteRecord && !recorded {
+			if wait := r.Pacer.FirstSight(k, started); wait > 0 {
+				return reconcile.Result{RequeueAfter: wait}, metrics.OutcomeWaiting, nil
+			}
+		}
+	}
 	updated := obj.DeepCopyObject().(client.Object)
 	if plan.Reloads() && r.apply(ctx, updated, w, plan.Changes) {
 		d.reloaded = plan.Changes
+		if hold.MinInterval > 0 {
+			setAnnotation(updated, reload.LastReloadAnnotation, started.UTC().Format(time.RFC3339))
+		}
 	}
 	if plan.WriteRecord {
 		setAnnotation(updated, reload.RecordAnnotation, plan.Record.Encode())
 	}
 	d.pause = r.pause(ctx, updated, len(d.reloaded) > 0, started, w.settings.pausePeriod)
+	requeue, outcome := d.pause.Requeue, ""
+	switch {
+	case hold.Reason != "":
+		// The coalescing window keeps the change's first time, for the latency at the reload.
+		if wait := hold.Until.Sub(started); requeue <= 0 || wait < requeue {
+			requeue = wait
+		}
+		outcome = metrics.OutcomeHeld
+	case d.pause.Requeue > 0:
+		r.waits.set(k, reload.WaitPause, time.Time{}, r.Metrics)
+	default:
+		r.waits.clear(k, r.Metrics)
+	}
 	if equality.Semantic.DeepEqual(obj, updated) && !w.tw.changed() {
-		r.Window.Done(k, started)
-		return reconcile.Result{RequeueAfter: d.pause.Requeue}, r.report(ctx, obj, d), nil
+		if outcome == "" {
+			r.Window.Done(k, started)
+			outcome = r.report(ctx, obj, d)
+		}
+		return reconcile.Result{RequeueAfter: requeue}, outcome, nil
 	}
 	if err := r.write(ctx, obj, updated, w, d.reloaded, plan.Record); err != nil {
 		d.failed = err
@@ -253,8 +297,20 @@ func (r *WorkloadReconciler) execute(ctx context.Context, obj client.Object, w s
 	if first, ok := r.Window.FirstChange(k); ok {
 		d.latency = r.Now().Sub(first)
 	}
-	r.Window.Done(k, started)
-	return reconcile.Result{RequeueAfter: d.pause.Requeue}, r.report(ctx, obj, d), nil
+	if outcome == "" {
+		r.Window.Done(k, started)
+	}
+	if o := r.report(ctx, obj, d); outcome == "" {
+		outcome = o
+	}
+	return reconcile.Result{RequeueAfter: requeue}, outcome, nil
+}
+
+// forget drops what the reconciler keeps about a workload that is gone or no longer selected.
+func (r *WorkloadReconciler) forget(k string, now time.Time) {
+	r.Window.Done(k, now)
+	r.Pacer.Forget(k, now)
+	r.waits.clear(k, r.Metrics)
 }
 
 // namespaceSelected applies the namespace selector to the namespace as it is now.

@@ -37,6 +37,11 @@ type Metrics struct {
 	RolloutOutcomes *prometheus.CounterVec
 	// RolloutsFollowed is how many rollouts are followed now (at most one per workload).
 	RolloutsFollowed prometheus.Gauge
+	// Waiting is how many workloads wait now to reload, by reason: coalesce, pause,
+	// min-interval, reload-window, rate-limit.
+	Waiting *prometheus.GaugeVec
+	// Held counts reloads held back by pacing, by reason, once per hold (not per requeue).
+	Held *prometheus.CounterVec
 	// CachesSynced is 1 once every watched kind's cache has synced (when /ready turns ok).
 	CachesSynced prometheus.Gauge
 
@@ -71,7 +76,7 @@ func New(reg prometheus.Registerer, countByNamespace bool) *Metrics {
 		})),
 		Reconciles: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reloader_workload_reconcile_total",
-			Help: "Workload reconciles, by workload kind and outcome (reloaded, recorded, unchanged, waiting, skipped, ignored, error).",
+			Help: "Workload reconciles, by workload kind and outcome (reloaded, recorded, unchanged, waiting, held, skipped, ignored, error).",
 		}, []string{"kind", "outcome"})),
 		ReconcileDuration: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "reloader_workload_reconcile_duration_seconds",
@@ -98,6 +103,14 @@ func New(reg prometheus.Registerer, countByNamespace bool) *Metrics {
 			Name: "reloader_rollouts_following",
 			Help: "Rollouts followed now, after a reload, until they complete or stall (at most one per workload).",
 		})),
+		Waiting: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "reloader_reloads_waiting",
+			Help: "Workloads whose reload waits now, by reason (coalesce, pause, min-interval, reload-window, rate-limit).",
+		}, []string{"reason"})),
+		Held: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reloader_reloads_held_total",
+			Help: "Reloads held back by pacing, by reason (min-interval, reload-window, rate-limit); counted once per hold.",
+		}, []string{"reason"})),
 		CachesSynced: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "reloader_caches_synced",
 			Help: "1 once the cache of every watched kind has synced (when /ready turns ok), 0 before.",
@@ -110,6 +123,12 @@ func New(reg prometheus.Registerer, countByNamespace bool) *Metrics {
 	for _, success := range []string{"true", "false"} {
 		m.ReloadExecuted.WithLabelValues(success)
 	}
+	for _, reason := range WaitReasons {
+		m.Waiting.WithLabelValues(reason)
+	}
+	for _, reason := range WaitReasons[2:] {
+		m.Held.WithLabelValues(reason)
+	}
 	return m
 }
 
@@ -119,10 +138,15 @@ const (
 	OutcomeRecorded  = "recorded"
 	OutcomeUnchanged = "unchanged"
 	OutcomeWaiting   = "waiting"
+	OutcomeHeld      = "held"
 	OutcomeSkipped   = "skipped"
 	OutcomeIgnored   = "ignored"
 	OutcomeError     = "error"
 )
+
+// WaitReasons are the values of reloader_reloads_waiting's reason label: the waits before
+// pacing, then pacing's holds (reload.Hold*).
+var WaitReasons = []string{"coalesce", "pause", "min-interval", "reload-window", "rate-limit"}
 
 // Reconciled counts one workload reconcile, here and in upstream's series: a reconcile in a
 // namespace the selector leaves out is upstream's ignored_or_not_selected skip, a failed one

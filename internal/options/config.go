@@ -3,6 +3,7 @@ package options
 import (
 	"errors"
 	"fmt"
+	"math"
 	"maps"
 	"net"
 	"net/url"
@@ -48,6 +49,9 @@ type Config struct {
 // IgnoresWorkload reports whether --ignored-workload-types names kind ("Deployment" matches
 // deployment and deployments).
 func (c Config) IgnoresWorkload(kind string) bool { return c.ignoredWorkloads[workloadType(kind)] }
+
+// MaxRate bounds --reload-rate, --reload-burst and --first-sight-rate.
+const MaxRate = 10000
 
 // Load applies the environment to o, then parses it, as cmd/reloader does: one error names
 // every bad flag and variable.
@@ -113,6 +117,18 @@ func Parse(o Options) (Config, error) {
 
 	if o.CoalesceWindow < 0 {
 		fail(fmt.Errorf("--coalesce-window: %v is negative; want 0 (off) or a duration such as 300ms", o.CoalesceWindow))
+	}
+	if o.ReloadRate < 0 || o.ReloadRate > MaxRate || math.IsNaN(o.ReloadRate) {
+		fail(fmt.Errorf("--reload-rate: %v is not a rate from 0 (off) to %d reloads per second", o.ReloadRate, MaxRate))
+	}
+	if o.ReloadBurst < 1 || o.ReloadBurst > MaxRate {
+		fail(fmt.Errorf("--reload-burst: %d is not from 1 to %d", o.ReloadBurst, MaxRate))
+	}
+	if o.FirstSightRate < 0 || o.FirstSightRate > MaxRate || math.IsNaN(o.FirstSightRate) {
+		fail(fmt.Errorf("--first-sight-rate: %v is not a rate from 0 (off) to %d records per second", o.FirstSightRate, MaxRate))
+	}
+	if o.MinReloadInterval < 0 || o.MinReloadInterval > reload.MaxMinReloadInterval {
+		fail(fmt.Errorf("--min-reload-interval: %v is not a duration from 0 (off) to 168h, such as 10m", o.MinReloadInterval))
 	}
 	if o.RolloutDeadline <= 0 || o.RolloutDeadline > 24*time.Hour {
 		fail(fmt.Errorf("--rollout-deadline: %v is not a positive duration up to 24h, such as 10m", o.RolloutDeadline))

@@ -50,7 +50,14 @@ type Options struct {
 
 	// CoalesceWindow is how long a workload's sources must be quiet before it reloads.
 	CoalesceWindow time.Duration
-	Workers        int
+	// ReloadRate caps reloads per second across this replica (0: no cap), ReloadBurst at once.
+	ReloadRate  float64
+	ReloadBurst int
+	// FirstSightRate caps the first records of workloads per second when ReloadRate is 0.
+	FirstSightRate float64
+	// MinReloadInterval is the least time between two reloads of one workload, by default.
+	MinReloadInterval time.Duration
+	Workers           int
 	// RolloutDeadline is how long a rollout followed after a reload may show no progress
 	// before it counts as stalled, for kinds that keep no deadline of their own.
 	RolloutDeadline time.Duration
@@ -90,6 +97,8 @@ func Default() Options {
 		LogLevel:       "info",
 		MetricsAddr:    ":9090",
 		CoalesceWindow: 300 * time.Millisecond,
+		ReloadBurst:    10,
+		FirstSightRate: 50,
 		Workers:        4,
 		// As a Deployment's default progressDeadlineSeconds.
 		RolloutDeadline: 10 * time.Minute,
@@ -151,6 +160,10 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.RunCronJobsOnReload, "run-cronjobs-on-reload", o.RunCronJobsOnReload, "when a CronJob reloads, also start a Job from it at once, as upstream does (per CronJob: annotation "+reload.RunOnReloadAnnotation+")")
 	fs.BoolVar(&o.RecreateFinishedJobs, "recreate-finished-jobs", o.RecreateFinishedJobs, "also replace Jobs that have completed or failed when their config changes, as upstream does; =false leaves finished Jobs alone (per Job: annotation "+reload.RecreateFinishedAnnotation+": \"false\" or \"true\")")
 	fs.DurationVar(&o.CoalesceWindow, "coalesce-window", o.CoalesceWindow, "wait until a workload's sources have been quiet this long, so changes landing together reload once; 0 turns it off")
+	fs.Float64Var(&o.ReloadRate, "reload-rate", o.ReloadRate, "reloads per second across this replica, so that a change used by many workloads rolls them spread out; 0 turns it off")
+	fs.IntVar(&o.ReloadBurst, "reload-burst", o.ReloadBurst, "reloads at once before --reload-rate spreads them")
+	fs.Float64Var(&o.FirstSightRate, "first-sight-rate", o.FirstSightRate, "first records of workloads per second when --reload-rate is 0 (with it, first records take the tokens reloads leave); 0 turns it off")
+	fs.DurationVar(&o.MinReloadInterval, "min-reload-interval", o.MinReloadInterval, "least time between two reloads of one workload; changes within it roll when it ends (per workload: annotation "+reload.MinReloadIntervalAnnotation+"); 0 turns it off")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "workloads of one kind reconciled at once")
 	fs.DurationVar(&o.RolloutDeadline, "rollout-deadline", o.RolloutDeadline, "after a reload, a rollout that shows no progress this long counts as stalled (Event RolloutStalled); Deployments and Argo Rollouts use their own progressDeadlineSeconds instead")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "name of the Lease replicas compete for with --enable-ha")

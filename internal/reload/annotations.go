@@ -65,3 +65,16 @@ const (
 	// RecreateFinishedAnnotation on a Job: "true" also replaces it once it has finished.
 	RecreateFinishedAnnotation = "reloader.dev/recreate-finished"
 )
+
+// Annotations that pace a workload's reloads (README: Rollout pacing).
+const (
+	// MinReloadIntervalAnnotation: a Go duration; a reload comes at least this long after the
+	// last one (--min-reload-interval sets the default).
+	MinReloadIntervalAnnotation = "reloader.dev/min-reload-interval"
+	// ReloadWindowAnnotation: maintenance windows (ParseReloadWindows) outside which
+	// changes are held.
+	ReloadWindowAnnotation = "reloader.dev/reload-window"
+	// LastReloadAnnotation is written by a reload, in its own patch, when a minimum interval
+	// applies: the time (RFC 3339) the next one is counted from.
+	LastReloadAnnotation = "reloader.dev/last-reload"
+)

@@ -1,0 +1,116 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/reloader-operator/reloader/internal/metrics"
+	"github.com/reloader-operator/reloader/internal/reload"
+)
+
+// ReasonReloadHeld is the Event of a reload held back by pacing.
+const ReasonReloadHeld = "ReloadHeld"
+
+// announceRateLimitAfter: a rate-limit hold shorter than this gets no Event (a log line at
+// debug level): spreading a fan-out over a few seconds is routine, and one more Event per
+// workload would double the writes it spreads.
+const announceRateLimitAfter = 5 * time.Second
+
+// hold decides whether a reload that is due now waits: reload.PlanHold on the workload's
+// annotations, then a slot from the rate limiter. A workload held by its own interval or
+// window gives back any rate slot it holds, and takes one when that hold ends.
+func (r *WorkloadReconciler) hold(ctx context.Context, obj client.Object, k string, now time.Time) reload.Hold {
+	h := reload.PlanHold(r.holdState(obj), now)
+	if len(h.Invalid) > 0 {
+		r.invalid(ctx, obj, h.Invalid...)
+	}
+	if h.Reason != "" {
+		r.Pacer.Forget(k, now)
+		return h
+	}
+	if wait := r.Pacer.Reload(k, now); wait > 0 {
+		h.Reason, h.Until, h.Why = reload.HoldRateLimit, now.Add(wait), r.Pacer.String()
+	}
+	return h
+}
+
+// holdState reads what reload.PlanHold needs from obj.
+func (r *WorkloadReconciler) holdState(obj client.Object) reload.HoldState {
+	ann := obj.GetAnnotations()
+	s := reload.HoldState{DefaultMinInterval: r.MinReloadInterval}
+	s.LastReload, s.HasLastReload = ann[reload.LastReloadAnnotation]
+	s.MinInterval, s.HasMinInterval = ann[reload.MinReloadIntervalAnnotation]
+	s.Window, s.HasWindow = ann[reload.ReloadWindowAnnotation]
+	return s
+}
+
+// announceHold reports a held reload: the first time for this hold, an Event and a log line
+// that say why and when it will happen; every time, at debug level.
+func (r *WorkloadReconciler) announceHold(ctx context.Context, obj client.Object, k string, h reload.Hold, due []reload.Change, related runtime.Object) {
+	logger := log.FromContext(ctx)
+	at := h.Until.UTC().Format(time.RFC3339)
+	if !r.waits.set(k, h.Reason, h.Until, r.Metrics) {
+		logger.V(1).Info("reload held", "reason", h.Reason, "until", at)
+		return
+	}
+	r.Metrics.Held.WithLabelValues(h.Reason).Inc()
+	note := fmt.Sprintf("Reload of %s %s after change of %s held by %s; reloads at %s", r.Kind.Name(), obj.GetName(), describe(due), h.Why, at)
+	if h.Reason == reload.HoldRateLimit && h.Until.Sub(r.Now()) < announceRateLimitAfter {
+		logger.V(1).Info("reload held", "reason", h.Reason, "until", at)
+		return
+	}
+	logger.Info("reload held", "reason", h.Reason, "why", h.Why, "until", at)
+	r.Recorder.Eventf(obj, related, corev1.EventTypeNormal, ReasonReloadHeld, "Hold", "%s", clipNote(note))
+}
+
+// waiting remembers, per workload, why its reload waits now: the reloader_reloads_waiting
+// gauge counts its entries by reason, and a hold is announced once, when it begins (or moves).
+// Entries go when the workload reloads, stops waiting, or goes away: bounded by workloads.
+type waiting struct {
+	mu sync.Mutex
+	m  map[string]waitingAs
+}
+
+type waitingAs struct {
+	reason string
+	until  time.Time
+}
+
+// set records that key waits for reason until; it reports whether that is new.
+func (w *waiting) set(key, reason string, until time.Time, m *metrics.Metrics) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = map[string]waitingAs{}
+	}
+	prev, had := w.m[key]
+	next := waitingAs{reason: reason, until: until}
+	if had && prev == next {
+		return false
+	}
+	if !had || prev.reason != reason {
+		if had {
+			m.Waiting.WithLabelValues(prev.reason).Dec()
+		}
+		m.Waiting.WithLabelValues(reason).Inc()
+	}
+	w.m[key] = next
+	return true
+}
+
+// clear forgets that key waits.
+func (w *waiting) clear(key string, m *metrics.Metrics) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if prev, had := w.m[key]; had {
+		m.Waiting.WithLabelValues(prev.reason).Dec()
+		delete(w.m, key)
+	}
+}
