@@ -3,8 +3,8 @@ package options
 import (
 	"errors"
 	"fmt"
-	"math"
 	"maps"
+	"math"
 	"net"
 	"net/url"
 	"slices"

@@ -124,6 +124,9 @@ func (w *reloadWindow) parseDays(s string) error {
 // clock reads HH:MM as minutes after midnight; 24:00 only as an end.
 func clock(s string, end bool) (int, error) {
 	h, m, ok := strings.Cut(s, ":")
+	if strings.Trim(h+m, "0123456789") != "" {
+		ok = false
+	}
 	hh, err1 := strconv.Atoi(h)
 	mm, err2 := strconv.Atoi(m)
 	if !ok || len(h) != 2 || len(m) != 2 || err1 != nil || err2 != nil || hh < 0 || mm < 0 || mm > 59 ||
@@ -173,8 +176,9 @@ func (ws ReloadWindows) Next(t time.Time) (time.Time, bool) {
 	var next time.Time
 	for _, w := range ws {
 		local := t.In(w.loc)
-		// Yesterday's opening may run past midnight; a week ahead finds every weekday.
-		for off := -1; off <= 7; off++ {
+		// Yesterday's opening may run past midnight; eight days ahead find every weekday even
+		// when a daylight-saving jump swallows one opening.
+		for off := -1; off <= 8; off++ {
 			from, to, ok := w.span(local.Year(), local.Month(), local.Day()+off)
 			if !ok || !to.After(t) {
 				continue
