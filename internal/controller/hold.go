@@ -80,10 +80,16 @@ type waiting struct {
 
 type waitingAs struct {
 	reason string
-	until  time.Time
+	// hold is the last hold announced; a coalescing wait in between does not announce it
+	// again.
+	hold struct {
+		reason string
+		until  time.Time
+	}
 }
 
-// set records that key waits for reason until; it reports whether that is new.
+// set records that key waits for reason (until, for a hold); it reports whether that is a
+// hold not announced before.
 func (w *waiting) set(key, reason string, until time.Time, m *metrics.Metrics) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -91,18 +97,20 @@ func (w *waiting) set(key, reason string, until time.Time, m *metrics.Metrics) b
 		w.m = map[string]waitingAs{}
 	}
 	prev, had := w.m[key]
-	next := waitingAs{reason: reason, until: until}
-	if had && prev == next {
-		return false
-	}
 	if !had || prev.reason != reason {
 		if had {
 			m.Waiting.WithLabelValues(prev.reason).Dec()
 		}
 		m.Waiting.WithLabelValues(reason).Inc()
 	}
+	next := prev
+	next.reason = reason
+	isNew := false
+	if !until.IsZero() && (prev.hold.reason != reason || !prev.hold.until.Equal(until)) {
+		next.hold.reason, next.hold.until, isNew = reason, until, true
+	}
 	w.m[key] = next
-	return true
+	return isNew
 }
 
 // clear forgets that key waits.
