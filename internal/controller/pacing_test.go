@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -209,6 +209,14 @@ func TestMinReloadIntervalHoldsAcrossARestart(t *testing.T) {
 	}
 }
 
+// value reads a gauge or counter.
+func value(t *testing.T, c prometheus.Metric) float64 {
+	t.Helper()
+	var m dto.Metric
+	testutil.Must(t, c.Write(&m))
+	return m.GetGauge().GetValue() + m.GetCounter().GetValue()
+}
+
 // notes keeps the Events a reconciler emits.
 type notes struct {
 	mu  sync.Mutex
@@ -295,7 +303,7 @@ func TestReloadWindowHoldsUntilItOpens(t *testing.T) {
 	if after := get(t, d); after.ResourceVersion != before.ResourceVersion {
 		t.Errorf("a held reload wrote the workload (resourceVersion %s -> %s)", before.ResourceVersion, after.ResourceVersion)
 	}
-	if g, c := promtest.ToFloat64(r.Metrics.Waiting.WithLabelValues(reload.HoldReloadWindow)), promtest.ToFloat64(r.Metrics.Held.WithLabelValues(reload.HoldReloadWindow)); g != 1 || c != 1 {
+	if g, c := value(t, r.Metrics.Waiting.WithLabelValues(reload.HoldReloadWindow)), value(t, r.Metrics.Held.WithLabelValues(reload.HoldReloadWindow)); g != 1 || c != 1 {
 		t.Errorf("while held: reloads_waiting{reload-window} = %v, reloads_held_total = %v; want 1, 1", g, c)
 	}
 	held := events.with(controller.ReasonReloadHeld)
@@ -311,7 +319,7 @@ func TestReloadWindowHoldsUntilItOpens(t *testing.T) {
 	if v, ok := envOf(&get(t, d).Spec.Template, "app", cfgEnv); !ok || v == "" {
 		t.Errorf("no %s after the reload", cfgEnv)
 	}
-	if g := promtest.ToFloat64(r.Metrics.Waiting.WithLabelValues(reload.HoldReloadWindow)); g != 0 {
+	if g := value(t, r.Metrics.Waiting.WithLabelValues(reload.HoldReloadWindow)); g != 0 {
 		t.Errorf("after the reload: reloads_waiting{reload-window} = %v, want 0", g)
 	}
 	if n := len(events.with(controller.ReasonReloadHeld)); n != 1 {
