@@ -68,6 +68,9 @@ type Explanation struct {
 	// the pause ends, zero when none holds.
 	Pause       reload.PauseStep
 	PausedUntil time.Time
+	// Hold is, when the plan reloads, what pacing decides: Hold.Reason is empty when the
+	// reload goes now. A rate-limit slot is known only inside the controller.
+	Hold reload.Hold
 	// Invalid are the workload's annotations that could not be parsed.
 	Invalid []error
 	// Keys are, for the sources restricted to some keys (keys annotations, used-keys-only),
@@ -130,8 +133,15 @@ func (r *WorkloadReconciler) Explain(ctx context.Context, obj client.Object, unk
 		plan = reload.MakePlan(in)
 	}
 	e.Input, e.Plan = in, plan
+	if plan.Reloads() {
+		e.Hold = reload.PlanHold(r.holdState(obj), now)
+		e.Invalid = append(e.Invalid, e.Hold.Invalid...)
+		if at, ok := r.Pacer.Until(k); ok && e.Hold.Reason == "" && at.After(now) {
+			e.Hold.Reason, e.Hold.Until, e.Hold.Why = reload.HoldRateLimit, at, r.Pacer.String()
+		}
+	}
 	if _, s, ok := r.pauseState(obj, w.settings.pausePeriod); ok {
-		e.Pause = reload.PlanPause(r.Policy.Keys, s, plan.Reloads(), now)
+		e.Pause = reload.PlanPause(r.Policy.Keys, s, plan.Reloads() && e.Hold.Reason == "", now)
 		if e.Pause.Requeue > 0 {
 			e.PausedUntil = now.Add(e.Pause.Requeue)
 		}

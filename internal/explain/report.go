@@ -80,12 +80,17 @@ type Next struct {
 	Wait string `json:"wait,omitempty"`
 	// PausedUntil is when the Deployment's pause period ends.
 	PausedUntil *time.Time `json:"pausedUntil,omitempty"`
+	// HeldBy is, for action held, what paces the reload (min-interval, reload-window,
+	// rate-limit); HeldUntil is when it reloads.
+	HeldBy    string     `json:"heldBy,omitempty"`
+	HeldUntil *time.Time `json:"heldUntil,omitempty"`
 }
 
 // The actions of the next reconcile.
 const (
 	ActionReload  = "reload"
 	ActionWait    = "wait"
+	ActionHeld    = "held"
 	ActionSkip    = "skip"
 	ActionRecord  = "record"
 	ActionNothing = "nothing"
@@ -231,6 +236,10 @@ func (e *Explainer) next(kind workload.Kind, obj client.Object, ex controller.Ex
 	case p.Reloads() && e.conf.WebhookURL != "":
 		n.Action, n.Sources = ActionNotify, changeIDs(p.Changes)
 		n.Why = "changed since the last reload; with --webhook-url reloader POSTs the change instead of reloading"
+	case p.Reloads() && ex.Hold.Reason != "":
+		t := ex.Hold.Until.UTC().Truncate(time.Second)
+		n.Action, n.Sources, n.HeldBy, n.HeldUntil = ActionHeld, changeIDs(p.Changes), ex.Hold.Reason, &t
+		n.Why = fmt.Sprintf("changed since the last reload; held: %s, reloads at %s with the content of that time", ex.Hold.Why, t.Format(time.RFC3339))
 	case p.Reloads():
 		n.Action, n.Sources = ActionReload, changeIDs(p.Changes)
 		n.Why = "changed since the last reload"

@@ -107,6 +107,9 @@ func (p *printer) next(label string, n Next) {
 	if n.Wait != "" {
 		line += " in " + n.Wait
 	}
+	if n.HeldUntil != nil {
+		line += " until " + n.HeldUntil.Format(time.RFC3339) + " (" + n.HeldBy + ")"
+	}
 	p.linef("%s", line)
 	p.linef("  %s", n.Why)
 }
