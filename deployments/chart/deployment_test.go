@@ -53,6 +53,9 @@ func TestUpstreamValuesRenderFlags(t *testing.T) {
 			args: []string{"--coalesce-window=2s", "--rollout-deadline=15m", "--workers=6", "--run-cronjobs-on-reload=true", "--recreate-finished-jobs=false",
 				"--leader-election-id=l", "--leader-election-lease-duration=30s", "--leader-election-renew-deadline=20s",
 				"--leader-election-retry-period=5s"}},
+		{values: `reloader: {pacing: {reloadRate: 20, reloadBurst: 5, firstSightRate: 0, minReloadInterval: 10m}}`,
+			args: []string{"--reload-rate=20", "--reload-burst=5", "--first-sight-rate=0", "--min-reload-interval=10m"}},
+		{values: `reloader: {pacing: {reloadRate: 0.5}}`, args: []string{"--reload-rate=0.5"}},
 		{values: `reloader: {deployment: {env: {open: {ALERT_ON_RELOAD: "true", ALERT_SINK: slack, ALERT_WEBHOOK_URL: "https://hooks.example.com/a"}, field: {NODE: spec.nodeName}}}}`,
 			env: map[string]string{"ALERT_ON_RELOAD": "true", "ALERT_SINK": "slack"}},
 	} {

@@ -154,6 +154,12 @@ rolloutStrategy: rollout-strategy-annotation
 {{- if $value }}{{ $args = append $args (printf "--%s=%s" (get $flags $key) $value) }}{{ end -}}
 {{- end -}}
 {{- with $r.coalesceWindow }}{{ $args = append $args (printf "--coalesce-window=%s" .) }}{{ end -}}
+{{- with $r.pacing }}
+{{- if not (kindIs "invalid" .reloadRate) }}{{ $args = append $args (printf "--reload-rate=%v" .reloadRate) }}{{ end -}}
+{{- if not (kindIs "invalid" .reloadBurst) }}{{ $args = append $args (printf "--reload-burst=%d" (int .reloadBurst)) }}{{ end -}}
+{{- if not (kindIs "invalid" .firstSightRate) }}{{ $args = append $args (printf "--first-sight-rate=%v" .firstSightRate) }}{{ end -}}
+{{- with .minReloadInterval }}{{ $args = append $args (printf "--min-reload-interval=%s" .) }}{{ end -}}
+{{- end -}}
 {{- with $r.rolloutDeadline }}{{ $args = append $args (printf "--rollout-deadline=%s" .) }}{{ end -}}
 {{- if not (kindIs "invalid" $r.workers) }}{{ $args = append $args (printf "--workers=%d" (int $r.workers)) }}{{ end -}}
 {{- if $r.runCronJobsOnReload }}{{ $args = append $args "--run-cronjobs-on-reload=true" }}{{ end -}}
