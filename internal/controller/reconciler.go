@@ -248,13 +248,13 @@ func (r *WorkloadReconciler) execute(ctx context.Context, obj client.Object, w s
 			plan.Changes, plan.WriteRecord = nil, false
 			d.plan = plan
 		}
-	} else {
-		r.Pacer.Forget(k, started)
-		if _, recorded := obj.GetAnnotations()[reload.RecordAnnotation]; plan.WriteRecord && !recorded {
-			if wait := r.Pacer.FirstSight(k, started); wait > 0 {
-				return reconcile.Result{RequeueAfter: wait}, metrics.OutcomeWaiting, nil
-			}
+	} else if _, recorded := obj.GetAnnotations()[reload.RecordAnnotation]; plan.WriteRecord && !recorded {
+		if wait := r.Pacer.FirstSight(k, started); wait > 0 {
+			return reconcile.Result{RequeueAfter: wait}, metrics.OutcomeWaiting, nil
 		}
+	} else {
+		// Nothing due any more: a slot it reserved goes back.
+		r.Pacer.Forget(k, started)
 	}
 	updated := obj.DeepCopyObject().(client.Object)
 	if plan.Reloads() && r.apply(ctx, updated, w, plan.Changes) {
