@@ -42,6 +42,7 @@ func TestExplainSaysWhenAHeldReloadHappens(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	testutil.Must(t, w.WriteText(&buf))
+	t.Logf("explain deploy/spaced:\n%s", buf.String())
 	want := "held: minimum interval 1h0m0s since the last reload at " + lastReload.Format(time.RFC3339) + ", reloads at " + lastReload.Add(time.Hour).Format(time.RFC3339)
 	if !strings.Contains(buf.String(), want) || !strings.Contains(buf.String(), "Next reconcile: held configmap/cfg until") {
 		t.Errorf("text output says neither %q nor the held line:\n%s", want, buf.String())
