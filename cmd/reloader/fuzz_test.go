@@ -41,6 +41,8 @@ func FuzzFlags(f *testing.F) {
 		"--coalesce-window=-1s",
 		"--coalesce-window=1h\n--log-level=debug\n--log-format=json",
 		"--enable-ha=true\n--enable-csi-integration",
+		"--reload-rate=20\n--reload-burst=5\n--min-reload-interval=10m",
+		"--reload-rate=NaN\n--first-sight-rate=+Inf\n--reload-burst=-1",
 		"--auto-annotation=\n--configmap-annotation=a.example/x",
 		"--namespace-selector=(((",
 		"positional",
