@@ -259,7 +259,9 @@ func TestReloadWindowHoldsUntilItOpens(t *testing.T) {
 	}
 	offset := opens.Add(-3 * time.Second).Sub(now)
 	clock := func() time.Time { return time.Now().Add(offset) }
-	d := deployment(ns, "web", map[string]string{auto: "true", reload.ReloadWindowAnnotation: "daily 03:00-04:00 UTC"}, podSpec("cfg"))
+	// A pause period starts only when the held reload rolls: a held reload is no reload.
+	d := deployment(ns, "web", map[string]string{auto: "true", reload.ReloadWindowAnnotation: "daily 03:00-04:00 UTC",
+		"deployment.reloader.stakater.com/pause-period": "1h"}, podSpec("cfg"))
 	bad := deployment(ns, "bad", map[string]string{auto: "true", reload.ReloadWindowAnnotation: "weekdays 3am-4am"}, podSpec("cfg"))
 	create(t, cm, d, bad)
 	events := &notes{}
@@ -319,10 +321,56 @@ func TestReloadWindowHoldsUntilItOpens(t *testing.T) {
 	if v, ok := envOf(&get(t, d).Spec.Template, "app", cfgEnv); !ok || v == "" {
 		t.Errorf("no %s after the reload", cfgEnv)
 	}
+	if !get(t, d).Spec.Paused {
+		t.Errorf("not paused by the reload that rolled when the window opened")
+	}
 	if g := value(t, r.Metrics.Waiting.WithLabelValues(reload.HoldReloadWindow)); g != 0 {
 		t.Errorf("after the reload: reloads_waiting{reload-window} = %v, want 0", g)
 	}
 	if n := len(events.with(controller.ReasonReloadHeld)); n != 1 {
 		t.Errorf("%d ReloadHeld Events, want 1", n)
+	}
+}
+
+// First records are paced: 60 new Deployments at --first-sight-rate 20 (burst 20) are
+// recorded over (60-20)/20 = 2 s, not in one burst of 60 patches.
+func TestFirstRecordsArePaced(t *testing.T) {
+	const n, rate = 60, 20
+	ns := newNamespace(t)
+	create(t, configMap(ns, "cfg", map[string]string{"k": "v1"}))
+	for i := range n {
+		create(t, deployment(ns, fmt.Sprintf("web-%02d", i), map[string]string{auto: "true"}, podSpec("cfg")))
+	}
+	wc, err := client.NewWithWatch(restConfig, client.Options{Scheme: k8s.Scheme()})
+	testutil.Must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, err := wc.Watch(ctx, &appsv1.DeploymentList{}, client.InNamespace(ns))
+	testutil.Must(t, err)
+	defer w.Stop()
+	startReloader(t, ns, func(o *options.Options) { o.FirstSightRate = rate })
+	recordedAt := map[string]time.Time{}
+	deadline := time.After(30 * time.Second)
+	for len(recordedAt) < n {
+		select {
+		case ev := <-w.ResultChan():
+			if d, ok := ev.Object.(*appsv1.Deployment); ok {
+				if _, ok := d.Annotations[reload.RecordAnnotation]; ok && recordedAt[d.Name].IsZero() {
+					recordedAt[d.Name] = time.Now()
+				}
+			}
+		case <-deadline:
+			t.Fatalf("%d of %d recorded in 30s", len(recordedAt), n)
+		}
+	}
+	var times []time.Time
+	for _, at := range recordedAt {
+		times = append(times, at)
+	}
+	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	spread, want := times[n-1].Sub(times[0]), time.Duration(n-rate)*time.Second/rate
+	t.Logf("%d first records spread over %v (paced: %v)", n, spread, want)
+	if spread < want*8/10 || spread > want+10*time.Second {
+		t.Errorf("first records spread over %v, want about %v", spread, want)
 	}
 }
