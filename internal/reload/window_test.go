@@ -150,3 +150,16 @@ func FuzzParseReloadWindows(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkPlanHold is the cost a reconcile pays for pacing: both annotations parsed anew.
+func BenchmarkPlanHold(b *testing.B) {
+	s := HoldState{Window: "Mon-Fri 02:00-04:00 Europe/Berlin; Sat,Sun 22:00-02:00 UTC", HasWindow: true,
+		MinInterval: "10m", HasMinInterval: true, LastReload: "2026-11-23T09:55:00Z", HasLastReload: true}
+	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	b.ReportAllocs()
+	for b.Loop() {
+		if h := PlanHold(s, now); h.Reason == "" {
+			b.Fatal("not held")
+		}
+	}
+}
