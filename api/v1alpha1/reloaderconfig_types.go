@@ -68,6 +68,21 @@ type ReloaderConfigSpec struct {
 	// +optional
 	CoalesceWindow *metav1.Duration `json:"coalesceWindow,omitempty"`
 
+	// MinReloadInterval overrides --min-reload-interval for the targets: a reload comes at
+	// least this long after the last one (a target's min-reload-interval annotation wins).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('168h')",message="minReloadInterval must be a duration between 0s and 168h, like 10m"
+	// +optional
+	MinReloadInterval *metav1.Duration `json:"minReloadInterval,omitempty"`
+
+	// ReloadWindow holds the targets' reloads outside these maintenance windows, in the form
+	// of the reload-window annotation ("Mon-Fri 02:00-04:00 Europe/Berlin; Sat,Sun 22:00-02:00 UTC");
+	// a target's own annotation wins.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	ReloadWindow string `json:"reloadWindow,omitempty"`
+
 	// RunCronJobsOnReload overrides --run-cronjobs-on-reload for CronJob targets.
 	// +optional
 	RunCronJobsOnReload *bool `json:"runCronJobsOnReload,omitempty"`

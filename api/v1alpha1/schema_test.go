@@ -78,6 +78,12 @@ func TestSchemaRefusesBadSpecs(t *testing.T) {
 		{"long pause", v1alpha1.ReloaderConfigSpec{
 			Targets: []v1alpha1.Target{web}, Sources: []v1alpha1.Source{cfg}, PausePeriod: &metav1.Duration{Duration: 200 * 3600e9}},
 			"pausePeriod must be a duration between 0s and 168h"},
+		{"long min reload interval", v1alpha1.ReloaderConfigSpec{
+			Targets: []v1alpha1.Target{web}, Sources: []v1alpha1.Source{cfg}, MinReloadInterval: &metav1.Duration{Duration: 200 * 3600e9}},
+			"minReloadInterval must be a duration between 0s and 168h"},
+		{"long reload window", v1alpha1.ReloaderConfigSpec{
+			Targets: []v1alpha1.Target{web}, Sources: []v1alpha1.Source{cfg}, ReloadWindow: strings.Repeat("daily 02:00-03:00 UTC;", 30)},
+			"spec.reloadWindow: Too long"},
 		{"bad strategy", v1alpha1.ReloaderConfigSpec{
 			Targets: []v1alpha1.Target{web}, Sources: []v1alpha1.Source{cfg}, Strategy: "restart"},
 			"spec.strategy"},

@@ -111,6 +111,11 @@ func (in *ReloaderConfigSpec) DeepCopyInto(out *ReloaderConfigSpec) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.MinReloadInterval != nil {
+		in, out := &in.MinReloadInterval, &out.MinReloadInterval
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	if in.RunCronJobsOnReload != nil {
 		in, out := &in.RunCronJobsOnReload, &out.RunCronJobsOnReload
 		*out = new(bool)

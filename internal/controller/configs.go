@@ -32,11 +32,16 @@ type settings struct {
 	// pausePeriod is the pause period when a config sets one and the workload's own
 	// annotation does not.
 	pausePeriod *time.Duration
+	// minReloadInterval and reloadWindow pace the reloads when a config sets them and the
+	// workload's own annotations do not.
+	minReloadInterval *time.Duration
+	reloadWindow      string
 }
 
 func (r *WorkloadReconciler) settingsFor(o reload.Overrides) settings {
 	s := settings{strategy: r.Strategy, runCronJobs: r.Behaviour.RunCronJobs,
-		recreateFinishedJobs: r.Behaviour.RecreateFinishedJobs, window: o.CoalesceWindow, pausePeriod: o.PausePeriod}
+		recreateFinishedJobs: r.Behaviour.RecreateFinishedJobs, window: o.CoalesceWindow, pausePeriod: o.PausePeriod,
+		minReloadInterval: o.MinReloadInterval, reloadWindow: o.ReloadWindow}
 	if o.Strategy != nil {
 		s.strategy = o.Strategy
 	}

@@ -26,8 +26,8 @@ const announceRateLimitAfter = 5 * time.Second
 // hold decides whether a reload that is due now waits: reload.PlanHold on the workload's
 // annotations, then a slot from the rate limiter. A workload held by its own interval or
 // window gives back any rate slot it holds, and takes one when that hold ends.
-func (r *WorkloadReconciler) hold(ctx context.Context, obj client.Object, k string, now time.Time) reload.Hold {
-	h := reload.PlanHold(r.holdState(obj), now)
+func (r *WorkloadReconciler) hold(ctx context.Context, obj client.Object, s settings, k string, now time.Time) reload.Hold {
+	h := reload.PlanHold(r.holdState(obj, s), now)
 	if len(h.Invalid) > 0 {
 		r.invalid(ctx, obj, h.Invalid...)
 	}
@@ -41,13 +41,20 @@ func (r *WorkloadReconciler) hold(ctx context.Context, obj client.Object, k stri
 	return h
 }
 
-// holdState reads what reload.PlanHold needs from obj.
-func (r *WorkloadReconciler) holdState(obj client.Object) reload.HoldState {
+// holdState reads what reload.PlanHold needs from obj; a ReloaderConfig's interval and window
+// (in set) apply where the workload's annotations set none.
+func (r *WorkloadReconciler) holdState(obj client.Object, set settings) reload.HoldState {
 	ann := obj.GetAnnotations()
 	s := reload.HoldState{DefaultMinInterval: r.MinReloadInterval}
+	if set.minReloadInterval != nil {
+		s.DefaultMinInterval = *set.minReloadInterval
+	}
 	s.LastReload, s.HasLastReload = ann[reload.LastReloadAnnotation]
 	s.MinInterval, s.HasMinInterval = ann[reload.MinReloadIntervalAnnotation]
 	s.Window, s.HasWindow = ann[reload.ReloadWindowAnnotation]
+	if !s.HasWindow && set.reloadWindow != "" {
+		s.Window, s.HasWindow = set.reloadWindow, true
+	}
 	return s
 }
 

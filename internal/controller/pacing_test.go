@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/coalesce"
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/metrics"
@@ -372,5 +373,41 @@ func TestFirstRecordsArePaced(t *testing.T) {
 	t.Logf("%d first records spread over %v (paced: %v)", n, spread, want)
 	if spread < want*8/10 || spread > want+10*time.Second {
 		t.Errorf("first records spread over %v, want about %v", spread, want)
+	}
+}
+
+// A ReloaderConfig's reloadWindow holds its targets as the annotation does: a change outside
+// the window writes nothing and says when it will roll.
+func TestReloaderConfigWindowHoldsItsTargets(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
+	d := deployment(ns, "web", nil, podSpec("cfg"))
+	opens := time.Now().UTC().Add(2 * time.Hour).Truncate(time.Minute)
+	window := fmt.Sprintf("daily %s-%s UTC", opens.Format("15:04"), opens.Add(time.Minute).Format("15:04"))
+	cfg := reloaderConfig(ns, "paced", []v1alpha1.Target{byName("Deployment", "web")}, sourceNamed("ConfigMap", "cfg"))
+	cfg.Spec.ReloadWindow = window
+	create(t, cm, d, cfg)
+	startReloader(t, ns)
+	recorded(t, d)
+	rollouts := templateChanges(t, d)
+	before := get(t, d).ResourceVersion
+	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
+	eventuallyEvent(t, ns, "web", controller.ReasonReloadHeld)
+	settle()
+	if n := rollouts(); n != 0 {
+		t.Errorf("rolled %d times outside the config's window", n)
+	}
+	if rv := get(t, d).ResourceVersion; rv != before {
+		t.Errorf("the held workload was written (resourceVersion %s -> %s)", before, rv)
+	}
+	var list eventsv1.EventList
+	testutil.Must(t, k8s.List(context.Background(), &list, client.InNamespace(ns)))
+	want := "held by reload window " + window + "; reloads at " + opens.Format(time.RFC3339)
+	found := false
+	for _, e := range list.Items {
+		found = found || (e.Reason == controller.ReasonReloadHeld && strings.Contains(e.Note, want))
+	}
+	if !found {
+		t.Errorf("no ReloadHeld Event saying %q", want)
 	}
 }

@@ -243,7 +243,7 @@ func (r *WorkloadReconciler) execute(ctx context.Context, obj client.Object, w s
 	}
 	var hold reload.Hold
 	if plan.Reloads() {
-		if hold = r.hold(ctx, obj, k, started); hold.Reason != "" {
+		if hold = r.hold(ctx, obj, w.settings, k, started); hold.Reason != "" {
 			r.announceHold(ctx, obj, k, hold, plan.Changes, d.related)
 			plan.Changes, plan.WriteRecord = nil, false
 			d.plan = plan

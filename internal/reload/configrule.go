@@ -86,10 +86,13 @@ func (r *Rules) ConfigSelects(kind source.Kind) bool {
 // flag's value.
 type Overrides struct {
 	// Config names the ReloaderConfig they come from.
-	Config               string
-	Strategy             Strategy
-	PausePeriod          *time.Duration
-	CoalesceWindow       *time.Duration
+	Config            string
+	Strategy          Strategy
+	PausePeriod       *time.Duration
+	CoalesceWindow    *time.Duration
+	MinReloadInterval *time.Duration
+	// ReloadWindow is a reload-window value (ParseReloadWindows), checked; "" sets none.
+	ReloadWindow         string
 	RunCronJobs          *bool
 	RecreateFinishedJobs *bool
 }

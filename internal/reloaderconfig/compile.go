@@ -112,6 +112,16 @@ func overrides(cfg *v1alpha1.ReloaderConfig, errs *[]error) reload.Overrides {
 	if d := cfg.Spec.CoalesceWindow; d != nil {
 		o.CoalesceWindow = &d.Duration
 	}
+	if d := cfg.Spec.MinReloadInterval; d != nil {
+		o.MinReloadInterval = &d.Duration
+	}
+	if w := cfg.Spec.ReloadWindow; w != "" {
+		if _, err := reload.ParseReloadWindows(w); err != nil {
+			*errs = append(*errs, fmt.Errorf("spec.reloadWindow: %v; want %s", err, reload.ReloadWindowForm))
+		} else {
+			o.ReloadWindow = w
+		}
+	}
 	return o
 }
 

@@ -105,3 +105,26 @@ func TestCacheCompilesOncePerGeneration(t *testing.T) {
 		t.Errorf("Forget left %d entries", len(c.entries))
 	}
 }
+
+// Pacing settings: a window that can't be read is reported and sets none; the interval and a
+// good window merge as the other settings do, conflicts named.
+func TestCompileAndMergePacing(t *testing.T) {
+	src := []v1alpha1.Source{{Kind: "ConfigMap", Name: "cfg"}}
+	bad := Compile(config("bad", v1alpha1.ReloaderConfigSpec{Sources: src, ReloadWindow: "weekdays 2am"}))
+	if len(bad.Errs) != 1 || !strings.Contains(bad.Errs[0].Error(), "spec.reloadWindow") || !strings.Contains(bad.Errs[0].Error(), "HH:MM-HH:MM") || bad.Overrides.ReloadWindow != "" {
+		t.Errorf("errors %v, window %q; want one naming spec.reloadWindow and the form, and no window", bad.Errs, bad.Overrides.ReloadWindow)
+	}
+	a := Compile(config("a", v1alpha1.ReloaderConfigSpec{Sources: src, ReloadWindow: "daily 02:00-04:00 UTC",
+		MinReloadInterval: &metav1.Duration{Duration: time.Hour}}))
+	b := Compile(config("b", v1alpha1.ReloaderConfigSpec{Sources: src, ReloadWindow: "Sat 02:00-04:00 UTC",
+		MinReloadInterval: &metav1.Duration{Duration: time.Hour}}))
+	for _, order := range [][]*Compiled{{a, b}, {b, a}} {
+		m := Merge(order)
+		if m.Overrides.ReloadWindow != "daily 02:00-04:00 UTC" || m.Overrides.MinReloadInterval == nil || *m.Overrides.MinReloadInterval != time.Hour {
+			t.Errorf("overrides %+v, want a's window and the interval", m.Overrides)
+		}
+		if len(m.Conflicts) != 1 || m.Conflicts[0].Setting != "reloadWindow" || m.Conflicts[0].Winner != "a" {
+			t.Errorf("conflicts %v, want only reloadWindow, won by a", m.Conflicts)
+		}
+	}
+}

@@ -59,6 +59,12 @@ func Merge(configs []*Compiled) Merged {
 		if d := o.CoalesceWindow; d != nil {
 			take(c.Name, "coalesceWindow", d.String(), func() { m.Overrides.CoalesceWindow = d })
 		}
+		if d := o.MinReloadInterval; d != nil {
+			take(c.Name, "minReloadInterval", d.String(), func() { m.Overrides.MinReloadInterval = d })
+		}
+		if w := o.ReloadWindow; w != "" {
+			take(c.Name, "reloadWindow", w, func() { m.Overrides.ReloadWindow = w })
+		}
 		if b := o.RunCronJobs; b != nil {
 			take(c.Name, "runCronJobsOnReload", strconv.FormatBool(*b), func() { m.Overrides.RunCronJobs = b })
 		}
