@@ -123,6 +123,8 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Reques
 	if r.Shard != nil {
 		switch own, ready := r.Shard(req.Namespace); {
 		case !own:
+			// Another replica holds it now; the schedule of a held reload is on the object.
+			r.forget(r.windowKey(req.NamespacedName), r.Now())
 			return reconcile.Result{}, metrics.OutcomeIgnored, nil
 		case !ready:
 			return reconcile.Result{RequeueAfter: 500 * time.Millisecond}, metrics.OutcomeWaiting, nil
