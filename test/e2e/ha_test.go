@@ -45,17 +45,7 @@ func TestLeaderKilledDuringBurst(t *testing.T) {
 	for i := range workloads {
 		name := fmt.Sprintf("app-%d", i)
 		cms[i] = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{"round": "0"}}
-		labels := map[string]string{"app": name}
-		d := &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{"reloader.stakater.com/auto": "true"}},
-			Spec: appsv1.DeploymentSpec{
-				Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
-					Containers: []corev1.Container{{Name: "app", Image: "busybox", EnvFrom: []corev1.EnvFromSource{{
-						ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}}}},
-				}},
-			},
-		}
+		d := autoDeployment(ns, name)
 		for _, o := range []client.Object{cms[i], d} {
 			if err := cl.Create(ctx, o); err != nil {
 				t.Fatal(err)
