@@ -28,6 +28,7 @@ import (
 // New returns a manager with a reconciler for every workload kind the options leave in. Each
 // step below is a function of its own, in the order the later ones need the earlier ones.
 func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr.Logger) (manager.Manager, error) {
+	cfg = withClientRate(cfg, conf)
 	scheme, apis, err := schemeAndAPIs(cfg)
 	if err != nil {
 		return nil, err

@@ -61,6 +61,16 @@ func cacheOptions(conf options.Config, sources []controller.SourceType) cache.Op
 	}
 }
 
+// withClientRate returns cfg with reloader's request rate (--kube-api-qps, --kube-api-burst).
+// Every client built from it (cache, writes, Events) gets its own token bucket of that size.
+func withClientRate(cfg *rest.Config, conf options.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS = float32(conf.KubeAPIQPS)
+	cfg.Burst = conf.KubeAPIBurst
+	cfg.RateLimiter = nil
+	return cfg
+}
+
 // newManager returns the manager: its cache, the metrics port with /live and /ready (ready
 // once the caches have synced), and with --enable-ha the Lease that elects the leader.
 func newManager(cfg *rest.Config, conf options.Config, scheme *runtime.Scheme, caches cache.Options, ready *atomic.Bool, logger logr.Logger) (manager.Manager, error) {

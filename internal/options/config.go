@@ -133,6 +133,7 @@ func Parse(o Options) (Config, error) {
 	if o.RolloutDeadline <= 0 || o.RolloutDeadline > 24*time.Hour {
 		fail(fmt.Errorf("--rollout-deadline: %v is not a positive duration up to 24h, such as 10m", o.RolloutDeadline))
 	}
+	errs = append(errs, checkClientRate(o.KubeAPIQPS, o.KubeAPIBurst)...)
 	if o.Workers < 1 {
 		fail(fmt.Errorf("--workers: %d is less than 1", o.Workers))
 	}
@@ -228,6 +229,22 @@ func checkKeys(k reload.Keys) []error {
 			errs = append(errs, fmt.Errorf("%s: %q is not an annotation key (such as example.com/name): %s",
 				flag, flags[flag], strings.Join(problems, "; ")))
 		}
+	}
+	return errs
+}
+
+// maxKubeAPIQPS bounds --kube-api-qps: beyond it, reloader would rather hurt its API server
+// than be held back by it.
+const maxKubeAPIQPS = 10000
+
+// checkClientRate checks --kube-api-qps and --kube-api-burst as client-go's token bucket
+// needs them: a positive rate, and a burst that holds at least one second of it.
+func checkClientRate(qps float64, burst int) []error {
+	var errs []error
+	if !(qps > 0 && qps <= maxKubeAPIQPS) { // also false for NaN
+		errs = append(errs, fmt.Errorf("--kube-api-qps: %v is not a rate above 0 and up to %d requests per second, such as 200", qps, maxKubeAPIQPS))
+	} else if float64(burst) < qps {
+		errs = append(errs, fmt.Errorf("--kube-api-burst: %d is below --kube-api-qps (%v); want at least the QPS, such as 300", burst, qps))
 	}
 	return errs
 }

@@ -18,6 +18,10 @@ import (
 // Options configure one reloader process.
 type Options struct {
 	Kubeconfig string
+	// KubeAPIQPS and KubeAPIBurst bound reloader's requests to the API server (rest.Config
+	// QPS and Burst): a reload of one ConfigMap used by 1,000 Deployments is 1,000 patches.
+	KubeAPIQPS   float64
+	KubeAPIBurst int
 
 	ReloadStrategy   string
 	AutoReloadAll    bool
@@ -93,6 +97,8 @@ type Options struct {
 func Default() Options {
 	return Options{
 		ReloadStrategy: reload.StrategyEnvVars,
+		KubeAPIQPS:     200,
+		KubeAPIBurst:   300,
 		PprofAddr:      ":6060",
 		LogLevel:       "info",
 		MetricsAddr:    ":9090",
@@ -137,6 +143,8 @@ var AlertSinks = []string{"slack", "teams", "gchat", "raw"}
 // BindFlags registers every flag on fs, writing into o.
 func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "path to a kubeconfig; default: $KUBECONFIG, in-cluster config, then ~/.kube/config")
+	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "requests per second reloader may send to the API server, sustained (client-go's default is 5)")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "requests reloader may send to the API server at once, above --kube-api-qps; at least --kube-api-qps")
 	fs.StringVar(&o.ReloadStrategy, "reload-strategy", o.ReloadStrategy, "how a reload changes the pod template: env-vars or annotations")
 	fs.BoolVar(&o.AutoReloadAll, "auto-reload-all", o.AutoReloadAll, "reload every workload on change of the sources it references, unless it says auto: \"false\"")
 	fs.BoolVar(&o.ReloadOnCreate, "reload-on-create", o.ReloadOnCreate, "also reload when a referenced source is created")

@@ -148,6 +148,8 @@ rolloutStrategy: rollout-strategy-annotation
 {{- with $r.webhookUrl }}{{ $args = append $args (printf "--webhook-url=%s" .) }}{{ end -}}
 {{- with $r.webhookTimeout }}{{ $args = append $args (printf "--webhook-timeout=%s" .) }}{{ end -}}
 {{- if not (kindIs "invalid" $r.webhookRetries) }}{{ $args = append $args (printf "--webhook-retries=%d" (int $r.webhookRetries)) }}{{ end -}}
+{{- if not (kindIs "invalid" $r.kubeAPIQPS) }}{{ $args = append $args (printf "--kube-api-qps=%v" $r.kubeAPIQPS) }}{{ end -}}
+{{- if not (kindIs "invalid" $r.kubeAPIBurst) }}{{ $args = append $args (printf "--kube-api-burst=%d" (int $r.kubeAPIBurst)) }}{{ end -}}
 {{- $flags := include "reloader.annotationFlags" . | fromYaml -}}
 {{- range $key := keys $r.custom_annotations | sortAlpha }}
 {{- $value := get $r.custom_annotations $key -}}
