@@ -36,7 +36,7 @@ func addReloaders(mgr manager.Manager, conf options.Config, sources []controller
 		}
 	}
 	window := coalesce.New(conf.CoalesceWindow)
-	recorder := mgr.GetEventRecorder("reloader")
+	recorder := controller.SeriesRecorder(mgr.GetEventRecorder("reloader"), mgr.GetScheme())
 	rollouts := &controller.Rollouts{Deadline: conf.RolloutDeadline, Recorder: recorder, Metrics: m, Now: time.Now}
 	// One pacer for every kind: --reload-rate is across this replica.
 	pacer := pace.New(conf.ReloadRate, conf.ReloadBurst, conf.FirstSightRate)
