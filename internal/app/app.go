@@ -6,6 +6,7 @@ import (
 	"context"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -51,7 +52,9 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 	if err != nil {
 		return nil, err
 	}
-	caches := cacheOptions(conf, sources)
+	// Made before the cache: the workload cache keeps the status of the rollouts it follows.
+	rollouts := &controller.Rollouts{Deadline: conf.RolloutDeadline, Now: time.Now}
+	caches := cacheOptions(conf, sources, read, rollouts)
 	if shards != nil {
 		caches.NewInformer = shards.filter.NewInformer
 	}
@@ -69,7 +72,7 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 	if err := watch(ctx, mgr, conf, sources, read, configs != nil, m); err != nil {
 		return nil, err
 	}
-	if err := addReloaders(mgr, conf, sources, kinds, configs, configStatus, m, shards.ready(), logger); err != nil {
+	if err := addReloaders(mgr, conf, sources, kinds, configs, configStatus, rollouts, m, shards.ready(), logger); err != nil {
 		return nil, err
 	}
 	if err := addServices(mgr, conf, &ready, m, logger); err != nil {

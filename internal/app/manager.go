@@ -26,13 +26,15 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/workload"
 )
 
 // cacheOptions keeps in memory only what reloader reads: the watched namespaces, less the
 // ignored ones (filtered by the API server, so they cost neither memory nor events), sources
-// through their own transforms and label selector, the pending Job replacements, and no
-// managed fields.
-func cacheOptions(conf options.Config, sources []controller.SourceType) cache.Options {
+// through their own transforms and label selector, workloads slimmed (no status unless its
+// rollout is followed, no last-applied copy), the pending Job replacements, and no managed
+// fields.
+func cacheOptions(conf options.Config, sources []controller.SourceType, kinds []workload.Kind, rollouts *controller.Rollouts) cache.Options {
 	byObject := map[client.Object]cache.ByObject{}
 	for _, st := range sources {
 		b := cache.ByObject{Transform: st.Transform, Field: and(st.Field, conf.NamespaceFilter)}
@@ -40,6 +42,9 @@ func cacheOptions(conf options.Config, sources []controller.SourceType) cache.Op
 			b.Label = conf.SourceLabels
 		}
 		byObject[st.NewObject()] = b
+	}
+	for _, kind := range kinds {
+		byObject[kind.NewObject()] = cache.ByObject{Transform: workload.SlimTransform(kind, rollouts.Follows(kind))}
 	}
 	records, recordCache := controller.ReplacementRecords()
 	byObject[records] = recordCache

@@ -25,7 +25,7 @@ import (
 // rollout that each reload starts. With configStatus, the reconcilers' reloads and the
 // rollouts' outcomes also feed the status of the ReloaderConfigs. shard, when set, tells
 // the namespaces this replica's shards hold (--shards).
-func addReloaders(mgr manager.Manager, conf options.Config, sources []controller.SourceType, kinds []workload.Kind, configs *reloaderconfig.Cache, configStatus bool, m *metrics.Metrics, shard func(string) (bool, bool), logger logr.Logger) error {
+func addReloaders(mgr manager.Manager, conf options.Config, sources []controller.SourceType, kinds []workload.Kind, configs *reloaderconfig.Cache, configStatus bool, rollouts *controller.Rollouts, m *metrics.Metrics, shard func(string) (bool, bool), logger logr.Logger) error {
 	alerts, err := newAlerter(conf, m, logger)
 	if err != nil {
 		return err
@@ -37,7 +37,7 @@ func addReloaders(mgr manager.Manager, conf options.Config, sources []controller
 	}
 	window := coalesce.New(conf.CoalesceWindow)
 	recorder := controller.SeriesRecorder(mgr.GetEventRecorder("reloader"), mgr.GetScheme())
-	rollouts := &controller.Rollouts{Deadline: conf.RolloutDeadline, Recorder: recorder, Metrics: m, Now: time.Now}
+	rollouts.Recorder, rollouts.Metrics = recorder, m
 	// One pacer for every kind: --reload-rate is across this replica.
 	pacer := pace.New(conf.ReloadRate, conf.ReloadBurst, conf.FirstSightRate)
 	var reconcilers []*controller.WorkloadReconciler

@@ -117,6 +117,19 @@ func (t *Rollouts) follows(kind string, obj client.Object) bool {
 	return ok
 }
 
+// Follows reports whether the rollout of obj, of kind, is followed: its status is read then.
+func (t *Rollouts) Follows(kind workload.Kind) func(client.Object) bool {
+	name := kind.Name()
+	return func(obj client.Object) bool { return t != nil && t.follows(name, obj) }
+}
+
+// statusMissing reports whether obj is the cached copy of a followed workload, at or past
+// the generation reloaded, whose status the cache dropped.
+func (t *Rollouts) statusMissing(kind string, obj client.Object) bool {
+	f, ok := t.get(followKey{kind, client.ObjectKeyFromObject(obj)})
+	return ok && obj.GetGeneration() >= f.generation && workload.StatusDropped(obj)
+}
+
 func (t *Rollouts) get(key followKey) (*following, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

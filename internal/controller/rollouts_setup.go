@@ -32,7 +32,7 @@ func (t *Rollouts) SetupWithManager(mgr ctrl.Manager, kinds []workload.Kind) err
 				t.setQueue(name, q)
 				return nil
 			})).
-			Complete(&rolloutFollower{rollouts: t, client: mgr.GetClient(), kind: kind})
+			Complete(&rolloutFollower{rollouts: t, client: mgr.GetClient(), reader: mgr.GetAPIReader(), kind: kind})
 		if err != nil {
 			return err
 		}
@@ -44,7 +44,9 @@ func (t *Rollouts) SetupWithManager(mgr ctrl.Manager, kinds []workload.Kind) err
 type rolloutFollower struct {
 	rollouts *Rollouts
 	client   client.Client
-	kind     workload.Kind
+	// reader reads a followed workload whose cached copy has no status (workload.SlimTransform).
+	reader client.Reader
+	kind   workload.Kind
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -55,6 +57,13 @@ func (f *rolloutFollower) Reconcile(ctx context.Context, req reconcile.Request) 
 			f.rollouts.forget(followKey{f.kind.Name(), req.NamespacedName}, nil)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if f.rollouts.statusMissing(f.kind.Name(), obj) {
+		// The cache dropped the status before the rollout was followed; the next status
+		// change will be kept, but the last may have passed already.
+		if err := f.reader.Get(ctx, req.NamespacedName, obj); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
 	}
 	return f.rollouts.check(ctx, f.kind, obj), nil
 }
