@@ -173,4 +173,3 @@ func retainedBy(fn func() any) uint64 {
 	runtime.KeepAlive(v)
 	return after.HeapAlloc - min(after.HeapAlloc, before.HeapAlloc)
 }
-
