@@ -8,9 +8,9 @@ import (
 	"github.com/reloader-operator/reloader/internal/audit"
 )
 
-// auditPolicy logs every request of the users under test at Metadata level, once, when it
+// AuditPolicy logs every request of the users under test at Metadata level, once, when it
 // completes; nothing of anyone else.
-func auditPolicy(users ...string) string {
+func AuditPolicy(users ...string) string {
 	b, _ := json.Marshal(users)
 	return `apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -32,7 +32,8 @@ type API struct {
 	Writes    int            `json:"writes"`
 }
 
-func countAPI(events []audit.Event) API {
+// CountAPI counts the requests of an audit log by verb and response code.
+func CountAPI(events []audit.Event) API {
 	a := API{ByVerb: map[string]int{}, ByCode: map[string]int{}}
 	for _, e := range events {
 		a.Total++

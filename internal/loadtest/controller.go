@@ -145,8 +145,8 @@ func processStats(pid int) (float64, int64, error) {
 	return (utime + stime) / ticks, rss, nil
 }
 
-// metricValue sums the samples of one metric in a Prometheus text exposition.
-func metricValue(exposition, name string) (float64, bool) {
+// MetricValue sums the samples of one metric in a Prometheus text exposition.
+func MetricValue(exposition, name string) (float64, bool) {
 	sum, found := 0.0, false
 	for _, line := range strings.Split(exposition, "\n") {
 		if !strings.HasPrefix(line, name) {

@@ -236,7 +236,7 @@ func TestAuditCounting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := countAPI(ev)
+	api := CountAPI(ev)
 	if api.Total != 4 || api.Conflicts != 1 || api.Lists != 1 || api.Writes != 2 || api.ByVerb["watch"] != 1 {
 		t.Errorf("counted %+v", api)
 	}
@@ -247,8 +247,8 @@ func TestAuditCounting(t *testing.T) {
 	if got := repeatRate(ev, from, from.Add(2*time.Second)); got != 0 {
 		t.Errorf("repeat rate %v with no request repeated, want 0", got)
 	}
-	if !strings.Contains(auditPolicy("loadtest-old", "loadtest-new"), `users: ["loadtest-old","loadtest-new"]`) {
-		t.Error(auditPolicy("loadtest-old", "loadtest-new"))
+	if !strings.Contains(AuditPolicy("loadtest-old", "loadtest-new"), `users: ["loadtest-old","loadtest-new"]`) {
+		t.Error(AuditPolicy("loadtest-old", "loadtest-new"))
 	}
 }
 
@@ -282,10 +282,10 @@ func TestRepeatRate(t *testing.T) {
 
 func TestMetricValueAndProcessStats(t *testing.T) {
 	exposition := "# HELP x\nreloader_reload_executed_total{success=\"false\"} 1\nreloader_reload_executed_total{success=\"true\"} 41\nreloader_reload_executed_total_by_namespace{namespace=\"a\"} 5\n"
-	if v, ok := metricValue(exposition, "reloader_reload_executed_total"); !ok || v != 42 {
+	if v, ok := MetricValue(exposition, "reloader_reload_executed_total"); !ok || v != 42 {
 		t.Errorf("metric %v %v, want 42", v, ok)
 	}
-	if _, ok := metricValue(exposition, "reloader_missing"); ok {
+	if _, ok := MetricValue(exposition, "reloader_missing"); ok {
 		t.Error("found a missing metric")
 	}
 	cpu, rss, err := processStats(os.Getpid())

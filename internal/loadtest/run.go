@@ -136,7 +136,7 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 	if c.cfg.Kubeconfig == "" {
 		c.progress("starting control plane")
 		policy := filepath.Join(dir, "audit-policy.yaml")
-		if err := os.WriteFile(policy, []byte(auditPolicy(user)), 0o644); err != nil {
+		if err := os.WriteFile(policy, []byte(AuditPolicy(user)), 0o644); err != nil {
 			return err
 		}
 		cluster, err := localcluster.Start(ctx, localcluster.Options{Rollouts: true, Nodes: max(c.cfg.Nodes, 1), CRDDirectoryPaths: crdDirs(c.cfg.CRDDir),
@@ -222,7 +222,7 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 	judge(r, writes, tracked, obs.Changes())
 	if auditLog != "" {
 		ev := events()
-		api := countAPI(ev)
+		api := CountAPI(ev)
 		r.API = &api
 		r.IdleRPSAfter, r.RepeatRPSAfter = rate(ev, idleFrom, idleTo), repeatRate(ev, idleFrom, idleTo)
 	}
@@ -232,7 +232,7 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 	// Upstream's names first, which both sides may expose; then reloader's own.
 	for _, name := range []string{"reloader_reload_executed_total", "reloader_reconcile_total", "reloader_action_total", "reloader_skipped_total",
 		"reloader_workload_reconcile_total", "reloader_workload_action_total", "reloader_workload_skipped_total", "rest_client_requests_total"} {
-		if v, ok := metricValue(ctl.Metrics, name); ok {
+		if v, ok := MetricValue(ctl.Metrics, name); ok {
 			r.Metrics[name] = v
 		}
 	}
