@@ -37,8 +37,23 @@ func SlimTransform(kind Kind, followed func(client.Object) bool) toolscache.Tran
 		}
 		if status := statusOf(obj); status.IsValid() && observed(status, obj.GetGeneration()) && (followed == nil || !followed(obj)) {
 			status.SetZero()
+			markDropped(status)
 		}
 		return obj, nil
+	}
+}
+
+// dropped is the observedGeneration a dropped status is marked with: no controller writes
+// it, so an empty status (a workload no controller has seen) is not taken for a dropped one.
+const dropped = -1
+
+func markDropped(status reflect.Value) {
+	switch f := status.FieldByName("ObservedGeneration"); {
+	case !f.IsValid():
+	case f.Kind() == reflect.Int64:
+		f.SetInt(dropped)
+	case f.Kind() == reflect.String:
+		f.SetString(strconv.Itoa(dropped))
 	}
 }
 
@@ -46,7 +61,18 @@ func SlimTransform(kind Kind, followed func(client.Object) bool) toolscache.Tran
 // that meets such a copy reads the status from the API server.
 func StatusDropped(obj client.Object) bool {
 	status := statusOf(obj)
-	return status.IsValid() && status.IsZero()
+	if !status.IsValid() {
+		return false
+	}
+	switch f := status.FieldByName("ObservedGeneration"); {
+	case !f.IsValid():
+		return false
+	case f.Kind() == reflect.Int64:
+		return f.Int() == dropped
+	case f.Kind() == reflect.String:
+		return f.String() == strconv.Itoa(dropped)
+	}
+	return false
 }
 
 // statusOf is the Status field of a typed workload, settable; invalid when it has none.

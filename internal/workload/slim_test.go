@@ -86,13 +86,16 @@ func TestSlimDeploymentKeepsWhatDecisionsRead(t *testing.T) {
 		t.Errorf("status kept: %+v", got.Status)
 	}
 	want := full.DeepCopy()
-	want.ManagedFields, want.Status = nil, appsv1.DeploymentStatus{}
+	want.ManagedFields, want.Status = nil, appsv1.DeploymentStatus{ObservedGeneration: dropped}
 	delete(want.Annotations, LastAppliedAnnotation)
 	if got, _ := json.Marshal(got); string(got) != string(must(json.Marshal(want))) {
 		t.Errorf("slim Deployment differs beyond the dropped parts:\n got %s\nwant %s", got, must(json.Marshal(want)))
 	}
 	if StatusDropped(full) {
 		t.Error("a full status reads as dropped")
+	}
+	if StatusDropped(&appsv1.Deployment{}) {
+		t.Error("an empty status (no controller has seen the workload) reads as dropped")
 	}
 }
 

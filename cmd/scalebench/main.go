@@ -1,0 +1,85 @@
+// Command scalebench measures reloader at scale on a local control plane (see
+// internal/scalebench): `make bench-10k` runs it at 10,000 ConfigMaps, `make soak` soaks it.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+	"go.uber.org/zap/zapcore"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/reloader-operator/reloader/internal/scalebench"
+)
+
+func main() {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "scalebench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	cfg := scalebench.Config{Out: os.Stderr}
+	var soak scalebench.SoakConfig
+	var extra, paced, jsonOut string
+	var sizeKiB int
+	fs := pflag.NewFlagSet("scalebench", pflag.ContinueOnError)
+	fs.StringVar(&cfg.Bin, "reloader", "bin/reloader", "the reloader binary under test")
+	fs.StringVar(&extra, "reloader-args", "", "more flags for reloader, space-separated")
+	fs.Float64Var(&cfg.QPS, "kube-api-qps", 0, "reloader's --kube-api-qps; 0: its default")
+	fs.IntVar(&cfg.Burst, "kube-api-burst", 0, "reloader's --kube-api-burst; 0: its default")
+	fs.IntVar(&cfg.ConfigMaps, "configmaps", 10000, "ConfigMaps")
+	fs.IntVar(&cfg.Secrets, "secrets", 2000, "Secrets")
+	fs.IntVar(&sizeKiB, "size-kib", 10, "data of each ConfigMap and Secret, KiB")
+	fs.IntVar(&cfg.Deployments, "deployments", 5000, "Deployments")
+	fs.IntVar(&cfg.Shared, "shared", 1000, "Deployments (among --deployments) that use one shared ConfigMap")
+	fs.IntVar(&cfg.Namespaces, "namespaces", 10, "namespaces for the other Deployments")
+	fs.IntVar(&cfg.Changes, "changes", 500, "ConfigMaps changed after sync")
+	fs.Float64Var(&cfg.ChangeRate, "change-rate", 50, "changes per second")
+	fs.StringVar(&paced, "paced-args", "", "run the fan-out again with these reloader flags added, e.g. --reload-rate=100")
+	fs.Float64Var(&cfg.PacedRate, "paced-rate", 0, "the rate --paced-args configure, printed beside the rate observed")
+	fs.IntVar(&cfg.Workers, "workers", 32, "objects created at once")
+	fs.StringVar(&jsonOut, "json", "", "also write the figures as JSON to this file")
+	fs.DurationVar(&soak.Duration, "soak", 0, "instead of the benchmark: soak this long (e.g. 30m) and print memory every --soak-every")
+	fs.DurationVar(&soak.Every, "soak-every", time.Minute, "how often the soak prints memory")
+	fs.IntVar(&soak.Workloads, "soak-workloads", 50, "Deployments of the soak, each with its own ConfigMap and Secret")
+	fs.Float64Var(&soak.Rate, "soak-rate", 20, "ConfigMap/Secret updates per second during the soak")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	bin, err := filepath.Abs(cfg.Bin)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("--reloader: %w (run make build)", err)
+	}
+	cfg.Bin, cfg.Args, cfg.PacedArgs, cfg.SourceBytes = bin, strings.Fields(extra), strings.Fields(paced), sizeKiB<<10
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if soak.Duration > 0 {
+		soak.Bin, soak.Args, soak.QPS, soak.Burst, soak.Out = cfg.Bin, cfg.Args, cfg.QPS, cfg.Burst, os.Stdout
+		return scalebench.Soak(ctx, soak)
+	}
+	f, err := scalebench.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	f.Print(os.Stdout)
+	if jsonOut != "" {
+		b, _ := json.MarshalIndent(f, "", "  ")
+		return os.WriteFile(jsonOut, b, 0o644)
+	}
+	return nil
+}

@@ -1,0 +1,135 @@
+package scalebench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/reloader-operator/reloader/internal/audit"
+	"github.com/reloader-operator/reloader/internal/loadtest"
+)
+
+// Memory is one sample of the reloader process.
+type Memory struct {
+	// RSS is VmRSS of /proc/<pid>/status.
+	RSS uint64 `json:"rssBytes"`
+	// HeapInuse and HeapAlloc are go_memstats_heap_inuse_bytes and _alloc_bytes of /metrics.
+	HeapInuse uint64 `json:"heapInuseBytes"`
+	HeapAlloc uint64 `json:"heapAllocBytes"`
+	// Reloads is reloader_reload_executed_total, all samples summed.
+	Reloads float64 `json:"-"`
+}
+
+func (m Memory) String() string {
+	return fmt.Sprintf("RSS %s, heap in use %s (allocated %s)", mib(m.RSS), mib(m.HeapInuse), mib(m.HeapAlloc))
+}
+
+func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// sample reads the process's RSS and the Go heap it reports on its metrics address.
+func sample(pid int, metricsURL string) (Memory, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return Memory{}, err
+	}
+	var m Memory
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			m.RSS = kb << 10
+		}
+	}
+	cl := http.Client{Timeout: 5 * time.Second}
+	resp, err := cl.Get(metricsURL + "/metrics")
+	if err != nil {
+		return m, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return m, err
+	}
+	inuse, _ := loadtest.MetricValue(string(b), "go_memstats_heap_inuse_bytes")
+	alloc, _ := loadtest.MetricValue(string(b), "go_memstats_heap_alloc_bytes")
+	m.HeapInuse, m.HeapAlloc = uint64(inuse), uint64(alloc)
+	m.Reloads, _ = loadtest.MetricValue(string(b), "reloader_reload_executed_total")
+	return m, nil
+}
+
+// peak is the highest of each figure over samples.
+func peak(samples []Memory) Memory {
+	var p Memory
+	for _, s := range samples {
+		p.RSS, p.HeapInuse, p.HeapAlloc = max(p.RSS, s.RSS), max(p.HeapInuse, s.HeapInuse), max(p.HeapAlloc, s.HeapAlloc)
+	}
+	return p
+}
+
+// listBytes is the size of every object of a resource as the API server serves it in JSON,
+// listed in pages: what an informer caching every object in full would decode and hold.
+func listBytes(ctx context.Context, rc rest.Interface, path string) (int64, error) {
+	var total int64
+	cont := ""
+	for {
+		req := rc.Get().AbsPath(path).Param("limit", "500")
+		if cont != "" {
+			req = req.Param("continue", cont)
+		}
+		b, err := req.SetHeader("Accept", "application/json").DoRaw(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("list %s: %w", path, err)
+		}
+		total += int64(len(b))
+		var page struct {
+			Metadata struct {
+				Continue string `json:"continue"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(b, &page); err != nil {
+			return 0, err
+		}
+		if cont = page.Metadata.Continue; cont == "" {
+			return total, nil
+		}
+	}
+}
+
+// percentile of sorted durations, p in [0, 1].
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(int(p*float64(len(sorted))), len(sorted)-1)]
+}
+
+// window counts an audit log's requests received in [from, to), watches left out.
+func window(events []audit.Event, from, to time.Time) loadtest.API {
+	var in []audit.Event
+	for _, e := range events {
+		if e.Verb != "watch" && !e.Received.Before(from) && e.Received.Before(to) {
+			in = append(in, e)
+		}
+	}
+	return loadtest.CountAPI(in)
+}
+
+// workloadWrites counts the writes to Deployments among events received in [from, to).
+func workloadWrites(events []audit.Event, from, to time.Time) (n int, last time.Time) {
+	for _, e := range events {
+		if e.ObjectRef.Resource == "deployments" && slices.Contains([]string{"patch", "update"}, e.Verb) &&
+			!e.Received.Before(from) && e.Received.Before(to) {
+			n++
+			last = e.Received
+		}
+	}
+	return n, last
+}
