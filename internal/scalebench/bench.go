@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -213,10 +214,10 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 		paced := append(slices.Clone(args), cfg.PacedArgs...)
 		progress("restarting reloader with %v", cfg.PacedArgs)
 		var fo FanOut
-		if rp, err := startReloader(ctx, cfg.Bin, paced, kubeconfig, logFile); err != nil {
+		if pr, err := startReloader(ctx, cfg.Bin, paced, kubeconfig, logFile); err != nil {
 			fo = FanOut{Args: paced, Error: err.Error()}
 		} else {
-			r = rp
+			r = pr
 			quiet(ctx, events)
 			fo = fanOut(ctx, cl, nss[0], 2, obs, paced, progress)
 		}
@@ -450,7 +451,7 @@ func startReloader(ctx context.Context, bin string, args []string, kubeconfig st
 	}
 	cl := http.Client{Timeout: 2 * time.Second}
 	err = poll(ctx, 5*time.Minute, func() bool {
-		if r.p.ProcessState() != nil {
+		if exited(r.p.Pid()) {
 			return true
 		}
 		resp, err := cl.Get(r.metricsURL + "/ready")
@@ -460,14 +461,26 @@ func startReloader(ctx context.Context, bin string, args []string, kubeconfig st
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	if st := r.p.ProcessState(); st != nil {
-		return nil, fmt.Errorf("%s exited: %v", bin, st)
+	if exited(r.p.Pid()) {
+		r.p.Stop()
+		return nil, fmt.Errorf("%s %v exited: %v (its log: reloader.log)", filepath.Base(bin), args, r.p.ProcessState())
 	}
 	if err != nil {
 		r.p.Stop()
 		return nil, errors.New("reloader not ready after 5 minutes")
 	}
 	return r, nil
+}
+
+// exited reports whether the child pid has exited and is waiting to be reaped.
+func exited(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z'
 }
 
 // quiet waits until reloader has sent no request (watches aside) for 3 s, at most 2 minutes.
