@@ -37,6 +37,7 @@ func run(args []string) error {
 	fs := pflag.NewFlagSet("scalebench", pflag.ContinueOnError)
 	fs.StringVar(&cfg.Bin, "reloader", "bin/reloader", "the reloader binary under test")
 	fs.StringVar(&extra, "reloader-args", "", "more flags for reloader, space-separated")
+	fs.StringSliceVar(&cfg.Env, "reloader-env", nil, "environment variables for reloader, e.g. GOMEMLIMIT=90MiB")
 	fs.Float64Var(&cfg.QPS, "kube-api-qps", 0, "reloader's --kube-api-qps; 0: its default")
 	fs.IntVar(&cfg.Burst, "kube-api-burst", 0, "reloader's --kube-api-burst; 0: its default")
 	fs.IntVar(&cfg.ConfigMaps, "configmaps", 10000, "ConfigMaps")
@@ -69,7 +70,7 @@ func run(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if soak.Duration > 0 {
-		soak.Bin, soak.Args, soak.QPS, soak.Burst, soak.Out = cfg.Bin, cfg.Args, cfg.QPS, cfg.Burst, os.Stdout
+		soak.Bin, soak.Args, soak.Env, soak.QPS, soak.Burst, soak.Out = cfg.Bin, cfg.Args, cfg.Env, cfg.QPS, cfg.Burst, os.Stdout
 		return scalebench.Soak(ctx, soak)
 	}
 	f, err := scalebench.Run(ctx, cfg)

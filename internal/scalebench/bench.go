@@ -28,9 +28,11 @@ import (
 
 // Config is one benchmark run.
 type Config struct {
-	// Bin is the reloader binary; Args are added to its command line.
+	// Bin is the reloader binary; Args are added to its command line, Env to its environment
+	// (GOMEMLIMIT, say).
 	Bin  string
 	Args []string
+	Env  []string
 	// QPS and Burst are passed as --kube-api-qps and --kube-api-burst when above 0.
 	QPS   float64
 	Burst int
@@ -182,7 +184,7 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 	}
 	defer logFile.Close()
 	progress("starting %s %v", filepath.Base(cfg.Bin), args)
-	r, err := startReloader(ctx, cfg.Bin, args, kubeconfig, logFile)
+	r, err := startReloader(ctx, cfg.Bin, args, cfg.Env, kubeconfig, logFile)
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +216,7 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 		paced := append(slices.Clone(args), cfg.PacedArgs...)
 		progress("restarting reloader with %v", cfg.PacedArgs)
 		var fo FanOut
-		if pr, err := startReloader(ctx, cfg.Bin, paced, kubeconfig, logFile); err != nil {
+		if pr, err := startReloader(ctx, cfg.Bin, paced, cfg.Env, kubeconfig, logFile); err != nil {
 			fo = FanOut{Args: paced, Error: err.Error()}
 		} else {
 			r = pr
@@ -438,14 +440,14 @@ type reloader struct {
 func (r *reloader) sample() (Memory, error) { return sample(r.p.Pid(), r.metricsURL) }
 
 // startReloader runs bin and waits until it serves /ready.
-func startReloader(ctx context.Context, bin string, args []string, kubeconfig string, out io.Writer) (*reloader, error) {
+func startReloader(ctx context.Context, bin string, args, env []string, kubeconfig string, out io.Writer) (*reloader, error) {
 	addr, err := proc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
 	r := &reloader{metricsURL: "http://" + addr, started: time.Now()}
 	r.p, err = proc.Run(proc.Spec{Bin: bin, Args: append(slices.Clone(args), "--metrics-addr="+addr), Kubeconfig: kubeconfig, Out: out,
-		Env: []string{"POD_NAME=scalebench"}})
+		Env: append([]string{"POD_NAME=scalebench"}, env...)})
 	if err != nil {
 		return nil, err
 	}

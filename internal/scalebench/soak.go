@@ -22,6 +22,7 @@ import (
 type SoakConfig struct {
 	Bin   string
 	Args  []string
+	Env   []string
 	QPS   float64
 	Burst int
 	// Workloads Deployments, each with two ConfigMaps and a Secret of its own; Rate updates
@@ -84,7 +85,7 @@ func soak(ctx context.Context, cfg SoakConfig, report func(SoakSample)) ([]SoakS
 		return nil, err
 	}
 	defer logFile.Close()
-	r, err := startReloader(ctx, cfg.Bin, args, kubeconfig, logFile)
+	r, err := startReloader(ctx, cfg.Bin, args, cfg.Env, kubeconfig, logFile)
 	if err != nil {
 		return nil, err
 	}
