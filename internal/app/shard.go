@@ -69,7 +69,7 @@ func newSharding(ctx context.Context, cfg *rest.Config, conf options.Config, log
 	} else {
 		log.Info("the API server ignores shard selectors (feature gate ShardedListAndWatch off): this replica filters its namespaces on arrival, with the same hash", "mode", mode)
 	}
-	filter := shard.NewFilter(space)
+	filter := shard.NewFilter(space, mode == shard.ServerSide)
 	m, err := shard.NewMetrics(crmetrics.Registry, filter, mode)
 	if err != nil {
 		return nil, err

@@ -280,6 +280,12 @@ func checkShards(o Options) []error {
 	if o.Shards > 1 && o.EnableHA {
 		errs = append(errs, errors.New("--shards: sharding and --enable-ha exclude each other: with --shards every replica reloads its own namespaces, no single leader is elected"))
 	}
+	if o.Shards > 1 && o.WebhookURL != "" {
+		errs = append(errs, errors.New("--shards: not with --webhook-url: a notifier keeps what it has seen in memory, which a hand-over of namespaces would lose"))
+	}
+	if problems := validation.IsValidLabelValue(o.ShardLeasePrefix); len(problems) > 0 {
+		errs = append(errs, fmt.Errorf("--shard-lease-prefix: %q is no label value (the Leases are labelled with it): %s", o.ShardLeasePrefix, strings.Join(problems, "; ")))
+	}
 	// The longest name made from the prefix is a member Lease's.
 	if problems := validation.IsDNS1123Subdomain(o.ShardLeasePrefix + "-member-0123456789abcdef"); len(problems) > 0 {
 		errs = append(errs, fmt.Errorf("--shard-lease-prefix: %q does not make Lease names: %s", o.ShardLeasePrefix, strings.Join(problems, "; ")))

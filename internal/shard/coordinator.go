@@ -51,6 +51,12 @@ type Coordinator struct {
 	electors  map[int]*elector
 	releasing map[int]bool
 	wg        sync.WaitGroup
+	// electing is the context of every leader election: not the manager's, so that on
+	// shutdown the shards are left unprocessed for the grace before their Leases go.
+	electing context.Context
+	// beating is whether this replica's last heartbeat went through: a replica that cannot
+	// renew its own Lease does not judge others dead.
+	beating bool
 }
 
 type elector struct {
@@ -64,6 +70,9 @@ func (c *Coordinator) NeedLeaderElection() bool { return false }
 // Start runs until ctx ends, then releases every shard and its member Lease.
 func (c *Coordinator) Start(ctx context.Context) error {
 	c.electors, c.releasing = map[int]*elector{}, map[int]bool{}
+	var stopElecting context.CancelFunc
+	c.electing, stopElecting = context.WithCancel(context.Background())
+	defer stopElecting()
 	members, namespaces := c.memberInformer(), c.namespaceInformer()
 	go members.Run(ctx.Done())
 	go namespaces.Run(ctx.Done())
@@ -79,7 +88,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		c.tick(ctx, members.GetStore(), live)
 		select {
 		case <-ctx.Done():
-			c.stop()
+			c.stop(stopElecting)
 			return nil
 		case <-t.C:
 		}
@@ -148,11 +157,16 @@ func (c *Coordinator) tick(ctx context.Context, store toolscache.Store, live *li
 		leases = append(leases, o.(*coordinationv1.Lease))
 	}
 	alive, stale := live.observe(leases, time.Now())
-	for _, name := range stale {
-		// A replica gone without deleting its Lease (SIGKILL, node loss).
-		err := c.Leases.Leases(c.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			c.Log.Info("could not delete a dead member's Lease", "lease", name, "error", err.Error())
+	for _, lease := range stale {
+		if !c.beating {
+			break
+		}
+		// A replica gone without deleting its Lease (SIGKILL, node loss); only the Lease as
+		// seen, so one renewed meanwhile stays.
+		err := c.Leases.Leases(c.Namespace).Delete(ctx, lease.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{
+			UID: &lease.UID, ResourceVersion: &lease.ResourceVersion}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			c.Log.Info("could not delete a dead member's Lease", "lease", lease.Name, "error", err.Error())
 		}
 	}
 	mine := map[int]bool{}
@@ -174,7 +188,7 @@ func (c *Coordinator) tick(ctx context.Context, store toolscache.Store, live *li
 	}
 	for i := range mine {
 		if _, running := c.electors[i]; !running && !c.releasing[i] {
-			c.electors[i] = c.elect(ctx, i)
+			c.electors[i] = c.elect(i)
 		}
 	}
 }
@@ -202,14 +216,15 @@ func (c *Coordinator) heartbeat(ctx context.Context, store toolscache.Store) {
 			err = nil // renewed from a stale read; the next tick reads the new one
 		}
 	}
+	c.beating = err == nil
 	if err != nil && ctx.Err() == nil {
 		c.Log.Info("could not renew the member Lease", "lease", name, "error", err.Error())
 	}
 }
 
 // elect runs the leader election of shard i until its context ends or the Lease is lost.
-func (c *Coordinator) elect(ctx context.Context, i int) *elector {
-	ectx, cancel := context.WithCancel(ctx)
+func (c *Coordinator) elect(i int) *elector {
+	ectx, cancel := context.WithCancel(c.electing)
 	e := &elector{cancel: cancel, done: make(chan struct{})}
 	name := shardLeaseName(c.Prefix, i)
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
@@ -280,14 +295,16 @@ func (c *Coordinator) release(ctx context.Context, i int, e *elector) {
 	}()
 }
 
-// stop releases every shard and deletes the member Lease, so the others take over at once.
-func (c *Coordinator) stop() {
+// stop hands every shard over: processing stops, reconciles in flight get the grace, then
+// the Leases are released and the member Lease deleted, so the others take over at once.
+func (c *Coordinator) stop(stopElecting context.CancelFunc) {
 	c.mu.Lock()
-	for i, e := range c.electors {
+	for i := range c.electors {
 		c.Filter.Remove(i)
-		e.cancel()
 	}
 	c.mu.Unlock()
+	time.Sleep(c.Grace)
+	stopElecting()
 	c.wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

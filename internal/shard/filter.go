@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -32,7 +33,8 @@ const MaxServerRanges = 1000
 // namespace appears in one, every watch it serves ends as expired: the informers list again,
 // under the new selector, and their stores drop and add what moved.
 type Filter struct {
-	space Space
+	space      Space
+	serverSide bool
 
 	mu    sync.Mutex
 	owned map[int]bool
@@ -65,8 +67,9 @@ type counted struct {
 }
 
 // NewFilter returns a filter that owns no shard yet.
-func NewFilter(s Space) *Filter {
-	return &Filter{space: s, owned: map[int]bool{}, namespaces: map[string]int{}, req: request{nothing: true},
+// serverSide says whether the API server applies shard selectors (Detect).
+func NewFilter(s Space, serverSide bool) *Filter {
+	return &Filter{space: s, serverSide: serverSide, owned: map[int]bool{}, namespaces: map[string]int{}, req: request{nothing: true},
 		moved: make(chan struct{}), acquired: map[int]uint64{}}
 }
 
@@ -118,7 +121,9 @@ func (f *Filter) setShard(i int, own bool) {
 		delete(f.owned, i)
 		delete(f.acquired, i)
 	}
-	f.update(true)
+	// Always listed again, even when the request stays the same (everything, past
+	// MaxServerRanges): what was dropped on arrival must be listed, what leaves must go.
+	f.update(true, true)
 	if own {
 		f.acquired[i] = f.gen
 	}
@@ -130,19 +135,21 @@ func (f *Filter) NamespaceAdded(name string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.namespaces[name] = f.space.Of(name)
-	f.update(true)
+	// Only a server that applies the selector must be asked again; otherwise the new
+	// namespace's objects arrive anyway and pass the filter.
+	f.update(f.serverSide, false)
 }
 
 func (f *Filter) NamespaceDeleted(name string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.namespaces, name)
-	f.update(false)
+	f.update(false, false)
 }
 
-// update recomputes the request; when it changed and relist is set, the informers list again.
-// Called with f.mu held.
-func (f *Filter) update(relist bool) {
+// update recomputes the request; when it changed (or force) and relist is set, the
+// informers list again. Called with f.mu held.
+func (f *Filter) update(relist, force bool) {
 	var mine []string
 	for ns, i := range f.namespaces {
 		if f.owned[i] {
@@ -156,7 +163,7 @@ func (f *Filter) update(relist bool) {
 	case len(mine) <= MaxServerRanges:
 		req.selector = Selector(mine).String()
 	}
-	if req == f.req {
+	if req == f.req && !force {
 		return
 	}
 	f.req = req
@@ -224,9 +231,19 @@ func kindOf(obj runtime.Object) string {
 // and notes each complete list.
 func (f *Filter) wrap(lw toolscache.ListerWatcher, k int) toolscache.ListerWatcher {
 	inner := toolscache.ToListerWatcherWithContext(lw)
+	st := &listState{}
 	return &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			req, _, gen := f.snapshot()
+			req, moved, gen := f.snapshot()
+			if opts.Continue != "" {
+				// A later page: under the request of the first, or the list starts again.
+				var ok bool
+				if req, ok = st.page(gen); !ok {
+					return nil, apierrors.NewResourceExpired("the shards this replica owns changed during a paged list; list again")
+				}
+			} else {
+				st.begin(req, moved, gen)
+			}
 			ask(&opts, req)
 			list, err := inner.ListWithContext(ctx, opts)
 			if err != nil {
@@ -235,20 +252,27 @@ func (f *Filter) wrap(lw toolscache.ListerWatcher, k int) toolscache.ListerWatch
 			if err := f.keepInList(list); err != nil {
 				return nil, err
 			}
-			if opts.Continue == "" && opts.Limit == 0 {
-				f.markListed(k, gen)
+			if m, err := meta.ListAccessor(list); err == nil && m.GetContinue() == "" {
+				f.markListed(k, st.complete())
 			}
 			return list, nil
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			watchList := opts.SendInitialEvents != nil && *opts.SendInitialEvents
 			req, moved, gen := f.snapshot()
+			if !watchList {
+				// The watch goes on from the last list: if the request changed since, it
+				// ends at once and the informer lists again, rather than never listing
+				// what the change added.
+				req, moved = st.lastListed(req, moved)
+			}
 			ask(&opts, req)
 			w, err := inner.WatchWithContext(ctx, opts)
 			if err != nil {
 				return nil, err
 			}
 			listed := func() {}
-			if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
+			if watchList {
 				// A watch list: complete at the bookmark that ends the initial events.
 				listed = func() { f.markListed(k, gen) }
 			}
@@ -257,13 +281,60 @@ func (f *Filter) wrap(lw toolscache.ListerWatcher, k int) toolscache.ListerWatch
 	}
 }
 
-// ask puts the owned namespaces into a list or watch request.
+// listState is the request one informer's list was made under, page by page.
+type listState struct {
+	mu sync.Mutex
+	// The list under way.
+	req   request
+	moved <-chan struct{}
+	gen   uint64
+	// The last complete list.
+	listedReq   request
+	listedMoved <-chan struct{}
+}
+
+func (s *listState) begin(req request, moved <-chan struct{}, gen uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.req, s.moved, s.gen = req, moved, gen
+}
+
+// page returns the request of the list under way, unless the request changed since (gen).
+func (s *listState) page(gen uint64) (request, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.req, s.moved != nil && s.gen == gen
+}
+
+// complete ends the list under way and returns its gen.
+func (s *listState) complete() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.listedReq, s.listedMoved = s.req, s.moved
+	return s.gen
+}
+
+// lastListed returns the request and channel of the last complete list; req and moved when
+// there was none.
+func (s *listState) lastListed(req request, moved <-chan struct{}) (request, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.listedMoved == nil {
+		return req, moved
+	}
+	return s.listedReq, s.listedMoved
+}
+
+// ask puts the owned namespaces into a list or watch request. Owning none, it asks for the
+// namespace "-", which cannot exist, by shard selector and, where the informer sets no field
+// selector of its own (controller-runtime replaces it), by field selector too.
 func ask(opts *metav1.ListOptions, req request) {
 	switch {
-	case req.nothing && opts.FieldSelector == "":
-		opts.FieldSelector = noNamespace
 	case req.nothing:
-		opts.FieldSelector += "," + noNamespace
+		opts.ShardSelector = Selector([]string{"-"}).String()
+		if opts.FieldSelector == "" {
+			opts.FieldSelector = noNamespace
+		}
 	case req.selector != "":
 		opts.ShardSelector = req.selector
 	}

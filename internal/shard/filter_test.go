@@ -6,7 +6,7 @@ import "testing"
 // must list again.
 func TestFilterRequest(t *testing.T) {
 	s, _ := NewSpace(2)
-	f := NewFilter(s)
+	f := NewFilter(s, true)
 	f.NamespaceAdded("a")
 	f.NamespaceAdded("b")
 	f.NamespaceAdded("c")
@@ -55,7 +55,7 @@ func TestFilterRequest(t *testing.T) {
 // A shard just taken is not ready until every informer has listed it.
 func TestReadyAfterEveryInformerListed(t *testing.T) {
 	s, _ := NewSpace(1)
-	f := NewFilter(s)
+	f := NewFilter(s, true)
 	f.listed = []uint64{0, 0} // two informers, listed before the shard was taken
 	f.NamespaceAdded("a")
 	f.Add(0)

@@ -40,8 +40,8 @@ func newLiveness(d time.Duration) *liveness {
 }
 
 // observe takes the member Leases as listed now and returns the identities alive at now, and
-// the names of Leases dead long enough to delete (three lease durations unrenewed).
-func (l *liveness) observe(leases []*coordinationv1.Lease, now time.Time) (alive, stale []string) {
+// the Leases dead long enough to delete (three lease durations unrenewed).
+func (l *liveness) observe(leases []*coordinationv1.Lease, now time.Time) (alive []string, stale []*coordinationv1.Lease) {
 	present := map[string]bool{}
 	for _, lease := range leases {
 		if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
@@ -62,7 +62,7 @@ func (l *liveness) observe(leases []*coordinationv1.Lease, now time.Time) (alive
 		case quiet < l.duration:
 			alive = append(alive, s.identity)
 		case quiet > 3*l.duration:
-			stale = append(stale, lease.Name)
+			stale = append(stale, lease)
 		}
 	}
 	for name := range l.seen {

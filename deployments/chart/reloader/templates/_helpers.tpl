@@ -128,6 +128,8 @@ rolloutStrategy: rollout-strategy-annotation
 {{- if $r.enableCSIIntegration }}{{ $args = append $args "--enable-csi-integration=true" }}{{ end -}}
 {{- if and $r.sharding $r.sharding.enabled }}
 {{- $args = append $args (printf "--shards=%d" (int $r.sharding.shards)) -}}
+{{- /* The release's own Leases: two sharded releases in one namespace never share members. */ -}}
+{{- $args = append $args (printf "--shard-lease-prefix=%s-shard" (include "reloader.fullname" . | trunc 40 | trimSuffix "-")) -}}
 {{- with $r.leaderElection.leaseDuration }}{{ $args = append $args (printf "--leader-election-lease-duration=%s" .) }}{{ end -}}
 {{- with $r.leaderElection.renewDeadline }}{{ $args = append $args (printf "--leader-election-renew-deadline=%s" .) }}{{ end -}}
 {{- with $r.leaderElection.retryPeriod }}{{ $args = append $args (printf "--leader-election-retry-period=%s" .) }}{{ end -}}
