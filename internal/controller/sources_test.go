@@ -3,7 +3,6 @@ package controller
 import (
 	"fmt"
 	"maps"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -13,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/reloader-operator/reloader/internal/hash"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 func TestTransformKeepsOnlyHashesAndIsIdempotent(t *testing.T) {
@@ -112,7 +112,7 @@ func TestCachedConfigMapHoldsKeysAndDigestsOnly(t *testing.T) {
 	if len(got.Data) != keys || stored != keys*(6+32) {
 		t.Errorf("cache holds %d keys, %d bytes of keys and digests", len(got.Data), stored)
 	}
-	full, cached := retainedBy(func() any { return big() }), retainedBy(transformed)
+	full, cached := testutil.RetainedBy(func() any { return big() }), testutil.RetainedBy(transformed)
 	t.Logf("1 MiB ConfigMap of %d keys: %d bytes held in full, %d once transformed", keys, full, cached)
 	if full < 1<<20 {
 		t.Skipf("the heap measure is unreliable here: a full ConfigMap holds %d bytes", full)
@@ -120,16 +120,4 @@ func TestCachedConfigMapHoldsKeysAndDigestsOnly(t *testing.T) {
 	if cached > 16<<10 {
 		t.Errorf("a transformed 1 MiB ConfigMap holds %d bytes", cached)
 	}
-}
-
-// retainedBy returns the heap bytes still held by what fn returns.
-func retainedBy(fn func() any) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	v := fn()
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	runtime.KeepAlive(v)
-	return after.HeapAlloc - min(after.HeapAlloc, before.HeapAlloc)
 }

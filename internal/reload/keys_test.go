@@ -11,6 +11,7 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 func TestParseKeyList(t *testing.T) {
@@ -61,7 +62,7 @@ func TestKeyListCost(t *testing.T) {
 	if len(l.errs) > 0 || l.Len() != 7 {
 		t.Fatalf("parsed %d sources, errors %v", l.Len(), l.errs)
 	}
-	if held := retained(func() any { return parseKeyList(v) }); uint64(l.size()) < held/2 {
+	if held := testutil.RetainedBy(func() any { return parseKeyList(v) }); uint64(l.size()) < held/2 {
 		t.Errorf("cache cost %d underestimates the %d bytes a parse holds", l.size(), held)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // hostileValue is a reload annotation value of about 200 KB of long pattern entries, each
@@ -42,21 +43,6 @@ func allocated(fn func()) uint64 {
 	return after.TotalAlloc - before.TotalAlloc
 }
 
-// retained returns the bytes still held by what fn returns.
-func retained(fn func() any) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	v := fn()
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	runtime.KeepAlive(v)
-	if after.HeapAlloc < before.HeapAlloc {
-		return 0
-	}
-	return after.HeapAlloc - before.HeapAlloc
-}
-
 func TestHostileAnnotationCostsLittle(t *testing.T) {
 	for name, v := range map[string]string{"200 KB of long patterns": hostileValue(), "worst within the limits": worstWithinLimits()} {
 		t.Run(name, func(t *testing.T) {
@@ -66,7 +52,7 @@ func TestHostileAnnotationCostsLittle(t *testing.T) {
 			if bytes > 1<<20 {
 				t.Errorf("parsing allocated %d bytes, want under 1 MiB", bytes)
 			}
-			if held := retained(func() any { return parseNames(v, true) }); uint64(n.cost) < held/2 {
+			if held := testutil.RetainedBy(func() any { return parseNames(v, true) }); uint64(n.cost) < held/2 {
 				t.Errorf("cache cost %d underestimates the %d bytes a parse holds", n.cost, held)
 			}
 		})

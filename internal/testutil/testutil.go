@@ -2,6 +2,7 @@
 package testutil
 
 import (
+	"runtime"
 	"testing"
 	"time"
 )
@@ -29,4 +30,17 @@ func Eventually(t testing.TB, what string, check func() error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// RetainedBy returns the heap bytes still held by what fn returns: a measure for tests that
+// bound what a cache keeps per object.
+func RetainedBy(fn func() any) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	v := fn()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(v)
+	return after.HeapAlloc - min(after.HeapAlloc, before.HeapAlloc)
 }

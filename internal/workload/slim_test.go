@@ -2,7 +2,6 @@ package workload
 
 import (
 	"encoding/json"
-	"runtime"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -13,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/extapi"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // appliedDeployment is a Deployment as `kubectl apply` leaves it and its controller reports
@@ -144,7 +144,7 @@ func TestSlimDeploymentHeapPerObject(t *testing.T) {
 	const n = 1000
 	b := appliedDeployment()
 	held := func(slim bool) uint64 {
-		return retainedBy(func() any {
+		return testutil.RetainedBy(func() any {
 			out := make([]client.Object, n)
 			for i := range out {
 				out[i] = decode[appsv1.Deployment](t, b)
@@ -163,16 +163,4 @@ func TestSlimDeploymentHeapPerObject(t *testing.T) {
 	if slim*10 > full*6 {
 		t.Errorf("slim Deployment holds %d bytes, more than 60%% of %d in full", slim, full)
 	}
-}
-
-// retainedBy returns the heap bytes still held by what fn returns.
-func retainedBy(fn func() any) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	v := fn()
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	runtime.KeepAlive(v)
-	return after.HeapAlloc - min(after.HeapAlloc, before.HeapAlloc)
 }
