@@ -124,10 +124,7 @@ func leaseLock(cfg *rest.Config, conf options.Config) (resourcelock.Interface, e
 	if err != nil {
 		return nil, err
 	}
-	// A hung request must not outlast the renew deadline.
-	cfg = rest.CopyConfig(cfg)
-	cfg.Timeout = max(conf.LeaseRenewDeadline/2, time.Second)
-	cfg = rest.AddUserAgent(cfg, "leader-election")
+	cfg = leaseConfig(cfg, conf, "leader-election")
 	core, err := corev1client.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -138,6 +135,14 @@ func leaseLock(cfg *rest.Config, conf options.Config) (resourcelock.Interface, e
 	}
 	return resourcelock.New(resourcelock.LeasesResourceLock, ns, conf.LeaderElectionID, core, coordination,
 		resourcelock.ResourceLockConfig{Identity: id})
+}
+
+// leaseConfig is cfg for the Lease clients of --enable-ha and --shards: a hung request must
+// not outlast the renew deadline.
+func leaseConfig(cfg *rest.Config, conf options.Config, agent string) *rest.Config {
+	cfg = rest.AddUserAgent(rest.CopyConfig(cfg), agent)
+	cfg.Timeout = max(conf.LeaseRenewDeadline/2, time.Second)
+	return cfg
 }
 
 // leaseNamespace is where the Leases of --enable-ha and --shards live: POD_NAMESPACE, else

@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/go-logr/logr"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
@@ -48,10 +47,7 @@ func newSharding(ctx context.Context, cfg *rest.Config, conf options.Config, log
 	if err != nil {
 		return nil, err
 	}
-	// A hung Lease request must not outlast the renew deadline.
-	leaseCfg := rest.AddUserAgent(rest.CopyConfig(cfg), "shard-leases")
-	leaseCfg.Timeout = max(conf.LeaseRenewDeadline/2, time.Second)
-	leases, err := coordinationv1client.NewForConfig(leaseCfg)
+	leases, err := coordinationv1client.NewForConfig(leaseConfig(cfg, conf, "shard-leases"))
 	if err != nil {
 		return nil, err
 	}

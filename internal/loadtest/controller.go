@@ -131,18 +131,26 @@ func processStats(pid int) (float64, int64, error) {
 	utime, _ := strconv.ParseFloat(fields[11], 64)
 	stime, _ := strconv.ParseFloat(fields[12], 64)
 	const ticks = 100 // USER_HZ on Linux
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	rss, err := StatusBytes(pid, "VmHWM")
 	if err != nil {
 		return 0, 0, err
 	}
-	var rss int64
+	return (utime + stime) / ticks, int64(rss), nil
+}
+
+// StatusBytes reads one memory field of /proc/<pid>/status (VmRSS, VmHWM, ...) in bytes.
+func StatusBytes(pid int, field string) (uint64, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
 	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			rss = kb * 1024
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10, nil
 		}
 	}
-	return (utime + stime) / ticks, rss, nil
+	return 0, nil
 }
 
 // MetricValue sums the samples of one metric in a Prometheus text exposition.

@@ -174,7 +174,7 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 	if err != nil {
 		return err
 	}
-	if err := poll(ctx, 60*time.Second, func() bool { return obs.Seen() >= len(spec.Workloads) }); err != nil {
+	if err := Poll(ctx, 60*time.Second, func() bool { return obs.Seen() >= len(spec.Workloads) }); err != nil {
 		return fmt.Errorf("observer saw %d of %d workloads: %w", obs.Seen(), len(spec.Workloads), err)
 	}
 
@@ -195,7 +195,7 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 	}
 	if auditLog != "" {
 		c.progress("waiting for the controller's start-up requests to settle")
-		_ = poll(ctx, 60*time.Second, func() bool { return rate(events(), time.Now().Add(-2*time.Second), time.Now()) == 0 })
+		_ = Poll(ctx, 60*time.Second, func() bool { return rate(events(), time.Now().Add(-2*time.Second), time.Now()) == 0 })
 	}
 	idleFrom := time.Now()
 	_ = sleep(ctx, 3*time.Second)
@@ -210,7 +210,7 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 	}
 	writes, tracked := d.Expected()
 	c.progress("waiting for reloads to land")
-	_ = poll(ctx, 30*time.Second+c.cfg.Params.Duration, func() bool { return settled(writes, obs.Changes()) })
+	_ = Poll(ctx, 30*time.Second+c.cfg.Params.Duration, func() bool { return settled(writes, obs.Changes()) })
 	_ = sleep(ctx, 2*time.Second) // room for late duplicates
 	idleFrom = time.Now()
 	c.progress("measuring idle requests")
@@ -293,7 +293,8 @@ func teardown(cl client.Client, spec Spec) {
 	}
 }
 
-func poll(ctx context.Context, timeout time.Duration, cond func() bool) error {
+// Poll checks cond every 250 ms until it holds, ctx ends or timeout passes.
+func Poll(ctx context.Context, timeout time.Duration, cond func() bool) error {
 	return wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) { return cond(), nil })
 }
 

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -149,7 +148,7 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := poll(ctx, 5*time.Minute, func() bool { return obs.Seen() >= cfg.Deployments }); err != nil {
+	if err := loadtest.Poll(ctx, 5*time.Minute, func() bool { return obs.Seen() >= cfg.Deployments }); err != nil {
 		return nil, fmt.Errorf("observer saw %d of %d Deployments: %w", obs.Seen(), cfg.Deployments, err)
 	}
 	cs, err := kubernetes.NewForConfig(admin)
@@ -191,7 +190,7 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 	defer func() { r.p.Stop() }()
 	f.Ready = time.Since(r.started)
 	progress("ready after %s; waiting for the first sight of %d Deployments", f.Ready.Round(time.Millisecond), cfg.Deployments)
-	_ = poll(ctx, 5*time.Minute, func() bool {
+	_ = loadtest.Poll(ctx, 5*time.Minute, func() bool {
 		n, _ := workloadWrites(events(), r.started, time.Now())
 		return n >= cfg.Deployments
 	})
@@ -294,7 +293,7 @@ func changeBurst(ctx context.Context, cfg Config, f *Figures, cl client.Client, 
 		}
 		return true
 	}
-	_ = poll(ctx, 2*time.Minute, settled)
+	_ = loadtest.Poll(ctx, 2*time.Minute, settled)
 	_ = sleep(ctx, 2*time.Second) // room for late duplicates
 	to := time.Now()
 	stopSampling()
@@ -367,7 +366,7 @@ func fanOut(ctx context.Context, cl client.Client, ns namespace, version int, ob
 		}
 		return out
 	}
-	_ = poll(ctx, 10*time.Minute, func() bool { return len(patched()) >= ns.deployments })
+	_ = loadtest.Poll(ctx, 10*time.Minute, func() bool { return len(patched()) >= ns.deployments })
 	times := patched()
 	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
 	fo.Patched = len(times)
@@ -452,7 +451,7 @@ func startReloader(ctx context.Context, bin string, args, env []string, kubeconf
 		return nil, err
 	}
 	cl := http.Client{Timeout: 2 * time.Second}
-	err = poll(ctx, 5*time.Minute, func() bool {
+	err = loadtest.Poll(ctx, 5*time.Minute, func() bool {
 		if exited(r.p.Pid()) {
 			return true
 		}
@@ -487,13 +486,9 @@ func exited(pid int) bool {
 
 // quiet waits until reloader has sent no request (watches aside) for 3 s, at most 2 minutes.
 func quiet(ctx context.Context, events func() []audit.Event) {
-	_ = poll(ctx, 2*time.Minute, func() bool {
+	_ = loadtest.Poll(ctx, 2*time.Minute, func() bool {
 		return window(events(), time.Now().Add(-3*time.Second), time.Now()).Total == 0
 	})
-}
-
-func poll(ctx context.Context, timeout time.Duration, cond func() bool) error {
-	return wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) { return cond(), nil })
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

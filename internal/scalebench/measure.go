@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -37,17 +34,11 @@ func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 // sample reads the process's RSS and the Go heap it reports on its metrics address.
 func sample(pid int, metricsURL string) (Memory, error) {
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	rss, err := loadtest.StatusBytes(pid, "VmRSS")
 	if err != nil {
 		return Memory{}, err
 	}
-	var m Memory
-	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			m.RSS = kb << 10
-		}
-	}
+	m := Memory{RSS: rss}
 	cl := http.Client{Timeout: 5 * time.Second}
 	resp, err := cl.Get(metricsURL + "/metrics")
 	if err != nil {
