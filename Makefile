@@ -79,10 +79,11 @@ bench-10k: build kube-binaries
 	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" $(GO) run ./cmd/scalebench --reloader=bin/reloader \
 		--paced-args=--reload-rate=100 --paced-rate=100 $(BENCH_ARGS)
 
-# 30 minutes of 20 ConfigMap/Secret updates per second over 50 workloads, memory printed each minute.
+# SOAK (30m) of 20 ConfigMap/Secret updates per second over 50 workloads, memory printed each minute.
+SOAK ?= 30m
 soak: build kube-binaries
 	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" $(GO) run ./cmd/scalebench --reloader=bin/reloader \
-		--soak=30m $(SOAK_ARGS)
+		--soak=$(SOAK) $(SOAK_ARGS)
 
 clean:
 	rm -rf bin
