@@ -40,11 +40,13 @@ func addReloaders(mgr manager.Manager, conf options.Config, sources []controller
 	rollouts.Recorder, rollouts.Metrics = recorder, m
 	// One pacer for every kind: --reload-rate is across this replica.
 	pacer := pace.New(conf.ReloadRate, conf.ReloadBurst, conf.FirstSightRate)
+	// One set of baselines for every kind: the sources' handlers run once per event.
+	baselines := controller.NewBaselines()
 	var reconcilers []*controller.WorkloadReconciler
 	for _, kind := range kinds {
 		r := NewReconciler(conf, mgr.GetClient(), kind, sources, configs, window)
 		r.Recorder, r.Metrics, r.Alerts, r.Rollouts, r.APIReader = recorder, m, alerts, rollouts, mgr.GetAPIReader()
-		r.Shard, r.Pacer = shard, pacer
+		r.Shard, r.Pacer, r.Baselines = shard, pacer, baselines
 		reconcilers = append(reconcilers, r)
 	}
 	if conf.WebhookURL != "" && len(reconcilers) > 0 {

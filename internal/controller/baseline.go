@@ -14,7 +14,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/source"
 )
 
-// baselines hold, for workloads that have no record yet, the hash each source had before it
+// Baselines hold, for workloads that have no record yet, the hash each source had before it
 // changed, if it changed after reloader first saw it. At start-up every workload waits in the
 // queue for its first reconcile, seconds to minutes on a large cluster; a change landing
 // meanwhile is a change since reloader saw it, and must reload rather than become the record.
@@ -23,37 +23,55 @@ import (
 // They are kept as the cached objects (nil for a source that did not exist), not as hashes:
 // a workload may hash only some keys of a source (Rules.KeysOf), and its hash of the object
 // is taken when it reconciles. A cached object holds a digest per key, no content.
-type baselines struct {
+//
+// One Baselines serves every workload kind (NewBaselines, WorkloadReconciler.Baselines):
+// workload UIDs are unique across kinds, and the sources' handlers are registered once, so
+// the memory of handled grows with the sources, not with sources times kinds.
+type Baselines struct {
 	mu sync.Mutex
 	m  map[types.UID]map[source.ID]client.Object
 	// handled is each source's object as of the last event the handlers below processed.
 	// An informer updates its store before it tells its handlers, so a reconcile can read a
 	// change the handlers have not heard yet; the object here is then the one before it. It
 	// is the object the cache holds, or held until the event being handled.
-	handled map[string]client.Object
+	handled map[handledKey]client.Object
 	regs    []toolscache.ResourceEventHandlerRegistration
+	// watchers are the reconcilers whose workloads the sources' handlers note baselines on.
+	watchers []*WorkloadReconciler
+	watching bool
 }
 
-func handledKey(ns string, id source.ID) string { return ns + "/" + id.String() }
+// NewBaselines returns the baselines to share among the reconcilers of one manager.
+func NewBaselines() *Baselines { return &Baselines{} }
 
-func (b *baselines) setHandled(ns string, id source.ID, o client.Object) {
+// handledKey names a source within its namespace; it reuses the object's own strings, so a
+// key costs no allocation of its own.
+type handledKey struct {
+	namespace string
+	id        source.ID
+}
+
+func (b *Baselines) setHandled(ns string, id source.ID, o client.Object) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.handled == nil {
-		b.handled = map[string]client.Object{}
+		b.handled = map[handledKey]client.Object{}
 	}
-	b.handled[handledKey(ns, id)] = o
+	b.handled[handledKey{ns, id}] = o
 }
 
-func (b *baselines) forgetHandled(ns string, id source.ID) {
+func (b *Baselines) forgetHandled(ns string, id source.ID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	delete(b.handled, handledKey(ns, id))
+	delete(b.handled, handledKey{ns, id})
 }
 
 // synced reports whether the handlers have heard every source of the first list: before
 // that, no baseline can be told from the store.
-func (b *baselines) synced() bool {
+func (b *Baselines) synced() bool {
+	if b == nil {
+		return true // no handlers: a reconciler that only plans (explain)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, r := range b.regs {
@@ -67,14 +85,17 @@ func (b *baselines) synced() bool {
 // of returns the baseline of a workload without record: the hashes of the objects noted by
 // the handlers, and, for a source whose newest change the handlers have not heard yet, the
 // hash of the object before it. hashOf hashes an object as the workload observes its source.
-func (b *baselines) of(uid types.UID, ns string, current map[source.ID]string, hashOf func(source.ID, client.Object) string) reload.Record {
+func (b *Baselines) of(uid types.UID, ns string, current map[source.ID]string, hashOf func(source.ID, client.Object) string) reload.Record {
+	if b == nil {
+		return nil
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out reload.Record
 	for id, hash := range current {
 		old, noted := b.m[uid][id]
 		if !noted {
-			h, heard := b.handled[handledKey(ns, id)]
+			h, heard := b.handled[handledKey{ns, id}]
 			if !heard || hashOf(id, h) == hash {
 				continue
 			}
@@ -98,7 +119,7 @@ func (b *baselines) of(uid types.UID, ns string, current map[source.ID]string, h
 
 // before notes the object a source was before its first change since the workload was seen
 // (nil: it did not exist); later changes keep the first.
-func (b *baselines) before(uid types.UID, id source.ID, old client.Object) {
+func (b *Baselines) before(uid types.UID, id source.ID, old client.Object) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.m == nil {
@@ -112,7 +133,10 @@ func (b *baselines) before(uid types.UID, id source.ID, old client.Object) {
 	}
 }
 
-func (b *baselines) drop(uid types.UID) {
+func (b *Baselines) drop(uid types.UID) {
+	if b == nil {
+		return
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.m, uid)
@@ -121,53 +145,28 @@ func (b *baselines) drop(uid types.UID) {
 // watchBaselines hears every change of a source from the first list of the informers on, and
 // notes its hash before the change on the workloads without record that it concerns. It is
 // registered before the manager starts, so that no change between cache sync and the first
-// reconciles goes unheard.
+// reconciles goes unheard. The sources' handlers are registered once per Baselines and
+// note on the workloads of every reconciler that joined it.
 func (r *WorkloadReconciler) watchBaselines(mgr ctrl.Manager) error {
 	ctx := context.Background() // informer handlers outlive any caller's context
-	for _, st := range r.Sources {
-		if st.Pool != nil {
-			continue // a pooled source's hash spans many objects; its changes are rare at start-up
+	if r.Baselines == nil {
+		r.Baselines = NewBaselines()
+	}
+	b := r.Baselines
+	b.mu.Lock()
+	b.watchers = append(b.watchers, r)
+	first := !b.watching
+	b.watching = true
+	b.mu.Unlock()
+	if first {
+		for _, st := range r.Sources {
+			if st.Pool != nil {
+				continue // a pooled source's hash spans many objects; its changes are rare at start-up
+			}
+			if err := b.watchSource(ctx, mgr, st); err != nil {
+				return err
+			}
 		}
-		informer, err := mgr.GetCache().GetInformer(ctx, st.NewObject())
-		if err != nil {
-			return fmt.Errorf("watch %ss for baselines: %w", st.Kind, err)
-		}
-		reg, err := informer.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
-			AddFunc: func(obj any, initial bool) {
-				if o, ok := obj.(client.Object); ok {
-					if !initial {
-						r.changedFrom(ctx, st, o, nil)
-					}
-					r.baselines.setHandled(o.GetNamespace(), source.ID{Kind: st.Kind, Name: o.GetName()}, o)
-				}
-			},
-			UpdateFunc: func(oldObj, newObj any) {
-				o, okOld := oldObj.(client.Object)
-				n, okNew := newObj.(client.Object)
-				if !okOld || !okNew {
-					return
-				}
-				if st.contentHash(o) != st.contentHash(n) {
-					r.changedFrom(ctx, st, n, o)
-				}
-				r.baselines.setHandled(n.GetNamespace(), source.ID{Kind: st.Kind, Name: n.GetName()}, n)
-			},
-			DeleteFunc: func(obj any) {
-				if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-					obj = tomb.Obj
-				}
-				if o, ok := obj.(client.Object); ok {
-					r.changedFrom(ctx, st, o, o)
-					r.baselines.forgetHandled(o.GetNamespace(), source.ID{Kind: st.Kind, Name: o.GetName()})
-				}
-			},
-		})
-		if err != nil {
-			return err
-		}
-		r.baselines.mu.Lock()
-		r.baselines.regs = append(r.baselines.regs, reg)
-		r.baselines.mu.Unlock()
 	}
 	informer, err := mgr.GetCache().GetInformer(ctx, r.Kind.NewObject())
 	if err != nil {
@@ -179,11 +178,66 @@ func (r *WorkloadReconciler) watchBaselines(mgr ctrl.Manager) error {
 				obj = tomb.Obj
 			}
 			if o, ok := obj.(client.Object); ok {
-				r.baselines.drop(o.GetUID())
+				b.drop(o.GetUID())
 			}
 		},
 	})
 	return err
+}
+
+// watchSource registers the handlers of one source type: each event is noted on the workloads
+// of every watcher before the source counts as handled, in one handler, so that no reconcile
+// sees it handled before its baseline is noted.
+func (b *Baselines) watchSource(ctx context.Context, mgr ctrl.Manager, st SourceType) error {
+	informer, err := mgr.GetCache().GetInformer(ctx, st.NewObject())
+	if err != nil {
+		return fmt.Errorf("watch %ss for baselines: %w", st.Kind, err)
+	}
+	changedFrom := func(o, old client.Object) {
+		b.mu.Lock()
+		watchers := b.watchers
+		b.mu.Unlock()
+		for _, r := range watchers {
+			r.changedFrom(ctx, st, o, old)
+		}
+	}
+	reg, err := informer.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if o, ok := obj.(client.Object); ok {
+				if !initial {
+					changedFrom(o, nil)
+				}
+				b.setHandled(o.GetNamespace(), source.ID{Kind: st.Kind, Name: o.GetName()}, o)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			o, okOld := oldObj.(client.Object)
+			n, okNew := newObj.(client.Object)
+			if !okOld || !okNew {
+				return
+			}
+			if st.contentHash(o) != st.contentHash(n) {
+				changedFrom(n, o)
+			}
+			b.setHandled(n.GetNamespace(), source.ID{Kind: st.Kind, Name: n.GetName()}, n)
+		},
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if o, ok := obj.(client.Object); ok {
+				changedFrom(o, o)
+				b.forgetHandled(o.GetNamespace(), source.ID{Kind: st.Kind, Name: o.GetName()})
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.regs = append(b.regs, reg)
+	b.mu.Unlock()
+	return nil
 }
 
 // changedFrom notes, on each workload without record that source object o concerns, the
@@ -197,7 +251,7 @@ func (r *WorkloadReconciler) changedFrom(ctx context.Context, st SourceType, o, 
 		if _, recorded := w.GetAnnotations()[reload.RecordAnnotation]; recorded {
 			return
 		}
-		r.baselines.before(w.GetUID(), id, old)
+		r.Baselines.before(w.GetUID(), id, old)
 	})
 }
 

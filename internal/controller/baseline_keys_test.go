@@ -39,7 +39,7 @@ func TestBaselineOfRestrictedWorkload(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var b baselines
+			var b Baselines
 			b.setHandled("ns", id, before)
 			if tt.noted {
 				b.before("uid", id, before)

@@ -80,11 +80,13 @@ type WorkloadReconciler struct {
 	// MinReloadInterval is --min-reload-interval, the default of the min-reload-interval
 	// annotation.
 	MinReloadInterval time.Duration
-	Now               func() time.Time
+	// Baselines, shared by the reconcilers of one manager (NewBaselines), note the changes
+	// that workloads without record missed; nil gives this reconciler its own.
+	Baselines *Baselines
+	Now       func() time.Time
 
-	jobs      pendingJobs
-	baselines baselines
-	waits     waiting
+	jobs  pendingJobs
+	waits waiting
 }
 
 // Reloaded is one reload written.
@@ -156,7 +158,7 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Reques
 
 // reconcileCopy plans from obj, the copy of the workload read, and executes the plan.
 func (r *WorkloadReconciler) reconcileCopy(ctx context.Context, obj client.Object, k string, started time.Time) (reconcile.Result, string, error) {
-	if _, recorded := obj.GetAnnotations()[reload.RecordAnnotation]; !recorded && !r.baselines.synced() {
+	if _, recorded := obj.GetAnnotations()[reload.RecordAnnotation]; !recorded && !r.Baselines.synced() {
 		// A first record taken before the baseline handlers heard the first list could miss
 		// a change made meanwhile; they catch up within moments of the caches' sync.
 		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, metrics.OutcomeWaiting, nil
@@ -216,13 +218,13 @@ func (r *WorkloadReconciler) input(ctx context.Context, obj client.Object, w see
 	last, hasRecord := r.record(ctx, obj)
 	in.Record, in.HasRecord = rebase(last, w.sources), hasRecord
 	if hasRecord {
-		r.baselines.drop(obj.GetUID())
+		r.Baselines.drop(obj.GetUID())
 	} else {
 		current := make(map[source.ID]string, len(w.sources))
 		for id, o := range w.sources {
 			current[id] = o.hash
 		}
-		in.Baseline = r.baselines.of(obj.GetUID(), obj.GetNamespace(), current, r.baselineHash(w))
+		in.Baseline = r.Baselines.of(obj.GetUID(), obj.GetNamespace(), current, r.baselineHash(w))
 	}
 	return in
 }
