@@ -15,6 +15,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/workload"
 )
 
 // Inside reloader's cache, where a source's content is dropped, these annotations carry its
@@ -127,7 +128,8 @@ func mountVersions(o client.Object) []string {
 
 // Transform replaces a source's content by its hash and, for the types made of keys, each
 // value by a short digest (KeyDigests), before the object enters the cache, so that
-// reloader's memory grows with the number of objects and keys, not with their bytes.
+// reloader's memory grows with the number of objects and keys, not with their bytes. The
+// managed fields and kubectl's last-applied copy of the content go too.
 //
 // The informer may hand the same object to Transform more than once (objects of the initial
 // list are); the second pass must keep the hash of the content, not hash the emptied object.
@@ -170,6 +172,9 @@ func (t SourceType) Transform(obj any) (any, error) {
 	if ann == nil {
 		ann = map[string]string{}
 	}
+	// kubectl's last-applied copy holds the whole content again: a Secret's values in the
+	// clear, a ConfigMap's bytes. No decision reads it.
+	delete(ann, workload.LastAppliedAnnotation)
 	ann[cachedHashAnnotation] = h
 	if uidHash != "" {
 		ann[cachedUIDHashAnnotation] = uidHash

@@ -11,8 +11,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/testutil"
+	"github.com/reloader-operator/reloader/internal/workload"
 )
 
 func TestTransformKeepsOnlyHashesAndIsIdempotent(t *testing.T) {
@@ -119,5 +122,45 @@ func TestCachedConfigMapHoldsKeysAndDigestsOnly(t *testing.T) {
 	}
 	if cached > 16<<10 {
 		t.Errorf("a transformed 1 MiB ConfigMap holds %d bytes", cached)
+	}
+}
+
+// TestCachedSourceKeepsNoLastAppliedCopy: kubectl apply stores the whole object again in an
+// annotation, a Secret's values in the clear; the cache must hold neither copy.
+func TestCachedSourceKeepsNoLastAppliedCopy(t *testing.T) {
+	key, err := hash.NewKey(make([]byte, hash.KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := strings.Repeat("s", 64<<10)
+	applied := fmt.Sprintf(`{"apiVersion":"v1","kind":"Secret","stringData":{"password":%q}}`, value)
+	meta := func() metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: "s", Annotations: map[string]string{
+			workload.LastAppliedAnnotation: applied, "team": "payments"}}
+	}
+	for name, tc := range map[string]struct {
+		st  SourceType
+		obj client.Object
+	}{
+		"Secret":    {Secrets(key), &corev1.Secret{ObjectMeta: meta(), Data: map[string][]byte{"password": []byte(value)}}},
+		"ConfigMap": {ConfigMaps, &corev1.ConfigMap{ObjectMeta: meta(), Data: map[string]string{"password": value}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			want := tc.st.Hash(tc.obj)
+			out, err := tc.st.Transform(tc.obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := out.(client.Object).GetAnnotations()
+			if _, kept := got[workload.LastAppliedAnnotation]; kept {
+				t.Errorf("the cache keeps kubectl's last-applied copy (%d bytes)", len(got[workload.LastAppliedAnnotation]))
+			}
+			if got["team"] != "payments" {
+				t.Errorf("the user's annotations are lost: %v", got)
+			}
+			if h := tc.st.contentHash(out.(client.Object)); h != want {
+				t.Errorf("cached hash %q, want %q: the annotation must not count in the content", h, want)
+			}
+		})
 	}
 }
