@@ -4,6 +4,9 @@ import (
 	"reflect"
 	"strconv"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -14,14 +17,20 @@ const LastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 
 // SlimTransform returns the cache transform of kind: it drops what no decision reads, so
 // the cache holds metadata (annotations, labels, generation, resourceVersion, UID) and the
-// spec (pod template, replicas, paused, selector) of each workload, and not the managed
+// spec (pod template, replicas, paused, update strategy) of each workload, and not the managed
 // fields nor kubectl's last-applied copy. The status of a kind with a rollout is dropped too,
 // except while a rollout is pending (the kind's controller has not observed the generation
 // yet) or followed(obj) says the rollout is followed after a reload: the follower reads it
 // then. Kinds without a rollout (Jobs, CronJobs) keep everything but the managed fields:
 // a Job is re-created from its cached copy, annotations included.
+//
+// Where a kind is written with strategic merge patches, the pod template is slimmed too
+// (slimTemplate): such a patch merges containers, env and volumes by name and carries only
+// what differs between the cached copy and the changed one, so fields absent from both are
+// never written. A merge patch (custom kinds) replaces whole lists, and keeps its template.
 func SlimTransform(kind Kind, followed func(client.Object) bool) toolscache.TransformFunc {
 	_, progressing := kind.(Progressing)
+	strategic := kind.PatchFrom(kind.NewObject()).Type() == types.StrategicMergePatchType
 	return func(in any) (any, error) {
 		obj, ok := in.(client.Object)
 		if !ok {
@@ -39,7 +48,64 @@ func SlimTransform(kind Kind, followed func(client.Object) bool) toolscache.Tran
 			status.SetZero()
 			markDropped(status)
 		}
+		if strategic {
+			slimTemplate(kind.PodTemplate(obj))
+			dropSpecFields(obj, "Selector", "VolumeClaimTemplates")
+		}
 		return obj, nil
+	}
+}
+
+// slimTemplate keeps of a pod template what decisions and reloads read: its annotations
+// (rules, the annotations strategy), its volumes (references, used keys), and of each
+// container its name (the patch's merge key), env (references, the env-vars strategy; kept
+// whole, since order matters to $(VAR) expansion), envFrom and the names of its volume
+// mounts. Images, commands, probes, resources, scheduling and the template's labels go.
+func slimTemplate(tpl *corev1.PodTemplateSpec) {
+	if tpl == nil {
+		return
+	}
+	tpl.ObjectMeta = metav1.ObjectMeta{Annotations: tpl.Annotations}
+	tpl.Spec = corev1.PodSpec{
+		Volumes:        tpl.Spec.Volumes,
+		InitContainers: slimContainers(tpl.Spec.InitContainers),
+		Containers:     slimContainers(tpl.Spec.Containers),
+	}
+}
+
+func slimContainers(in []corev1.Container) []corev1.Container {
+	if in == nil {
+		return nil
+	}
+	out := make([]corev1.Container, len(in))
+	for i, c := range in {
+		out[i] = corev1.Container{Name: c.Name, Env: c.Env, EnvFrom: c.EnvFrom}
+		if c.VolumeMounts != nil {
+			out[i].VolumeMounts = make([]corev1.VolumeMount, len(c.VolumeMounts))
+			for j, m := range c.VolumeMounts {
+				out[i].VolumeMounts[j] = corev1.VolumeMount{Name: m.Name}
+			}
+		}
+	}
+	return out
+}
+
+// dropSpecFields zeroes the named fields of a typed workload's spec, where it has them: the
+// pod selector and a StatefulSet's claim templates, which no decision reads and no reload
+// writes.
+func dropSpecFields(obj client.Object, names ...string) {
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return
+	}
+	spec := v.Elem().FieldByName("Spec")
+	if !spec.IsValid() || spec.Kind() != reflect.Struct {
+		return
+	}
+	for _, name := range names {
+		if f := spec.FieldByName(name); f.IsValid() && f.CanSet() {
+			f.SetZero()
+		}
 	}
 }
 

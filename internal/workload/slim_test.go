@@ -7,6 +7,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -72,9 +74,10 @@ func transform(t testing.TB, kind Kind, followed func(client.Object) bool, obj c
 	return out.(client.Object)
 }
 
-// A cached Deployment keeps what decisions read (metadata, annotations, the pod template,
-// replicas, selector) and drops managed fields, kubectl's last-applied copy and, once its
-// controller has observed the generation and no rollout is followed, the status.
+// A cached Deployment keeps what decisions read (metadata, annotations, the template's
+// references, replicas) and drops managed fields, kubectl's last-applied copy, the selector,
+// what containers run and, once its controller has observed the generation and no rollout is
+// followed, the status.
 func TestSlimDeploymentKeepsWhatDecisionsRead(t *testing.T) {
 	full := decode[appsv1.Deployment](t, appliedDeployment())
 	got := transform(t, Deployment(), nil, decode[appsv1.Deployment](t, appliedDeployment())).(*appsv1.Deployment)
@@ -88,6 +91,9 @@ func TestSlimDeploymentKeepsWhatDecisionsRead(t *testing.T) {
 	want := full.DeepCopy()
 	want.ManagedFields, want.Status = nil, appsv1.DeploymentStatus{ObservedGeneration: dropped}
 	delete(want.Annotations, LastAppliedAnnotation)
+	want.Spec.Selector, want.Spec.Template.Labels = nil, nil
+	app, sidecar := &want.Spec.Template.Spec.Containers[0], &want.Spec.Template.Spec.Containers[1]
+	app.Image, app.Ports, app.VolumeMounts[0].MountPath, sidecar.Image = "", nil, "", ""
 	if got, _ := json.Marshal(got); string(got) != string(must(json.Marshal(want))) {
 		t.Errorf("slim Deployment differs beyond the dropped parts:\n got %s\nwant %s", got, must(json.Marshal(want)))
 	}
@@ -162,5 +168,91 @@ func TestSlimDeploymentHeapPerObject(t *testing.T) {
 	}
 	if slim*10 > full*6 {
 		t.Errorf("slim Deployment holds %d bytes, more than 60%% of %d in full", slim, full)
+	}
+}
+
+// richTemplate is a pod template that uses most of what a pod spec can say, so that a field
+// the slim copy drops would show in a patch made from it.
+func richTemplate() corev1.PodTemplateSpec {
+	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz"}}, PeriodSeconds: 5}
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}, Annotations: map[string]string{"prometheus.io/scrape": "true"}},
+		Spec: corev1.PodSpec{
+			InitContainers: []corev1.Container{{Name: "migrate", Image: "migrate:1", Command: []string{"/migrate"},
+				EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "db"}}}}}},
+			Containers: []corev1.Container{
+				{Name: "app", Image: "web:1", Args: []string{"--port=8080"}, LivenessProbe: probe, ReadinessProbe: probe,
+					Env: []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "$(A)-2"},
+						{Name: "STAKATER_OLD_CONFIGMAP", Value: "abc"}},
+					Resources:    corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}},
+					VolumeMounts: []corev1.VolumeMount{{Name: "certs", MountPath: "/etc/certs", ReadOnly: true}}},
+				{Name: "proxy", Image: "proxy:2", Ports: []corev1.ContainerPort{{ContainerPort: 15001}}},
+			},
+			Volumes:          []corev1.Volume{{Name: "certs", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "certs"}}}},
+			Affinity:         &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{}},
+			Tolerations:      []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}},
+			NodeSelector:     map[string]string{"pool": "apps"},
+			ImagePullSecrets: []corev1.LocalObjectReference{{Name: "registry"}},
+		},
+	}
+}
+
+// The claim slimming rests on: for kinds written with strategic merge patches, a reload's
+// patch made from slim copies is byte for byte the patch made from full ones, for each way a
+// reload changes a template (an env var set, one removed, an annotation set) and for a pause.
+func TestSlimCopiesMakeTheSamePatches(t *testing.T) {
+	changes := map[string]func(*corev1.PodTemplateSpec){
+		"env var set": func(tpl *corev1.PodTemplateSpec) {
+			c := &tpl.Spec.Containers[0]
+			c.Env = append(c.Env, corev1.EnvVar{Name: "STAKATER_WEB_CONFIG_CONFIGMAP", Value: "0123"})
+		},
+		"env var changed": func(tpl *corev1.PodTemplateSpec) { tpl.Spec.Containers[0].Env[2].Value = "def" },
+		"env var removed": func(tpl *corev1.PodTemplateSpec) {
+			tpl.Spec.Containers[0].Env = tpl.Spec.Containers[0].Env[:2]
+		},
+		"annotation set": func(tpl *corev1.PodTemplateSpec) {
+			tpl.Annotations["reloader.stakater.com/last-reloaded-from"] = `{"type":"CONFIGMAP"}`
+		},
+	}
+	for _, kind := range []Kind{Deployment(), StatefulSet(), DaemonSet()} {
+		full := kind.NewObject()
+		full.SetName("web")
+		full.SetGeneration(2)
+		full.SetAnnotations(map[string]string{"reloader.stakater.com/auto": "true"})
+		*kind.PodTemplate(full) = richTemplate()
+		for name, change := range changes {
+			t.Run(kind.Name()+"/"+name, func(t *testing.T) {
+				patch := func(orig client.Object) string {
+					changed := orig.DeepCopyObject().(client.Object)
+					change(kind.PodTemplate(changed))
+					changed.SetAnnotations(map[string]string{"reloader.stakater.com/auto": "true", "reloader.dev/record": "{}"})
+					if p, ok := kind.(Pausable); ok {
+						p.SetPaused(changed, true)
+					}
+					data, err := kind.PatchFrom(orig).Data(changed)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return string(data)
+				}
+				slim := transform(t, kind, nil, full.DeepCopyObject().(client.Object))
+				if kind.PodTemplate(slim).Spec.Containers[0].Image != "" {
+					t.Fatal("the template was not slimmed")
+				}
+				if got, want := patch(slim), patch(full); got != want {
+					t.Errorf("patch from the slim copy:\n%s\nfrom the full one:\n%s", got, want)
+				}
+			})
+		}
+	}
+}
+
+// Kinds written with merge patches (CRDs, aggregated APIs) keep their template whole: a
+// merge patch replaces lists, and would write slimmed containers back.
+func TestMergePatchedKindsKeepTheirTemplate(t *testing.T) {
+	r := &extapi.Rollout{ObjectMeta: metav1.ObjectMeta{Name: "r", Generation: 1}, Spec: extapi.RolloutSpec{Template: richTemplate()}}
+	got := transform(t, Rollout(), nil, r).(*extapi.Rollout)
+	if want := richTemplate(); !equality.Semantic.DeepEqual(got.Spec.Template, want) {
+		t.Errorf("the Rollout's template was changed: %+v", got.Spec.Template.Spec.Containers)
 	}
 }
