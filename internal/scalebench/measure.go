@@ -22,12 +22,15 @@ type Memory struct {
 	// HeapInuse and HeapAlloc are go_memstats_heap_inuse_bytes and _alloc_bytes of /metrics.
 	HeapInuse uint64 `json:"heapInuseBytes"`
 	HeapAlloc uint64 `json:"heapAllocBytes"`
+	// CPU is process_cpu_seconds_total: the CPU time the process has used since it started,
+	// which a leaner heap may cost in collections.
+	CPU float64 `json:"cpuSeconds"`
 	// Reloads is reloader_reload_executed_total, all samples summed.
 	Reloads float64 `json:"-"`
 }
 
 func (m Memory) String() string {
-	return fmt.Sprintf("RSS %s, heap in use %s (allocated %s)", mib(m.RSS), mib(m.HeapInuse), mib(m.HeapAlloc))
+	return fmt.Sprintf("RSS %s, heap in use %s (allocated %s); CPU %.1f s since start", mib(m.RSS), mib(m.HeapInuse), mib(m.HeapAlloc), m.CPU)
 }
 
 func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
@@ -52,6 +55,7 @@ func sample(pid int, metricsURL string) (Memory, error) {
 	inuse, _ := loadtest.MetricValue(string(b), "go_memstats_heap_inuse_bytes")
 	alloc, _ := loadtest.MetricValue(string(b), "go_memstats_heap_alloc_bytes")
 	m.HeapInuse, m.HeapAlloc = uint64(inuse), uint64(alloc)
+	m.CPU, _ = loadtest.MetricValue(string(b), "process_cpu_seconds_total")
 	m.Reloads, _ = loadtest.MetricValue(string(b), "reloader_reload_executed_total")
 	return m, nil
 }
@@ -61,6 +65,7 @@ func peak(samples []Memory) Memory {
 	var p Memory
 	for _, s := range samples {
 		p.RSS, p.HeapInuse, p.HeapAlloc = max(p.RSS, s.RSS), max(p.HeapInuse, s.HeapInuse), max(p.HeapAlloc, s.HeapAlloc)
+		p.CPU = max(p.CPU, s.CPU)
 	}
 	return p
 }
