@@ -82,6 +82,9 @@ func (w *Window) Done(key string, since time.Time) {
 	defer w.mu.Unlock()
 	if s, ok := w.pending[key]; ok && !s.last.After(since) {
 		delete(w.pending, key)
+		if len(w.pending) == 0 {
+			w.pending = map[string]span{} // a Go map keeps its size after deletes
+		}
 	}
 }
 

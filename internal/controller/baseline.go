@@ -140,6 +140,9 @@ func (b *Baselines) drop(uid types.UID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.m, uid)
+	if len(b.m) == 0 {
+		b.m = nil // a Go map keeps its size after deletes; before() makes a new one
+	}
 }
 
 // watchBaselines hears every change of a source from the first list of the informers on, and

@@ -160,6 +160,11 @@ func (q *measuredQueue[T]) taken(item T) {
 	q.mu.Lock()
 	t, ok := q.readyAt[item]
 	delete(q.readyAt, item)
+	if len(q.readyAt) == 0 {
+		// A Go map keeps its size after deletes: a drained queue lets go of what a burst
+		// (every workload queued at start-up) grew.
+		q.readyAt = map[T]time.Time{}
+	}
 	q.mu.Unlock()
 	if ok {
 		q.qs.latency.Observe(max(time.Since(t), 0).Seconds())

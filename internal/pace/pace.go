@@ -92,6 +92,9 @@ func (p *Pacer) take(l *rate.Limiter, key string, now time.Time) time.Duration {
 			return wait
 		}
 		delete(p.slots, key)
+		if len(p.slots) == 0 {
+			p.slots = map[string]slot{} // a Go map keeps its size after deletes
+		}
 		return 0
 	}
 	r := l.ReserveN(now, 1)
