@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/reloader-operator/reloader/internal/app"
+	"github.com/reloader-operator/reloader/internal/gctune"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/version"
 )
@@ -76,6 +77,7 @@ func run(_ context.Context, conf options.Config) error {
 	ctx := ctrl.SetupSignalHandler()
 	logger := newLogger(conf)
 	ctrl.SetLogger(logger)
+	gcPercent, fromEnv := gctune.Apply(os.Getenv)
 	for _, w := range conf.Warnings {
 		logger.Info("WARNING: " + w)
 	}
@@ -88,7 +90,8 @@ func run(_ context.Context, conf options.Config) error {
 		return err
 	}
 	logger.Info("starting reloader", "namespaces", conf.Namespaces, "strategy", conf.ReloadStrategy,
-		"autoReloadAll", conf.AutoReloadAll, "coalesceWindow", conf.CoalesceWindow.String(), "ha", conf.EnableHA)
+		"autoReloadAll", conf.AutoReloadAll, "coalesceWindow", conf.CoalesceWindow.String(), "ha", conf.EnableHA,
+		"gcPercent", gcPercent, "gcPercentFromGOGC", fromEnv)
 	return startUntilStopped(ctx, mgr.Start, shutdownGrace)
 }
 

@@ -1,0 +1,29 @@
+package gctune
+
+import (
+	"runtime/debug"
+	"testing"
+)
+
+func TestApply(t *testing.T) {
+	before := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(before) })
+
+	env := func(vars map[string]string) func(string) string {
+		return func(k string) string { return vars[k] }
+	}
+	if p, fromEnv := Apply(env(nil)); p != DefaultPercent || fromEnv {
+		t.Errorf("no GOGC: %d (from env %v), want %d", p, fromEnv, DefaultPercent)
+	}
+	if got := debug.SetGCPercent(100); got != DefaultPercent {
+		t.Errorf("runtime GC percent %d after Apply, want %d", got, DefaultPercent)
+	}
+
+	// GOGC set: the runtime's reading of it (here 100, as set above) is kept, not replaced.
+	if p, fromEnv := Apply(env(map[string]string{"GOGC": "100"})); p != 100 || !fromEnv {
+		t.Errorf("GOGC=100: %d (from env %v), want 100 from env", p, fromEnv)
+	}
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("runtime GC percent %d after Apply with GOGC set, want 100", got)
+	}
+}
