@@ -24,7 +24,7 @@ import (
 const ShardLabel = "reloader.dev/shard-of"
 
 // Coordinator takes and gives up shards through Leases. Each replica renews a member Lease;
-// the live members, sorted, divide the shards among them (Assign); each shard assigned is
+// the live members divide the shards among them (Assign); each shard assigned is
 // acquired through its own Lease with client-go's leader election, so at most one replica
 // holds it, and a dead replica's shards are taken within the lease duration. A shard assigned
 // elsewhere (a replica joined) is first left unprocessed, then its Lease released, so the next
