@@ -66,10 +66,7 @@ func newSharding(ctx context.Context, cfg *rest.Config, conf options.Config, log
 		log.Info("the API server ignores shard selectors (feature gate ShardedListAndWatch off): this replica filters its namespaces on arrival, with the same hash", "mode", mode)
 	}
 	filter := shard.NewFilter(space, mode == shard.ServerSide)
-	m, err := shard.NewMetrics(crmetrics.Registry, filter, mode)
-	if err != nil {
-		return nil, err
-	}
+	m := shard.NewMetrics(crmetrics.Registry, filter, mode)
 	return &sharding{filter: filter, coordinator: &shard.Coordinator{
 		Leases: leases, Namespaces: core, Namespace: ns, Prefix: conf.ShardLeasePrefix, Identity: id, Space: space, Filter: filter,
 		LeaseDuration: conf.LeaseDuration, RenewDeadline: conf.LeaseRenewDeadline, RetryPeriod: conf.LeaseRetryPeriod,
