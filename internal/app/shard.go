@@ -8,6 +8,7 @@ import (
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/reloader-operator/reloader/internal/options"
@@ -27,6 +28,15 @@ func (s *sharding) ready() func(string) (bool, bool) {
 		return nil
 	}
 	return s.filter.Ready
+}
+
+// relisted tells the reconcilers which source adds came with the list of a shard just taken;
+// nil without sharding.
+func (s *sharding) relisted() func(client.Object) bool {
+	if s == nil {
+		return nil
+	}
+	return func(o client.Object) bool { return s.filter.Relisted(o) }
 }
 
 // newSharding returns nil unless --shards is above 1. It asks the API server once whether it
