@@ -72,7 +72,7 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 	if err := watch(ctx, mgr, conf, sources, read, configs != nil, m); err != nil {
 		return nil, err
 	}
-	if err := addReloaders(mgr, conf, sources, kinds, configs, configStatus, rollouts, m, shards.ready(), logger); err != nil {
+	if err := addReloaders(mgr, conf, sources, kinds, configs, configStatus, rollouts, m, shards, logger); err != nil {
 		return nil, err
 	}
 	if err := addServices(mgr, conf, &ready, m, logger); err != nil {

@@ -23,9 +23,10 @@ import (
 // uses them only to find the affected workloads and POSTs instead of reloading. Alerts, when
 // ALERT_ON_RELOAD asks for them, follow each reload, and so does the following of the
 // rollout that each reload starts. With configStatus, the reconcilers' reloads and the
-// rollouts' outcomes also feed the status of the ReloaderConfigs. shard, when set, tells
+// rollouts' outcomes also feed the status of the ReloaderConfigs. shards, when set, tells
 // the namespaces this replica's shards hold (--shards).
-func addReloaders(mgr manager.Manager, conf options.Config, sources []controller.SourceType, kinds []workload.Kind, configs *reloaderconfig.Cache, configStatus bool, rollouts *controller.Rollouts, m *metrics.Metrics, shard func(string) (bool, bool), logger logr.Logger) error {
+func addReloaders(mgr manager.Manager, conf options.Config, sources []controller.SourceType, kinds []workload.Kind, configs *reloaderconfig.Cache, configStatus bool, rollouts *controller.Rollouts, m *metrics.Metrics, shards *sharding, logger logr.Logger) error {
+	shard := shards.ready()
 	alerts, err := newAlerter(conf, m, logger)
 	if err != nil {
 		return err
@@ -42,6 +43,7 @@ func addReloaders(mgr manager.Manager, conf options.Config, sources []controller
 	pacer := pace.New(conf.ReloadRate, conf.ReloadBurst, conf.FirstSightRate)
 	// One set of baselines for every kind: the sources' handlers run once per event.
 	baselines := controller.NewBaselines()
+	baselines.Relisted = shards.relisted()
 	var reconcilers []*controller.WorkloadReconciler
 	for _, kind := range kinds {
 		r := NewReconciler(conf, mgr.GetClient(), kind, sources, configs, window)

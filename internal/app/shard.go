@@ -8,6 +8,7 @@ import (
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/reloader-operator/reloader/internal/options"
@@ -27,6 +28,15 @@ func (s *sharding) ready() func(string) (bool, bool) {
 		return nil
 	}
 	return s.filter.Ready
+}
+
+// relisted tells the reconcilers which source adds came with the list of a shard just taken;
+// nil without sharding.
+func (s *sharding) relisted() func(client.Object) bool {
+	if s == nil {
+		return nil
+	}
+	return func(o client.Object) bool { return s.filter.Relisted(o) }
 }
 
 // newSharding returns nil unless --shards is above 1. It asks the API server once whether it
@@ -66,10 +76,7 @@ func newSharding(ctx context.Context, cfg *rest.Config, conf options.Config, log
 		log.Info("the API server ignores shard selectors (feature gate ShardedListAndWatch off): this replica filters its namespaces on arrival, with the same hash", "mode", mode)
 	}
 	filter := shard.NewFilter(space, mode == shard.ServerSide)
-	m, err := shard.NewMetrics(crmetrics.Registry, filter, mode)
-	if err != nil {
-		return nil, err
-	}
+	m := shard.NewMetrics(crmetrics.Registry, filter, mode)
 	return &sharding{filter: filter, coordinator: &shard.Coordinator{
 		Leases: leases, Namespaces: core, Namespace: ns, Prefix: conf.ShardLeasePrefix, Identity: id, Space: space, Filter: filter,
 		LeaseDuration: conf.LeaseDuration, RenewDeadline: conf.LeaseRenewDeadline, RetryPeriod: conf.LeaseRetryPeriod,

@@ -38,6 +38,10 @@ type Baselines struct {
 	regs    []toolscache.ResourceEventHandlerRegistration
 	// watchers are the reconcilers whose workloads the sources' handlers note baselines on.
 	watchers []*WorkloadReconciler
+	// Relisted, when set (--shards), tells whether a source added to the cache came with the
+	// list of a shard just taken: it was there before, as those of the first list were. Set
+	// it before the manager starts.
+	Relisted func(client.Object) bool
 	watching bool
 }
 
@@ -207,7 +211,9 @@ func (b *Baselines) watchSource(ctx context.Context, mgr ctrl.Manager, st Source
 	reg, err := informer.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			if o, ok := obj.(client.Object); ok {
-				if !initial {
+				// Not a creation: one of the first list, or of the list of a shard
+				// just taken (--shards).
+				if !initial && (b.Relisted == nil || !b.Relisted(o)) {
 					changedFrom(o, nil)
 				}
 				b.setHandled(o.GetNamespace(), source.ID{Kind: st.Kind, Name: o.GetName()}, o)

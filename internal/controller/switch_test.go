@@ -142,6 +142,8 @@ func templateOf(o client.Object) *corev1.PodTemplateSpec {
 		return &w.Spec.Template
 	case *appsv1.StatefulSet:
 		return &w.Spec.Template
+	case *appsv1.DaemonSet:
+		return &w.Spec.Template
 	}
 	panic(fmt.Sprintf("no template in %T", o))
 }

@@ -57,61 +57,61 @@ type Metrics struct {
 // process) reuses the first set.
 func New(reg prometheus.Registerer, countByNamespace bool) *Metrics {
 	m := &Metrics{
-		ReloadExecuted: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		ReloadExecuted: Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reloader_reload_executed_total",
 			Help: "Workload reloads, by success.",
 		}, []string{"success"})),
-		ReloadExecutedByNamespace: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		ReloadExecutedByNamespace: Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reloader_reload_executed_total_by_namespace",
 			Help: "Workload reloads, by success and namespace (METRICS_COUNT_BY_NAMESPACE=enabled).",
 		}, []string{"success", "namespace"})),
-		Errors: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Errors: Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reloader_reconcile_errors_total",
 			Help: "Workload reconciles that failed, by workload kind.",
 		}, []string{"kind"})),
-		ChangeToPatch: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+		ChangeToPatch: Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "reloader_change_to_patch_seconds",
 			Help:    "Time from a workload's first pending source change to its reload patch, coalescing window included.",
 			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		})),
-		Reconciles: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Reconciles: Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reloader_workload_reconcile_total",
 			Help: "Workload reconciles, by workload kind and outcome (reloaded, recorded, unchanged, waiting, held, skipped, ignored, error).",
 		}, []string{"kind", "outcome"})),
-		ReconcileDuration: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		ReconcileDuration: Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "reloader_workload_reconcile_duration_seconds",
 			Help:    "Time one workload reconcile takes, API writes included, by workload kind.",
 			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"kind"})),
-		Actions: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Actions: Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reloader_workload_action_total",
 			Help: "Writes reloader made, by workload kind and action (reload, pause, resume, replace-job, run-cronjob, notify).",
 		}, []string{"kind", "action"})),
-		Skipped: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Skipped: Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reloader_workload_skipped_total",
 			Help: "Reloads not made although a source changed, by workload kind and reason.",
 		}, []string{"kind", "reason"})),
-		Notifications: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Notifications: Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reloader_notifications_total",
 			Help: "Notifications sent, by target (webhook, or the alert sink) and success.",
 		}, []string{"target", "success"})),
-		RolloutOutcomes: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		RolloutOutcomes: Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reloader_rollouts_total",
 			Help: "Rollouts followed after a reload, by workload kind and how they ended (complete, stalled).",
 		}, []string{"kind", "outcome"})),
-		RolloutsFollowed: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		RolloutsFollowed: Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "reloader_rollouts_following",
 			Help: "Rollouts followed now, after a reload, until they complete or stall (at most one per workload).",
 		})),
-		Waiting: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Waiting: Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "reloader_reloads_waiting",
 			Help: "Workloads whose reload waits now, by reason (coalesce, pause, min-interval, reload-window, rate-limit).",
 		}, []string{"reason"})),
-		Held: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Held: Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reloader_reloads_held_total",
 			Help: "Reloads held back by pacing, by reason (min-interval, reload-window, rate-limit); counted once per hold.",
 		}, []string{"reason"})),
-		CachesSynced: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		CachesSynced: Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "reloader_caches_synced",
 			Help: "1 once the cache of every watched kind has synced (when /ready turns ok), 0 before.",
 		})),
@@ -212,7 +212,9 @@ func (m *Metrics) Notified(target string, success bool) {
 // TargetWebhook is the notification target of --webhook-url.
 const TargetWebhook = "webhook"
 
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+// Register registers c on reg and returns it; when a collector of the same description is
+// registered already (several managers in one test process), it returns that one instead.
+func Register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	if err := reg.Register(c); err != nil {
 		var are prometheus.AlreadyRegisteredError
 		if errors.As(err, &are) {

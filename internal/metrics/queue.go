@@ -24,7 +24,7 @@ type Queues struct {
 }
 
 func newQueues(reg prometheus.Registerer) *Queues {
-	return register(reg, &Queues{
+	return Register(reg, &Queues{
 		depth: prometheus.NewDesc("reloader_workqueue_depth", "Items waiting in the work queues.", nil, nil),
 		adds: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "reloader_workqueue_adds_total",

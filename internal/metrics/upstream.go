@@ -45,41 +45,41 @@ const (
 
 func newUpstream(reg prometheus.Registerer) *Upstream {
 	u := &Upstream{
-		Reconciles: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Reconciles: Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reloader_reconcile_total",
 			Help: "Workload reconciles, by result (success, error).",
 		}, []string{"result"})),
-		ReconcileDuration: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		ReconcileDuration: Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "reloader_reconcile_duration_seconds",
 			Help:    "Time one workload reconcile takes, by result (success, error).",
 			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"result"})),
-		Actions: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Actions: Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reloader_action_total",
 			Help: "Reload writes, by workload kind (webhook for --webhook-url) and result (success, error).",
 		}, []string{"workload_kind", "result"})),
-		ActionLatency: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		ActionLatency: Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "reloader_action_latency_seconds",
 			Help:    "Time from the first source change a reload carries to its write, by workload kind.",
 			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"workload_kind"})),
-		Skipped: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Skipped: Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reloader_skipped_total",
 			Help: "Work skipped, by reason (no_data_change, ignored_or_not_selected, finished_job).",
 		}, []string{"reason"})),
-		Errors: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Errors: Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reloader_errors_total",
 			Help: "Errors, by type (handler_error: a reconcile failed and is retried; webhook_send).",
 		}, []string{"type"})),
-		EventsReceived: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		EventsReceived: Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reloader_events_received_total",
 			Help: "Watch events received, by event type (add, update, delete) and resource type (configmaps, secrets, secretproviderclasspodstatuses, namespaces).",
 		}, []string{"event_type", "resource_type"})),
-		WorkloadsScanned: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		WorkloadsScanned: Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reloader_workloads_scanned_total",
 			Help: "Workloads looked at for a source event (found through the index of the sources they use), by kind.",
 		}, []string{"kind"})),
-		WorkloadsMatched: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		WorkloadsMatched: Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reloader_workloads_matched_total",
 			Help: "Workloads a source event concerns, by kind.",
 		}, []string{"kind"})),

@@ -24,7 +24,7 @@ import (
 const ShardLabel = "reloader.dev/shard-of"
 
 // Coordinator takes and gives up shards through Leases. Each replica renews a member Lease;
-// the live members, sorted, divide the shards among them (Assign); each shard assigned is
+// the live members divide the shards among them (Assign); each shard assigned is
 // acquired through its own Lease with client-go's leader election, so at most one replica
 // holds it, and a dead replica's shards are taken within the lease duration. A shard assigned
 // elsewhere (a replica joined) is first left unprocessed, then its Lease released, so the next
@@ -62,6 +62,30 @@ type Coordinator struct {
 type elector struct {
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	// mu orders the start of leading and its end: client-go runs OnStartedLeading in a
+	// goroutine of its own, which may run after OnStoppedLeading, or after the shard was
+	// handed over; once stopped, a start takes nothing.
+	mu      sync.Mutex
+	stopped bool
+}
+
+// start runs take unless leading has stopped (or ctx, the term of leading, ended).
+func (e *elector) start(ctx context.Context, take func()) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped || ctx.Err() != nil {
+		return
+	}
+	take()
+}
+
+// stop ends leading for good, then runs give.
+func (e *elector) stop(give func()) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.stopped = true
+	give()
 }
 
 // NeedLeaderElection is false: every replica takes its share.
@@ -239,21 +263,7 @@ func (c *Coordinator) elect(i int) *elector {
 		RetryPeriod:     c.RetryPeriod,
 		ReleaseOnCancel: true,
 		Name:            name,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(lctx context.Context) {
-				if lctx.Err() != nil {
-					return
-				}
-				c.Filter.Add(i)
-				c.Log.Info("took shard", "shard", i, "lease", name)
-				c.changed()
-			},
-			OnStoppedLeading: func() {
-				c.Filter.Remove(i)
-				c.Log.Info("gave up shard", "shard", i, "lease", name)
-				c.changed()
-			},
-		},
+		Callbacks:       c.callbacks(i, e),
 	})
 	if err != nil { // only for a bad config, which options.Parse refuses
 		c.Log.Error(err, "shard leader election", "shard", i)
@@ -270,11 +280,34 @@ func (c *Coordinator) elect(i int) *elector {
 	return e
 }
 
+// callbacks are the leader election callbacks of shard i: the shard is processed from the
+// start of leading to its end, or to its hand-over, whichever comes first.
+func (c *Coordinator) callbacks(i int, e *elector) leaderelection.LeaderCallbacks {
+	name := shardLeaseName(c.Prefix, i)
+	return leaderelection.LeaderCallbacks{
+		OnStartedLeading: func(lctx context.Context) {
+			e.start(lctx, func() {
+				c.Filter.Add(i)
+				c.Log.Info("took shard", "shard", i, "lease", name)
+				c.changed()
+			})
+		},
+		OnStoppedLeading: func() {
+			e.stop(func() {
+				c.Filter.Remove(i)
+				c.Log.Info("gave up shard", "shard", i, "lease", name)
+				c.changed()
+			})
+		},
+	}
+}
+
 // release hands shard i over: processing stops at once, the Lease goes after the grace.
 // Called with c.mu held.
 func (c *Coordinator) release(ctx context.Context, i int, e *elector) {
 	c.releasing[i] = true
-	c.Filter.Remove(i)
+	// Stopped, not only removed: an election that wins now must not take the shard back.
+	e.stop(func() { c.Filter.Remove(i) })
 	c.changed()
 	c.Log.Info("handing shard over", "shard", i)
 	c.wg.Add(1)
@@ -299,8 +332,8 @@ func (c *Coordinator) release(ctx context.Context, i int, e *elector) {
 // the Leases are released and the member Lease deleted, so the others take over at once.
 func (c *Coordinator) stop(stopElecting context.CancelFunc) {
 	c.mu.Lock()
-	for i := range c.electors {
-		c.Filter.Remove(i)
+	for i, e := range c.electors {
+		e.stop(func() { c.Filter.Remove(i) })
 	}
 	c.mu.Unlock()
 	time.Sleep(c.Grace)

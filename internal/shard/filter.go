@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 )
@@ -48,8 +49,17 @@ type Filter struct {
 	// acquired is, per owned shard, the gen from which the informers' lists hold it.
 	acquired map[int]uint64
 	// listed is, per wrapped informer, the gen of its last complete list.
-	listed    []uint64
+	listed []uint64
+	// took is, per wrapped informer, the resourceVersion of its first complete list of each
+	// owned shard: what came with that list was there before, not created (Relisted).
+	took      []took
 	informers []counted
+}
+
+// took is one informer's kind and the resourceVersion of its first list of each owned shard.
+type took struct {
+	kind string
+	rv   map[int]string
 }
 
 // request is what lists and watches ask the API server for.
@@ -120,6 +130,9 @@ func (f *Filter) setShard(i int, own bool) {
 	} else {
 		delete(f.owned, i)
 		delete(f.acquired, i)
+		for _, t := range f.took {
+			delete(t.rv, i)
+		}
 	}
 	// Always listed again, even when the request stays the same (everything, past
 	// MaxServerRanges): what was dropped on arrival must be listed, what leaves must go.
@@ -181,11 +194,49 @@ func (f *Filter) snapshot() (request, <-chan struct{}, uint64) {
 	return f.req, f.moved, f.gen
 }
 
-// markListed notes that informer k has a complete list of gen g.
-func (f *Filter) markListed(k int, g uint64) {
+// markListed notes that informer k has a complete list of gen g, at resourceVersion rv.
+func (f *Filter) markListed(k int, g uint64, rv string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.listed[k] = max(f.listed[k], g)
+	for i := range f.owned {
+		if _, ok := f.took[k].rv[i]; !ok && f.acquired[i] <= g {
+			f.took[k].rv[i] = rv
+		}
+	}
+}
+
+// Relisted reports whether obj, just added to the cache, came with the list of a shard this
+// replica took rather than as a creation: the informer has not listed the shard yet, or
+// listed it at obj's resourceVersion or later. Those objects were there before, as those
+// of the first list are, though the informer does not call them initial. (The informer
+// hands the list's objects to its handlers after the list returned, so whether the shard
+// is listed yet does not tell alone.) Objects whose resourceVersions do not compare (no
+// etcd behind the server) count as created.
+func (f *Filter) Relisted(obj runtime.Object) bool {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return false
+	}
+	i, kind := f.space.Of(m.GetNamespace()), kindOf(obj)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.owned[i] {
+		return false
+	}
+	for _, t := range f.took {
+		if t.kind != kind {
+			continue
+		}
+		rv, listed := t.rv[i]
+		if !listed {
+			return true
+		}
+		if c, err := resourceversion.CompareResourceVersion(m.GetResourceVersion(), rv); err == nil && c <= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Cached counts the objects in the cache by kind.
@@ -207,6 +258,7 @@ func (f *Filter) NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, re
 		f.mu.Lock()
 		k := len(f.listed)
 		f.listed = append(f.listed, 0)
+		f.took = append(f.took, took{kind: kind, rv: map[int]string{}})
 		f.mu.Unlock()
 		lw = f.wrap(lw, k)
 	}
@@ -253,7 +305,7 @@ func (f *Filter) wrap(lw toolscache.ListerWatcher, k int) toolscache.ListerWatch
 				return nil, err
 			}
 			if m, err := meta.ListAccessor(list); err == nil && m.GetContinue() == "" {
-				f.markListed(k, st.complete())
+				f.markListed(k, st.complete(), m.GetResourceVersion())
 			}
 			return list, nil
 		},
@@ -271,10 +323,10 @@ func (f *Filter) wrap(lw toolscache.ListerWatcher, k int) toolscache.ListerWatch
 			if err != nil {
 				return nil, err
 			}
-			listed := func() {}
+			listed := func(string) {}
 			if watchList {
 				// A watch list: complete at the bookmark that ends the initial events.
-				listed = func() { f.markListed(k, gen) }
+				listed = func(rv string) { f.markListed(k, gen, rv) }
 			}
 			return newFilteredWatch(w, f.keep, moved, listed), nil
 		},

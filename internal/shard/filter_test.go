@@ -57,17 +57,18 @@ func TestReadyAfterEveryInformerListed(t *testing.T) {
 	s, _ := NewSpace(1)
 	f := NewFilter(s, true)
 	f.listed = []uint64{0, 0} // two informers, listed before the shard was taken
+	f.took = []took{{rv: map[int]string{}}, {rv: map[int]string{}}}
 	f.NamespaceAdded("a")
 	f.Add(0)
 	_, _, gen := f.snapshot()
 	if own, ready := f.Ready("a"); !own || ready {
 		t.Fatalf("just taken: own %v, ready %v", own, ready)
 	}
-	f.markListed(0, gen)
+	f.markListed(0, gen, "10")
 	if _, ready := f.Ready("a"); ready {
 		t.Fatal("ready with one informer of two listed")
 	}
-	f.markListed(1, gen)
+	f.markListed(1, gen, "10")
 	if own, ready := f.Ready("a"); !own || !ready {
 		t.Fatalf("both listed: own %v, ready %v", own, ready)
 	}

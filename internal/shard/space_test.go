@@ -79,29 +79,3 @@ func TestOfAtShardEdges(t *testing.T) {
 		t.Error("too many shards accepted")
 	}
 }
-
-// Every shard has exactly one member, the members' shares differ by one at most, and a new
-// member takes a share.
-func TestAssign(t *testing.T) {
-	s, _ := NewSpace(12)
-	for _, members := range [][]string{{"a"}, {"a", "b", "c"}, {"c", "a", "b", "d"}, {"a", "b", "c", "d", "e"}} {
-		owner := map[int]string{}
-		least, most := 99, 0
-		for _, m := range members {
-			mine := Assign(s, members, m)
-			least, most = min(least, len(mine)), max(most, len(mine))
-			for _, i := range mine {
-				if o, ok := owner[i]; ok {
-					t.Fatalf("%v: shard %d owned by %s and %s", members, i, o, m)
-				}
-				owner[i] = m
-			}
-		}
-		if len(owner) != 12 || most-least > 1 {
-			t.Errorf("%v: %d shards owned, shares from %d to %d", members, len(owner), least, most)
-		}
-	}
-	if got := Assign(s, []string{"a", "b"}, "c"); len(got) != 4 {
-		t.Errorf("a member not yet seen in the list counts itself: %v", got)
-	}
-}

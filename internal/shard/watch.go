@@ -21,13 +21,13 @@ type filteredWatch struct {
 
 // newFilteredWatch calls listed after the bookmark that ends a watch list's initial events
 // has been passed on.
-func newFilteredWatch(upstream watch.Interface, keep func(runtime.Object) bool, moved <-chan struct{}, listed func()) watch.Interface {
+func newFilteredWatch(upstream watch.Interface, keep func(runtime.Object) bool, moved <-chan struct{}, listed func(rv string)) watch.Interface {
 	w := &filteredWatch{upstream: upstream, out: make(chan watch.Event), stop: make(chan struct{})}
 	go w.run(keep, moved, listed)
 	return w
 }
 
-func (w *filteredWatch) run(keep func(runtime.Object) bool, moved <-chan struct{}, listed func()) {
+func (w *filteredWatch) run(keep func(runtime.Object) bool, moved <-chan struct{}, listed func(rv string)) {
 	defer close(w.out)
 	defer w.upstream.Stop()
 	in := w.upstream.ResultChan()
@@ -47,7 +47,7 @@ func (w *filteredWatch) run(keep func(runtime.Object) bool, moved <-chan struct{
 				return
 			}
 			if ev.Type == watch.Bookmark && initialEventsEnd(ev.Object) {
-				listed()
+				listed(resourceVersion(ev.Object))
 			}
 		case <-moved:
 			w.send(watch.Event{Type: watch.Error, Object: &metav1.Status{
@@ -58,6 +58,14 @@ func (w *filteredWatch) run(keep func(runtime.Object) bool, moved <-chan struct{
 			return
 		}
 	}
+}
+
+func resourceVersion(o runtime.Object) string {
+	m, err := meta.Accessor(o)
+	if err != nil {
+		return ""
+	}
+	return m.GetResourceVersion()
 }
 
 func initialEventsEnd(o runtime.Object) bool {

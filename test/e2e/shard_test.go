@@ -195,10 +195,18 @@ func testShardedReplicas(t *testing.T, bin string, gate bool) {
 		}
 		switch round {
 		case joinAt:
+			before := holders()
 			start("replica-d")
 			t.Logf("replica-d started after round %d", round)
 			balanced("replica-a", "replica-b", "replica-c", "replica-d")
-			t.Logf("shards after replica-d joined: %v", holders())
+			after := holders()
+			moved := 0
+			for i := range after {
+				if before[i] != after[i] {
+					moved++
+				}
+			}
+			t.Logf("shards after replica-d joined: %v (%d of %d moved)", after, moved, shards)
 		case killAt:
 			replicas["replica-b"].p.Kill()
 			t.Logf("replica-b killed after round %d", round)

@@ -1,0 +1,121 @@
+package shard_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/reloader-operator/reloader/internal/localcluster"
+	"github.com/reloader-operator/reloader/internal/shard"
+)
+
+var clientset *kubernetes.Clientset
+
+// One real kube-apiserver for the package, with the API server applying shard selectors.
+func TestMain(m *testing.M) {
+	cluster, err := localcluster.Start(context.Background(), localcluster.Options{
+		APIServerFlags: map[string]string{"feature-gates": "ShardedListAndWatch=true"}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start control plane:", err)
+		os.Exit(1)
+	}
+	if clientset, err = kubernetes.NewForConfig(cluster.Config); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = cluster.Stop()
+	os.Exit(code)
+}
+
+// The objects of a shard just taken reach the informer's handlers as adds that are not
+// initial, after the list that brought them has returned: Relisted tells them from objects
+// created since, so that they do not look created (--reload-on-create).
+func TestRelistedAddsAreNotCreations(t *testing.T) {
+	for _, serverSide := range []bool{true, false} {
+		t.Run(fmt.Sprintf("serverSide=%v", serverSide), func(t *testing.T) { testRelisted(t, serverSide) })
+	}
+}
+
+func testRelisted(t *testing.T, serverSide bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	ns := fmt.Sprintf("relist-%04d", rand.IntN(10000))
+	if _, err := clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = clientset.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	configMap := func(name string) {
+		t.Helper()
+		_, err := clientset.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	configMap("before")
+
+	space, _ := shard.NewSpace(4)
+	f := shard.NewFilter(space, serverSide)
+	f.NamespaceAdded(ns)
+	lw := toolscache.NewListWatchFromClient(clientset.CoreV1().RESTClient(), "configmaps", ns, fields.Everything())
+	inf := f.NewInformer(lw, &corev1.ConfigMap{}, 0, toolscache.Indexers{})
+	type add struct {
+		name              string
+		initial, relisted bool
+	}
+	adds := make(chan add, 10)
+	_, err := inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{AddFunc: func(o any, initial bool) {
+		cm := o.(*corev1.ConfigMap)
+		adds <- add{cm.Name, initial, f.Relisted(cm)}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go inf.Run(ctx.Done())
+	if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		t.Fatal("no first list")
+	}
+	next := func() add {
+		t.Helper()
+		select {
+		case a := <-adds:
+			return a
+		case <-ctx.Done():
+			t.Fatal("no add")
+			return add{}
+		}
+	}
+
+	// Owning nothing, the first list held nothing; the shard taken, "before" comes with its
+	// list, then "after" is created.
+	f.Add(space.Of(ns))
+	if a := next(); a != (add{name: "before", relisted: true}) {
+		t.Errorf("the shard's list: %+v, want before, relisted", a)
+	}
+	configMap("after")
+	if a := next(); a != (add{name: "after"}) {
+		t.Errorf("created since: %+v, want after, not relisted", a)
+	}
+	// Given up and taken again: both come with the new list.
+	f.Remove(space.Of(ns))
+	for len(inf.GetStore().ListKeys()) > 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the shard given up stays in the cache")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	f.Add(space.Of(ns))
+	got := map[add]bool{next(): true, next(): true}
+	if !got[add{name: "before", relisted: true}] || !got[add{name: "after", relisted: true}] {
+		t.Errorf("the shard's list again: %v, want before and after, relisted", got)
+	}
+}
