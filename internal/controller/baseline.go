@@ -38,11 +38,13 @@ type Baselines struct {
 	regs    []toolscache.ResourceEventHandlerRegistration
 	// watchers are the reconcilers whose workloads the sources' handlers note baselines on.
 	watchers []*WorkloadReconciler
+	// watching holds the source kinds whose handlers are registered: once per kind, whichever
+	// reconciler brought it.
+	watching map[source.Kind]bool
 	// Relisted, when set (--shards), tells whether a source added to the cache came with the
 	// list of a shard just taken: it was there before, as those of the first list were. Set
 	// it before the manager starts.
 	Relisted func(client.Object) bool
-	watching bool
 }
 
 // NewBaselines returns the baselines to share among the reconcilers of one manager.
@@ -162,17 +164,21 @@ func (r *WorkloadReconciler) watchBaselines(mgr ctrl.Manager) error {
 	b := r.Baselines
 	b.mu.Lock()
 	b.watchers = append(b.watchers, r)
-	first := !b.watching
-	b.watching = true
+	var unwatched []SourceType
+	for _, st := range r.Sources {
+		// A pooled source's hash spans many objects; its changes are rare at start-up.
+		if st.Pool == nil && !b.watching[st.Kind] {
+			if b.watching == nil {
+				b.watching = map[source.Kind]bool{}
+			}
+			b.watching[st.Kind] = true
+			unwatched = append(unwatched, st)
+		}
+	}
 	b.mu.Unlock()
-	if first {
-		for _, st := range r.Sources {
-			if st.Pool != nil {
-				continue // a pooled source's hash spans many objects; its changes are rare at start-up
-			}
-			if err := b.watchSource(ctx, mgr, st); err != nil {
-				return err
-			}
+	for _, st := range unwatched {
+		if err := b.watchSource(ctx, mgr, st); err != nil {
+			return err
 		}
 	}
 	informer, err := mgr.GetCache().GetInformer(ctx, r.Kind.NewObject())
@@ -205,7 +211,9 @@ func (b *Baselines) watchSource(ctx context.Context, mgr ctrl.Manager, st Source
 		watchers := b.watchers
 		b.mu.Unlock()
 		for _, r := range watchers {
-			r.changedFrom(ctx, st, o, old)
+			if r.watches(st.Kind) {
+				r.changedFrom(ctx, st, o, old)
+			}
 		}
 	}
 	reg, err := informer.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
@@ -247,6 +255,16 @@ func (b *Baselines) watchSource(ctx context.Context, mgr ctrl.Manager, st Source
 	b.regs = append(b.regs, reg)
 	b.mu.Unlock()
 	return nil
+}
+
+// watches reports whether kind is among r's sources.
+func (r *WorkloadReconciler) watches(kind source.Kind) bool {
+	for _, st := range r.Sources {
+		if st.Kind == kind {
+			return true
+		}
+	}
+	return false
 }
 
 // changedFrom notes, on each workload without record that source object o concerns, the

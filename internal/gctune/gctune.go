@@ -1,7 +1,10 @@
 // Package gctune sets reloader's default garbage-collection target.
 package gctune
 
-import "runtime/debug"
+import (
+	"runtime/debug"
+	"runtime/metrics"
+)
 
 // DefaultPercent is reloader's GOGC when the environment sets none. Go's own 100 lets the
 // heap grow to twice what is live before it collects; reloader's live heap is its cache,
@@ -16,12 +19,22 @@ const DefaultPercent = 50
 // whether it came from GOGC.
 func Apply(getenv func(string) string) (percent int, fromEnv bool) {
 	if getenv("GOGC") != "" {
-		// The runtime has read GOGC already; reading it back means setting it, so set it
-		// again at once.
-		p := debug.SetGCPercent(100)
-		debug.SetGCPercent(p)
-		return p, true
+		return current(), true // the runtime has read it already
 	}
 	debug.SetGCPercent(DefaultPercent)
 	return DefaultPercent, false
+}
+
+// current is the GC percent in force, -1 for off.
+func current() int {
+	sample := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(sample)
+	if sample[0].Value.Kind() != metrics.KindUint64 {
+		return -1
+	}
+	v := sample[0].Value.Uint64()
+	if v > 1<<20 { // off reads as a huge value
+		return -1
+	}
+	return int(v)
 }

@@ -123,6 +123,9 @@ func (p *Pacer) Forget(key string, now time.Time) {
 			delete(p.slots, k)
 		}
 	}
+	if len(p.slots) == 0 {
+		p.slots = map[string]slot{} // a Go map keeps its size after deletes
+	}
 }
 
 // String describes the reload rate, as Events and explain say it.

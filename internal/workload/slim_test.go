@@ -185,7 +185,8 @@ func richTemplate() corev1.PodTemplateSpec {
 					Env: []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "$(A)-2"},
 						{Name: "STAKATER_OLD_CONFIGMAP", Value: "abc"}},
 					Resources:    corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}},
-					VolumeMounts: []corev1.VolumeMount{{Name: "certs", MountPath: "/etc/certs", ReadOnly: true}}},
+					VolumeMounts: []corev1.VolumeMount{{Name: "certs", MountPath: "/etc/certs", ReadOnly: true},
+						{Name: "certs", MountPath: "/etc/ca.pem", SubPath: "ca.pem"}}},
 				{Name: "proxy", Image: "proxy:2", Ports: []corev1.ContainerPort{{ContainerPort: 15001}}},
 			},
 			Volumes:          []corev1.Volume{{Name: "certs", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "certs"}}}},
@@ -209,6 +210,10 @@ func TestSlimCopiesMakeTheSamePatches(t *testing.T) {
 		"env var changed": func(tpl *corev1.PodTemplateSpec) { tpl.Spec.Containers[0].Env[2].Value = "def" },
 		"env var removed": func(tpl *corev1.PodTemplateSpec) {
 			tpl.Spec.Containers[0].Env = tpl.Spec.Containers[0].Env[:2]
+		},
+		"init container env set": func(tpl *corev1.PodTemplateSpec) {
+			c := &tpl.Spec.InitContainers[0]
+			c.Env = append(c.Env, corev1.EnvVar{Name: "STAKATER_DB_SECRET", Value: "0123"})
 		},
 		"annotation set": func(tpl *corev1.PodTemplateSpec) {
 			tpl.Annotations["reloader.stakater.com/last-reloaded-from"] = `{"type":"CONFIGMAP"}`
