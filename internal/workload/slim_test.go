@@ -184,7 +184,7 @@ func richTemplate() corev1.PodTemplateSpec {
 				{Name: "app", Image: "web:1", Args: []string{"--port=8080"}, LivenessProbe: probe, ReadinessProbe: probe,
 					Env: []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "$(A)-2"},
 						{Name: "STAKATER_OLD_CONFIGMAP", Value: "abc"}},
-					Resources:    corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}},
+					Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}},
 					VolumeMounts: []corev1.VolumeMount{{Name: "certs", MountPath: "/etc/certs", ReadOnly: true},
 						{Name: "certs", MountPath: "/etc/ca.pem", SubPath: "ca.pem"}}},
 				{Name: "proxy", Image: "proxy:2", Ports: []corev1.ContainerPort{{ContainerPort: 15001}}},
