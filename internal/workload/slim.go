@@ -94,12 +94,8 @@ func slimContainers(in []corev1.Container) []corev1.Container {
 // pod selector and a StatefulSet's claim templates, which no decision reads and no reload
 // writes.
 func dropSpecFields(obj client.Object, names ...string) {
-	v := reflect.ValueOf(obj)
-	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
-		return
-	}
-	spec := v.Elem().FieldByName("Spec")
-	if !spec.IsValid() || spec.Kind() != reflect.Struct {
+	spec := structField(obj, "Spec")
+	if !spec.IsValid() {
 		return
 	}
 	for _, name := range names {
@@ -142,16 +138,20 @@ func StatusDropped(obj client.Object) bool {
 }
 
 // statusOf is the Status field of a typed workload, settable; invalid when it has none.
-func statusOf(obj client.Object) reflect.Value {
+func statusOf(obj client.Object) reflect.Value { return structField(obj, "Status") }
+
+// structField is the struct field name of a typed workload, settable; invalid when it has
+// none.
+func structField(obj client.Object, name string) reflect.Value {
 	v := reflect.ValueOf(obj)
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
 		return reflect.Value{}
 	}
-	s := v.Elem().FieldByName("Status")
-	if !s.IsValid() || !s.CanSet() || s.Kind() != reflect.Struct {
+	f := v.Elem().FieldByName(name)
+	if !f.IsValid() || !f.CanSet() || f.Kind() != reflect.Struct {
 		return reflect.Value{}
 	}
-	return s
+	return f
 }
 
 // observed reports whether status says its controller has seen generation gen: an int64
