@@ -91,10 +91,7 @@ func (p *Pacer) take(l *rate.Limiter, key string, now time.Time) time.Duration {
 		if wait := s.at.Sub(now); wait > early {
 			return wait
 		}
-		delete(p.slots, key)
-		if len(p.slots) == 0 {
-			p.slots = map[string]slot{} // a Go map keeps its size after deletes
-		}
+		p.drop(key)
 		return 0
 	}
 	r := l.ReserveN(now, 1)
@@ -120,9 +117,14 @@ func (p *Pacer) Forget(key string, now time.Time) {
 	for _, k := range []string{key, "first/" + key} {
 		if s, ok := p.slots[k]; ok {
 			s.res.CancelAt(now)
-			delete(p.slots, k)
+			p.drop(k)
 		}
 	}
+}
+
+// drop forgets key's slot; called with p.mu held.
+func (p *Pacer) drop(key string) {
+	delete(p.slots, key)
 	if len(p.slots) == 0 {
 		p.slots = map[string]slot{} // a Go map keeps its size after deletes
 	}
