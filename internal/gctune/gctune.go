@@ -2,6 +2,7 @@
 package gctune
 
 import (
+	"math"
 	"runtime/debug"
 	"runtime/metrics"
 )
@@ -33,7 +34,7 @@ func current() int {
 		return -1
 	}
 	v := sample[0].Value.Uint64()
-	if v > 1<<20 { // off reads as a huge value
+	if v == math.MaxUint64 { // off: the runtime's -1, read as unsigned
 		return -1
 	}
 	return int(v)

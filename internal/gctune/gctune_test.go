@@ -26,4 +26,14 @@ func TestApply(t *testing.T) {
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Errorf("runtime GC percent %d after Apply with GOGC set, want 100", got)
 	}
+
+	// A large GOGC is a number, off is -1.
+	debug.SetGCPercent(5000000)
+	if p, _ := Apply(env(map[string]string{"GOGC": "5000000"})); p != 5000000 {
+		t.Errorf("GOGC=5000000 reads as %d", p)
+	}
+	debug.SetGCPercent(-1)
+	if p, _ := Apply(env(map[string]string{"GOGC": "off"})); p != -1 {
+		t.Errorf("GOGC=off reads as %d, want -1", p)
+	}
 }
