@@ -231,7 +231,7 @@ func (r *ConfigStatusReconciler) usersOf(ctx context.Context, ns string, id sour
 func sourceContentOrLabelsChanged() predicate.Predicate {
 	return predicate.Or(predicate.LabelChangedPredicate{}, predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			return e.ObjectOld.GetAnnotations()[cachedHashAnnotation] != e.ObjectNew.GetAnnotations()[cachedHashAnnotation]
+			return cachedHash(e.ObjectOld) != cachedHash(e.ObjectNew)
 		},
 	})
 }

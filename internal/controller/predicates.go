@@ -3,6 +3,7 @@ package controller
 import (
 	"maps"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -17,12 +18,19 @@ func sourceChanged(keys reload.Keys, labels bool) predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, n := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
-			return o[cachedHashAnnotation] != n[cachedHashAnnotation] ||
+			return cachedHash(e.ObjectOld) != cachedHash(e.ObjectNew) ||
 				o[keys.Ignore] != n[keys.Ignore] ||
 				o[keys.Match] != n[keys.Match] ||
 				labels && !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
 		},
 	}
+}
+
+// cachedHash is the content hash Transform packed into a cached source; empty for others.
+func cachedHash(o client.Object) string {
+	p, _ := cached(o)
+	h, _, _ := cachedHashes(p)
+	return h
 }
 
 // workloadChanged lets through spec, annotation and label changes of workloads (labels choose

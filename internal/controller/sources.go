@@ -3,6 +3,9 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,15 +21,13 @@ import (
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
-// Inside reloader's cache, where a source's content is dropped, these annotations carry its
-// content hash, and for a Secret the hash of the UID-keyed scheme that upgrades old records.
-// Their keys are not valid annotation keys (':' is not allowed in a name): the API server
-// rejects them, so an object that carries one was transformed by reloader, never by a user.
-// (An earlier, valid key let a user pin a source's hash and keep its data in memory.)
-const (
-	cachedHashAnnotation    = "reloader.dev/cache:content-hash"
-	cachedUIDHashAnnotation = "reloader.dev/cache:uid-keyed-hash"
-)
+// Inside reloader's cache a source's content is replaced by what reloader reads of it, packed
+// into one string (see packed): the content hash, a Secret's hash in the UID-keyed scheme that
+// upgrades old records, and one digest per key. The string lives in metadata.selfLink, which
+// the API server has left unset on every object since v1.20 (RemoveSelfLink, GA in v1.24):
+// there a source costs one string, where annotations and a digest map cost a map each, about
+// 1 KiB a source. cacheMark starts it, so a transformed object is told from a full one.
+const cacheMark = "reloader-cache "
 
 // IndexPooledSource indexes the objects of a pooled source type by the source they belong to.
 const IndexPooledSource = "reloader.pooled-source"
@@ -138,54 +139,80 @@ func (t SourceType) Transform(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	if _, done := o.GetAnnotations()[cachedHashAnnotation]; done {
-		return o, nil
-	}
-	if t.Ready != nil {
-		if err := t.Ready(); err != nil {
-			return nil, err
-		}
-	}
-	h := t.Hash(o)
-	var uidHash string
-	if t.UIDHash != nil {
-		uidHash = t.UIDHash(o)
-	}
-	var digests map[string]string
-	if t.KeyDigests != nil {
-		digests = t.KeyDigests(o)
-	}
-	switch v := o.(type) {
-	case *corev1.ConfigMap:
-		v.Data, v.BinaryData = digests, nil
-	case *corev1.Secret:
-		v.Data, v.StringData = nil, nil
-		if digests != nil {
-			v.Data = make(map[string][]byte, len(digests))
-			for k, d := range digests {
-				v.Data[k] = []byte(d)
+	if _, done := cached(o); !done {
+		if t.Ready != nil {
+			if err := t.Ready(); err != nil {
+				return nil, err
 			}
 		}
+		p := packed{hash: t.Hash(o)}
+		if t.UIDHash != nil {
+			p.uidHash = t.UIDHash(o)
+		}
+		if t.KeyDigests != nil {
+			p.digests = t.KeyDigests(o)
+		}
+		o.SetSelfLink(cacheMark + p.String())
+	}
+	// Cleared on both passes: a mark that came from elsewhere never keeps content in memory.
+	switch v := o.(type) {
+	case *corev1.ConfigMap:
+		v.Data, v.BinaryData = nil, nil
+	case *corev1.Secret:
+		v.Data, v.StringData = nil, nil
 	}
 	o.SetManagedFields(nil)
-	ann := o.GetAnnotations()
-	if ann == nil {
-		ann = map[string]string{}
-	}
 	// kubectl's last-applied copy holds the whole content again: a Secret's values in the
 	// clear, a ConfigMap's bytes. No decision reads it.
-	delete(ann, workload.LastAppliedAnnotation)
-	ann[cachedHashAnnotation] = h
-	if uidHash != "" {
-		ann[cachedUIDHashAnnotation] = uidHash
+	if ann := o.GetAnnotations(); ann != nil {
+		delete(ann, workload.LastAppliedAnnotation)
+		if len(ann) == 0 {
+			o.SetAnnotations(nil)
+		}
 	}
-	o.SetAnnotations(ann)
 	return o, nil
+}
+
+// packed is what the cache keeps of a source's content. Its string form is space-separated:
+// hash, UID-keyed hash (empty for all but Secrets), then key and digest pairs in key order.
+// No part holds a space: hashes and digests are hex (a Secret's prefixed by its key ID, a
+// CSI mount's comma-separated), and the API server admits only [-._a-zA-Z0-9] in keys.
+type packed struct {
+	hash, uidHash string
+	digests       map[string]string
+}
+
+func (p packed) String() string {
+	var b strings.Builder
+	b.WriteString(p.hash)
+	b.WriteByte(' ')
+	b.WriteString(p.uidHash)
+	for _, k := range slices.Sorted(maps.Keys(p.digests)) {
+		b.WriteByte(' ')
+		b.WriteString(k)
+		b.WriteByte(' ')
+		b.WriteString(p.digests[k])
+	}
+	return b.String()
+}
+
+// cached returns the packed content Transform left in o, without its mark; ok is false for a
+// full object.
+func cached(o client.Object) (string, bool) {
+	return strings.CutPrefix(o.GetSelfLink(), cacheMark)
+}
+
+// cachedHashes splits the hashes off a packed content; rest holds the key and digest pairs.
+func cachedHashes(p string) (hash, uidHash, rest string) {
+	hash, rest, _ = strings.Cut(p, " ")
+	uidHash, rest, _ = strings.Cut(rest, " ")
+	return hash, uidHash, rest
 }
 
 // contentHash reads a source's hash from a cached object, or computes it from a full one.
 func (t SourceType) contentHash(o client.Object) string {
-	if h, ok := o.GetAnnotations()[cachedHashAnnotation]; ok {
+	if p, ok := cached(o); ok {
+		h, _, _ := cachedHashes(p)
 		return h
 	}
 	return t.Hash(o)
@@ -196,7 +223,8 @@ func (t SourceType) uidHash(o client.Object) string {
 	if t.UIDHash == nil {
 		return ""
 	}
-	if h, ok := o.GetAnnotations()[cachedUIDHashAnnotation]; ok {
+	if p, ok := cached(o); ok {
+		_, h, _ := cachedHashes(p)
 		return h
 	}
 	return t.UIDHash(o)
@@ -205,20 +233,17 @@ func (t SourceType) uidHash(o client.Object) string {
 // keyDigests reads the per-key digests Transform kept in a cached object, or computes them
 // from a full one.
 func (t SourceType) keyDigests(o client.Object) map[string]string {
-	if _, cached := o.GetAnnotations()[cachedHashAnnotation]; !cached {
+	p, ok := cached(o)
+	if !ok {
 		return t.KeyDigests(o)
 	}
-	switch v := o.(type) {
-	case *corev1.ConfigMap:
-		return v.Data
-	case *corev1.Secret:
-		out := make(map[string]string, len(v.Data))
-		for k, d := range v.Data {
-			out[k] = string(d)
-		}
-		return out
+	_, _, rest := cachedHashes(p)
+	pairs := strings.Fields(rest)
+	out := make(map[string]string, len(pairs)/2)
+	for i := 0; i+1 < len(pairs); i += 2 {
+		out[pairs[i]] = pairs[i+1]
 	}
-	return nil
+	return out
 }
 
 // hashOf returns the hash of a watched object as a workload observes its source: of the

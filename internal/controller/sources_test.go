@@ -7,9 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -31,8 +29,11 @@ func TestTransformKeepsOnlyHashesAndIsIdempotent(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := out.(*corev1.ConfigMap)
-		if !maps.Equal(got.Data, wantKeys) || got.BinaryData != nil || got.ManagedFields != nil {
-			t.Fatalf("pass %d: content or managed fields kept in cache: %+v", pass, got)
+		if got.Data != nil || got.BinaryData != nil || got.ManagedFields != nil || got.Annotations != nil {
+			t.Fatalf("pass %d: content, managed fields or an annotation map kept in cache: %+v", pass, got)
+		}
+		if d := ConfigMaps.keyDigests(got); !maps.Equal(d, wantKeys) {
+			t.Fatalf("pass %d: key digests %v, want %v", pass, d, wantKeys)
 		}
 		if h := ConfigMaps.contentHash(got); h != want {
 			t.Fatalf("pass %d: hash %s, want %s", pass, h, want)
@@ -49,8 +50,8 @@ func TestTransformKeepsOnlyHashesAndIsIdempotent(t *testing.T) {
 	for pass := 1; pass <= 2; pass++ {
 		out, _ := secrets.Transform(s)
 		got := out.(*corev1.Secret)
-		if len(got.Data) != 1 || string(got.Data["p"]) != wantKeys["p"] || secrets.contentHash(got) != want || secrets.uidHash(got) != wantUID {
-			t.Fatalf("pass %d: secret data kept or hash wrong: %q", pass, got.Data)
+		if got.Data != nil || !maps.Equal(secrets.keyDigests(got), wantKeys) || secrets.contentHash(got) != want || secrets.uidHash(got) != wantUID {
+			t.Fatalf("pass %d: secret data kept or hash wrong: %q, %q", pass, got.Data, got.SelfLink)
 		}
 		if sub := secrets.hashOf(got, []string{"p"}, true); sub != hash.Subset(want, wantKeys, []string{"p"}) {
 			t.Fatalf("pass %d: subset hash of the cached Secret %q", pass, sub)
@@ -58,33 +59,44 @@ func TestTransformKeepsOnlyHashesAndIsIdempotent(t *testing.T) {
 	}
 }
 
-// TestSpoofedMarkerKeepsNoDataInCache: an object that arrives carrying the annotation earlier
-// releases used as the cache marker is still reduced to its hash; its data is not kept.
-func TestSpoofedMarkerKeepsNoDataInCache(t *testing.T) {
+// TestMarkedObjectKeepsNoDataInCache: an object that arrives already marked as transformed
+// (the API server never sends a selfLink, see TestServerNeverSendsSelfLink) still has its
+// content dropped: the mark never keeps data in memory.
+func TestMarkedObjectKeepsNoDataInCache(t *testing.T) {
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "c", Annotations: map[string]string{"reloader.dev/cached-content-hash": "0000"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "c", SelfLink: cacheMark + "0000 "},
 		Data:       map[string]string{"k": strings.Repeat("x", 1<<20)},
+		BinaryData: map[string][]byte{"b": make([]byte, 1<<20)},
 	}
-	want := hash.ConfigMap(cm)
 	out, err := ConfigMaps.Transform(cm)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := out.(*corev1.ConfigMap)
-	if len(got.Data["k"]) > 64 {
-		t.Fatalf("%d bytes of data kept in the cache", len(got.Data["k"]))
-	}
-	if h := ConfigMaps.contentHash(got); h != want {
-		t.Errorf("cached hash %q, want the content's %q", h, want)
+	if got := out.(*corev1.ConfigMap); got.Data != nil || got.BinaryData != nil {
+		t.Fatalf("%d keys and %d binary keys of data kept in the cache", len(got.Data), len(got.BinaryData))
 	}
 }
 
-// TestCacheMarkerIsNoValidAnnotationKey: the marker that tells a transformed object must be
-// one the API server refuses, or a user could set it (see TestSpoofedCacheMarker).
-func TestCacheMarkerIsNoValidAnnotationKey(t *testing.T) {
-	for _, key := range []string{cachedHashAnnotation, cachedUIDHashAnnotation} {
-		if errs := apivalidation.ValidateAnnotations(map[string]string{key: "x"}, field.NewPath("annotations")); len(errs) == 0 {
-			t.Errorf("%s is a valid annotation key: a user could spoof the cache marker", key)
+// TestPackedSurvivesEveryShape: hashes and digests read back as they went in, with and without
+// a UID-keyed hash and keys, including a Secret's key-ID-prefixed hash.
+func TestPackedSurvivesEveryShape(t *testing.T) {
+	for _, p := range []packed{
+		{hash: "ab12"},
+		{hash: "k1:ab12", uidHash: "cd34"},
+		{hash: "ab12", digests: map[string]string{"a.b": "01", "-x_y": "02", "Z": "03"}},
+		{hash: "k1:ab12", uidHash: "cd34", digests: map[string]string{"password": "04"}},
+		{hash: "aa,bb"},
+	} {
+		o := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{SelfLink: cacheMark + p.String()}}
+		st := SourceType{UIDHash: func(client.Object) string { return "full object" }}
+		if h := st.contentHash(o); h != p.hash {
+			t.Errorf("%q: hash %q, want %q", p.String(), h, p.hash)
+		}
+		if h := st.uidHash(o); h != p.uidHash {
+			t.Errorf("%q: UID-keyed hash %q, want %q", p.String(), h, p.uidHash)
+		}
+		if d := st.keyDigests(o); len(d) != len(p.digests) || (len(d) > 0 && !maps.Equal(d, p.digests)) {
+			t.Errorf("%q: digests %v, want %v", p.String(), d, p.digests)
 		}
 	}
 }
@@ -108,12 +120,12 @@ func TestCachedConfigMapHoldsKeysAndDigestsOnly(t *testing.T) {
 		return out
 	}
 	got := transformed().(*corev1.ConfigMap)
-	stored := 0
-	for k, d := range got.Data {
-		stored += len(k) + len(d)
+	if d := ConfigMaps.keyDigests(got); len(d) != keys {
+		t.Errorf("cache holds %d key digests, want %d", len(d), keys)
 	}
-	if len(got.Data) != keys || stored != keys*(6+32) {
-		t.Errorf("cache holds %d keys, %d bytes of keys and digests", len(got.Data), stored)
+	// The mark, the hash, an empty UID-keyed hash, and per key its name and a digest.
+	if want := len(cacheMark) + 64 + 1 + keys*(1+6+1+32); len(got.SelfLink) != want || got.Data != nil {
+		t.Errorf("cache holds %d bytes of hashes and digests, want %d, and %d keys of data", len(got.SelfLink), want, len(got.Data))
 	}
 	full, cached := testutil.RetainedBy(func() any { return big() }), testutil.RetainedBy(transformed)
 	t.Logf("1 MiB ConfigMap of %d keys: %d bytes held in full, %d once transformed", keys, full, cached)
