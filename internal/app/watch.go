@@ -11,6 +11,7 @@ import (
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/metrics"
+	"github.com/reloader-operator/reloader/internal/nsindex"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
@@ -19,7 +20,8 @@ import (
 // sync, and so readiness, covers them all; controllers would otherwise add theirs only once
 // they start. Upstream's events_received_total counts sources and namespaces as they arrive.
 func watch(ctx context.Context, mgr manager.Manager, conf options.Config, sources []controller.SourceType, read []workload.Kind, configs bool, m *metrics.Metrics) error {
-	indexer := mgr.GetFieldIndexer()
+	// Every lookup by index is within a namespace: nsindex keeps one key per value, not two.
+	indexer := nsindex.Indexer{Cache: mgr.GetCache()}
 	for _, st := range sources {
 		if st.Pool != nil {
 			if err := controller.IndexPooled(ctx, indexer, st); err != nil {
