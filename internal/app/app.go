@@ -43,6 +43,12 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 	if err != nil {
 		return nil, err
 	}
+	if configs == nil {
+		// Only a ReloaderConfig's selector reads a source's labels.
+		for i := range sources {
+			sources[i].DropLabels = true
+		}
+	}
 	configStatus, err := configStatusWritable(ctx, cfg, conf, configs != nil, logger)
 	if err != nil {
 		return nil, err

@@ -180,6 +180,12 @@ func TestFiltersShrinkTheCache(t *testing.T) {
 	if len(names) != 1 || names[0] != keep+"/labelled" {
 		t.Errorf("cached ConfigMaps = %v, want only %s/labelled", names, keep)
 	}
+	// No ReloaderConfig API here: nothing reads a source's labels, and the cache keeps none.
+	for _, cm := range cached.Items {
+		if cm.Labels != nil {
+			t.Errorf("cached ConfigMap %s/%s keeps its labels %v", cm.Namespace, cm.Name, cm.Labels)
+		}
+	}
 	var deployments appsv1.DeploymentList
 	if err := mgr.GetCache().List(ctx, &deployments); err != nil {
 		t.Fatal(err)

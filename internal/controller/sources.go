@@ -15,6 +15,7 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/extapi"
 	"github.com/reloader-operator/reloader/internal/hash"
+	"github.com/reloader-operator/reloader/internal/intern"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
@@ -55,6 +56,9 @@ type SourceType struct {
 	Field fields.Selector
 	// Pool is set when a source is seen through many objects, one per pod (CSI mounts).
 	Pool *Pool
+	// DropLabels has Transform drop the labels too. Set it when no ReloaderConfig can select
+	// sources (the API is not served or not readable): then no decision reads them.
+	DropLabels bool
 }
 
 // Pool describes a source made of many watched objects: its content is the union of theirs.
@@ -130,7 +134,8 @@ func mountVersions(o client.Object) []string {
 // Transform replaces a source's content by its hash and, for the types made of keys, each
 // value by a short digest (KeyDigests), before the object enters the cache, so that
 // reloader's memory grows with the number of objects and keys, not with their bytes. The
-// managed fields and kubectl's last-applied copy of the content go too.
+// managed fields and kubectl's last-applied copy of the content go too, the labels with
+// DropLabels, and the strings that repeat across objects are shared (intern.Meta).
 //
 // The informer may hand the same object to Transform more than once (objects of the initial
 // list are); the second pass must keep the hash of the content, not hash the emptied object.
@@ -162,6 +167,9 @@ func (t SourceType) Transform(obj any) (any, error) {
 		v.Data, v.StringData = nil, nil
 	}
 	o.SetManagedFields(nil)
+	if t.DropLabels {
+		o.SetLabels(nil)
+	}
 	// kubectl's last-applied copy holds the whole content again: a Secret's values in the
 	// clear, a ConfigMap's bytes. No decision reads it.
 	if ann := o.GetAnnotations(); ann != nil {
@@ -170,6 +178,7 @@ func (t SourceType) Transform(obj any) (any, error) {
 			o.SetAnnotations(nil)
 		}
 	}
+	intern.Meta(o)
 	return o, nil
 }
 

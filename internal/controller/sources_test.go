@@ -59,6 +59,22 @@ func TestTransformKeepsOnlyHashesAndIsIdempotent(t *testing.T) {
 	}
 }
 
+// TestLabelsKeptUnlessDropped: a source's labels stay for ReloaderConfig selectors, and go
+// with DropLabels, where no selector can read them.
+func TestLabelsKeptUnlessDropped(t *testing.T) {
+	for _, drop := range []bool{false, true} {
+		st := ConfigMaps
+		st.DropLabels = drop
+		out, err := st.Transform(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Labels: map[string]string{"team": "a"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := out.(client.Object).GetLabels(); (got == nil) != drop {
+			t.Errorf("DropLabels %v: labels %v", drop, got)
+		}
+	}
+}
+
 // TestMarkedObjectKeepsNoDataInCache: an object that arrives already marked as transformed
 // (the API server never sends a selfLink, see TestServerNeverSendsSelfLink) still has its
 // content dropped: the mark never keeps data in memory.

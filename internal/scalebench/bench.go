@@ -51,6 +51,9 @@ type Config struct {
 	PacedRate float64
 	// Workers create the objects at once.
 	Workers int
+	// CRDDir, when set, holds the ReloaderConfig CRD to install first, as the chart does; unset,
+	// the control plane serves no ReloaderConfig API, as after a drop-in swap of upstream.
+	CRDDir string
 	// Out receives progress lines; the figures are returned.
 	Out io.Writer
 }
@@ -62,6 +65,8 @@ type Figures struct {
 	// FullCacheBytes is the JSON size of every ConfigMap, Secret and Deployment as listed.
 	FullCacheBytes map[string]int64
 	QPS            string
+	// ConfigAPI says whether the ReloaderConfig API was served (Config.CRDDir).
+	ConfigAPI bool
 
 	// FirstSight is the start: process start to ready, the writes recording each Deployment
 	// and when the last of them landed.
@@ -105,7 +110,7 @@ const user = "scalebench-reloader"
 
 // Run builds the cluster, starts reloader and measures it.
 func Run(ctx context.Context, cfg Config) (*Figures, error) {
-	f := &Figures{FullCacheBytes: map[string]int64{}}
+	f := &Figures{FullCacheBytes: map[string]int64{}, ConfigAPI: cfg.CRDDir != ""}
 	f.Objects.ConfigMaps, f.Objects.Secrets, f.Objects.Deployments, f.Objects.Shared = cfg.ConfigMaps, cfg.Secrets, cfg.Deployments, min(cfg.Shared, cfg.Deployments)
 	progress := func(format string, args ...any) {
 		fmt.Fprintf(cfg.Out, "[%s] %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, args...))
@@ -120,8 +125,12 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 		return nil, err
 	}
 	progress("starting etcd and kube-apiserver")
-	cluster, err := localcluster.Start(ctx, localcluster.Options{APIServerFlags: map[string]string{
-		"audit-policy-file": policy, "audit-log-path": auditLog, "audit-log-format": "json"}})
+	opts := localcluster.Options{APIServerFlags: map[string]string{
+		"audit-policy-file": policy, "audit-log-path": auditLog, "audit-log-format": "json"}}
+	if cfg.CRDDir != "" {
+		opts.CRDDirectoryPaths = []string{cfg.CRDDir}
+	}
+	cluster, err := localcluster.Start(ctx, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,11 @@ func (f *Figures) Print(w io.Writer) {
 	p("full caching cost:  %s as listed (JSON): ConfigMaps %s, Secrets %s, Deployments %s",
 		mib(uint64(full)), mib(uint64(f.FullCacheBytes["configmaps"])), mib(uint64(f.FullCacheBytes["secrets"])), mib(uint64(f.FullCacheBytes["deployments"])))
 	p("client rate:        %s", f.QPS)
+	api := "not served (a drop-in install: upstream's chart has no CRD)"
+	if f.ConfigAPI {
+		api = "served (the chart installs its CRD)"
+	}
+	p("ReloaderConfig API: %s", api)
 	p("start:              ready (caches synced) after %s", ms(f.Ready))
 	p("first sight:        %d writes to record %d Deployments, the last %s after start", f.FirstSightWrites, f.Objects.Deployments, ms(f.FirstSight))
 	p("after sync:         %s", f.AfterSync)

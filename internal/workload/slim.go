@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/internal/intern"
 )
 
 // LastAppliedAnnotation is kubectl's copy of the whole object as last applied: often the
@@ -18,7 +20,8 @@ const LastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 // SlimTransform returns the cache transform of kind: it drops what no decision reads, so
 // the cache holds metadata (annotations, labels, generation, resourceVersion, UID) and the
 // spec (pod template, replicas, paused, update strategy) of each workload, and not the managed
-// fields nor kubectl's last-applied copy. The status of a kind with a rollout is dropped too,
+// fields nor kubectl's last-applied copy. Metadata strings that repeat across objects are
+// shared (intern.Meta). The status of a kind with a rollout is dropped too,
 // except while a rollout is pending (the kind's controller has not observed the generation
 // yet) or followed(obj) says the rollout is followed after a reload: the follower reads it
 // then. Kinds without a rollout (Jobs, CronJobs) keep everything but the managed fields:
@@ -37,6 +40,7 @@ func SlimTransform(kind Kind, followed func(client.Object) bool) toolscache.Tran
 			return in, nil
 		}
 		obj.SetManagedFields(nil)
+		intern.Meta(obj)
 		if !progressing {
 			return obj, nil
 		}

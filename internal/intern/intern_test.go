@@ -1,0 +1,59 @@
+package intern_test
+
+import (
+	"strings"
+	"testing"
+	"unsafe"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/reloader-operator/reloader/internal/intern"
+)
+
+// decoded returns metadata whose every string is a copy of its own, as a decoder makes them.
+func decoded() *metav1.ObjectMeta {
+	c := strings.Clone
+	return &metav1.ObjectMeta{
+		Namespace:   c("team-a"),
+		Labels:      map[string]string{c("app.kubernetes.io/managed-by"): c("Helm")},
+		Annotations: map[string]string{c("meta.helm.sh/release-name"): c("web-1")},
+	}
+}
+
+func keyOf(m map[string]string) string {
+	for k := range m {
+		return k
+	}
+	return ""
+}
+
+func same(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+
+// TestMetaSharesRepeatedStrings: two objects decoded apart share their namespace, label keys
+// and values, and annotation keys once interned, and keep every value they had.
+func TestMetaSharesRepeatedStrings(t *testing.T) {
+	a, b := decoded(), decoded()
+	if same(a.Namespace, b.Namespace) || same(keyOf(a.Labels), keyOf(b.Labels)) {
+		t.Fatal("the decoded copies already share their strings: the test proves nothing")
+	}
+	intern.Meta(a)
+	intern.Meta(b)
+	for what, pair := range map[string][2]string{
+		"namespace":      {a.Namespace, b.Namespace},
+		"label key":      {keyOf(a.Labels), keyOf(b.Labels)},
+		"label value":    {a.Labels["app.kubernetes.io/managed-by"], b.Labels["app.kubernetes.io/managed-by"]},
+		"annotation key": {keyOf(a.Annotations), keyOf(b.Annotations)},
+	} {
+		if !same(pair[0], pair[1]) {
+			t.Errorf("%s %q is held twice", what, pair[0])
+		}
+	}
+	if same(a.Annotations["meta.helm.sh/release-name"], b.Annotations["meta.helm.sh/release-name"]) {
+		t.Error("annotation values are interned: unique values would each cost an entry")
+	}
+	want := decoded()
+	if a.Namespace != want.Namespace || a.Labels["app.kubernetes.io/managed-by"] != "Helm" ||
+		a.Annotations["meta.helm.sh/release-name"] != "web-1" || len(a.Labels) != 1 || len(a.Annotations) != 1 {
+		t.Errorf("interning changed the metadata: %+v", a)
+	}
+}
