@@ -44,7 +44,8 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 		return nil, err
 	}
 	if configs == nil {
-		// Only a ReloaderConfig's selector reads a source's labels.
+		// Only a ReloaderConfig's selector reads a source's labels (and a workload's, which
+		// cacheOptions drops likewise).
 		for i := range sources {
 			sources[i].DropLabels = true
 		}
@@ -60,7 +61,7 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 	}
 	// Made before the cache: the workload cache keeps the status of the rollouts it follows.
 	rollouts := &controller.Rollouts{Deadline: conf.RolloutDeadline, Now: time.Now}
-	caches := cacheOptions(conf, sources, read, rollouts)
+	caches := cacheOptions(conf, sources, read, rollouts, configs != nil)
 	if shards != nil {
 		caches.NewInformer = shards.filter.NewInformer
 	}

@@ -33,8 +33,9 @@ import (
 // ignored ones (filtered by the API server, so they cost neither memory nor events), sources
 // through their own transforms and label selector, workloads slimmed (no status unless its
 // rollout is followed, no last-applied copy), the pending Job replacements, and no managed
-// fields.
-func cacheOptions(conf options.Config, sources []controller.SourceType, kinds []workload.Kind, rollouts *controller.Rollouts) cache.Options {
+// fields. Without ReloaderConfigs (configs false) the labels of sources and of workloads with
+// a rollout go too: only a ReloaderConfig's selector reads them.
+func cacheOptions(conf options.Config, sources []controller.SourceType, kinds []workload.Kind, rollouts *controller.Rollouts, configs bool) cache.Options {
 	byObject := map[client.Object]cache.ByObject{}
 	for _, st := range sources {
 		b := cache.ByObject{Transform: st.Transform, Field: and(st.Field, conf.NamespaceFilter)}
@@ -44,7 +45,7 @@ func cacheOptions(conf options.Config, sources []controller.SourceType, kinds []
 		byObject[st.NewObject()] = b
 	}
 	for _, kind := range kinds {
-		byObject[kind.NewObject()] = cache.ByObject{Transform: workload.SlimTransform(kind, rollouts.Follows(kind))}
+		byObject[kind.NewObject()] = cache.ByObject{Transform: workload.SlimTransform(kind, rollouts.Follows(kind), !configs)}
 	}
 	records, recordCache := controller.ReplacementRecords()
 	byObject[records] = recordCache

@@ -26,6 +26,15 @@ func sourceChanged(keys reload.Keys, labels bool) predicate.Predicate {
 	}
 }
 
+// laterSources stops the sources of the informer's first list on their way to the workload
+// reconcilers: every workload is reconciled at start through its own first list, so they
+// would only repeat a lookup per source and kind. It also keeps the handler quick while the
+// list streams in, so that client-go's buffer of pending events for it (one per handler,
+// never shrunk) stays small. (The webhook notifier needs them: they are its first sight.)
+func laterSources() predicate.Predicate {
+	return predicate.Funcs{CreateFunc: func(e event.CreateEvent) bool { return !e.IsInInitialList }}
+}
+
 // cachedHash is the content hash Transform packed into a cached source; empty for others.
 func cachedHash(o client.Object) string {
 	p, _ := cached(o)

@@ -38,7 +38,7 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			NewQueue: metrics.NewQueue[reconcile.Request](r.Metrics.Queues, mgr.GetLogger())})
 	for _, st := range r.Sources {
 		b = b.Watches(st.NewObject(), handler.EnqueueRequestsFromMapFunc(r.mapSource(st)),
-			builder.WithPredicates(sourceChanged(r.Policy.Keys, r.Configs != nil)))
+			builder.WithPredicates(sourceChanged(r.Policy.Keys, r.Configs != nil), laterSources()))
 	}
 	if _, ok := r.Kind.(workload.Referencing); ok {
 		b = b.Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.mapReferenced),

@@ -157,7 +157,7 @@ func (t SourceType) Transform(obj any) (any, error) {
 		if t.KeyDigests != nil {
 			p.digests = t.KeyDigests(o)
 		}
-		o.SetSelfLink(cacheMark + p.String())
+		o.SetSelfLink(p.marked())
 	}
 	// Cleared on both passes: a mark that came from elsewhere never keeps content in memory.
 	switch v := o.(type) {
@@ -191,8 +191,16 @@ type packed struct {
 	digests       map[string]string
 }
 
-func (p packed) String() string {
+// marked is the packed string as Transform stores it, behind cacheMark, in one allocation of
+// its exact size: the cache keeps it, and would keep any spare capacity with it.
+func (p packed) marked() string {
+	n := len(cacheMark) + len(p.hash) + 1 + len(p.uidHash)
+	for k, d := range p.digests {
+		n += 2 + len(k) + len(d)
+	}
 	var b strings.Builder
+	b.Grow(n)
+	b.WriteString(cacheMark)
 	b.WriteString(p.hash)
 	b.WriteByte(' ')
 	b.WriteString(p.uidHash)

@@ -103,16 +103,16 @@ func TestPackedSurvivesEveryShape(t *testing.T) {
 		{hash: "k1:ab12", uidHash: "cd34", digests: map[string]string{"password": "04"}},
 		{hash: "aa,bb"},
 	} {
-		o := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{SelfLink: cacheMark + p.String()}}
+		o := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{SelfLink: p.marked()}}
 		st := SourceType{UIDHash: func(client.Object) string { return "full object" }}
 		if h := st.contentHash(o); h != p.hash {
-			t.Errorf("%q: hash %q, want %q", p.String(), h, p.hash)
+			t.Errorf("%q: hash %q, want %q", p.marked(), h, p.hash)
 		}
 		if h := st.uidHash(o); h != p.uidHash {
-			t.Errorf("%q: UID-keyed hash %q, want %q", p.String(), h, p.uidHash)
+			t.Errorf("%q: UID-keyed hash %q, want %q", p.marked(), h, p.uidHash)
 		}
 		if d := st.keyDigests(o); len(d) != len(p.digests) || (len(d) > 0 && !maps.Equal(d, p.digests)) {
-			t.Errorf("%q: digests %v, want %v", p.String(), d, p.digests)
+			t.Errorf("%q: digests %v, want %v", p.marked(), d, p.digests)
 		}
 	}
 }

@@ -5,7 +5,8 @@
 package intern
 
 import (
-	"unique"
+	"strings"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -26,10 +27,33 @@ func Meta(o metav1.Object) {
 	}
 }
 
-// String returns the one shared copy of s.
+// MaxEntries bounds the table. When it is full the table starts over, so that values a
+// cluster has stopped using (an old chart version, a deleted namespace) age out, and memory
+// stays bounded whatever its objects carry; objects interned before keep their copies.
+const MaxEntries = 1 << 14
+
+// The table holds its copies strongly. (unique.Make would share a string only while its
+// handle lives, and Value drops the handle: after the next collection a repeat of the string
+// got a copy of its own again.)
+var table struct {
+	sync.Mutex
+	m map[string]string
+}
+
+// String returns the shared copy of s.
 func String(s string) string {
 	if s == "" {
 		return s
 	}
-	return unique.Make(s).Value()
+	table.Lock()
+	defer table.Unlock()
+	if c, ok := table.m[s]; ok {
+		return c
+	}
+	if table.m == nil || len(table.m) >= MaxEntries {
+		table.m = make(map[string]string)
+	}
+	c := strings.Clone(s) // never a window on a larger buffer the decoder made
+	table.m[c] = c
+	return c
 }

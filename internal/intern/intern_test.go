@@ -1,6 +1,8 @@
 package intern_test
 
 import (
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"unsafe"
@@ -37,6 +39,7 @@ func TestMetaSharesRepeatedStrings(t *testing.T) {
 		t.Fatal("the decoded copies already share their strings: the test proves nothing")
 	}
 	intern.Meta(a)
+	runtime.GC() // the shared copy outlives a collection
 	intern.Meta(b)
 	for what, pair := range map[string][2]string{
 		"namespace":      {a.Namespace, b.Namespace},
@@ -55,5 +58,21 @@ func TestMetaSharesRepeatedStrings(t *testing.T) {
 	if a.Namespace != want.Namespace || a.Labels["app.kubernetes.io/managed-by"] != "Helm" ||
 		a.Annotations["meta.helm.sh/release-name"] != "web-1" || len(a.Labels) != 1 || len(a.Annotations) != 1 {
 		t.Errorf("interning changed the metadata: %+v", a)
+	}
+}
+
+// TestTableIsBounded: past MaxEntries distinct strings the table starts over, and a string
+// seen since is shared again.
+func TestTableIsBounded(t *testing.T) {
+	first := intern.String(strings.Clone("bounded-first"))
+	for i := range intern.MaxEntries {
+		intern.String(fmt.Sprintf("filler-%d", i))
+	}
+	again := intern.String(strings.Clone("bounded-first"))
+	if same(first, again) {
+		t.Error("the table kept a string past MaxEntries others: it is not bounded")
+	}
+	if !same(again, intern.String(strings.Clone("bounded-first"))) {
+		t.Error("after starting over, a repeated string is not shared")
 	}
 }

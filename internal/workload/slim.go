@@ -25,13 +25,15 @@ const LastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 // except while a rollout is pending (the kind's controller has not observed the generation
 // yet) or followed(obj) says the rollout is followed after a reload: the follower reads it
 // then. Kinds without a rollout (Jobs, CronJobs) keep everything but the managed fields:
-// a Job is re-created from its cached copy, annotations included.
+// a Job is re-created from its cached copy, annotations included. dropLabels drops the
+// labels of the kinds with a rollout too: set it when no ReloaderConfig can select workloads,
+// since nothing else reads them.
 //
 // Where a kind is written with strategic merge patches, the pod template is slimmed too
 // (slimTemplate): such a patch merges containers, env and volumes by name and carries only
 // what differs between the cached copy and the changed one, so fields absent from both are
 // never written. A merge patch (custom kinds) replaces whole lists, and keeps its template.
-func SlimTransform(kind Kind, followed func(client.Object) bool) toolscache.TransformFunc {
+func SlimTransform(kind Kind, followed func(client.Object) bool, dropLabels bool) toolscache.TransformFunc {
 	_, progressing := kind.(Progressing)
 	strategic := kind.PatchFrom(kind.NewObject()).Type() == types.StrategicMergePatchType
 	return func(in any) (any, error) {
@@ -40,6 +42,9 @@ func SlimTransform(kind Kind, followed func(client.Object) bool) toolscache.Tran
 			return in, nil
 		}
 		obj.SetManagedFields(nil)
+		if progressing && dropLabels {
+			obj.SetLabels(nil)
+		}
 		intern.Meta(obj)
 		if !progressing {
 			return obj, nil

@@ -67,7 +67,7 @@ func decode[T any](t testing.TB, b []byte) *T {
 
 func transform(t testing.TB, kind Kind, followed func(client.Object) bool, obj client.Object) client.Object {
 	t.Helper()
-	out, err := SlimTransform(kind, followed)(obj)
+	out, err := SlimTransform(kind, followed, false)(obj)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,5 +259,29 @@ func TestMergePatchedKindsKeepTheirTemplate(t *testing.T) {
 	got := transform(t, Rollout(), nil, r).(*extapi.Rollout)
 	if want := richTemplate(); !equality.Semantic.DeepEqual(got.Spec.Template, want) {
 		t.Errorf("the Rollout's template was changed: %+v", got.Spec.Template.Spec.Containers)
+	}
+}
+
+// TestDropLabels: without ReloaderConfigs the labels of the kinds with a rollout go; a Job's
+// stay, since a replacement Job is made from its cached copy.
+func TestDropLabels(t *testing.T) {
+	labels := func() map[string]string { return map[string]string{"team": "a"} }
+	for _, drop := range []bool{false, true} {
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d", Labels: labels()}}
+		out, err := SlimTransform(Deployment(), nil, drop)(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := out.(client.Object).GetLabels(); (got == nil) != drop {
+			t.Errorf("Deployment, dropLabels %v: labels %v", drop, got)
+		}
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j", Labels: labels()}}
+		out, err = SlimTransform(Job(), nil, drop)(j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := out.(client.Object).GetLabels(); got["team"] != "a" {
+			t.Errorf("Job, dropLabels %v: labels %v", drop, got)
+		}
 	}
 }
