@@ -2,8 +2,10 @@ package intern_test
 
 import (
 	"fmt"
+	"reflect"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"unsafe"
 
@@ -75,4 +77,52 @@ func TestTableIsBounded(t *testing.T) {
 	if !same(again, intern.String(strings.Clone("bounded-first"))) {
 		t.Error("after starting over, a repeated string is not shared")
 	}
+}
+
+func sameMap(a, b map[string]string) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
+// TestEqualLabelSetsShareOneMap: objects with equal labels hold one map, objects with other
+// labels another, and an object seen again keeps the map it has.
+func TestEqualLabelSetsShareOneMap(t *testing.T) {
+	a, b, other := decoded(), decoded(), decoded()
+	other.Labels["tier"] = "db"
+	intern.Meta(a)
+	runtime.GC()
+	intern.Meta(b)
+	intern.Meta(other)
+	if !sameMap(a.Labels, b.Labels) {
+		t.Error("equal label sets are held twice")
+	}
+	if sameMap(a.Labels, other.Labels) || len(other.Labels) != 2 || other.Labels["tier"] != "db" {
+		t.Errorf("another label set shares the map or lost a label: %v", other.Labels)
+	}
+	shared := a.Labels
+	intern.Meta(a)
+	if !sameMap(a.Labels, shared) {
+		t.Error("an object interned twice changed its map")
+	}
+}
+
+// TestSharedLabelsAreNeverWritten: informers of several kinds transform at once, and objects
+// of each may hold the same shared map: Meta must only read it. (A write would make the
+// runtime fail with "concurrent map writes"; go test -race reports it at once.)
+func TestSharedLabelsAreNeverWritten(t *testing.T) {
+	first := decoded()
+	intern.Meta(first)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 2000 {
+				o := &metav1.ObjectMeta{Namespace: "team-a", Labels: first.Labels}
+				intern.Meta(o)
+				if !sameMap(o.Labels, first.Labels) {
+					t.Error("an object holding the shared map got another")
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
