@@ -2,8 +2,6 @@ package hashkey_test
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/localcluster"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 var (
@@ -25,20 +24,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	var err error
-	cluster, err = localcluster.Start(context.Background(), localcluster.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start control plane:", err)
-		os.Exit(1)
-	}
-	k8s, err = client.New(cluster.Config, client.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = cluster.Stop()
-	os.Exit(code)
+	testutil.RunWithCluster(m, localcluster.Options{}, func(c *localcluster.Cluster) (err error) {
+		cluster = c
+		k8s, err = client.New(c.Config, client.Options{})
+		return err
+	})
 }
 
 func namespace(t *testing.T, name string) string {

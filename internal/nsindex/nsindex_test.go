@@ -3,7 +3,6 @@ package nsindex_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -17,20 +16,16 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/localcluster"
 	"github.com/reloader-operator/reloader/internal/nsindex"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 var cluster *localcluster.Cluster
 
 func TestMain(m *testing.M) {
-	var err error
-	cluster, err = localcluster.Start(context.Background(), localcluster.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start control plane:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = cluster.Stop()
-	os.Exit(code)
+	testutil.RunWithCluster(m, localcluster.Options{}, func(c *localcluster.Cluster) error {
+		cluster = c
+		return nil
+	})
 }
 
 const field = "test.first-env-source"

@@ -1,0 +1,31 @@
+package testutil
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/reloader-operator/reloader/internal/localcluster"
+)
+
+// RunWithCluster is the body of a TestMain against a real API server: it starts a local
+// control plane, lets setup make the package's clients of it, runs the tests, stops the
+// control plane and exits with the tests' code.
+func RunWithCluster(m *testing.M, opts localcluster.Options, setup func(*localcluster.Cluster) error) {
+	cluster, err := localcluster.Start(context.Background(), opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start control plane:", err)
+		os.Exit(1)
+	}
+	if setup != nil {
+		if err := setup(cluster); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			_ = cluster.Stop()
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	_ = cluster.Stop()
+	os.Exit(code)
+}
