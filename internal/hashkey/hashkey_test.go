@@ -15,7 +15,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/localcluster"
-	"github.com/reloader-operator/reloader/internal/testutil"
+	"github.com/reloader-operator/reloader/internal/localcluster/clustertest"
 )
 
 var (
@@ -24,7 +24,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	testutil.RunWithCluster(m, localcluster.Options{}, func(c *localcluster.Cluster) (err error) {
+	clustertest.Main(m, localcluster.Options{}, func(c *localcluster.Cluster) (err error) {
 		cluster = c
 		k8s, err = client.New(c.Config, client.Options{})
 		return err

@@ -1,11 +1,10 @@
-// Package intern makes the strings that repeat across cached objects share one copy. A
-// decoded object holds its own copy of every string in it, yet a cluster's objects carry the
-// same few namespaces, label keys and values, and annotation keys over and over: a chart
-// stamps its labels on every object it makes.
+// Package intern makes the strings and label sets that repeat across cached objects share one
+// copy. A decoded object holds its own copy of everything in it, yet a cluster's objects carry
+// the same few namespaces, label keys and values, and annotation keys over and over: a chart
+// stamps the same labels on every object it makes.
 package intern
 
 import (
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -14,12 +13,12 @@ import (
 )
 
 // Meta interns what repeats in o's metadata: its namespace, its label set (objects with equal
-// labels share one map, as a chart's objects do), and its annotation keys. Annotation values
-// are left alone: reloader's records and tools' checksums are unique to each object, and
-// would cost an entry each for no sharing.
+// labels share one map), and its annotation keys. Annotation values are left alone: reloader's
+// records and tools' checksums are unique to each object, and would cost an entry each for no
+// sharing.
 //
 // A shared label map is never written again, so it must be read only, as every object in an
-// informer's cache must be; an object handed to Meta twice finds its own map in the table.
+// informer's cache must be.
 func Meta(o metav1.Object) {
 	o.SetNamespace(String(o.GetNamespace()))
 	if labels := o.GetLabels(); len(labels) > 0 {
@@ -32,70 +31,109 @@ func Meta(o metav1.Object) {
 	}
 }
 
-// MaxEntries bounds the table of strings, MaxLabelSets that of label sets. When it is full the table starts over, so that values a
-// cluster has stopped using (an old chart version, a deleted namespace) age out, and memory
-// stays bounded whatever its objects carry; objects interned before keep their copies.
+// MaxStrings and MaxLabelSets bound the tables: each holds at most that many entries in each
+// of its two generations. When the newer is full it becomes the older, and an entry found
+// only there moves back to the newer one: what is in use stays shared, and what a cluster has
+// stopped using (an old chart version, a deleted namespace, a Job's own labels) ages out.
+// The tables hold their entries strongly. (unique.Make shares a string only while its handle
+// lives, and Value drops the handle: after the next collection a repeat got its own copy.)
 const (
-	MaxEntries   = 1 << 14
+	MaxStrings   = 1 << 14
 	MaxLabelSets = 1 << 12
 )
 
-// The tables hold their copies strongly. (unique.Make would share a string only while its
-// handle lives, and Value drops the handle: after the next collection a repeat of the string
-// got a copy of its own again.)
-var table struct {
-	sync.Mutex
-	m map[string]string
+// generations is a bounded table of two generations.
+type generations[V any] struct {
+	max        int
+	new, older map[string]V
 }
+
+// get finds key, moving an entry of the older generation to the newer.
+func (g *generations[V]) get(key string) (V, bool) {
+	if v, ok := g.new[key]; ok {
+		return v, true
+	}
+	v, ok := g.older[key]
+	if ok {
+		g.put(key, v)
+	}
+	return v, ok
+}
+
+// getBytes is get for a key being built: a lookup by string(key) allocates nothing, and
+// only an entry moved to the newer generation copies the key.
+func (g *generations[V]) getBytes(key []byte) (V, bool) {
+	if v, ok := g.new[string(key)]; ok {
+		return v, true
+	}
+	v, ok := g.older[string(key)]
+	if ok {
+		g.put(string(key), v)
+	}
+	return v, ok
+}
+
+func (g *generations[V]) put(key string, v V) {
+	if len(g.new) >= g.max {
+		g.older, g.new = g.new, nil
+	}
+	if g.new == nil {
+		g.new = make(map[string]V)
+	}
+	g.new[key] = v
+}
+
+var strs = struct {
+	sync.Mutex
+	generations[string]
+}{generations: generations[string]{max: MaxStrings}}
 
 // String returns the shared copy of s.
 func String(s string) string {
 	if s == "" {
 		return s
 	}
-	table.Lock()
-	defer table.Unlock()
-	if c, ok := table.m[s]; ok {
+	strs.Lock()
+	defer strs.Unlock()
+	if c, ok := strs.get(s); ok {
 		return c
 	}
-	if table.m == nil || len(table.m) >= MaxEntries {
-		table.m = make(map[string]string)
-	}
 	c := strings.Clone(s) // never a window on a larger buffer the decoder made
-	table.m[c] = c
+	strs.put(c, c)
 	return c
 }
 
-var labelSets struct {
+var sets = struct {
 	sync.Mutex
-	m map[string]map[string]string // by the set's canonical form
-}
+	generations[map[string]string]
+	// keys and canonical are reused, so that finding a known set allocates nothing.
+	keys      []string
+	canonical []byte
+}{generations: generations[map[string]string]{max: MaxLabelSets}}
 
 // labelSet returns the shared map equal to m: a new one, of shared strings, the first time.
 // m itself is never written: it may be a shared map already.
 func labelSet(m map[string]string) map[string]string {
-	keys := slices.Sorted(maps.Keys(m))
-	var b strings.Builder
-	for _, k := range keys {
-		// NUL is in no label key or value.
-		b.WriteString(k)
-		b.WriteByte(0)
-		b.WriteString(m[k])
-		b.WriteByte(0)
+	sets.Lock()
+	defer sets.Unlock()
+	sets.keys = sets.keys[:0]
+	for k := range m {
+		sets.keys = append(sets.keys, k)
 	}
-	canonical := b.String()
-	labelSets.Lock()
-	defer labelSets.Unlock()
-	if c, ok := labelSets.m[canonical]; ok {
+	slices.Sort(sets.keys)
+	sets.canonical = sets.canonical[:0]
+	for _, k := range sets.keys {
+		// The API server admits no NUL in a label key or value.
+		sets.canonical = append(append(sets.canonical, k...), 0)
+		sets.canonical = append(append(sets.canonical, m[k]...), 0)
+	}
+	if c, ok := sets.getBytes(sets.canonical); ok {
 		return c
 	}
-	if labelSets.m == nil || len(labelSets.m) >= MaxLabelSets {
-		labelSets.m = make(map[string]map[string]string)
-	}
 	c := make(map[string]string, len(m))
-	for _, k := range keys {
+	for _, k := range sets.keys {
 		c[String(k)] = String(m[k])
 	}
-	labelSets.m[canonical] = c
+	sets.put(string(sets.canonical), c)
 	return c
 }

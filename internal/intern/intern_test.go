@@ -63,19 +63,36 @@ func TestMetaSharesRepeatedStrings(t *testing.T) {
 	}
 }
 
-// TestTableIsBounded: past MaxEntries distinct strings the table starts over, and a string
-// seen since is shared again.
-func TestTableIsBounded(t *testing.T) {
-	first := intern.String(strings.Clone("bounded-first"))
-	for i := range intern.MaxEntries {
+// TestTablesAreBounded: strings and label sets in use stay shared however many others pass
+// through; one not seen for two generations' worth of others gets a copy of its own again.
+func TestTablesAreBounded(t *testing.T) {
+	hot := intern.String(strings.Clone("bounded-hot"))
+	cold := intern.String(strings.Clone("bounded-cold"))
+	hotSet := &metav1.ObjectMeta{Labels: map[string]string{"set": "hot"}}
+	coldSet := &metav1.ObjectMeta{Labels: map[string]string{"set": "cold"}}
+	intern.Meta(hotSet)
+	intern.Meta(coldSet)
+	for i := range 2 * intern.MaxStrings {
 		intern.String(fmt.Sprintf("filler-%d", i))
+		if i < 2*intern.MaxLabelSets {
+			intern.Meta(&metav1.ObjectMeta{Labels: map[string]string{"filler": fmt.Sprint(i)}})
+		}
+		if i%1000 == 0 { // in use
+			if !same(hot, intern.String(strings.Clone("bounded-hot"))) {
+				t.Fatalf("a string in use lost its shared copy after %d others", i)
+			}
+			o := &metav1.ObjectMeta{Labels: map[string]string{"set": "hot"}}
+			if intern.Meta(o); !sameMap(o.Labels, hotSet.Labels) {
+				t.Fatalf("a label set in use lost its shared map after %d others", i)
+			}
+		}
 	}
-	again := intern.String(strings.Clone("bounded-first"))
-	if same(first, again) {
-		t.Error("the table kept a string past MaxEntries others: it is not bounded")
+	if same(cold, intern.String(strings.Clone("bounded-cold"))) {
+		t.Error("a string unused for two generations is still held: the table is not bounded")
 	}
-	if !same(again, intern.String(strings.Clone("bounded-first"))) {
-		t.Error("after starting over, a repeated string is not shared")
+	o := &metav1.ObjectMeta{Labels: map[string]string{"set": "cold"}}
+	if intern.Meta(o); sameMap(o.Labels, coldSet.Labels) {
+		t.Error("a label set unused for two generations is still held: the table is not bounded")
 	}
 }
 
@@ -125,4 +142,14 @@ func TestSharedLabelsAreNeverWritten(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestKnownSetCostsNoAllocation: an object whose labels are a known set, in a known
+// namespace, is interned without allocating (informers transform every object they receive).
+func TestKnownSetCostsNoAllocation(t *testing.T) {
+	intern.Meta(decoded())
+	o := decoded()
+	if n := testing.AllocsPerRun(100, func() { intern.Meta(o) }); n != 0 {
+		t.Errorf("%v allocations per object with a known label set", n)
+	}
 }

@@ -15,14 +15,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/localcluster"
+	"github.com/reloader-operator/reloader/internal/localcluster/clustertest"
 	"github.com/reloader-operator/reloader/internal/nsindex"
-	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 var cluster *localcluster.Cluster
 
 func TestMain(m *testing.M) {
-	testutil.RunWithCluster(m, localcluster.Options{}, func(c *localcluster.Cluster) error {
+	clustertest.Main(m, localcluster.Options{}, func(c *localcluster.Cluster) error {
 		cluster = c
 		return nil
 	})

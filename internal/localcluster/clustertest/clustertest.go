@@ -1,4 +1,6 @@
-package testutil
+// Package clustertest runs a package's tests against a local control plane. It is apart from
+// testutil so that unit tests which use testutil do not link envtest.
+package clustertest
 
 import (
 	"context"
@@ -9,10 +11,10 @@ import (
 	"github.com/reloader-operator/reloader/internal/localcluster"
 )
 
-// RunWithCluster is the body of a TestMain against a real API server: it starts a local
+// Main is the body of a TestMain against a real API server: it starts a local
 // control plane, lets setup make the package's clients of it, runs the tests, stops the
 // control plane and exits with the tests' code.
-func RunWithCluster(m *testing.M, opts localcluster.Options, setup func(*localcluster.Cluster) error) {
+func Main(m *testing.M, opts localcluster.Options, setup func(*localcluster.Cluster) error) {
 	cluster, err := localcluster.Start(context.Background(), opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start control plane:", err)
