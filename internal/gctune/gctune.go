@@ -12,7 +12,7 @@ import (
 // far more than it is replaced, so after the start-up list a collection finds little garbage
 // and a small headroom costs little CPU. Measured with make bench-10k (10,000 ConfigMaps, 2,000
 // Secrets, 5,000 Deployments), see README's Figures at 10,000 objects: 25 keeps RSS after sync
-// under 100 MiB, for about a sixth more CPU in the start-up burst and the same reload rate and
+// under 100 MiB, for about a fifth more CPU in the start-up burst and the same reload rate and
 // latency. GOGC set in the environment wins.
 const DefaultPercent = 25
 
