@@ -9,6 +9,8 @@ package coalesce
 import (
 	"sync"
 	"time"
+
+	"github.com/reloader-operator/reloader/internal/shrink"
 )
 
 // Window is a trailing window per key: a key is due once Quiet has passed since its last
@@ -81,10 +83,7 @@ func (w *Window) Done(key string, since time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if s, ok := w.pending[key]; ok && !s.last.After(since) {
-		delete(w.pending, key)
-		if len(w.pending) == 0 {
-			w.pending = map[string]span{} // a Go map keeps its size after deletes
-		}
+		shrink.Delete(&w.pending, key)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/shrink"
 	"github.com/reloader-operator/reloader/internal/source"
 )
 
@@ -145,10 +146,7 @@ func (b *Baselines) drop(uid types.UID) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	delete(b.m, uid)
-	if len(b.m) == 0 {
-		b.m = nil // a Go map keeps its size after deletes; before() makes a new one
-	}
+	shrink.Delete(&b.m, uid)
 }
 
 // watchBaselines hears every change of a source from the first list of the informers on, and

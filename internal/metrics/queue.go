@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+
+	"github.com/reloader-operator/reloader/internal/shrink"
 )
 
 // Queues measures every controller's work queue for upstream's unlabelled series:
@@ -159,12 +161,7 @@ func (q *measuredQueue[T]) added(o priorityqueue.AddOpts, items ...T) {
 func (q *measuredQueue[T]) taken(item T) {
 	q.mu.Lock()
 	t, ok := q.readyAt[item]
-	delete(q.readyAt, item)
-	if len(q.readyAt) == 0 {
-		// A Go map keeps its size after deletes: a drained queue lets go of what a burst
-		// (every workload queued at start-up) grew.
-		q.readyAt = map[T]time.Time{}
-	}
+	shrink.Delete(&q.readyAt, item)
 	q.mu.Unlock()
 	if ok {
 		q.qs.latency.Observe(max(time.Since(t), 0).Seconds())

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/reloader-operator/reloader/internal/shrink"
 )
 
 // Pacer hands out write slots per workload key. A workload that must wait keeps the slot it
@@ -91,7 +93,7 @@ func (p *Pacer) take(l *rate.Limiter, key string, now time.Time) time.Duration {
 		if wait := s.at.Sub(now); wait > early {
 			return wait
 		}
-		p.drop(key)
+		shrink.Delete(&p.slots, key)
 		return 0
 	}
 	r := l.ReserveN(now, 1)
@@ -117,16 +119,8 @@ func (p *Pacer) Forget(key string, now time.Time) {
 	for _, k := range []string{key, "first/" + key} {
 		if s, ok := p.slots[k]; ok {
 			s.res.CancelAt(now)
-			p.drop(k)
+			shrink.Delete(&p.slots, k)
 		}
-	}
-}
-
-// drop forgets key's slot; called with p.mu held.
-func (p *Pacer) drop(key string) {
-	delete(p.slots, key)
-	if len(p.slots) == 0 {
-		p.slots = map[string]slot{} // a Go map keeps its size after deletes
 	}
 }
 
