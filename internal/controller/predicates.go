@@ -3,7 +3,6 @@ package controller
 import (
 	"maps"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -33,13 +32,6 @@ func sourceChanged(keys reload.Keys, labels bool) predicate.Predicate {
 // never shrunk) stays small. (The webhook notifier needs them: they are its first sight.)
 func laterSources() predicate.Predicate {
 	return predicate.Funcs{CreateFunc: func(e event.CreateEvent) bool { return !e.IsInInitialList }}
-}
-
-// cachedHash is the content hash Transform packed into a cached source; empty for others.
-func cachedHash(o client.Object) string {
-	p, _ := cached(o)
-	h, _, _ := cachedHashes(p)
-	return h
 }
 
 // workloadChanged lets through spec, annotation and label changes of workloads (labels choose

@@ -172,12 +172,7 @@ func (t SourceType) Transform(obj any) (any, error) {
 	}
 	// kubectl's last-applied copy holds the whole content again: a Secret's values in the
 	// clear, a ConfigMap's bytes. No decision reads it.
-	if ann := o.GetAnnotations(); ann != nil {
-		delete(ann, workload.LastAppliedAnnotation)
-		if len(ann) == 0 {
-			o.SetAnnotations(nil)
-		}
-	}
+	workload.DropLastApplied(o)
 	intern.Meta(o)
 	return o, nil
 }
@@ -226,10 +221,18 @@ func cachedHashes(p string) (hash, uidHash, rest string) {
 	return hash, uidHash, rest
 }
 
+// cachedHash is the content hash Transform packed into a cached source; empty for a full
+// object. (Only the hash of a CSI mount of no objects is empty too, and that object, whose
+// status the cache keeps, hashes to it again.)
+func cachedHash(o client.Object) string {
+	p, _ := cached(o)
+	h, _, _ := cachedHashes(p)
+	return h
+}
+
 // contentHash reads a source's hash from a cached object, or computes it from a full one.
 func (t SourceType) contentHash(o client.Object) string {
-	if p, ok := cached(o); ok {
-		h, _, _ := cachedHashes(p)
+	if h := cachedHash(o); h != "" {
 		return h
 	}
 	return t.Hash(o)

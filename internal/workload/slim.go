@@ -17,6 +17,19 @@ import (
 // largest part of a cached workload, and never read by reloader.
 const LastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 
+// DropLastApplied removes kubectl's last-applied copy from o's annotations, and the map when
+// nothing is left in it.
+func DropLastApplied(o client.Object) {
+	a := o.GetAnnotations()
+	if a == nil {
+		return
+	}
+	delete(a, LastAppliedAnnotation)
+	if len(a) == 0 {
+		o.SetAnnotations(nil)
+	}
+}
+
 // SlimTransform returns the cache transform of kind: it drops what no decision reads, so
 // the cache holds metadata (annotations, labels, generation, resourceVersion, UID) and the
 // spec (pod template, replicas, paused, update strategy) of each workload, and not the managed
@@ -42,16 +55,15 @@ func SlimTransform(kind Kind, followed func(client.Object) bool, dropLabels bool
 			return in, nil
 		}
 		obj.SetManagedFields(nil)
-		if progressing && dropLabels {
-			obj.SetLabels(nil)
+		if progressing {
+			if dropLabels {
+				obj.SetLabels(nil)
+			}
+			DropLastApplied(obj)
 		}
-		intern.Meta(obj)
+		intern.Meta(obj) // after the drops: nothing dropped is interned
 		if !progressing {
 			return obj, nil
-		}
-		if a := obj.GetAnnotations(); a[LastAppliedAnnotation] != "" {
-			delete(a, LastAppliedAnnotation)
-			obj.SetAnnotations(a)
 		}
 		if status := statusOf(obj); status.IsValid() && observed(status, obj.GetGeneration()) && (followed == nil || !followed(obj)) {
 			status.SetZero()
