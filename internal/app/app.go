@@ -112,7 +112,11 @@ func sourceTypes(ctx context.Context, cfg *rest.Config, conf options.Config, api
 		sources = append(sources, controller.ConfigMaps)
 	}
 	if !conf.IgnoredSources[source.Secret] {
-		key, err := hashkey.Setup(ctx, cfg, conf.ReloaderNamespace, conf.Namespaces, logger.WithName("hash-key"))
+		key, err := hashkey.Setup(ctx, cfg, hashkey.Options{
+			Namespace: conf.ReloaderNamespace, Watched: conf.Namespaces,
+			Pod: conf.LeaderIdentity, Deployment: conf.ReloaderDeployment,
+			Registry: crmetrics.Registry,
+		}, logger.WithName("hash-key"))
 		if err != nil {
 			return nil, err
 		}

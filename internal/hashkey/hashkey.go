@@ -6,22 +6,28 @@ package hashkey
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/hash"
+	"github.com/reloader-operator/reloader/internal/metainfo"
+	"github.com/reloader-operator/reloader/internal/metrics"
 )
 
-// SecretName names the key's Secret. RBAC grants reloader get on this name only.
+// SecretName names the key's Secret. RBAC grants reloader create, get and patch on this name
+// only.
 const SecretName = "reloader-hash-key"
 
 // dataKey holds the key's bytes in the Secret.
@@ -47,6 +53,26 @@ func Namespace(reloaderNamespace string, watched []string) (ns string, own bool)
 	return FallbackNamespace, false
 }
 
+// DefaultForbiddenFor is how long a refused read of the key is retried before reloader falls
+// back to UID-keyed hashes: long enough for a RoleBinding applied just after the Deployment.
+const DefaultForbiddenFor = 2 * time.Minute
+
+// Options configure Setup.
+type Options struct {
+	// Namespace is reloader's own namespace (RELOADER_NAMESPACE, else POD_NAMESPACE);
+	// Watched are the namespaces of --namespaces. Together they place the key (Namespace).
+	Namespace string
+	Watched   []string
+	// Pod and Deployment name reloader's own Pod and Deployment in Namespace, if known: the
+	// fallback's Warning Event is about the first known of them, else the meta-info ConfigMap.
+	Pod, Deployment string
+	// ForbiddenFor bounds the retries of a refused read (403); DefaultForbiddenFor when 0.
+	ForbiddenFor time.Duration
+	// Registry receives the reloader_hash_key_fallback gauge: controller-runtime's metrics
+	// registry in reloader.
+	Registry prometheus.Registerer
+}
+
 // Loader loads the key in the background, retrying until it succeeds: a replica without the
 // RBAC or the API server it needs at start-up waits, unready (its Secret cache does not sync),
 // instead of exiting.
@@ -54,51 +80,117 @@ type Loader struct {
 	ctx  context.Context
 	done chan struct{}
 	key  hash.Key
+	// fallback is 1 once Secrets are hashed keyed by UID, for want of access to the key.
+	fallback prometheus.Gauge
 }
 
 // Setup finds the key's namespace and starts loading the key there with a client of its own,
 // since it runs before reloader's manager and cache exist.
-func Setup(ctx context.Context, cfg *rest.Config, reloaderNamespace string, watched []string, logger logr.Logger) (*Loader, error) {
-	ns, own := Namespace(reloaderNamespace, watched)
+func Setup(ctx context.Context, cfg *rest.Config, o Options, logger logr.Logger) (*Loader, error) {
+	ns, own := Namespace(o.Namespace, o.Watched)
 	if !own {
 		logger.Info("no namespace of reloader's own (RELOADER_NAMESPACE, POD_NAMESPACE): keeping the Secret hash key in "+ns,
 			"secret", ns+"/"+SecretName)
+	}
+	if o.ForbiddenFor <= 0 {
+		o.ForbiddenFor = DefaultForbiddenFor
 	}
 	c, err := client.New(cfg, client.Options{})
 	if err != nil {
 		return nil, err
 	}
-	l := &Loader{ctx: ctx, done: make(chan struct{})}
-	go func() {
-		wait := time.Second
-		for {
-			k, err := Load(ctx, c, ns)
-			if err == nil {
-				l.key = k
-				close(l.done)
-				logger.Info("Secret hash key loaded", "secret", ns+"/"+SecretName, "keyID", k.ID())
-				return
-			}
-			if apierrors.IsForbidden(err) {
-				// RBAC made for upstream (a drop-in swap of the image) grants no access to the
-				// key. Reloading must go on: Secrets are hashed as before the install key,
-				// keyed by their UID, until reloader runs with the key's RBAC.
-				close(l.done)
-				logger.Info("WARNING: no access to the Secret hash key; hashing Secrets keyed by their UID instead, as releases before the key did. Grant get on secrets/"+SecretName+" and create on secrets in "+ns+" (the chart does) and restart reloader",
-					"secret", ns+"/"+SecretName, "error", err.Error())
-				return
-			}
-			logger.Error(err, "loading the Secret hash key; Secrets are not watched until it loads", "retryIn", wait.String())
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(wait):
-			}
-			wait = min(2*wait, 30*time.Second)
-		}
-	}()
+	l := &Loader{ctx: ctx, done: make(chan struct{}), fallback: metrics.Register(o.Registry, prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "reloader_hash_key_fallback",
+		Help: "1 when reloader may not read or create its Secret hash key and hashes Secrets keyed by their UID instead (grant the key's RBAC and restart); 0 once the key is loaded.",
+	}))}
+	go l.load(ctx, c, ns, o, logger)
 	return l, nil
 }
+
+// load retries Load with backoff: errors other than a 403 until the context ends; a 403 for
+// o.ForbiddenFor, then it falls back.
+func (l *Loader) load(ctx context.Context, c client.Client, ns string, o Options, logger logr.Logger) {
+	giveUp := time.Now().Add(o.ForbiddenFor)
+	secret := ns + "/" + SecretName
+	for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
+		k, err := Load(ctx, c, ns)
+		switch {
+		case err == nil:
+			l.key = k
+			l.fallback.Set(0)
+			close(l.done)
+			logger.Info("Secret hash key loaded", "secret", secret, "keyID", k.ID())
+			return
+		case apierrors.IsForbidden(err) && !time.Now().Before(giveUp):
+			l.fallBack(ctx, c, ns, o, err, logger)
+			return
+		case apierrors.IsForbidden(err):
+			logger.Info("no access to the Secret hash key yet (RBAC applied after reloader?); retrying",
+				"secret", secret, "retryIn", wait.String(), "fallbackIn", time.Until(giveUp).Round(time.Second).String(), "error", err.Error())
+		default:
+			logger.Error(err, "loading the Secret hash key; Secrets are not watched until it loads", "retryIn", wait.String())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// fallBack gives up on the key after a lasting 403. RBAC made for upstream (a drop-in swap of
+// the image) grants no access to the key, and reloading must go on: Secrets are hashed as
+// before the install key, keyed by their UID, for the life of the process (switching later
+// would re-base every Secret hash). The gauge, the Event and the log line let an operator see
+// it and grant the RBAC.
+func (l *Loader) fallBack(ctx context.Context, c client.Client, ns string, o Options, cause error, logger logr.Logger) {
+	l.fallback.Set(1)
+	close(l.done)
+	msg := fmt.Sprintf("No access to the Secret hash key %s/%s (%v): hashing Secrets keyed by their UID instead, as releases before the key did. Grant create, get and patch on secrets named %s in %s (the chart does) and restart reloader.",
+		ns, SecretName, cause, SecretName, ns)
+	logger.Error(cause, "WARNING: "+msg, "secret", ns+"/"+SecretName, "metric", "reloader_hash_key_fallback")
+	if err := c.Create(ctx, fallbackEvent(ns, o, msg)); err != nil {
+		logger.Error(err, "could not write the Warning Event about the hash key fallback")
+	}
+}
+
+// fallbackEvent is the Warning Event of the fallback, about reloader's Pod, else its
+// Deployment, else its meta-info ConfigMap: the objects an operator looks at and alerts on.
+func fallbackEvent(ns string, o Options, note string) *eventsv1.Event {
+	regarding := corev1.ObjectReference{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: metainfo.Name}
+	switch {
+	case o.Namespace != ns:
+		// Not reloader's own namespace: its Pod and Deployment are elsewhere, if anywhere.
+	case o.Pod != "":
+		regarding = corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: ns, Name: o.Pod}
+	case o.Deployment != "":
+		regarding = corev1.ObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: ns, Name: o.Deployment}
+	}
+	instance := o.Pod
+	if instance == "" {
+		instance = "reloader"
+	}
+	if len(note) > maxNote {
+		note = note[:maxNote]
+	}
+	return &eventsv1.Event{
+		ObjectMeta:          metav1.ObjectMeta{Namespace: ns, GenerateName: SecretName + "-fallback-"},
+		EventTime:           metav1.NewMicroTime(time.Now()),
+		ReportingController: "reloader.dev/hash-key",
+		ReportingInstance:   instance,
+		Action:              "LoadHashKey",
+		Reason:              FallbackReason,
+		Type:                corev1.EventTypeWarning,
+		Regarding:           regarding,
+		Note:                note,
+	}
+}
+
+// FallbackReason is the reason of the Warning Event written when the key can't be loaded.
+const FallbackReason = "HashKeyFallback"
+
+// maxNote is the API server's limit on an Event's note.
+const maxNote = 1024
 
 // Wait blocks until the key is loaded, or fails when the context of Setup ends first.
 func (l *Loader) Wait() error {
@@ -114,8 +206,7 @@ func (l *Loader) Wait() error {
 // not read or create the key's Secret (hash.Secret then keys by UID).
 func (l *Loader) Key() hash.Key { return l.key }
 
-// Load reads the key from its Secret in ns, creating the Secret first if there is none. Two
-// replicas starting at once may both try to create it: the loser reads the winner's. c must
+// Load reads the key from its Secret in ns, creating the Secret first if there is none. c must
 // read from the API server, not from reloader's cache, which keeps only keyed digests of
 // Secret data.
 func Load(ctx context.Context, c client.Client, ns string) (hash.Key, error) {
@@ -123,10 +214,6 @@ func Load(ctx context.Context, c client.Client, ns string) (hash.Key, error) {
 	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: SecretName}, s)
 	if apierrors.IsNotFound(err) {
 		s, err = create(ctx, c, ns)
-		if apierrors.IsAlreadyExists(err) {
-			s = &corev1.Secret{}
-			err = c.Get(ctx, client.ObjectKey{Namespace: ns, Name: SecretName}, s)
-		}
 	}
 	if err != nil {
 		return hash.Key{}, fmt.Errorf("hash key Secret %s/%s: %w", ns, SecretName, err)
@@ -153,23 +240,34 @@ func keyOf(s *corev1.Secret) (hash.Key, error) {
 	return k, nil
 }
 
+// fieldOwner is reloader's field manager, as the controller's (controller.FieldOwner).
+const fieldOwner = "Reloader"
+
+// create makes the key's Secret by a server-side apply, not a POST: RBAC can restrict an
+// apply to the Secret's name (create and patch on resourceNames), a POST to no name. Two
+// replicas may both find no key and both apply. The Secret is immutable, so the second apply
+// can't replace the first one's key: the API server refuses it (Invalid), and the loser
+// reads the winner's. The winner re-reads too, so both return what the cluster holds.
 func create(ctx context.Context, c client.Client, ns string) (*corev1.Secret, error) {
 	b := make([]byte, hash.KeySize)
 	if _, err := rand.Read(b); err != nil {
 		return nil, err
 	}
-	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: SecretName,
-			Labels: map[string]string{"app.kubernetes.io/managed-by": "reloader"},
-			Annotations: map[string]string{
-				"reloader.dev/purpose": "Key of the Secret hashes reloader writes into pod templates. Deleting it re-bases every recorded Secret hash at reloader's next start: no rollout, but a Secret change made while reloader restarts is missed.",
-			}},
-		Type:      corev1.SecretTypeOpaque,
-		Data:      map[string][]byte{dataKey: b},
-		Immutable: ptr.To(true),
+	ac := corev1ac.Secret(SecretName, ns).
+		WithLabels(map[string]string{"app.kubernetes.io/managed-by": "reloader"}).
+		WithAnnotations(map[string]string{
+			"reloader.dev/purpose": "Key of the Secret hashes reloader writes into pod templates. Deleting it re-bases every recorded Secret hash at reloader's next start: no rollout, but a Secret change made while reloader restarts is missed.",
+		}).
+		WithType(corev1.SecretTypeOpaque).
+		WithData(map[string][]byte{dataKey: b}).
+		WithImmutable(true)
+	applyErr := c.Apply(ctx, ac, client.FieldOwner(fieldOwner))
+	if applyErr != nil && !apierrors.IsInvalid(applyErr) && !apierrors.IsConflict(applyErr) {
+		return nil, applyErr
 	}
-	if err := c.Create(ctx, s); err != nil {
-		return nil, err
+	s := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: SecretName}, s); err != nil {
+		return nil, errors.Join(applyErr, err)
 	}
 	return s, nil
 }

@@ -2,20 +2,28 @@ package hashkey_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/localcluster"
 	"github.com/reloader-operator/reloader/internal/localcluster/clustertest"
+	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/rbac"
 )
 
 var (
@@ -112,23 +120,136 @@ func TestNamespace(t *testing.T) {
 	}
 }
 
-// TestWithoutRBACSecretsAreKeyedByUID: with RBAC made for upstream, which grants nothing on
-// the key's Secret, loading ends at once without a key, and Secrets are hashed as releases
-// before the key did, so reloading goes on after a drop-in swap of the image.
-func TestWithoutRBACSecretsAreKeyedByUID(t *testing.T) {
-	ns := namespace(t, "no-rbac")
-	cfg, _, err := cluster.AddUser("upstream-rbac")
+// grant binds user to a Role in ns holding rules, and returns the user's config.
+func grant(t *testing.T, ns, user string, rules []rbacv1.PolicyRule) *rest.Config {
+	t.Helper()
+	cfg, _, err := cluster.AddUser(user)
 	if err != nil {
 		t.Fatal(err)
 	}
+	bind(t, ns, user, rules)
+	return cfg
+}
+
+func bind(t *testing.T, ns, user string, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	for _, o := range []client.Object{
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user}, Rules: rules},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}},
+	} {
+		if err := k8s.Create(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// ownRules are the rules the chart grants in reloader's own namespace ns (the chart's Role
+// is tested equal to internal/rbac).
+func ownRules(t *testing.T, ns string) []rbacv1.PolicyRule {
+	t.Helper()
+	conf, err := options.Load(options.Default(), func(name string) string {
+		return map[string]string{"POD_NAMESPACE": ns}[name]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rbac.For(conf, rbac.Platform{}).Own
+}
+
+// TestChartRoleCreatesOnlyTheKey: a user holding exactly the chart's Role creates the key
+// (four replicas racing, all ending with the one key) and can create no other Secret there,
+// by POST or by apply.
+func TestChartRoleCreatesOnlyTheKey(t *testing.T) {
+	ns := namespace(t, "chart-role")
+	c, err := client.New(grant(t, ns, "chart-role", ownRules(t, ns)), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ids := make([]string, 4)
+	errs := make([]error, 4)
+	var wg sync.WaitGroup
+	for i := range ids {
+		wg.Go(func() {
+			k, err := hashkey.Load(ctx, c, ns)
+			ids[i], errs[i] = k.ID(), err
+		})
+	}
+	wg.Wait()
+	for i := range ids {
+		if errs[i] != nil || ids[i] != ids[0] {
+			t.Fatalf("replicas got keys %v, errors %v; want one key", ids, errs)
+		}
+	}
+	other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"}, Data: map[string][]byte{"k": []byte("v")}}
+	if err := c.Create(ctx, other); !apierrors.IsForbidden(err) {
+		t.Errorf("create of another Secret: %v, want Forbidden", err)
+	}
+	ac := corev1ac.Secret("other", ns).WithData(map[string][]byte{"k": []byte("v")})
+	if err := c.Apply(ctx, ac, client.FieldOwner("test")); !apierrors.IsForbidden(err) {
+		t.Errorf("apply of another Secret: %v, want Forbidden", err)
+	}
+}
+
+// TestAppliedKeyIsNeverReplaced: an apply of a new key over an existing one is refused (the
+// Secret is immutable), so Load, losing a race between its Get and its apply, still returns
+// the key already there.
+func TestAppliedKeyIsNeverReplaced(t *testing.T) {
+	ns := namespace(t, "applied")
+	first, err := hashkey.Load(context.Background(), k8s, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What a replica that found no key a moment ago applies now.
+	ac := corev1ac.Secret(hashkey.SecretName, ns).WithData(map[string][]byte{"key": make([]byte, hash.KeySize)}).WithImmutable(true)
+	if err := k8s.Apply(context.Background(), ac, client.FieldOwner("Reloader")); !apierrors.IsInvalid(err) {
+		t.Errorf("apply over the key: %v, want Invalid", err)
+	}
+	again, err := hashkey.Load(context.Background(), k8s, ns)
+	if err != nil || again.ID() != first.ID() {
+		t.Errorf("key after a second apply: %s (%v), want %s", again.ID(), err, first.ID())
+	}
+}
+
+// fallbackGauge reads reloader_hash_key_fallback from reg.
+func fallbackGauge(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "reloader_hash_key_fallback" {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatal("reloader_hash_key_fallback not registered")
+	return 0
+}
+
+// TestWithoutRBACFallsBackLoudly: with RBAC made for upstream, which grants nothing on the
+// key's Secret, loading retries for the bound given, then goes on without a key, Secrets
+// hashed as releases before the key did (reloading goes on after a drop-in swap of the
+// image); the gauge turns 1 and a Warning Event about reloader's Pod says what to grant.
+func TestWithoutRBACFallsBackLoudly(t *testing.T) {
+	ns := namespace(t, "no-rbac")
+	cfg := grant(t, ns, "upstream-rbac", []rbacv1.PolicyRule{
+		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create"}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	l, err := hashkey.Setup(ctx, cfg, ns, nil, logr.Discard())
+	reg := prometheus.NewRegistry()
+	start := time.Now()
+	l, err := hashkey.Setup(ctx, cfg, hashkey.Options{Namespace: ns, Pod: "reloader-0", ForbiddenFor: 2 * time.Second, Registry: reg}, logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Wait(); err != nil {
-		t.Fatalf("Wait: %v; want the UID-keyed fallback at once", err)
+		t.Fatalf("Wait: %v; want the UID-keyed fallback", err)
+	}
+	if took := time.Since(start); took < 2*time.Second {
+		t.Errorf("fell back after %v, before the 2s of retries", took)
 	}
 	if l.Key().Valid() {
 		t.Fatal("a key was loaded without any RBAC")
@@ -136,5 +257,45 @@ func TestWithoutRBACSecretsAreKeyedByUID(t *testing.T) {
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db", UID: "u-1"}, Data: map[string][]byte{"p": []byte("x")}}
 	if got, want := hash.Secret(l.Key(), s), hash.UIDKeyedSecret(s); got != want {
 		t.Errorf("hash without key = %q, want the UID-keyed %q", got, want)
+	}
+	if g := fallbackGauge(t, reg); g != 1 {
+		t.Errorf("reloader_hash_key_fallback = %v, want 1", g)
+	}
+	var events eventsv1.EventList
+	if err := k8s.List(ctx, &events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(events.Items) != 1 {
+		t.Fatalf("%d Events, want the fallback's", len(events.Items))
+	}
+	ev := events.Items[0]
+	if ev.Type != corev1.EventTypeWarning || ev.Reason != hashkey.FallbackReason || ev.Regarding.Kind != "Pod" ||
+		ev.Regarding.Name != "reloader-0" || !strings.Contains(ev.Note, "secrets named "+hashkey.SecretName) {
+		t.Errorf("Event %s %s about %s/%s: %s", ev.Type, ev.Reason, ev.Regarding.Kind, ev.Regarding.Name, ev.Note)
+	}
+}
+
+// TestRBACGrantedDuringRetriesLoadsTheKey: a Role bound just after reloader starts (a chart
+// applied in that order) is found by the retries: the key loads, no fallback.
+func TestRBACGrantedDuringRetriesLoadsTheKey(t *testing.T) {
+	ns := namespace(t, "late-rbac")
+	cfg, _, err := cluster.AddUser("late")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	reg := prometheus.NewRegistry()
+	l, err := hashkey.Setup(ctx, cfg, hashkey.Options{Namespace: ns, ForbiddenFor: 20 * time.Second, Registry: reg}, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // past the first refusal
+	bind(t, ns, "late", ownRules(t, ns))
+	if err := l.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if !l.Key().Valid() || fallbackGauge(t, reg) != 0 {
+		t.Errorf("key valid %v, fallback %v; want the key loaded", l.Key().Valid(), fallbackGauge(t, reg))
 	}
 }

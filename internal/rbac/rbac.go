@@ -146,11 +146,14 @@ func For(opts options.Config, p Platform) Rules {
 		r.Own = append(r.Own, rule("coordination.k8s.io", "leases", "get", "list", "watch", "create", "update", "delete"))
 	}
 	if !ignored[source.Secret] && opts.ReloaderNamespace != "" {
-		// The Secret hash key: created by the first replica (a create has no name to restrict
-		// it to), then read by name by every replica. Without an own namespace reloader keeps
-		// it in the first watched namespace or "default" (internal/hashkey): a run outside a
-		// cluster, with its user's own rights.
-		r.Own = append(r.Own, rule("", "secrets", "create"), named(rule("", "secrets", "get"), hashkey.SecretName))
+		// The Secret hash key, by name only: read by every replica, created by the first with
+		// a server-side apply (a patch, and a create when the Secret is new, both authorised by
+		// name; a POST would need create on every Secret). Without an own namespace reloader
+		// keeps it in the first watched namespace or "default" (internal/hashkey): a run
+		// outside a cluster, with its user's own rights. Without access to the key reloader
+		// says so with a Warning Event here (a create has no name to restrict it to).
+		r.Own = append(r.Own, named(rule("", "secrets", "get", "create", "patch"), hashkey.SecretName),
+			rule("events.k8s.io", "events", "create"))
 	}
 	if opts.ReloaderNamespace != "" {
 		// Server-side apply of one ConfigMap: a patch, and a create the first time, both

@@ -53,13 +53,15 @@ func TestFor(t *testing.T) {
 				"-reloader.dev/reloaderconfigs:patch", "-reloader.dev/reloaderconfigs/status:update"},
 			cluster: []string{"-/namespaces:list"},
 			own: []string{"+/configmaps[reloader-meta-info]:create", "+/configmaps[reloader-meta-info]:patch",
-				"-coordination.k8s.io/leases:create", "+/secrets:create", "+/secrets[reloader-hash-key]:get", "-/secrets:get"},
+				"-coordination.k8s.io/leases:create", "-/secrets:create", "-/secrets:patch", "-/secrets:get",
+				"+/secrets[reloader-hash-key]:create", "+/secrets[reloader-hash-key]:patch", "+/secrets[reloader-hash-key]:get",
+				"-/secrets[reloader-hash-key]:update", "+events.k8s.io/events:create"},
 		},
 		{
 			name: "secrets ignored: no hash key",
 			args: []string{"--resources-to-ignore=secrets"},
 			env:  ownEnv,
-			own:  []string{"-/secrets:create", "-/secrets[reloader-hash-key]:get"},
+			own:  []string{"-/secrets:create", "-/secrets[reloader-hash-key]:get", "-/secrets[reloader-hash-key]:create", "-events.k8s.io/events:create"},
 		},
 		{
 			name: "no own namespace: no meta-info",

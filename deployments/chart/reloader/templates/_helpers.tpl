@@ -233,9 +233,10 @@ Watched rules apply where reloader watches: a ClusterRole, or a Role per watched
 {{- end -}}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "configmaps") "resourceNames" (list "reloader-meta-info") "verbs" (list "create" "patch")) -}}
 {{- if not $r.ignoreSecrets }}
-{{- /* The Secret hash key: created once (a create has no name to restrict it to), then read by name. */ -}}
-{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "secrets") "verbs" (list "create")) -}}
-{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "secrets") "resourceNames" (list "reloader-hash-key") "verbs" (list "get")) -}}
+{{- /* The Secret hash key, by name only: created by a server-side apply (create and patch by name), then read. */ -}}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "secrets") "resourceNames" (list "reloader-hash-key") "verbs" (list "get" "create" "patch")) -}}
+{{- /* The Warning Event when reloader may not use the key (a create has no name to restrict it to). */ -}}
+{{- $rules = append $rules (dict "apiGroups" (list "events.k8s.io") "resources" (list "events") "verbs" (list "create")) -}}
 {{- end -}}
 {{- toYaml $rules -}}
 {{- end -}}
