@@ -145,11 +145,12 @@ func (l *Loader) load(ctx context.Context, c client.Client, ns string, o Options
 // it and grant the RBAC.
 func (l *Loader) fallBack(ctx context.Context, c client.Client, ns string, o Options, cause error, logger logr.Logger) {
 	l.fallback.Set(1)
-	close(l.done)
-	msg := fmt.Sprintf("No access to the Secret hash key %s/%s (%v): hashing Secrets keyed by their UID instead, as releases before the key did. Grant create, get and patch on secrets named %s in %s (the chart does) and restart reloader.",
-		ns, SecretName, cause, SecretName, ns)
-	logger.Error(cause, "WARNING: "+msg, "secret", ns+"/"+SecretName, "metric", "reloader_hash_key_fallback")
-	if err := c.Create(ctx, fallbackEvent(ns, o, msg)); err != nil {
+	// Told before Wait returns, so that the Event is there when Secrets start to be watched.
+	defer close(l.done)
+	msg := fmt.Sprintf("No access to the Secret hash key %s/%s: hashing Secrets keyed by their UID instead, as releases before the key did. Grant create, get and patch on secrets named %s in %s (the chart does) and restart reloader.",
+		ns, SecretName, SecretName, ns)
+	logger.Error(cause, "WARNING: "+msg, "metric", "reloader_hash_key_fallback")
+	if err := c.Create(ctx, fallbackEvent(ns, o, msg+" Cause: "+cause.Error())); err != nil {
 		logger.Error(err, "could not write the Warning Event about the hash key fallback")
 	}
 }

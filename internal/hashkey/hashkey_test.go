@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -241,7 +242,7 @@ func TestWithoutRBACFallsBackLoudly(t *testing.T) {
 	defer cancel()
 	reg := prometheus.NewRegistry()
 	start := time.Now()
-	l, err := hashkey.Setup(ctx, cfg, hashkey.Options{Namespace: ns, Pod: "reloader-0", ForbiddenFor: 2 * time.Second, Registry: reg}, logr.Discard())
+	l, err := hashkey.Setup(ctx, cfg, hashkey.Options{Namespace: ns, Pod: "reloader-0", ForbiddenFor: 2 * time.Second, Registry: reg}, testr.New(t))
 	if err != nil {
 		t.Fatal(err)
 	}
