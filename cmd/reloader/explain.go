@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -15,7 +14,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/reloader-operator/reloader/internal/explain"
-	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/options"
 )
 
@@ -95,7 +93,7 @@ names, --auto-reload-all, --namespace-selector, ...) when the install changed th
 					return fmt.Errorf("namespace %q: %s", ns, strings.Join(problems, "; "))
 				}
 			}
-			e, err := explain.New(cmd.Context(), cfg, conf, namespace, keyNamespaces(keyNamespace, conf)...)
+			e, err := explain.New(cmd.Context(), cfg, conf, namespace, reloaderNamespace(keyNamespace, conf))
 			if err != nil {
 				return err
 			}
@@ -114,24 +112,24 @@ names, --auto-reload-all, --namespace-selector, ...) when the install changed th
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace of the object (default: the kubeconfig context's)")
 	cmd.Flags().StringVar(&kubeContext, "context", "", "kubeconfig context to use")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
-	cmd.Flags().StringVar(&keyNamespace, "reloader-namespace", "", "namespace of reloader's Secret hash key (default: $RELOADER_NAMESPACE, $POD_NAMESPACE, the first of --namespaces, "+defaultKeyNamespace+", then "+hashkey.FallbackNamespace+")")
+	cmd.Flags().StringVar(&keyNamespace, "reloader-namespace", "", "reloader's namespace, where its Secret hash key is; read only if you may (default: $RELOADER_NAMESPACE, $POD_NAMESPACE, else "+defaultKeyNamespace+")")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return options.ExplainFlagError(err) })
 	opts.BindFlags(cmd.Flags())
 	return cmd
 }
 
-// keyNamespaces are where the hash key may be, in order: the flag alone when given; else
-// where the controller keeps it with the same settings, then the chart's namespace, then
-// the controller's fallback when it runs outside the cluster.
-func keyNamespaces(flag string, conf options.Config) []string {
-	if flag != "" {
-		return []string{flag}
+// reloaderNamespace is where reloader keeps its Secret hash key: the flag, else reloader's
+// own namespace as the controller takes it (RELOADER_NAMESPACE, POD_NAMESPACE), else the
+// chart's. Never a guess among other namespaces: a Secret of that name elsewhere is anyone's,
+// and a key that is not reloader's would explain Secret changes wrongly.
+func reloaderNamespace(flag string, conf options.Config) string {
+	switch {
+	case flag != "":
+		return flag
+	case conf.ReloaderNamespace != "":
+		return conf.ReloaderNamespace
 	}
-	out := []string{defaultKeyNamespace, hashkey.FallbackNamespace}
-	if ns, own := hashkey.Namespace(conf.ReloaderNamespace, conf.Namespaces); own || len(conf.Namespaces) > 0 {
-		out = append([]string{ns}, slices.DeleteFunc(out, func(n string) bool { return n == ns })...)
-	}
-	return out
+	return defaultKeyNamespace
 }
 
 func write(out io.Writer, report interface{ WriteText(io.Writer) error }, format string) error {

@@ -7,7 +7,6 @@ package explain
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -42,6 +41,8 @@ type Explainer struct {
 	configs *reloaderconfig.Cache
 	// unknownHash are the source kinds whose hashes can't be computed here.
 	unknownHash map[source.Kind]bool
+	// secretsHidden: Secrets may not be read in the namespace, so they are left out.
+	secretsHidden bool
 	// notes say what limits the explanation; keyNote, shown when a Secret is weighed, why
 	// the hash key could not be read.
 	notes   []string
@@ -50,9 +51,9 @@ type Explainer struct {
 }
 
 // New returns an Explainer of namespace ns, deciding as a reloader started with conf would.
-// The Secret hash key is read from the first of keyNamespaces that holds it. Nothing is
-// written to the cluster.
-func New(ctx context.Context, cfg *rest.Config, conf options.Config, ns string, keyNamespaces ...string) (*Explainer, error) {
+// The Secret hash key is read from reloader's own namespace, keyNamespace, and nowhere else:
+// a key found elsewhere is not reloader's. Nothing is written to the cluster.
+func New(ctx context.Context, cfg *rest.Config, conf options.Config, ns, keyNamespace string) (*Explainer, error) {
 	scheme, err := app.NewScheme()
 	if err != nil {
 		return nil, err
@@ -63,7 +64,7 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, ns string, 
 	}
 	e := &Explainer{conf: conf, namespace: ns, client: clientindex.New(scopeSources(c, conf)),
 		unknownHash: map[source.Kind]bool{}, now: time.Now}
-	if err := e.addSources(ctx, c, keyNamespaces); err != nil {
+	if err := e.addSources(ctx, c, keyNamespace); err != nil {
 		return nil, err
 	}
 	if err := e.addConfigs(ctx, c); err != nil {
@@ -81,19 +82,19 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, ns string, 
 // they are ignored. Secrets are hashed with the install's key, read-only; without the key
 // their hashes are unknown. Without read access to Secrets (RBAC has no verb for their
 // metadata alone), they are left out, and the notes say so.
-func (e *Explainer) addSources(ctx context.Context, c client.Client, keyNamespaces []string) error {
+func (e *Explainer) addSources(ctx context.Context, c client.Client, keyNamespace string) error {
 	e.sources = append(e.sources, controller.ConfigMaps)
 	err := c.List(ctx, &corev1.SecretList{}, client.InNamespace(e.namespace), client.Limit(1))
 	switch {
 	case apierrors.IsForbidden(err):
-		e.notes = append(e.notes, "Secrets are left out: no read access to Secrets in "+e.namespace+" (get and list)")
+		e.secretsHidden = true
+		e.notes = append(e.notes, "Secrets are left out: no read access to Secrets in "+e.namespace+" (get and list); the Secrets on the workload's record are listed with their recorded hashes, their state unknown")
 	case err != nil:
 		return fmt.Errorf("list secrets in %s: %w", e.namespace, err)
 	default:
-		key, err := readKey(ctx, c, keyNamespaces)
-		if err != nil && !e.conf.IgnoredSources[source.Secret] {
-			e.unknownHash[source.Secret] = true
-			e.keyNote = fmt.Sprintf("Secret hashes are unknown (%v; see --reloader-namespace); taken as unchanged since their record", err)
+		key, err := e.readKey(ctx, c, keyNamespace)
+		if err != nil {
+			return err
 		}
 		e.sources = append(e.sources, controller.Secrets(key))
 	}
@@ -131,17 +132,30 @@ func (e *Explainer) addConfigs(ctx context.Context, c client.Client) error {
 	return nil
 }
 
-// readKey reads the hash key from the first namespace that holds it.
-func readKey(ctx context.Context, c client.Reader, namespaces []string) (hash.Key, error) {
-	var errs []error
-	for _, ns := range namespaces {
-		k, err := hashkey.Read(ctx, c, ns)
-		if err == nil {
-			return k, nil
-		}
-		errs = append(errs, err)
+// readKey reads reloader's Secret hash key from its namespace ns. The key is reloader's
+// alone: whoever holds it can test guesses of any Secret against the hashes in the pod
+// templates they can read. So a user without access to it (Forbidden), or an install without
+// one (NotFound), gets the explanation without Secret hashes: the returned key is not Valid
+// and the Secrets' state is unknown. Any other error fails: the explanation would be wrong.
+func (e *Explainer) readKey(ctx context.Context, c client.Reader, ns string) (hash.Key, error) {
+	if e.conf.IgnoredSources[source.Secret] {
+		return hash.Key{}, nil // no Secret reloads anything: their hashes are never weighed
 	}
-	return hash.Key{}, errors.Join(errs...)
+	k, err := hashkey.Read(ctx, c, ns)
+	var why string
+	switch {
+	case err == nil:
+		return k, nil
+	case apierrors.IsForbidden(err):
+		why = "you may not read reloader's Secret hash key " + ns + "/" + hashkey.SecretName + ", and need not: it is reloader's alone"
+	case apierrors.IsNotFound(err):
+		why = "there is no Secret hash key " + ns + "/" + hashkey.SecretName + " (if reloader runs in another namespace, pass --reloader-namespace)"
+	default:
+		return hash.Key{}, fmt.Errorf("read reloader's Secret hash key (--reloader-namespace %s): %w", ns, err)
+	}
+	e.unknownHash[source.Secret] = true
+	e.keyNote = "Secret hashes can't be computed without reloader's hash key: " + why
+	return hash.Key{}, nil
 }
 
 // unknown stands for a hash that can't be computed here.
@@ -195,6 +209,7 @@ func (e *Explainer) Source(ctx context.Context, kind source.Kind, name string) (
 		return nil, fmt.Errorf("get %s %s/%s: %w", kind.Title(), e.namespace, name, err)
 	default:
 		out.Exists = true
+		out.Hash = unknown
 		if !e.unknownHash[kind] {
 			out.Hash = st.Hash(obj)
 		}

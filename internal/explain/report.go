@@ -157,11 +157,49 @@ func (e *Explainer) workload(kind workload.Kind, obj client.Object, ex controlle
 		}
 		w.Sources = append(w.Sources, s)
 	}
+	w.Sources = append(w.Sources, e.hiddenSecrets(ex)...)
 	slices.SortStableFunc(w.Sources, func(a, b SourceDecision) int {
 		return strings.Compare(a.Kind+"/"+a.Name, b.Kind+"/"+b.Name)
 	})
 	w.Next = e.next(kind, obj, ex)
+	unknown := 0
+	for _, s := range w.Sources {
+		if s.Kind == source.Secret.Title() && s.State == StateUnknown {
+			w.Notes = append(w.Notes, unknownNote(s))
+			unknown++
+		}
+	}
+	if unknown > 0 && w.Next.Action != ActionIgnored && w.Next.Action != ActionRecord {
+		w.Next.Why += "; Secrets not counted: whether they changed is unknown here"
+	}
 	return w
+}
+
+// hiddenSecrets are, when Secrets may not be read here, the Secrets on the workload's record:
+// reloader weighed them last time, and their recorded hashes are all that can be told.
+func (e *Explainer) hiddenSecrets(ex controller.Explanation) []SourceDecision {
+	if !e.secretsHidden {
+		return nil
+	}
+	var out []SourceDecision
+	for k, h := range ex.Record {
+		id, ok := source.ParseID(k)
+		if !ok || id.Kind != source.Secret {
+			continue
+		}
+		out = append(out, SourceDecision{Kind: id.Kind.Title(), Name: id.Name, Reloads: true,
+			Reason: "on reloader's record; Secrets are not readable here", Hash: unknown, Recorded: h, State: StateUnknown})
+	}
+	return out
+}
+
+// unknownNote says plainly what is known of a Secret whose hash can't be computed here.
+func unknownNote(s SourceDecision) string {
+	recorded := "no hash of it is recorded on the workload (new to it, or absent when last recorded)"
+	if s.Recorded != "" {
+		recorded = "its hash recorded on the workload is " + short(s.Recorded, true)
+	}
+	return fmt.Sprintf("secret/%s: its current hash can't be computed without reloader's hash key, so whether it changed is unknown; %s", s.Name, recorded)
 }
 
 // compare tells a concerned source's hash now against the one on the workload's record.
