@@ -15,7 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/explain"
+	"github.com/reloader-operator/reloader/internal/hash"
+	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/localcluster"
+	"github.com/reloader-operator/reloader/internal/reload"
 )
 
 func TestPluginName(t *testing.T) {
@@ -102,5 +105,74 @@ func TestExplainCommand(t *testing.T) {
 	root.SetErr(&bytes.Buffer{})
 	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), "unknown kind") {
 		t.Errorf("explain pods/web: %v, want unknown kind", err)
+	}
+}
+
+// TestExplainReadsTheKeyOnlyInReloadersNamespace: a Secret named like the hash key in the
+// explained namespace, in a watched one or in default is not reloader's key and is never
+// read: without --reloader-namespace, explain looks in reloader's namespace only (here
+// "reloader", absent) and says the Secret's state is unknown.
+func TestExplainReadsTheKeyOnlyInReloadersNamespace(t *testing.T) {
+	t.Setenv("RELOADER_NAMESPACE", "")
+	t.Setenv("POD_NAMESPACE", "")
+	ctx := context.Background()
+	cluster, err := localcluster.Start(ctx, localcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.Stop() })
+	c, err := client.New(cluster.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoy := bytes.Repeat([]byte{9}, hash.KeySize)
+	key, err := hash.NewKey(decoy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "cli", Name: "db"}, Data: map[string][]byte{"p": []byte("x")}}
+	tpl := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox",
+			EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "db"}}}}}}},
+	}
+	if err := cluster.EnsureNamespace(ctx, c, "default"); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cli"}},
+		db,
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "cli", Name: hashkey.SecretName}, Data: map[string][]byte{"key": decoy}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: hashkey.SecretName}, Data: map[string][]byte{"key": decoy}},
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "cli", Name: "web", Annotations: map[string]string{
+			"reloader.stakater.com/auto": "true",
+			reload.RecordAnnotation:      reload.Record{"secret/db": hash.Secret(key, db)}.Encode(),
+		}}, Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: tpl.Labels}, Template: tpl}},
+	} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	explainDB := func(extra ...string) explain.SourceDecision {
+		t.Helper()
+		var out bytes.Buffer
+		root := newRootCommand(nil)
+		root.SetArgs(append([]string{"explain", "deploy/web", "--kubeconfig", cluster.Kubeconfig, "-n", "cli", "--namespaces=cli", "-o", "json"}, extra...))
+		root.SetOut(&out)
+		if err := root.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		var w explain.Workload
+		if err := json.Unmarshal(out.Bytes(), &w); err != nil || len(w.Sources) != 1 {
+			t.Fatalf("%v: %s", err, out.String())
+		}
+		return w.Sources[0]
+	}
+	if s := explainDB(); s.State != explain.StateUnknown {
+		t.Errorf("secret/db is %q with a key found outside reloader's namespace; want %q", s.State, explain.StateUnknown)
+	}
+	// Named as reloader's namespace, the same Secret is the key.
+	if s := explainDB("--reloader-namespace", "cli"); s.State != explain.StateUnchanged {
+		t.Errorf("secret/db with --reloader-namespace cli is %q, want %q", s.State, explain.StateUnchanged)
 	}
 }
