@@ -6,6 +6,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/reloader-operator/reloader/internal/termsafe"
 )
 
 // WriteText prints a workload's explanation for people.
@@ -26,8 +28,7 @@ func (w *Workload) WriteText(out io.Writer) error {
 			if len(s.Keys) > 0 {
 				why += "; only keys " + strings.Join(s.Keys, ", ")
 			}
-			fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%s\n", sourceID(s.Kind, s.Name), yesNo(s.Reloads),
-				short(s.Hash, s.Reloads), short(s.Recorded, s.Reloads), dash(s.State), why)
+			p.row(t, sourceID(s.Kind, s.Name), yesNo(s.Reloads), short(s.Hash, s.Reloads), short(s.Recorded, s.Reloads), dash(s.State), why)
 		}
 		p.flush(t)
 	}
@@ -44,7 +45,7 @@ func (w *Workload) WriteText(out io.Writer) error {
 			if e.Count > 1 {
 				count = fmt.Sprintf(" (x%d)", e.Count)
 			}
-			fmt.Fprintf(t, "  %s\t%s\t%s\t%s%s\n", e.Time.Format(time.RFC3339), e.Type, e.Reason, e.Message, count)
+			p.row(t, "  "+e.Time.Format(time.RFC3339), e.Type, e.Reason, e.Message+count)
 		}
 		p.flush(t)
 	}
@@ -71,7 +72,7 @@ func (s *Source) WriteText(out io.Writer) error {
 		t := p.table()
 		fmt.Fprintln(t, "  WORKLOAD\tWHY\tNEXT RECONCILE")
 		for _, w := range s.Workloads {
-			fmt.Fprintf(t, "  %s/%s\t%s\t%s\n", w.Kind, w.Name, w.Reason, w.Next.Action)
+			p.row(t, "  "+w.Kind+"/"+w.Name, w.Reason, w.Next.Action)
 		}
 		p.flush(t)
 	}
@@ -85,9 +86,26 @@ type printer struct {
 	err error
 }
 
+// linef prints a line of format, a constant of the code, with args sanitized: strings from
+// the cluster reach the terminal only through linef and row.
 func (p *printer) linef(format string, args ...any) {
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			args[i] = termsafe.Sanitize(s)
+		}
+	}
 	if p.err == nil {
 		_, p.err = fmt.Fprintf(p.w, format+"\n", args...)
+	}
+}
+
+// row prints a table row of sanitized cells.
+func (p *printer) row(t *tabwriter.Writer, cells ...string) {
+	for i, c := range cells {
+		cells[i] = termsafe.Sanitize(c)
+	}
+	if p.err == nil {
+		_, p.err = fmt.Fprintln(t, strings.Join(cells, "\t"))
 	}
 }
 

@@ -1,6 +1,11 @@
 package explain
 
-import "testing"
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
 
 func TestShortHash(t *testing.T) {
 	for h, want := range map[string]string{
@@ -18,5 +23,30 @@ func TestShortHash(t *testing.T) {
 	}
 	if got := short("3e1e6ba13a84", false); got != "-" {
 		t.Errorf("hash of a source that reloads nothing shown as %q", got)
+	}
+}
+
+// TestWriteTextSanitizes: an Event note and names from the cluster carrying escapes reach the
+// text output without them, and the layout keeps its own lines and columns.
+func TestWriteTextSanitizes(t *testing.T) {
+	w := &Workload{Kind: "Deployment", Namespace: "shop", Name: "web\x1b[2J",
+		Sources: []SourceDecision{{Kind: "ConfigMap", Name: "cfg\x1b]0;x\x07", Reloads: true, Reason: "named\nhere", State: StateChanged}},
+		Next:    Next{Action: ActionReload, Why: "changed\x1b[1A"},
+		Events:  []Event{{Time: time.Unix(0, 0), Type: "Normal", Reason: "Reloaded", Message: "ok\x1b[1A\x1b[2Kforged line\u009b31m"}},
+		Notes:   []string{"note\x1b[8m"},
+	}
+	var out bytes.Buffer
+	if err := w.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"\x1b", "\u009b", "\x07"} {
+		if strings.Contains(out.String(), bad) {
+			t.Errorf("output holds %q:\n%q", bad, out.String())
+		}
+	}
+	for _, want := range []string{"Deployment shop/web\n", "configmap/cfg ", "named here", "okforged line", "  note\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
 	}
 }
