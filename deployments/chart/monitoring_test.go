@@ -29,6 +29,7 @@ func TestMonitoringMetrics(t *testing.T) {
 		"process_cpu_seconds_total",
 		"process_resident_memory_bytes",
 		"reloader_caches_synced",
+		"reloader_hash_key_fallback",
 		"reloader_reload_executed_total",
 		"rest_client_requests_total",
 		"workqueue_depth",
