@@ -124,8 +124,8 @@ func TestExplainWithoutTheKey(t *testing.T) {
 		cfg   *rest.Config
 		notes []string
 	}{
-		{"view", viewOf(t, ns, "view"), []string{"Secrets are left out", "secret/db: its current hash can't be computed"}},
-		{"view and secrets", viewOf(t, ns, "view-secrets", secretRule), []string{"you may not read reloader's Secret hash key", "secret/db: its current hash can't be computed"}},
+		{"view", viewOf(t, ns, "view"), []string{"Secrets are left out", "secret/db: it can't be read here"}},
+		{"view-secrets", viewOf(t, ns, "view-secrets", secretRule), []string{"you may not read reloader's Secret hash key", "secret/db: its current hash can't be computed"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e, err := New(ctx, tt.cfg, testConf(t), ns, reloaderNS)
@@ -133,7 +133,7 @@ func TestExplainWithoutTheKey(t *testing.T) {
 			w, err := e.Workload(ctx, workload.Deployment(), "web")
 			testutil.Must(t, err)
 			if len(w.Sources) != 2 || w.Sources[0].State != StateChanged || w.Next.Action != ActionReload ||
-				!strings.Contains(w.Next.Why, "Secrets not counted") {
+				!strings.Contains(w.Next.Why, "Secrets are not counted") {
 				t.Fatalf("explained as %+v", w)
 			}
 			if s := w.Sources[1]; s.Name != "db" || s.State != StateUnknown || s.Hash != unknown || s.Recorded != recorded {
@@ -144,6 +144,7 @@ func TestExplainWithoutTheKey(t *testing.T) {
 					t.Errorf("no note says %q: %q", want, w.Notes)
 				}
 			}
+			golden(t, "keyless-"+tt.name, w)
 		})
 	}
 

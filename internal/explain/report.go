@@ -165,14 +165,26 @@ func (e *Explainer) workload(kind workload.Kind, obj client.Object, ex controlle
 	unknown := 0
 	for _, s := range w.Sources {
 		if s.Kind == source.Secret.Title() && s.State == StateUnknown {
-			w.Notes = append(w.Notes, unknownNote(s))
+			w.Notes = append(w.Notes, e.unknownNote(s))
 			unknown++
 		}
 	}
-	if unknown > 0 && w.Next.Action != ActionIgnored && w.Next.Action != ActionRecord {
-		w.Next.Why += "; Secrets not counted: whether they changed is unknown here"
+	if unknown > 0 {
+		unknownNext(&w.Next)
 	}
 	return w
+}
+
+// unknownNext words the next reconcile so that it claims nothing about the Secrets whose
+// change is unknown: the plan took them as unchanged.
+func unknownNext(n *Next) {
+	switch n.Action {
+	case ActionIgnored, ActionRecord:
+	case ActionNothing:
+		n.Why = "none of the sources whose hash can be computed here changed since the last reload; whether a Secret did is unknown here (a change of one would reload it)"
+	default:
+		n.Why += "; Secrets are not counted: whether they changed is unknown here"
+	}
 }
 
 // hiddenSecrets are, when Secrets may not be read here, the Secrets on the workload's record:
@@ -193,13 +205,17 @@ func (e *Explainer) hiddenSecrets(ex controller.Explanation) []SourceDecision {
 	return out
 }
 
-// unknownNote says plainly what is known of a Secret whose hash can't be computed here.
-func unknownNote(s SourceDecision) string {
+// unknownNote says plainly what is known of a Secret whose change is unknown here.
+func (e *Explainer) unknownNote(s SourceDecision) string {
+	why := "its current hash can't be computed without reloader's hash key"
+	if e.secretsHidden {
+		why = "it can't be read here"
+	}
 	recorded := "no hash of it is recorded on the workload (new to it, or absent when last recorded)"
 	if s.Recorded != "" {
 		recorded = "its hash recorded on the workload is " + short(s.Recorded, true)
 	}
-	return fmt.Sprintf("secret/%s: its current hash can't be computed without reloader's hash key, so whether it changed is unknown; %s", s.Name, recorded)
+	return fmt.Sprintf("secret/%s: %s, so whether it changed is unknown; %s", s.Name, why, recorded)
 }
 
 // compare tells a concerned source's hash now against the one on the workload's record.
