@@ -125,7 +125,7 @@ func (l *Loader) load(ctx context.Context, c client.Client, ns string, o Options
 			l.fallBack(ctx, c, ns, o, err, logger)
 			return
 		case apierrors.IsForbidden(err):
-			logger.Info("no access to the Secret hash key yet (RBAC applied after reloader?); retrying",
+			logger.Info("no access to the Secret hash key yet (RBAC applied after reloader?); Secrets are not watched until it loads or reloader falls back",
 				"secret", secret, "retryIn", wait.String(), "fallbackIn", time.Until(giveUp).Round(time.Second).String(), "error", err.Error())
 		default:
 			logger.Error(err, "loading the Secret hash key; Secrets are not watched until it loads", "retryIn", wait.String())
