@@ -59,7 +59,11 @@ func newExplainCommand() *cobra.Command {
 
 Kinds: deployment, statefulset, daemonset, cronjob, job, rollout, deploymentconfig,
 configmap, secret (singular, plural or short). Pass the controller's own flags (annotation
-names, --auto-reload-all, --namespace-selector, ...) when the install changed them.`,
+names, --auto-reload-all, --namespace-selector, ...) when the install changed them.
+
+Secret hashes are keyed with reloader's hash key, a Secret in reloader's namespace that only
+reloader should read. Without access to it, explain still answers: recorded Secret hashes,
+rules, change times and holds, with each Secret's change marked unknown.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			target, err := explain.ParseTarget(args[0])

@@ -31,7 +31,7 @@ type Rules struct {
 	// Cluster are rules on cluster-scoped resources, which only a ClusterRole can grant.
 	Cluster []rbacv1.PolicyRule
 	// Own are granted only in reloader's own namespace (a Role): the HA Lease, the
-	// meta-info ConfigMap and the Secret hash key.
+	// meta-info ConfigMap, the Secret hash key and the Event of its fallback.
 	Own []rbacv1.PolicyRule
 }
 
