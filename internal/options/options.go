@@ -99,7 +99,7 @@ func Default() Options {
 		ReloadStrategy: reload.StrategyEnvVars,
 		KubeAPIQPS:     200,
 		KubeAPIBurst:   300,
-		PprofAddr:      ":6060",
+		PprofAddr:      DefaultPprofAddr,
 		LogLevel:       "info",
 		MetricsAddr:    ":9090",
 		CoalesceWindow: 300 * time.Millisecond,
@@ -123,6 +123,10 @@ func Default() Options {
 		WebhookRetries:     3,
 	}
 }
+
+// DefaultPprofAddr is loopback only: profiles hold memory contents, so they are read through
+// `kubectl port-forward`, never from the pod network.
+const DefaultPprofAddr = "127.0.0.1:6060"
 
 // DefaultLeaderElectionID is the Lease upstream Reloader's replicas hold.
 const DefaultLeaderElectionID = "stakater-reloader-lock"
@@ -160,8 +164,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.IsArgoRollouts, "is-Argo-Rollouts", o.IsArgoRollouts, "also reload Argo Rollouts, if their API is installed")
 	fs.BoolVar(&o.EnableHA, "enable-ha", o.EnableHA, "run several replicas; a Lease elects the one that reloads")
 	fs.BoolVar(&o.EnableCSIIntegration, "enable-csi-integration", o.EnableCSIIntegration, "reload on Secrets Store CSI driver secret rotation")
-	fs.BoolVar(&o.EnablePprof, "enable-pprof", o.EnablePprof, "serve pprof on --pprof-addr")
-	fs.StringVar(&o.PprofAddr, "pprof-addr", o.PprofAddr, "address of the pprof server")
+	fs.BoolVar(&o.EnablePprof, "enable-pprof", o.EnablePprof, "serve pprof on --pprof-addr (without /debug/pprof/cmdline, which would show the flags)")
+	fs.StringVar(&o.PprofAddr, "pprof-addr", o.PprofAddr, "address of the pprof server; the default is loopback only (reach it with kubectl port-forward)")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format: json, or empty for text")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level: trace, debug, info, warning, error")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", o.MetricsAddr, "address of /metrics, /live and /ready; 0 turns it off")
