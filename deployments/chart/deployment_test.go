@@ -41,8 +41,6 @@ func TestUpstreamValuesRenderFlags(t *testing.T) {
 		{values: `reloader: {kubeAPIQPS: 150.5, kubeAPIBurst: 400}`, args: []string{"--kube-api-qps=150.5", "--kube-api-burst=400"}},
 		{values: `reloader: {logFormat: json, logLevel: debug}`, args: []string{"--log-format=json", "--log-level=debug"}},
 		{values: `reloader: {enableMetricsByNamespace: true}`, env: map[string]string{"METRICS_COUNT_BY_NAMESPACE": "enabled"}},
-		// Upstream renders webhookUrl only when custom_annotations is set too; here it always counts.
-		{values: `reloader: {webhookUrl: "https://hooks.example.com/x"}`, args: []string{"--webhook-url=https://hooks.example.com/x"}},
 		{values: `reloader: {custom_annotations: {configmap: a/cm, secret: a/s, auto: a/auto, secret_auto: a/sa, configmap_auto: a/ca,
 			search: a/search, match: a/match, ignore: a/ignore, pausePeriod: a/pp, pauseTime: a/pt}}`,
 			args: []string{"--configmap-annotation=a/cm", "--secret-annotation=a/s", "--auto-annotation=a/auto",
@@ -62,7 +60,7 @@ func TestUpstreamValuesRenderFlags(t *testing.T) {
 	} {
 		objs := renderChart(t, tt.values)
 		_, c := container(t, objs)
-		parseOptions(t, c) // the binary accepts what the chart renders
+		parseOptions(t, objs) // the binary accepts what the chart renders
 		for _, a := range tt.args {
 			if !hasArg(c, a) {
 				t.Errorf("%s: no arg %s in %q", tt.values, a, c.Args)
@@ -220,7 +218,7 @@ reloader:
   webhookUrl: ""
 `)
 	d, c := container(t, objs)
-	parseOptions(t, c)
+	parseOptions(t, objs)
 	if c.Image != "ghcr.io/stakater/reloader:v1.0.97" {
 		t.Errorf("image %s, want upstream's older image keys honoured", c.Image)
 	}

@@ -47,8 +47,7 @@ func TestRBACMatchesTable(t *testing.T) {
 	for _, m := range matrix {
 		t.Run(m.name, func(t *testing.T) {
 			objs := renderChart(t, m.values)
-			_, c := container(t, objs)
-			opts := parseOptions(t, c)
+			opts := parseOptions(t, objs)
 			r, _ := values(t, m.values)["reloader"].(map[string]any)
 			openshift, _ := r["isOpenshift"].(bool)
 			want := rbac.For(opts, rbac.Platform{OpenShift: openshift})
