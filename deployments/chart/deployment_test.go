@@ -240,3 +240,31 @@ func TestVerticalPodAutoscaler(t *testing.T) {
 		t.Errorf("VPA targets %q", name)
 	}
 }
+
+// The chart sizes the container by default (a memory limit that GOMEMLIMIT follows, no CPU
+// limit), and upstream's reloader.deployment.resources replaces what it gives.
+func TestResources(t *testing.T) {
+	for _, tt := range []struct{ values, requests, limits string }{
+		{``, "cpu=10m memory=96Mi", "memory=512Mi"},
+		{`reloader: {deployment: {resources: {limits: {memory: 1Gi, cpu: "2"}}}}`, "cpu=10m memory=96Mi", "cpu=2 memory=1Gi"},
+		{`reloader: {deployment: {resources: {requests: {cpu: 50m, memory: null}, limits: {memory: null}}}}`, "cpu=50m", ""},
+	} {
+		_, c := container(t, renderChart(t, tt.values))
+		if got := quantities(c.Resources.Requests); got != tt.requests {
+			t.Errorf("%q: requests %q, want %q", tt.values, got, tt.requests)
+		}
+		if got := quantities(c.Resources.Limits); got != tt.limits {
+			t.Errorf("%q: limits %q, want %q", tt.values, got, tt.limits)
+		}
+	}
+}
+
+func quantities(l corev1.ResourceList) string {
+	var out []string
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if q, ok := l[name]; ok {
+			out = append(out, string(name)+"="+q.String())
+		}
+	}
+	return strings.Join(out, " ")
+}
