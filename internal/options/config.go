@@ -140,6 +140,14 @@ func Parse(o Options) (Config, error) {
 	if err := checkAddr(o.MetricsAddr); err != nil {
 		fail(fmt.Errorf("--metrics-addr: %w; 0 turns it off", err))
 	}
+	if o.MetricsSecure && c.HealthAddr == "" {
+		c.HealthAddr = DefaultSecureHealthAddr
+	}
+	if c.HealthAddr != "" {
+		if err := checkAddr(c.HealthAddr); err != nil {
+			fail(fmt.Errorf("--health-addr: %w; 0 turns the probes off", err))
+		}
+	}
 	if o.EnablePprof {
 		if err := checkAddr(o.PprofAddr); err != nil {
 			fail(fmt.Errorf("--pprof-addr: %w", err))

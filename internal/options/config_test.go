@@ -290,3 +290,24 @@ func TestPprofDefaultsToLoopback(t *testing.T) {
 		t.Errorf("default --pprof-addr %q is not a loopback address", Default().PprofAddr)
 	}
 }
+
+// With --metrics-secure the probes move off the metrics port (the kubelet sends no token).
+func TestHealthAddr(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"--metrics-secure"}, DefaultSecureHealthAddr},
+		{[]string{"--metrics-secure", "--health-addr=:9191"}, ":9191"},
+		{[]string{"--health-addr=127.0.0.1:9191"}, "127.0.0.1:9191"},
+	} {
+		c, err := Parse(parse(t, tt.args...))
+		if err != nil || c.HealthAddr != tt.want {
+			t.Errorf("%v: health address %q, %v; want %q", tt.args, c.HealthAddr, err, tt.want)
+		}
+	}
+	if _, err := Parse(parse(t, "--health-addr=8081")); err == nil || !strings.Contains(err.Error(), "--health-addr") {
+		t.Errorf("a bad --health-addr: %v", err)
+	}
+}

@@ -46,6 +46,12 @@ type Options struct {
 	LogFormat   string
 	LogLevel    string
 	MetricsAddr string
+	// MetricsSecure serves /metrics over HTTPS to callers the API server authenticates
+	// (TokenReview) and authorizes (SubjectAccessReview: get on the path /metrics).
+	MetricsSecure bool
+	// HealthAddr serves /live and /ready on their own plain HTTP address; empty: on the
+	// metrics port, unless MetricsSecure, where the kubelet's probes could not authenticate.
+	HealthAddr string
 
 	// RunCronJobsOnReload also starts a Job when a CronJob reloads.
 	RunCronJobsOnReload bool
@@ -128,6 +134,10 @@ func Default() Options {
 // `kubectl port-forward`, never from the pod network.
 const DefaultPprofAddr = "127.0.0.1:6060"
 
+// DefaultSecureHealthAddr serves the probes with --metrics-secure when --health-addr is not
+// given: the kubelet probes without credentials, so they can't share the metrics port.
+const DefaultSecureHealthAddr = ":8081"
+
 // DefaultLeaderElectionID is the Lease upstream Reloader's replicas hold.
 const DefaultLeaderElectionID = "stakater-reloader-lock"
 
@@ -168,7 +178,9 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PprofAddr, "pprof-addr", o.PprofAddr, "address of the pprof server; the default is loopback only (reach it with kubectl port-forward)")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format: json, or empty for text")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level: trace, debug, info, warning, error")
-	fs.StringVar(&o.MetricsAddr, "metrics-addr", o.MetricsAddr, "address of /metrics, /live and /ready; 0 turns it off")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", o.MetricsAddr, "address of /metrics, and of /live and /ready unless --health-addr moves them; 0 turns it off")
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "serve /metrics over HTTPS, only to callers allowed get on the non-resource URL /metrics (checked with TokenReview and SubjectAccessReview); /live and /ready move to --health-addr")
+	fs.StringVar(&o.HealthAddr, "health-addr", o.HealthAddr, "address of /live and /ready over plain HTTP; empty: the metrics port, or "+DefaultSecureHealthAddr+" with --metrics-secure")
 	fs.BoolVar(&o.RunCronJobsOnReload, "run-cronjobs-on-reload", o.RunCronJobsOnReload, "when a CronJob reloads, also start a Job from it at once, as upstream does (per CronJob: annotation "+reload.RunOnReloadAnnotation+")")
 	fs.BoolVar(&o.RecreateFinishedJobs, "recreate-finished-jobs", o.RecreateFinishedJobs, "also replace Jobs that have completed or failed when their config changes, as upstream does; =false leaves finished Jobs alone (per Job: annotation "+reload.RecreateFinishedAnnotation+": \"false\" or \"true\")")
 	fs.DurationVar(&o.CoalesceWindow, "coalesce-window", o.CoalesceWindow, "wait until a workload's sources have been quiet this long, so changes landing together reload once; 0 turns it off")

@@ -56,6 +56,16 @@ func TestFor(t *testing.T) {
 				"-coordination.k8s.io/leases:create", "+/secrets:create", "+/secrets[reloader-hash-key]:get", "-/secrets:get"},
 		},
 		{
+			name:    "metrics secure: token and access reviews",
+			args:    []string{"--metrics-secure"},
+			cluster: []string{"+authentication.k8s.io/tokenreviews:create", "+authorization.k8s.io/subjectaccessreviews:create"},
+		},
+		{
+			name:    "metrics secure, metrics off: no reviews",
+			args:    []string{"--metrics-secure", "--metrics-addr=0"},
+			cluster: []string{"-authentication.k8s.io/tokenreviews:create", "-authorization.k8s.io/subjectaccessreviews:create"},
+		},
+		{
 			name: "secrets ignored: no hash key",
 			args: []string{"--resources-to-ignore=secrets"},
 			env:  ownEnv,
