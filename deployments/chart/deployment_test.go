@@ -98,8 +98,9 @@ func TestContainerContract(t *testing.T) {
 				t.Errorf("%s: %s is not taken from the limits: %+v", m.name, ev.Name, ev)
 			}
 		}
-		if len(c.Ports) != 1 || c.Ports[0].ContainerPort != 9090 || c.Ports[0].Name != "http" {
-			t.Errorf("%s: ports %+v, want 9090 named http", m.name, c.Ports)
+		if len(c.Ports) == 0 || c.Ports[0].ContainerPort != 9090 || c.Ports[0].Name != "http" ||
+			(len(c.Ports) > 1 && (len(c.Ports) != 2 || c.Ports[1].Name != "probes")) {
+			t.Errorf("%s: ports %+v, want 9090 named http (and probes, with secureMetrics)", m.name, c.Ports)
 		}
 		if p := c.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/live" {
 			t.Errorf("%s: liveness probe %+v, want GET /live", m.name, p)
@@ -267,4 +268,39 @@ func quantities(l corev1.ResourceList) string {
 		}
 	}
 	return strings.Join(out, " ")
+}
+
+// secureMetrics: /metrics asks for a token, so the probes move to their own plain port, and
+// the ServiceMonitor scrapes over HTTPS with the pod's token.
+func TestSecureMetricsProbesAndScrape(t *testing.T) {
+	objs := renderChart(t, `reloader: {secureMetrics: true, service: {port: 9090}, serviceMonitor: {enabled: true}}`)
+	_, c := container(t, objs)
+	if !hasArg(c, "--metrics-secure=true") || !hasArg(c, "--health-addr=:8081") {
+		t.Errorf("args %q", c.Args)
+	}
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	if ports["http"] != 9090 || ports["probes"] != 8081 {
+		t.Errorf("ports %v, want http 9090 and probes 8081", ports)
+	}
+	for name, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Port.String() != "probes" || p.HTTPGet.Scheme == corev1.URISchemeHTTPS {
+			t.Errorf("%s probe %+v, want plain HTTP on port probes", name, p)
+		}
+	}
+	if conf := parseOptions(t, objs); !conf.MetricsSecure || conf.HealthAddr != ":8081" {
+		t.Errorf("the binary reads secure %v, health %q", conf.MetricsSecure, conf.HealthAddr)
+	}
+	sm := render.Find(objs, "ServiceMonitor", release)
+	if sm == nil {
+		t.Fatal("no ServiceMonitor")
+	}
+	endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+	ep, _ := endpoints[0].(map[string]any)
+	skip, _, _ := unstructured.NestedBool(ep, "tlsConfig", "insecureSkipVerify")
+	if ep["scheme"] != "https" || !skip || ep["bearerTokenFile"] != "/var/run/secrets/kubernetes.io/serviceaccount/token" {
+		t.Errorf("ServiceMonitor endpoint %v, want https with the pod's token", ep)
+	}
 }

@@ -144,6 +144,7 @@ rolloutStrategy: rollout-strategy-annotation
 {{- $args = append $args "--enable-pprof=true" -}}
 {{- $args = append $args (printf "--pprof-addr=%s" $r.pprofAddr) -}}
 {{- end -}}
+{{- if $r.secureMetrics }}{{ $args = concat $args (list "--metrics-secure=true" "--health-addr=:8081") }}{{ end -}}
 {{- with $r.logFormat }}{{ $args = append $args (printf "--log-format=%s" .) }}{{ end -}}
 {{- with $r.logLevel }}{{ $args = append $args (printf "--log-level=%s" .) }}{{ end -}}
 {{- /* webhookUrl is no flag: it reaches the binary as env WEBHOOK_URL from a Secret ("reloader.secretEnv"). */ -}}
@@ -213,9 +214,16 @@ Watched rules apply where reloader watches: a ClusterRole, or a Role per watched
 
 {{/* Rules on cluster-scoped resources: always in a ClusterRole. */}}
 {{- define "reloader.clusterRules" -}}
+{{- $rules := list -}}
 {{- if or .Values.reloader.namespaceSelector (include "reloader.sharded" .) -}}
-{{- toYaml (list (dict "apiGroups" (list "") "resources" (list "namespaces") "verbs" (list "get" "list" "watch"))) -}}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "namespaces") "verbs" (list "get" "list" "watch")) -}}
 {{- end -}}
+{{- /* secureMetrics: who a scraper is, and whether it may get /metrics, asked of the API server. */ -}}
+{{- if .Values.reloader.secureMetrics -}}
+{{- $rules = append $rules (dict "apiGroups" (list "authentication.k8s.io") "resources" (list "tokenreviews") "verbs" (list "create")) -}}
+{{- $rules = append $rules (dict "apiGroups" (list "authorization.k8s.io") "resources" (list "subjectaccessreviews") "verbs" (list "create")) -}}
+{{- end -}}
+{{- with $rules }}{{ toYaml . }}{{ end -}}
 {{- end -}}
 
 {{/* Rules in reloader's own namespace: the HA Lease and the meta-info ConfigMap. */}}
