@@ -40,7 +40,8 @@ var matrix = []struct{ name, values string }{
 		leaderElection: {id: my-lock, leaseDuration: 20s, renewDeadline: 15s, retryPeriod: 3s}, coalesceWindow: 1s, workers: 8,
 		recreateFinishedJobs: false, enableMetricsByNamespace: true, logFormat: json, logLevel: debug,
 		service: {port: 9090}, serviceMonitor: {enabled: true}, podMonitor: {enabled: true}, podDisruptionBudget: {enabled: true},
-		netpol: {enabled: true}, verticalPodAutoscaler: {enabled: true}, grafanaDashboard: {enabled: true}, prometheusRule: {enabled: true}}`},
+		netpol: {enabled: true, from: [{podSelector: {}}], to: [{ipBlock: {cidr: 10.0.0.0/8}}]}, verticalPodAutoscaler: {enabled: true},
+		grafanaDashboard: {enabled: true}, prometheusRule: {enabled: true}, secureMetrics: true, admissionPolicy: {enabled: true}}`},
 }
 
 // TestRBACMatchesTable renders the chart for each values set, parses the container's args and

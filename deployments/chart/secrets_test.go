@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/reloader-operator/reloader/deployments/render"
 )
@@ -79,4 +80,25 @@ func secretRef(c corev1.Container, name string) *corev1.SecretKeySelector {
 		}
 	}
 	return nil
+}
+
+// The admission policy is off by default, and binds the ServiceAccount reloader runs as.
+func TestAdmissionPolicyNamesReloadersServiceAccount(t *testing.T) {
+	if n := len(render.OfKind(renderChart(t, ``), "ValidatingAdmissionPolicy")); n != 0 {
+		t.Errorf("%d policies rendered by default", n)
+	}
+	objs := renderChart(t, `reloader: {admissionPolicy: {enabled: true}, serviceAccount: {name: custom}}`)
+	p := render.Find(objs, "ValidatingAdmissionPolicy", release+"-workload-writes")
+	b := render.Find(objs, "ValidatingAdmissionPolicyBinding", release+"-workload-writes")
+	if p == nil || b == nil {
+		t.Fatal("policy or binding not rendered")
+	}
+	conds, _, _ := unstructured.NestedSlice(p.Object, "spec", "matchConditions")
+	want := `request.userInfo.username == "system:serviceaccount:` + namespace + `:custom"`
+	if len(conds) != 1 || conds[0].(map[string]any)["expression"] != want {
+		t.Errorf("matchConditions %v, want %s", conds, want)
+	}
+	if actions, _, _ := unstructured.NestedStringSlice(b.Object, "spec", "validationActions"); !reflect.DeepEqual(actions, []string{"Deny"}) {
+		t.Errorf("binding actions %v, want [Deny]", actions)
+	}
 }

@@ -74,7 +74,9 @@ func TestAdmissionPolicyLetsReloaderWriteOnlyItsOwnFields(t *testing.T) {
 		return nil
 	})
 
-	deployment := func(f func(*appsv1.Deployment)) func(client.Object) { return func(o client.Object) { f(o.(*appsv1.Deployment)) } }
+	deployment := func(f func(*appsv1.Deployment)) func(client.Object) {
+		return func(o client.Object) { f(o.(*appsv1.Deployment)) }
+	}
 	container := func(f func(*corev1.Container)) func(client.Object) {
 		return deployment(func(d *appsv1.Deployment) { f(&d.Spec.Template.Spec.Containers[0]) })
 	}
