@@ -170,7 +170,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.NamespacesToIgnore, "namespaces-to-ignore", o.NamespacesToIgnore, "namespaces to leave alone")
 	fs.Var(&selectorFlag{s: &o.NamespaceSelector}, "namespace-selector", "label selector of the namespaces to watch: key=value, key:value, key=*, key:* or *; comma-separated or repeated")
 	fs.Var(&selectorFlag{s: &o.ResourceLabelSelector}, "resource-label-selector", "label selector of the ConfigMaps and Secrets to watch: key=value, key:value, key=* or key:*; comma-separated or repeated")
-	fs.StringVar(&o.WebhookURL, "webhook-url", o.WebhookURL, "POST a notification to this URL instead of reloading")
+	fs.StringVar(&o.WebhookURL, "webhook-url", o.WebhookURL, "POST a notification to this URL instead of reloading; env "+WebhookURLEnv+" (e.g. from a Secret) keeps the URL, a token, off the command line")
 	fs.BoolVar(&o.IsArgoRollouts, "is-Argo-Rollouts", o.IsArgoRollouts, "also reload Argo Rollouts, if their API is installed")
 	fs.BoolVar(&o.EnableHA, "enable-ha", o.EnableHA, "run several replicas; a Lease elects the one that reloads")
 	fs.BoolVar(&o.EnableCSIIntegration, "enable-csi-integration", o.EnableCSIIntegration, "reload on Secrets Store CSI driver secret rotation")
