@@ -62,6 +62,7 @@ func TestAdmissionPolicyLetsReloaderWriteOnlyItsOwnFields(t *testing.T) {
 
 	// The policy takes effect once the API server has seen it: wait for a first refusal.
 	probe := create(t, ctx, newWorkload(Deployment, ns))[0].(*appsv1.Deployment)
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), probe) })
 	attempt := 0
 	eventually(t, ctx, "the policy in force", func() error { return nil }, func() error {
 		attempt++ // a new image each time: one that went through before the policy was seen is no change
@@ -120,6 +121,11 @@ func TestAdmissionPolicyLetsReloaderWriteOnlyItsOwnFields(t *testing.T) {
 		{"image", Deployment, container(func(c *corev1.Container) { c.Image = "registry.example/evil:1" }), false},
 		{"command", Deployment, container(func(c *corev1.Container) { c.Command = []string{"/bin/sh"} }), false},
 		{"other env", Deployment, container(func(c *corev1.Container) { c.Env = append(c.Env, corev1.EnvVar{Name: "LD_PRELOAD", Value: "/x"}) }), false},
+		// The kubelet would put any Secret of the namespace into the pod's env.
+		{"stakater env var from a Secret", Deployment, container(func(c *corev1.Container) {
+			c.Env = append(c.Env, corev1.EnvVar{Name: "STAKATER_X", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "db"}, Key: "password"}}})
+		}), false},
 		{"env from", Deployment, container(func(c *corev1.Container) { c.EnvFrom = nil }), false},
 		{"volume mount", Deployment, container(func(c *corev1.Container) { c.VolumeMounts = nil }), false},
 		{"privileged", Deployment, container(func(c *corev1.Container) {
@@ -157,6 +163,9 @@ func TestAdmissionPolicyLetsReloaderWriteOnlyItsOwnFields(t *testing.T) {
 			w := newWorkload(tt.kind, ns)
 			w.SetName(strings.ReplaceAll(strings.ToLower(tt.name), " ", "-"))
 			create(t, ctx, w)
+			// Later cluster-wide installs would otherwise find it (namespaces are never
+			// deleted here: no namespace controller runs).
+			t.Cleanup(func() { _ = admin.Delete(context.Background(), w) })
 			err := patchAs(ctx, asReloader, w, tt.change)
 			if tt.allow && err != nil {
 				t.Errorf("refused: %v", err)
@@ -176,6 +185,18 @@ func TestAdmissionPolicyLetsReloaderWriteOnlyItsOwnFields(t *testing.T) {
 				}
 			}
 		})
+	}
+
+	// A STAKATER_ variable its owner reads from a Secret is the owner's: it stays, and
+	// reloader's writes beside it pass.
+	owned := newWorkload(Deployment, ns).(*appsv1.Deployment)
+	owned.Name = "owners-stakater-env"
+	owned.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "STAKATER_OWN", ValueFrom: &corev1.EnvVarSource{
+		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "db"}, Key: "password"}}}}
+	create(t, ctx, owned)
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), owned) })
+	if err := patchAs(ctx, asReloader, owned, annotate("reloader.dev/source-hashes")); err != nil {
+		t.Errorf("a record beside the owner's STAKATER_ variable from a Secret: %v", err)
 	}
 }
 
