@@ -38,6 +38,7 @@ func TestUpstreamValuesRenderFlags(t *testing.T) {
 		{values: `reloader: {enableHA: true}`, args: []string{"--enable-ha=true", "--leader-election-id=stakater-reloader-lock"},
 			env: map[string]string{"POD_NAME": podName, "POD_NAMESPACE": namespace}},
 		{values: `reloader: {enablePProf: true, pprofAddr: ":7070"}`, args: []string{"--enable-pprof=true", "--pprof-addr=:7070"}},
+		{values: `reloader: {enablePProf: true}`, args: []string{"--enable-pprof=true", "--pprof-addr=127.0.0.1:6060"}},
 		{values: `reloader: {kubeAPIQPS: 150.5, kubeAPIBurst: 400}`, args: []string{"--kube-api-qps=150.5", "--kube-api-burst=400"}},
 		{values: `reloader: {logFormat: json, logLevel: debug}`, args: []string{"--log-format=json", "--log-level=debug"}},
 		{values: `reloader: {enableMetricsByNamespace: true}`, env: map[string]string{"METRICS_COUNT_BY_NAMESPACE": "enabled"}},
