@@ -38,11 +38,10 @@ func TestUpstreamValuesRenderFlags(t *testing.T) {
 		{values: `reloader: {enableHA: true}`, args: []string{"--enable-ha=true", "--leader-election-id=stakater-reloader-lock"},
 			env: map[string]string{"POD_NAME": podName, "POD_NAMESPACE": namespace}},
 		{values: `reloader: {enablePProf: true, pprofAddr: ":7070"}`, args: []string{"--enable-pprof=true", "--pprof-addr=:7070"}},
+		{values: `reloader: {enablePProf: true}`, args: []string{"--enable-pprof=true", "--pprof-addr=127.0.0.1:6060"}},
 		{values: `reloader: {kubeAPIQPS: 150.5, kubeAPIBurst: 400}`, args: []string{"--kube-api-qps=150.5", "--kube-api-burst=400"}},
 		{values: `reloader: {logFormat: json, logLevel: debug}`, args: []string{"--log-format=json", "--log-level=debug"}},
 		{values: `reloader: {enableMetricsByNamespace: true}`, env: map[string]string{"METRICS_COUNT_BY_NAMESPACE": "enabled"}},
-		// Upstream renders webhookUrl only when custom_annotations is set too; here it always counts.
-		{values: `reloader: {webhookUrl: "https://hooks.example.com/x"}`, args: []string{"--webhook-url=https://hooks.example.com/x"}},
 		{values: `reloader: {custom_annotations: {configmap: a/cm, secret: a/s, auto: a/auto, secret_auto: a/sa, configmap_auto: a/ca,
 			search: a/search, match: a/match, ignore: a/ignore, pausePeriod: a/pp, pauseTime: a/pt}}`,
 			args: []string{"--configmap-annotation=a/cm", "--secret-annotation=a/s", "--auto-annotation=a/auto",
@@ -62,7 +61,7 @@ func TestUpstreamValuesRenderFlags(t *testing.T) {
 	} {
 		objs := renderChart(t, tt.values)
 		_, c := container(t, objs)
-		parseOptions(t, c) // the binary accepts what the chart renders
+		parseOptions(t, objs) // the binary accepts what the chart renders
 		for _, a := range tt.args {
 			if !hasArg(c, a) {
 				t.Errorf("%s: no arg %s in %q", tt.values, a, c.Args)
@@ -100,8 +99,9 @@ func TestContainerContract(t *testing.T) {
 				t.Errorf("%s: %s is not taken from the limits: %+v", m.name, ev.Name, ev)
 			}
 		}
-		if len(c.Ports) != 1 || c.Ports[0].ContainerPort != 9090 || c.Ports[0].Name != "http" {
-			t.Errorf("%s: ports %+v, want 9090 named http", m.name, c.Ports)
+		if len(c.Ports) == 0 || c.Ports[0].ContainerPort != 9090 || c.Ports[0].Name != "http" ||
+			(len(c.Ports) > 1 && (len(c.Ports) != 2 || c.Ports[1].Name != "probes")) {
+			t.Errorf("%s: ports %+v, want 9090 named http (and probes, with secureMetrics)", m.name, c.Ports)
 		}
 		if p := c.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/live" {
 			t.Errorf("%s: liveness probe %+v, want GET /live", m.name, p)
@@ -220,7 +220,7 @@ reloader:
   webhookUrl: ""
 `)
 	d, c := container(t, objs)
-	parseOptions(t, c)
+	parseOptions(t, objs)
 	if c.Image != "ghcr.io/stakater/reloader:v1.0.97" {
 		t.Errorf("image %s, want upstream's older image keys honoured", c.Image)
 	}
@@ -240,5 +240,68 @@ func TestVerticalPodAutoscaler(t *testing.T) {
 	}
 	if name, _, _ := unstructured.NestedString(vpa.Object, "spec", "targetRef", "name"); name != release {
 		t.Errorf("VPA targets %q", name)
+	}
+}
+
+// The chart sizes the container by default (a memory limit that GOMEMLIMIT follows, no CPU
+// limit), and upstream's reloader.deployment.resources replaces what it gives.
+func TestResources(t *testing.T) {
+	for _, tt := range []struct{ values, requests, limits string }{
+		{``, "cpu=10m memory=96Mi", "memory=512Mi"},
+		{`reloader: {deployment: {resources: {limits: {memory: 1Gi, cpu: "2"}}}}`, "cpu=10m memory=96Mi", "cpu=2 memory=1Gi"},
+		{`reloader: {deployment: {resources: {requests: {cpu: 50m, memory: null}, limits: {memory: null}}}}`, "cpu=50m", ""},
+	} {
+		_, c := container(t, renderChart(t, tt.values))
+		if got := quantities(c.Resources.Requests); got != tt.requests {
+			t.Errorf("%q: requests %q, want %q", tt.values, got, tt.requests)
+		}
+		if got := quantities(c.Resources.Limits); got != tt.limits {
+			t.Errorf("%q: limits %q, want %q", tt.values, got, tt.limits)
+		}
+	}
+}
+
+func quantities(l corev1.ResourceList) string {
+	var out []string
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if q, ok := l[name]; ok {
+			out = append(out, string(name)+"="+q.String())
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// secureMetrics: /metrics asks for a token, so the probes move to their own plain port, and
+// the ServiceMonitor scrapes over HTTPS with the pod's token.
+func TestSecureMetricsProbesAndScrape(t *testing.T) {
+	objs := renderChart(t, `reloader: {secureMetrics: true, service: {port: 9090}, serviceMonitor: {enabled: true}}`)
+	_, c := container(t, objs)
+	if !hasArg(c, "--metrics-secure=true") || !hasArg(c, "--health-addr=:8081") {
+		t.Errorf("args %q", c.Args)
+	}
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	if ports["http"] != 9090 || ports["probes"] != 8081 {
+		t.Errorf("ports %v, want http 9090 and probes 8081", ports)
+	}
+	for name, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Port.String() != "probes" || p.HTTPGet.Scheme == corev1.URISchemeHTTPS {
+			t.Errorf("%s probe %+v, want plain HTTP on port probes", name, p)
+		}
+	}
+	if conf := parseOptions(t, objs); !conf.MetricsSecure || conf.HealthAddr != ":8081" {
+		t.Errorf("the binary reads secure %v, health %q", conf.MetricsSecure, conf.HealthAddr)
+	}
+	sm := render.Find(objs, "ServiceMonitor", release)
+	if sm == nil {
+		t.Fatal("no ServiceMonitor")
+	}
+	endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+	ep, _ := endpoints[0].(map[string]any)
+	skip, _, _ := unstructured.NestedBool(ep, "tlsConfig", "insecureSkipVerify")
+	if ep["scheme"] != "https" || !skip || ep["bearerTokenFile"] != "/var/run/secrets/kubernetes.io/serviceaccount/token" {
+		t.Errorf("ServiceMonitor endpoint %v, want https with the pod's token", ep)
 	}
 }

@@ -69,13 +69,24 @@ func container(t *testing.T, objs []*unstructured.Unstructured) (*appsv1.Deploym
 }
 
 // env resolves the container's env as the kubelet would for the fields the chart uses;
-// Secret references are left out.
-func env(c corev1.Container) map[string]string {
+// Secret references are left out (envWithSecrets resolves them).
+func env(c corev1.Container) map[string]string { return envWithSecrets(c, nil) }
+
+// envWithSecrets is env with the references to the rendered Secrets in objs resolved.
+func envWithSecrets(c corev1.Container, objs []*unstructured.Unstructured) map[string]string {
 	out := map[string]string{}
 	for _, e := range c.Env {
 		switch {
 		case e.ValueFrom == nil:
 			out[e.Name] = e.Value
+		case e.ValueFrom.SecretKeyRef != nil && objs != nil:
+			ref := e.ValueFrom.SecretKeyRef
+			v, ok := secretValue(objs, ref.Name, ref.Key)
+			if !ok {
+				// An existing Secret's key: the tests read only URLs from those.
+				v = "https://existing-secret.invalid/" + ref.Name + "/" + ref.Key
+			}
+			out[e.Name] = v
 		case e.ValueFrom.FieldRef != nil:
 			switch e.ValueFrom.FieldRef.FieldPath {
 			case "metadata.namespace":
@@ -90,16 +101,29 @@ func env(c corev1.Container) map[string]string {
 	return out
 }
 
-// parseOptions reads the container's args and env the way cmd/reloader does.
-func parseOptions(t *testing.T, c corev1.Container) options.Config {
+// secretValue reads key from the rendered Secret name (stringData, as the chart writes it).
+func secretValue(objs []*unstructured.Unstructured, name, key string) (string, bool) {
+	for _, o := range render.OfKind(objs, "Secret") {
+		if o.GetName() == name {
+			v, ok, _ := unstructured.NestedString(o.Object, "stringData", key)
+			return v, ok
+		}
+	}
+	return "", false
+}
+
+// parseOptions reads the container's args and env the way cmd/reloader does, with the
+// chart's own Secrets resolved.
+func parseOptions(t *testing.T, objs []*unstructured.Unstructured) options.Config {
 	t.Helper()
+	_, c := container(t, objs)
 	o := options.Default()
 	fs := pflag.NewFlagSet("reloader", pflag.ContinueOnError)
 	o.BindFlags(fs)
 	if err := fs.Parse(c.Args); err != nil {
 		t.Fatalf("the chart's args %q don't parse: %v", c.Args, err)
 	}
-	e := env(c)
+	e := envWithSecrets(c, objs)
 	conf, err := options.Load(o, func(k string) string { return e[k] })
 	if err != nil {
 		t.Fatalf("the chart's args %q and env are rejected: %v", c.Args, err)

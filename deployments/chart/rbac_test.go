@@ -32,12 +32,16 @@ var matrix = []struct{ name, values string }{
 	{"namespace selector", `reloader: {namespaceSelector: "env=test"}`},
 	{"namespace selector, namespaced", `reloader: {namespaceSelector: "env:test", namespaces: [a]}`},
 	{"webhook", `reloader: {webhookUrl: "https://hooks.example.com/reloader"}`},
+	{"webhook from a Secret", `reloader: {webhookUrlSecret: {name: hooks, key: url}}`},
+	{"secure metrics", `reloader: {secureMetrics: true}`},
+	{"secure metrics, namespaced", `reloader: {secureMetrics: true, watchGlobally: false}`},
 	{"everything", `reloader: {enableHA: true, deployment: {replicas: 3}, enableCSIIntegration: true, isArgoRollouts: true,
 		isOpenshift: true, namespaceSelector: "team:*", reloadOnCreate: true, reloadOnDelete: true, autoReloadAll: true,
 		leaderElection: {id: my-lock, leaseDuration: 20s, renewDeadline: 15s, retryPeriod: 3s}, coalesceWindow: 1s, workers: 8,
 		recreateFinishedJobs: false, enableMetricsByNamespace: true, logFormat: json, logLevel: debug,
 		service: {port: 9090}, serviceMonitor: {enabled: true}, podMonitor: {enabled: true}, podDisruptionBudget: {enabled: true},
-		netpol: {enabled: true}, verticalPodAutoscaler: {enabled: true}, grafanaDashboard: {enabled: true}, prometheusRule: {enabled: true}}`},
+		netpol: {enabled: true, from: [{podSelector: {}}], to: [{ipBlock: {cidr: 10.0.0.0/8}}]}, verticalPodAutoscaler: {enabled: true},
+		grafanaDashboard: {enabled: true}, prometheusRule: {enabled: true}, secureMetrics: true, admissionPolicy: {enabled: true}}`},
 }
 
 // TestRBACMatchesTable renders the chart for each values set, parses the container's args and
@@ -47,8 +51,7 @@ func TestRBACMatchesTable(t *testing.T) {
 	for _, m := range matrix {
 		t.Run(m.name, func(t *testing.T) {
 			objs := renderChart(t, m.values)
-			_, c := container(t, objs)
-			opts := parseOptions(t, c)
+			opts := parseOptions(t, objs)
 			r, _ := values(t, m.values)["reloader"].(map[string]any)
 			openshift, _ := r["isOpenshift"].(bool)
 			want := rbac.For(opts, rbac.Platform{OpenShift: openshift})
@@ -57,6 +60,9 @@ func TestRBACMatchesTable(t *testing.T) {
 			for _, o := range objs {
 				if o.GetKind() != "ClusterRole" && o.GetKind() != "Role" {
 					continue
+				}
+				if o.GetName() == release+"-metrics-reader" {
+					continue // for scrapers, not reloader (TestMetricsReaderRole)
 				}
 				var r rbacv1.Role // a ClusterRole's rules decode the same
 				fromUnstructured(t, o, &r)
@@ -176,5 +182,30 @@ func TestRBACDisabled(t *testing.T) {
 	d, _ := container(t, objs)
 	if sa := d.Spec.Template.Spec.ServiceAccountName; sa != "existing" {
 		t.Errorf("serviceAccountName = %q, want existing", sa)
+	}
+}
+
+// With secureMetrics, scrapers need get on /metrics: the chart ships that ClusterRole, as
+// internal/rbac's MetricsReader, bound to nobody; without it, no such role.
+func TestMetricsReaderRole(t *testing.T) {
+	objs := renderChart(t, `reloader: {secureMetrics: true}`)
+	o := render.Find(objs, "ClusterRole", release+"-metrics-reader")
+	if o == nil {
+		t.Fatal("no metrics-reader ClusterRole")
+	}
+	var r rbacv1.ClusterRole
+	fromUnstructured(t, o, &r)
+	if got, want := rbac.Grants(r.Rules), rbac.Grants(rbac.MetricsReader()); !slices.Equal(got, want) {
+		t.Errorf("metrics-reader grants %v, want %v", got, want)
+	}
+	for _, kind := range []string{"ClusterRoleBinding", "RoleBinding"} {
+		for _, b := range render.OfKind(objs, kind) {
+			if name, _, _ := unstructured.NestedString(b.Object, "roleRef", "name"); name == o.GetName() {
+				t.Errorf("%s %s binds the metrics-reader role", kind, b.GetName())
+			}
+		}
+	}
+	if render.Find(renderChart(t, ``), "ClusterRole", release+"-metrics-reader") != nil {
+		t.Error("metrics-reader rendered without secureMetrics")
 	}
 }

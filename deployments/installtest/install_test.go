@@ -59,6 +59,14 @@ var matrix = []install{
 		kinds: []string{Deployment, DaemonSet, StatefulSet}, ignored: []string{Job, CronJob}, watched: []string{"no-jobs-apps"}},
 	{name: "annotations", values: reloaderValues(map[string]any{"reloadStrategy": "annotations"}),
 		kinds: builtinKinds, watched: []string{"annotations-apps"}, strategy: "annotations"},
+	// The admission policy in force: every reload reloader really writes passes it (a refusal
+	// is a 403 in the audit log, and a reload that never lands).
+	{name: "admission-policy", values: reloaderValues(map[string]any{"admissionPolicy": map[string]any{"enabled": true},
+		"isArgoRollouts": true, "isOpenshift": true}),
+		kinds: append(slices.Clone(builtinKinds), Rollout, DeploymentConfig), watched: []string{"policy-apps"}},
+	{name: "admission-policy-annotations", values: reloaderValues(map[string]any{"admissionPolicy": map[string]any{"enabled": true},
+		"reloadStrategy": "annotations"}),
+		kinds: builtinKinds, watched: []string{"policy-annotations-apps"}, strategy: "annotations"},
 }
 
 // TestChartInstallsAWorkingReloader installs the chart once per values set, one after the

@@ -120,6 +120,13 @@ func TestPprofOnlyWhenEnabledAndOnItsOwnAddress(t *testing.T) {
 	opts.PprofAddr = freeAddr(t)
 	start(t, opts)
 	waitFor(t, "pprof index", func() bool { code, _ := httpGet(opts.PprofAddr, "/debug/pprof/"); return code == http.StatusOK })
+	if code, _ := httpGet(opts.PprofAddr, "/debug/pprof/heap?debug=1"); code != http.StatusOK {
+		t.Errorf("/debug/pprof/heap = %d, want 200", code)
+	}
+	// The command line holds --webhook-url, whose path is a token.
+	if code, body := httpGet(opts.PprofAddr, "/debug/pprof/cmdline"); code != http.StatusNotFound {
+		t.Errorf("/debug/pprof/cmdline = %d %q, want 404", code, body)
+	}
 }
 
 // --namespaces-to-ignore and --resource-label-selector are applied by the API server: what

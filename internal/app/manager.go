@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -21,10 +22,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/metricsauth"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
@@ -88,17 +91,13 @@ func newManager(cfg *rest.Config, conf options.Config, scheme *runtime.Scheme, c
 		}
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme,
-		Logger: logger,
-		Cache:  caches,
-		Metrics: metricsserver.Options{
-			BindAddress: conf.MetricsAddr,
-			ExtraHandlers: map[string]http.Handler{
-				"/live":  http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }),
-				"/ready": readyHandler(ready),
-			},
-		},
-		HealthProbeBindAddress: "0",
+		Scheme:                 scheme,
+		Logger:                 logger,
+		Cache:                  caches,
+		Metrics:                metricsOptions(conf, ready),
+		HealthProbeBindAddress: healthAddr(conf),
+		LivenessEndpointName:   "/live",
+		ReadinessEndpointName:  "/ready",
 		// Names are unique within one manager anyway; tests run several managers per process.
 		Controller:                          config.Controller{SkipNameValidation: ptr.To(true)},
 		LeaderElection:                      conf.EnableHA,
@@ -111,7 +110,53 @@ func newManager(cfg *rest.Config, conf options.Config, scheme *runtime.Scheme, c
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
+	if conf.HealthAddr != "" {
+		if err := addProbes(mgr, ready); err != nil {
+			return nil, err
+		}
+	}
 	return mgr, nil
+}
+
+// metricsOptions serves /metrics, with --metrics-secure over HTTPS (a self-signed
+// certificate) to callers the API server authenticates and authorizes; /live and /ready are
+// served beside it unless --health-addr gives them their own port.
+func metricsOptions(conf options.Config, ready *atomic.Bool) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: conf.MetricsAddr}
+	if conf.HealthAddr == "" {
+		o.ExtraHandlers = map[string]http.Handler{"/live": liveHandler(), "/ready": readyHandler(ready)}
+	}
+	if conf.MetricsSecure {
+		o.SecureServing = true
+		o.FilterProvider = metricsauth.Filter
+	}
+	return o
+}
+
+// healthAddr is controller-runtime's probe address: --health-addr, else none ("0").
+func healthAddr(conf options.Config) string {
+	if conf.HealthAddr == "" {
+		return "0"
+	}
+	return conf.HealthAddr
+}
+
+// addProbes answers /live always and /ready once the caches have synced, as the handlers on
+// the metrics port do.
+func addProbes(mgr manager.Manager, ready *atomic.Bool) error {
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	return mgr.AddReadyzCheck("caches", func(*http.Request) error {
+		if !ready.Load() {
+			return errors.New("caches not synced")
+		}
+		return nil
+	})
+}
+
+func liveHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 }
 
 // leaseLock is the --enable-ha Lease, held under POD_NAME so that `kubectl get lease` names

@@ -140,6 +140,14 @@ func Parse(o Options) (Config, error) {
 	if err := checkAddr(o.MetricsAddr); err != nil {
 		fail(fmt.Errorf("--metrics-addr: %w; 0 turns it off", err))
 	}
+	if o.MetricsSecure && c.HealthAddr == "" {
+		c.HealthAddr = DefaultSecureHealthAddr
+	}
+	if c.HealthAddr != "" {
+		if err := checkAddr(c.HealthAddr); err != nil {
+			fail(fmt.Errorf("--health-addr: %w; 0 turns the probes off", err))
+		}
+	}
 	if o.EnablePprof {
 		if err := checkAddr(o.PprofAddr); err != nil {
 			fail(fmt.Errorf("--pprof-addr: %w", err))
@@ -164,7 +172,25 @@ func Parse(o Options) (Config, error) {
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, err
 	}
+	c.Warnings = append(slices.Clone(o.Warnings), cleartextWarnings(o)...)
 	return c, nil
+}
+
+// cleartextWarnings warns of webhook and alert URLs without TLS: their paths are tokens that
+// anyone on the way can read. A warning, not a refusal: an in-cluster relay over http is a
+// fair choice. Only the scheme and host are shown.
+func cleartextWarnings(o Options) []string {
+	urls := map[string]string{"--webhook-url": o.WebhookURL}
+	if o.Alert.Enabled {
+		urls["ALERT_WEBHOOK_URL"] = o.Alert.WebhookURL
+	}
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(urls)) {
+		if u, err := url.Parse(urls[name]); err == nil && u.Scheme == "http" {
+			out = append(out, fmt.Sprintf("%s: http://%s is not TLS; the URL, token included, crosses the network in clear (use https)", name, u.Host))
+		}
+	}
+	return out
 }
 
 // namespaceList trims each entry, drops empty ones ("a,,b" or a trailing comma: an empty

@@ -3,6 +3,7 @@ package options
 import (
 	"errors"
 	"io"
+	"net"
 	"strings"
 	"testing"
 
@@ -232,5 +233,81 @@ func TestEnvironmentValuesUpstreamToleratesAreWarnings(t *testing.T) {
 		if !strings.Contains(joined, want) {
 			t.Errorf("warnings %q do not name %s", c.Warnings, want)
 		}
+	}
+}
+
+// WEBHOOK_URL carries --webhook-url from a Secret; the flag, when given, wins.
+func TestWebhookURLFromEnvironment(t *testing.T) {
+	env := func(k string) string { return map[string]string{"WEBHOOK_URL": " https://hooks.example/env "}[k] }
+	c, err := Load(Default(), env)
+	if err != nil || c.WebhookURL != "https://hooks.example/env" {
+		t.Errorf("from WEBHOOK_URL: %q, %v", c.WebhookURL, err)
+	}
+	c, err = Load(parse(t, "--webhook-url=https://hooks.example/flag"), env)
+	if err != nil || c.WebhookURL != "https://hooks.example/flag" {
+		t.Errorf("flag and WEBHOOK_URL: %q, %v; want the flag's", c.WebhookURL, err)
+	}
+	if _, err := Load(Default(), func(k string) string { return map[string]string{"WEBHOOK_URL": "ftp://x/y"}[k] }); err == nil {
+		t.Error("a bad WEBHOOK_URL accepted")
+	}
+}
+
+// URLs without TLS start with a warning that names the setting and the host, never the path.
+func TestCleartextURLsWarn(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		env  map[string]string
+		want []string
+	}{
+		{nil, nil, nil},
+		{[]string{"--webhook-url=https://hooks.example/T0/s3cr3t"}, nil, nil},
+		{[]string{"--webhook-url=http://hooks.example/T0/s3cr3t"}, nil, []string{"--webhook-url: http://hooks.example is not TLS"}},
+		{nil, map[string]string{"WEBHOOK_URL": "http://relay.svc:8080/s3cr3t"}, []string{"--webhook-url: http://relay.svc:8080 is not TLS"}},
+		{nil, map[string]string{"ALERT_ON_RELOAD": "true", "ALERT_WEBHOOK_URL": "http://chat.example/s3cr3t"}, []string{"ALERT_WEBHOOK_URL: http://chat.example is not TLS"}},
+		// Alerts off: the URL is never used, so no warning.
+		{nil, map[string]string{"ALERT_WEBHOOK_URL": "http://chat.example/s3cr3t"}, nil},
+	} {
+		c, err := Load(parse(t, tt.args...), func(k string) string { return tt.env[k] })
+		if err != nil {
+			t.Fatalf("%v %v: %v", tt.args, tt.env, err)
+		}
+		if len(c.Warnings) != len(tt.want) {
+			t.Errorf("%v %v: warnings %q, want %q", tt.args, tt.env, c.Warnings, tt.want)
+			continue
+		}
+		for i, w := range tt.want {
+			if !strings.HasPrefix(c.Warnings[i], w) || strings.Contains(c.Warnings[i], "s3cr3t") {
+				t.Errorf("warning %q, want %q and no path", c.Warnings[i], w)
+			}
+		}
+	}
+}
+
+// pprof serves memory contents: by default only on loopback.
+func TestPprofDefaultsToLoopback(t *testing.T) {
+	host, _, err := net.SplitHostPort(Default().PprofAddr)
+	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+		t.Errorf("default --pprof-addr %q is not a loopback address", Default().PprofAddr)
+	}
+}
+
+// With --metrics-secure the probes move off the metrics port (the kubelet sends no token).
+func TestHealthAddr(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"--metrics-secure"}, DefaultSecureHealthAddr},
+		{[]string{"--metrics-secure", "--health-addr=:9191"}, ":9191"},
+		{[]string{"--health-addr=127.0.0.1:9191"}, "127.0.0.1:9191"},
+	} {
+		c, err := Parse(parse(t, tt.args...))
+		if err != nil || c.HealthAddr != tt.want {
+			t.Errorf("%v: health address %q, %v; want %q", tt.args, c.HealthAddr, err, tt.want)
+		}
+	}
+	if _, err := Parse(parse(t, "--health-addr=8081")); err == nil || !strings.Contains(err.Error(), "--health-addr") {
+		t.Errorf("a bad --health-addr: %v", err)
 	}
 }

@@ -10,6 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
+// WebhookURLEnv is the variable --webhook-url is read from when the flag is not given.
+const WebhookURLEnv = "WEBHOOK_URL"
+
 // FromEnvironment is ApplyEnv over the process environment.
 func (o *Options) FromEnvironment() error { return o.ApplyEnv(os.Getenv) }
 
@@ -57,6 +60,12 @@ func (o *Options) ApplyEnv(getenv func(string) string) error {
 		}
 	}
 
+	// WEBHOOK_URL is --webhook-url from the environment, which the chart fills from a
+	// Secret: the URL's path is a token, and args are readable by anyone who can read the
+	// Deployment. The flag, when given, wins.
+	if o.WebhookURL == "" {
+		o.WebhookURL = strings.TrimSpace(getenv(WebhookURLEnv))
+	}
 	o.Alert = Alert{
 		Sink:           strings.ToLower(strings.TrimSpace(getenv("ALERT_SINK"))),
 		WebhookURL:     strings.TrimSpace(getenv("ALERT_WEBHOOK_URL")),

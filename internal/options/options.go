@@ -46,6 +46,12 @@ type Options struct {
 	LogFormat   string
 	LogLevel    string
 	MetricsAddr string
+	// MetricsSecure serves /metrics over HTTPS to callers the API server authenticates
+	// (TokenReview) and authorizes (SubjectAccessReview: get on the path /metrics).
+	MetricsSecure bool
+	// HealthAddr serves /live and /ready on their own plain HTTP address; empty: on the
+	// metrics port, unless MetricsSecure, where the kubelet's probes could not authenticate.
+	HealthAddr string
 
 	// RunCronJobsOnReload also starts a Job when a CronJob reloads.
 	RunCronJobsOnReload bool
@@ -99,7 +105,7 @@ func Default() Options {
 		ReloadStrategy: reload.StrategyEnvVars,
 		KubeAPIQPS:     200,
 		KubeAPIBurst:   300,
-		PprofAddr:      ":6060",
+		PprofAddr:      DefaultPprofAddr,
 		LogLevel:       "info",
 		MetricsAddr:    ":9090",
 		CoalesceWindow: 300 * time.Millisecond,
@@ -123,6 +129,14 @@ func Default() Options {
 		WebhookRetries:     3,
 	}
 }
+
+// DefaultPprofAddr is loopback only: profiles hold memory contents, so they are read through
+// `kubectl port-forward`, never from the pod network.
+const DefaultPprofAddr = "127.0.0.1:6060"
+
+// DefaultSecureHealthAddr serves the probes with --metrics-secure when --health-addr is not
+// given: the kubelet probes without credentials, so they can't share the metrics port.
+const DefaultSecureHealthAddr = ":8081"
 
 // DefaultLeaderElectionID is the Lease upstream Reloader's replicas hold.
 const DefaultLeaderElectionID = "stakater-reloader-lock"
@@ -156,15 +170,17 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.NamespacesToIgnore, "namespaces-to-ignore", o.NamespacesToIgnore, "namespaces to leave alone")
 	fs.Var(&selectorFlag{s: &o.NamespaceSelector}, "namespace-selector", "label selector of the namespaces to watch: key=value, key:value, key=*, key:* or *; comma-separated or repeated")
 	fs.Var(&selectorFlag{s: &o.ResourceLabelSelector}, "resource-label-selector", "label selector of the ConfigMaps and Secrets to watch: key=value, key:value, key=* or key:*; comma-separated or repeated")
-	fs.StringVar(&o.WebhookURL, "webhook-url", o.WebhookURL, "POST a notification to this URL instead of reloading")
+	fs.StringVar(&o.WebhookURL, "webhook-url", o.WebhookURL, "POST a notification to this URL instead of reloading; env "+WebhookURLEnv+" (e.g. from a Secret) keeps the URL, a token, off the command line")
 	fs.BoolVar(&o.IsArgoRollouts, "is-Argo-Rollouts", o.IsArgoRollouts, "also reload Argo Rollouts, if their API is installed")
 	fs.BoolVar(&o.EnableHA, "enable-ha", o.EnableHA, "run several replicas; a Lease elects the one that reloads")
 	fs.BoolVar(&o.EnableCSIIntegration, "enable-csi-integration", o.EnableCSIIntegration, "reload on Secrets Store CSI driver secret rotation")
-	fs.BoolVar(&o.EnablePprof, "enable-pprof", o.EnablePprof, "serve pprof on --pprof-addr")
-	fs.StringVar(&o.PprofAddr, "pprof-addr", o.PprofAddr, "address of the pprof server")
+	fs.BoolVar(&o.EnablePprof, "enable-pprof", o.EnablePprof, "serve pprof on --pprof-addr (without /debug/pprof/cmdline, which would show the flags)")
+	fs.StringVar(&o.PprofAddr, "pprof-addr", o.PprofAddr, "address of the pprof server; the default is loopback only (reach it with kubectl port-forward)")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format: json, or empty for text")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level: trace, debug, info, warning, error")
-	fs.StringVar(&o.MetricsAddr, "metrics-addr", o.MetricsAddr, "address of /metrics, /live and /ready; 0 turns it off")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", o.MetricsAddr, "address of /metrics, and of /live and /ready unless --health-addr moves them; 0 turns it off")
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "serve /metrics over HTTPS, only to callers allowed get on the non-resource URL /metrics (checked with TokenReview and SubjectAccessReview); /live and /ready move to --health-addr")
+	fs.StringVar(&o.HealthAddr, "health-addr", o.HealthAddr, "address of /live and /ready over plain HTTP; empty: the metrics port, or "+DefaultSecureHealthAddr+" with --metrics-secure")
 	fs.BoolVar(&o.RunCronJobsOnReload, "run-cronjobs-on-reload", o.RunCronJobsOnReload, "when a CronJob reloads, also start a Job from it at once, as upstream does (per CronJob: annotation "+reload.RunOnReloadAnnotation+")")
 	fs.BoolVar(&o.RecreateFinishedJobs, "recreate-finished-jobs", o.RecreateFinishedJobs, "also replace Jobs that have completed or failed when their config changes, as upstream does; =false leaves finished Jobs alone (per Job: annotation "+reload.RecreateFinishedAnnotation+": \"false\" or \"true\")")
 	fs.DurationVar(&o.CoalesceWindow, "coalesce-window", o.CoalesceWindow, "wait until a workload's sources have been quiet this long, so changes landing together reload once; 0 turns it off")

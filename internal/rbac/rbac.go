@@ -133,6 +133,13 @@ func For(opts options.Config, p Platform) Rules {
 		r.Cluster = append(r.Cluster, rule("", "namespaces", read...))
 	}
 
+	if opts.MetricsSecure && opts.MetricsAddr != "0" {
+		// --metrics-secure asks the API server who a scraper is and whether it may read
+		// /metrics (internal/metricsauth).
+		r.Cluster = append(r.Cluster, rule("authentication.k8s.io", "tokenreviews", "create"),
+			rule("authorization.k8s.io", "subjectaccessreviews", "create"))
+	}
+
 	if opts.EnableHA {
 		// The leader election lock: created once (a create has no name to restrict it to),
 		// then read and renewed by name.
@@ -161,6 +168,12 @@ func For(opts options.Config, p Platform) Rules {
 		r.Own = append(r.Own, named(rule("", "configmaps", "create", "patch"), metainfo.Name))
 	}
 	return r
+}
+
+// MetricsReader is what a scraper needs with --metrics-secure: the chart's ClusterRole
+// <fullname>-metrics-reader, bound by users to their Prometheus.
+func MetricsReader() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}
 }
 
 func rule(group, resource string, verbs ...string) rbacv1.PolicyRule {

@@ -58,6 +58,16 @@ func TestFor(t *testing.T) {
 				"-/secrets[reloader-hash-key]:update", "+events.k8s.io/events:create"},
 		},
 		{
+			name:    "metrics secure: token and access reviews",
+			args:    []string{"--metrics-secure"},
+			cluster: []string{"+authentication.k8s.io/tokenreviews:create", "+authorization.k8s.io/subjectaccessreviews:create"},
+		},
+		{
+			name:    "metrics secure, metrics off: no reviews",
+			args:    []string{"--metrics-secure", "--metrics-addr=0"},
+			cluster: []string{"-authentication.k8s.io/tokenreviews:create", "-authorization.k8s.io/subjectaccessreviews:create"},
+		},
+		{
 			name: "secrets ignored: no hash key",
 			args: []string{"--resources-to-ignore=secrets"},
 			env:  ownEnv,

@@ -144,10 +144,10 @@ rolloutStrategy: rollout-strategy-annotation
 {{- $args = append $args "--enable-pprof=true" -}}
 {{- $args = append $args (printf "--pprof-addr=%s" $r.pprofAddr) -}}
 {{- end -}}
+{{- if $r.secureMetrics }}{{ $args = concat $args (list "--metrics-secure=true" "--health-addr=:8081") }}{{ end -}}
 {{- with $r.logFormat }}{{ $args = append $args (printf "--log-format=%s" .) }}{{ end -}}
 {{- with $r.logLevel }}{{ $args = append $args (printf "--log-level=%s" .) }}{{ end -}}
-{{- /* Upstream renders webhookUrl only inside custom_annotations; here it always counts. */ -}}
-{{- with $r.webhookUrl }}{{ $args = append $args (printf "--webhook-url=%s" .) }}{{ end -}}
+{{- /* webhookUrl is no flag: it reaches the binary as env WEBHOOK_URL from a Secret ("reloader.secretEnv"). */ -}}
 {{- with $r.webhookTimeout }}{{ $args = append $args (printf "--webhook-timeout=%s" .) }}{{ end -}}
 {{- if not (kindIs "invalid" $r.webhookRetries) }}{{ $args = append $args (printf "--webhook-retries=%d" (int $r.webhookRetries)) }}{{ end -}}
 {{- if not (kindIs "invalid" $r.kubeAPIQPS) }}{{ $args = append $args (printf "--kube-api-qps=%v" $r.kubeAPIQPS) }}{{ end -}}
@@ -177,7 +177,7 @@ Watched rules apply where reloader watches: a ClusterRole, or a Role per watched
 */}}
 {{- define "reloader.watchedRules" -}}
 {{- $r := .Values.reloader -}}
-{{- $writes := not $r.webhookUrl -}}
+{{- $writes := not (include "reloader.webhook" .) -}}
 {{- $read := list "get" "list" "watch" -}}
 {{- $kind := $read -}}
 {{- if $writes }}{{ $kind = append $read "patch" }}{{ end -}}
@@ -214,9 +214,16 @@ Watched rules apply where reloader watches: a ClusterRole, or a Role per watched
 
 {{/* Rules on cluster-scoped resources: always in a ClusterRole. */}}
 {{- define "reloader.clusterRules" -}}
+{{- $rules := list -}}
 {{- if or .Values.reloader.namespaceSelector (include "reloader.sharded" .) -}}
-{{- toYaml (list (dict "apiGroups" (list "") "resources" (list "namespaces") "verbs" (list "get" "list" "watch"))) -}}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "namespaces") "verbs" (list "get" "list" "watch")) -}}
 {{- end -}}
+{{- /* secureMetrics: who a scraper is, and whether it may get /metrics, asked of the API server. */ -}}
+{{- if .Values.reloader.secureMetrics -}}
+{{- $rules = append $rules (dict "apiGroups" (list "authentication.k8s.io") "resources" (list "tokenreviews") "verbs" (list "create")) -}}
+{{- $rules = append $rules (dict "apiGroups" (list "authorization.k8s.io") "resources" (list "subjectaccessreviews") "verbs" (list "create")) -}}
+{{- end -}}
+{{- with $rules }}{{ toYaml . }}{{ end -}}
 {{- end -}}
 
 {{/* Rules in reloader's own namespace: the HA Lease and the meta-info ConfigMap. */}}
@@ -239,4 +246,38 @@ Watched rules apply where reloader watches: a ClusterRole, or a Role per watched
 {{- $rules = append $rules (dict "apiGroups" (list "events.k8s.io") "resources" (list "events") "verbs" (list "create")) -}}
 {{- end -}}
 {{- toYaml $rules -}}
+{{- end -}}
+
+{{/*
+Variables whose values hold tokens (webhook and alert URLs, a proxy's credentials). Wherever
+the values give them, they go into the chart's Secret and reach the container through
+secretKeyRef: the Deployment (args, env values) is readable by anyone with `view`.
+*/}}
+{{- define "reloader.secretEnvNames" -}}
+{{- toJson (list "WEBHOOK_URL" "ALERT_WEBHOOK_URL" "ALERT_WEBHOOK_PROXY") -}}
+{{- end -}}
+
+{{/* The chart's Secret, as a JSON object NAME: value: deployment.env.secret, the token-bearing variables of deployment.env.open, and webhookUrl as WEBHOOK_URL. */}}
+{{- define "reloader.secretEnv" -}}
+{{- $r := .Values.reloader -}}
+{{- $names := include "reloader.secretEnvNames" . | fromJsonArray -}}
+{{- $out := dict -}}
+{{- range $name, $value := $r.deployment.env.open }}
+{{- if and (has $name $names) (not (kindIs "invalid" $value)) }}{{ $_ := set $out $name ($value | toString) }}{{ end -}}
+{{- end -}}
+{{- range $name, $value := $r.deployment.env.secret }}
+{{- if not (kindIs "invalid" $value) }}{{ $_ := set $out $name ($value | toString) }}{{ end -}}
+{{- end -}}
+{{- with $r.webhookUrl }}{{ $_ := set $out "WEBHOOK_URL" (toString .) }}{{ end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/* "true" when reloader notifies instead of reloading: webhookUrl, or webhookUrlSecret names a Secret. */}}
+{{- define "reloader.webhook" -}}
+{{- $r := .Values.reloader -}}
+{{- $existing := $r.webhookUrlSecret | default dict -}}
+{{- if and $r.webhookUrl $existing.name -}}
+{{- fail "reloader.webhookUrl and reloader.webhookUrlSecret.name exclude each other: give the URL, or the Secret that holds it" -}}
+{{- end -}}
+{{- if or $r.webhookUrl $existing.name }}true{{ end -}}
 {{- end -}}

@@ -1,0 +1,151 @@
+// Package metricsauth guards /metrics as kube-apiserver guards its own: the caller's bearer
+// token is checked with a TokenReview, and its right to get the non-resource URL with a
+// SubjectAccessReview. Filter plugs into controller-runtime's secure metrics serving.
+//
+// controller-runtime's metrics/filters does the same through k8s.io/apiserver's delegating
+// authenticator, which links gRPC, OpenTelemetry and component-base: 15 MB more binary, for
+// two API calls per scrape that client-go's typed clients make as well.
+package metricsauth
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	authnclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	authzclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	"k8s.io/client-go/rest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// Decisions are kept this long, so that a scraper every few seconds costs no API calls;
+// a denial shorter, so that a grant just made takes effect soon.
+const (
+	allowTTL    = time.Minute
+	denyTTL     = 10 * time.Second
+	maxEntries  = 256
+	callTimeout = 10 * time.Second
+)
+
+// Filter is a metricsserver.Options FilterProvider.
+func Filter(cfg *rest.Config, httpClient *http.Client) (metricsserver.Filter, error) {
+	authn, err := authnclient.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	authz, err := authzclient.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	g := &guard{review: apiReview(authn.TokenReviews(), authz.SubjectAccessReviews()), decisions: map[[32]byte]decision{}}
+	return func(log logr.Logger, next http.Handler) (http.Handler, error) {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			code, err := g.check(r)
+			if err != nil {
+				log.Error(err, "metrics authorization failed")
+			}
+			if code != http.StatusOK {
+				http.Error(w, http.StatusText(code), code)
+				return
+			}
+			next.ServeHTTP(w, r)
+		}), nil
+	}, nil
+}
+
+// reviewFunc answers with 200, 401 (the token is not valid) or 403 (not allowed).
+type reviewFunc func(ctx context.Context, token, verb, path string) (int, error)
+
+type decision struct {
+	code  int
+	until time.Time
+}
+
+// guard caches the API server's decisions by token, verb and path.
+type guard struct {
+	review    reviewFunc
+	mu        sync.Mutex
+	decisions map[[32]byte]decision
+}
+
+// check returns the HTTP status a request gets: 401 without a bearer token, 500 when the
+// API server can't be asked (never cached).
+func (g *guard) check(r *http.Request) (int, error) {
+	token, ok := bearerToken(r.Header.Get("Authorization"))
+	if !ok {
+		return http.StatusUnauthorized, nil
+	}
+	verb, path := strings.ToLower(r.Method), r.URL.Path
+	key := sha256.Sum256([]byte(token + "\x00" + verb + "\x00" + path))
+	now := time.Now()
+	g.mu.Lock()
+	d, ok := g.decisions[key]
+	g.mu.Unlock()
+	if ok && now.Before(d.until) {
+		return d.code, nil
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
+	defer cancel()
+	code, err := g.review(ctx, token, verb, path)
+	if err != nil {
+		return http.StatusInternalServerError, err
+	}
+	ttl := denyTTL
+	if code == http.StatusOK {
+		ttl = allowTTL
+	}
+	g.mu.Lock()
+	if len(g.decisions) >= maxEntries {
+		g.decisions = map[[32]byte]decision{} // bounded: many tokens at once only cost API calls
+	}
+	g.decisions[key] = decision{code: code, until: now.Add(ttl)}
+	g.mu.Unlock()
+	return code, nil
+}
+
+// bearerToken reads "Authorization: Bearer <token>" (the scheme in any case).
+func bearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(header), " ")
+	token = strings.TrimSpace(token)
+	if !ok || !strings.EqualFold(scheme, "bearer") || token == "" {
+		return "", false
+	}
+	return token, true
+}
+
+// apiReview asks the API server who the token is, then whether that user may verb path.
+func apiReview(tokens authnclient.TokenReviewInterface, access authzclient.SubjectAccessReviewInterface) reviewFunc {
+	return func(ctx context.Context, token, verb, path string) (int, error) {
+		tr, err := tokens.Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+		if err != nil {
+			return 0, fmt.Errorf("token review: %w", err)
+		}
+		if !tr.Status.Authenticated {
+			return http.StatusUnauthorized, nil
+		}
+		u := tr.Status.User
+		extra := map[string]authzv1.ExtraValue{}
+		for k, v := range u.Extra {
+			extra[k] = authzv1.ExtraValue(v)
+		}
+		sar, err := access.Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+			User: u.Username, UID: u.UID, Groups: u.Groups, Extra: extra,
+			NonResourceAttributes: &authzv1.NonResourceAttributes{Path: path, Verb: verb},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			return 0, fmt.Errorf("subject access review for %s: %w", u.Username, err)
+		}
+		if !sar.Status.Allowed || sar.Status.Denied {
+			return http.StatusForbidden, nil
+		}
+		return http.StatusOK, nil
+	}
+}
