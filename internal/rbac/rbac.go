@@ -106,13 +106,22 @@ func For(opts options.Config, p Platform) Rules {
 	}
 	if jobsReloaded {
 		// A Job's replacement is written down first, as a ControllerRevision beside it, and
-		// watched, so that one cut short by a crash is finished by the next leader.
-		r.Watched = append(r.Watched, rule("apps", "controllerrevisions", "list", "watch", "create", "delete"))
+		// watched, so that one cut short by a crash is finished by the next leader; one is
+		// read whole (get) from the API server only when it is acted on, since the cache
+		// keeps no record's data.
+		r.Watched = append(r.Watched, rule("apps", "controllerrevisions", "get", "list", "watch", "create", "delete"))
 	}
 	cronJobs := !opts.IgnoresWorkload("CronJob")
-	if writes && cronJobs && opts.RunCronJobsOnReload && !jobsReloaded {
+	runsCronJobs := writes && cronJobs && opts.RunCronJobsOnReload
+	if runsCronJobs && !jobsReloaded {
 		// Starting a Job from a reloaded CronJob needs create only; Jobs are not watched.
 		r.Watched = append(r.Watched, rule("batch", "jobs", "create"))
+	}
+	if jobsReloaded || runsCronJobs {
+		// The Jobs reloader creates keep their CronJob's ownerReference with
+		// blockOwnerDeletion, which the OwnerReferencesPermissionEnforcement admission plugin
+		// (OpenShift's default) allows only to who may update the owner's finalizers.
+		r.Watched = append(r.Watched, rule("batch", "cronjobs/finalizers", "update"))
 	}
 	// ReloaderConfigs add rules to the annotations (the chart ships their CRD; reloader
 	// watches them when it is served); their status is written with a merge patch, by the
@@ -145,11 +154,11 @@ func For(opts options.Config, p Platform) Rules {
 		// replicas and shards that come and go; members are watched, dead ones deleted.
 		r.Own = append(r.Own, rule("coordination.k8s.io", "leases", "get", "list", "watch", "create", "update", "delete"))
 	}
-	if !ignored[source.Secret] && opts.ReloaderNamespace != "" {
-		// The Secret hash key: created by the first replica (a create has no name to restrict
-		// it to), then read by name by every replica. Without an own namespace reloader keeps
-		// it in the first watched namespace or "default" (internal/hashkey): a run outside a
-		// cluster, with its user's own rights.
+	if (!ignored[source.Secret] || jobsReloaded) && opts.ReloaderNamespace != "" {
+		// The install key, of Secret hashes and of Job replacement records: created by the
+		// first replica (a create has no name to restrict it to), then read by name by every
+		// replica. Without an own namespace reloader keeps it in the first watched namespace
+		// or "default" (internal/hashkey): a run outside a cluster, with its user's own rights.
 		r.Own = append(r.Own, rule("", "secrets", "create"), named(rule("", "secrets", "get"), hashkey.SecretName))
 	}
 	if opts.ReloaderNamespace != "" {
