@@ -96,4 +96,3 @@ func owners(obj client.Object) string {
 	}
 	return strings.Join(out, ", ")
 }
-
