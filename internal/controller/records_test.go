@@ -1,0 +1,140 @@
+package controller_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/testutil"
+)
+
+const refusedRecords = "reloader_replacement_records_refused_total"
+
+// forgedRecord is a ControllerRevision made to look like reloader's record of a replacement
+// of Job replaces in ns, holding job, with the MAC annotation set to mac unless empty.
+func forgedRecord(ns, replaces string, job *batchv1.Job, mac string) *appsv1.ControllerRevision {
+	data, _ := json.Marshal(job)
+	rec := &appsv1.ControllerRevision{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reloader-job-" + replaces,
+			Labels: map[string]string{controller.ReplacementLabel: "Job"},
+			Annotations: map[string]string{"reloader.dev/replaces-name": replaces,
+				"reloader.dev/replaces-uid": "00000000-0000-0000-0000-000000000000"}},
+		Data:     runtime.RawExtension{Raw: data},
+		Revision: 1,
+	}
+	if mac != "" {
+		rec.Annotations["reloader.dev/record-mac"] = mac
+	}
+	return rec
+}
+
+// noJobs checks, after reloader had time to act, that no Job exists in any of namespaces.
+func noJobs(t *testing.T, namespaces ...string) {
+	t.Helper()
+	settle()
+	for _, ns := range namespaces {
+		if js := jobs(t, ns); len(js) > 0 {
+			t.Errorf("Job %s/%s created from a forged record (service account %q)", ns, js[0].Name, js[0].Spec.Template.Spec.ServiceAccountName)
+		}
+	}
+}
+
+// refusedGrows waits until the count of refused records is above before.
+func refusedGrows(t *testing.T, before float64, by int) {
+	t.Helper()
+	testutil.Eventually(t, "refused records counted", func() error {
+		if n := counter(t, refusedRecords, map[string]string{"kind": "Job", "reason": "unauthenticated"}); n < before+float64(by) {
+			return fmt.Errorf("%v refused, want %v", n, before+float64(by))
+		}
+		return nil
+	})
+}
+
+// A tenant who may create ControllerRevisions in its own namespace writes one that looks like
+// a record whose data is a Job in another namespace, with a privileged service account.
+// reloader creates nothing, anywhere, and says so on the record.
+func TestForgedRecordOfAJobElsewhereCreatesNothing(t *testing.T) {
+	tenant, victim := newNamespace(t), newNamespace(t)
+	startReloader(t, tenant)
+	before := counter(t, refusedRecords, map[string]string{"kind": "Job", "reason": "unauthenticated"})
+
+	evil := job(victim, "evil", nil)
+	evil.Spec.Template.Spec.ServiceAccountName = "cluster-admin-sa"
+	create(t, forgedRecord(tenant, "evil", evil, ""))
+	noJobs(t, tenant, victim)
+	eventuallyEvent(t, tenant, "reloader-job-evil", controller.ReasonUntrustedRecord)
+	refusedGrows(t, before, 1)
+}
+
+// A forged record of a Job of its own namespace and name is refused too, whether it has no
+// MAC or a made-up one.
+func TestForgedRecordInPlaceCreatesNothing(t *testing.T) {
+	ns := newNamespace(t)
+	startReloader(t, ns)
+	before := counter(t, refusedRecords, map[string]string{"kind": "Job", "reason": "unauthenticated"})
+
+	create(t, forgedRecord(ns, "no-mac", job(ns, "no-mac", nil), ""),
+		forgedRecord(ns, "bad-mac", job(ns, "bad-mac", nil), strings.Repeat("ab", 32)))
+	noJobs(t, ns)
+	eventuallyEvent(t, ns, "reloader-job-no-mac", controller.ReasonUntrustedRecord)
+	eventuallyEvent(t, ns, "reloader-job-bad-mac", controller.ReasonUntrustedRecord)
+	refusedGrows(t, before, 2)
+}
+
+// reloader stops between the delete and the create of a replacement (the create is refused
+// until then): the record reloader wrote is all that is left of the Job. The next reloader,
+// which holds nothing in memory, reads the record from the API server, finds it signed, and
+// creates the Job once with the new config; the record goes.
+func TestGenuineRecordIsFinishedByTheNextProcess(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
+	j := job(ns, "migrate", map[string]string{auto: "true"}, "cfg")
+	create(t, cm, j)
+	stop := startReloader(t, ns)
+	recorded(t, j)
+	oldUID := get(t, j).UID
+
+	ctx := context.Background()
+	lift := deny(t, ns, admissionv1.Create, "batch", "jobs", func() error {
+		return k8s.Create(ctx, job(ns, fmt.Sprintf("probe-%d", metav1.Now().UnixNano()), nil))
+	})
+	changeConfig(t, cm, "v2")
+	testutil.Eventually(t, "old Job deleted, its replacement refused", func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(j), &batchv1.Job{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("Job still there: %v", err)
+		}
+		return nil
+	})
+	eventuallyEvent(t, ns, "migrate", controller.ReasonReloadFail)
+	stop()
+	var records appsv1.ControllerRevisionList
+	testutil.Must(t, k8s.List(ctx, &records, client.InNamespace(ns), client.HasLabels{controller.ReplacementLabel}))
+	if len(records.Items) != 1 || records.Items[0].Annotations["reloader.dev/record-mac"] == "" {
+		t.Fatalf("want one signed record left, got %d: %v", len(records.Items), records.Items)
+	}
+	lift()
+
+	startReloader(t, ns)
+	replaced(t, j, oldUID)
+	testutil.Eventually(t, "record removed", func() error {
+		testutil.Must(t, k8s.List(ctx, &records, client.InNamespace(ns), client.HasLabels{controller.ReplacementLabel}))
+		if n := len(records.Items); n > 0 {
+			return fmt.Errorf("%d records", n)
+		}
+		return nil
+	})
+	if reasons := eventReasons(t, ns, "reloader-job-migrate"); len(reasons) > 0 {
+		t.Errorf("events on the record: %v", reasons)
+	}
+}
