@@ -121,7 +121,12 @@ func TestGenuineRecordIsFinishedByTheNextProcess(t *testing.T) {
 	var records appsv1.ControllerRevisionList
 	testutil.Must(t, k8s.List(ctx, &records, client.InNamespace(ns), client.HasLabels{controller.ReplacementLabel}))
 	if len(records.Items) != 1 || records.Items[0].Annotations["reloader.dev/record-mac"] == "" {
-		t.Fatalf("want one signed record left, got %d: %v", len(records.Items), records.Items)
+		t.Fatalf("want one signed record left, got %d (annotations of the first: %v)", len(records.Items), func() any {
+			if len(records.Items) == 0 {
+				return nil
+			}
+			return records.Items[0].Annotations
+		}())
 	}
 	lift()
 
