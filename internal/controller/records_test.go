@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/controller"
@@ -142,4 +143,32 @@ func TestGenuineRecordIsFinishedByTheNextProcess(t *testing.T) {
 	if reasons := eventReasons(t, ns, "reloader-job-migrate"); len(reasons) > 0 {
 		t.Errorf("events on the record: %v", reasons)
 	}
+}
+
+// What anyone may write as a record costs reloader's cache its metadata only: the data, read
+// from the API server when a record is acted on, is not kept.
+func TestRecordsAreCachedWithoutData(t *testing.T) {
+	ns := newNamespace(t)
+	obj, setting := controller.ReplacementRecords()
+	c, err := cache.New(restConfig, cache.Options{Scheme: k8s.Scheme(),
+		DefaultNamespaces: map[string]cache.Config{ns: {}}, ByObject: map[client.Object]cache.ByObject{obj: setting}})
+	testutil.Must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = c.Start(ctx) }()
+	big := job(ns, "big", map[string]string{"padding": strings.Repeat("x", 256<<10)})
+	create(t, forgedRecord(ns, "big", big, ""))
+	testutil.Eventually(t, "record cached", func() error {
+		var rec appsv1.ControllerRevision
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "reloader-job-big"}, &rec); err != nil {
+			return err
+		}
+		if n := len(rec.Data.Raw); n > 0 || rec.Data.Object != nil {
+			t.Fatalf("cached record holds %d bytes of data", n)
+		}
+		if rec.Annotations["reloader.dev/replaces-name"] != "big" || rec.UID == "" {
+			t.Fatalf("cached record lost its identity: %v %s", rec.Annotations, rec.UID)
+		}
+		return nil
+	})
 }
