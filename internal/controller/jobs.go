@@ -74,8 +74,9 @@ func (p *pendingJobs) done(nn types.NamespacedName, record types.UID) {
 }
 
 // replace asks the API server whether it would take the replacement (admissible), writes it
-// down, deletes the old object if it is still the one read, and creates the replacement. Whatever stops it half way, the record lets createReplacement
-// finish: the create happens once, and never for an object someone else deleted first.
+// down, deletes the old object if it is still the one read, and creates the replacement.
+// Whatever stops it half way, the record lets createReplacement finish: the create happens
+// once, and never for an object someone else deleted first.
 func (r *WorkloadReconciler) replace(ctx context.Context, old, fresh client.Object) error {
 	nn := client.ObjectKeyFromObject(old)
 	fresh, err := r.admissible(ctx, fresh)

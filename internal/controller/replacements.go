@@ -32,7 +32,9 @@ import (
 // kind watches these records, so the process that leads next finishes the replacement.
 // ControllerRevisions are namespaced and readable by whoever may read the object itself (the
 // view role grants both), so the copy exposes nothing new; no other controller adopts them,
-// since their labels match no StatefulSet or DaemonSet selector.
+// since their labels match no StatefulSet or DaemonSet selector. Anyone who may create
+// ControllerRevisions can make one look like a record: a record is acted on only once read
+// back whole from the API server and found signed by reloader (records.go).
 const (
 	// ReplacementLabel marks reloader's records; its value is the kind replaced.
 	ReplacementLabel = "reloader.dev/replacement-of"
