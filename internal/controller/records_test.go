@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -98,6 +99,52 @@ func TestForgedRecordInPlaceCreatesNothing(t *testing.T) {
 // which holds nothing in memory, reads the record from the API server, finds it signed, and
 // creates the Job once with the new config; the record goes.
 func TestGenuineRecordIsFinishedByTheNextProcess(t *testing.T) {
+	ns, j, oldUID := recordLeftBehind(t)
+	ctx := context.Background()
+	startReloader(t, ns)
+	replaced(t, j, oldUID)
+	var records appsv1.ControllerRevisionList
+	testutil.Eventually(t, "record removed", func() error {
+		testutil.Must(t, k8s.List(ctx, &records, client.InNamespace(ns), client.HasLabels{controller.ReplacementLabel}))
+		if n := len(records.Items); n > 0 {
+			return fmt.Errorf("%d records", n)
+		}
+		return nil
+	})
+	if reasons := eventReasons(t, ns, "reloader-job-migrate"); len(reasons) > 0 {
+		t.Errorf("events on the record: %v", reasons)
+	}
+}
+
+// A genuine record re-written while it waits, its MAC copied and its data altered (here: the
+// Job's service account), is refused by the next reloader: nothing is created. (A record's
+// data is immutable: altering it takes a delete and a create.)
+func TestAlteredRecordCreatesNothing(t *testing.T) {
+	ns, _, _ := recordLeftBehind(t)
+	rec := get(t, &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reloader-job-migrate"}})
+	testutil.Must(t, k8s.Delete(context.Background(), rec))
+	var j batchv1.Job
+	testutil.Must(t, json.Unmarshal(rec.Data.Raw, &j))
+	j.Spec.Template.Spec.ServiceAccountName = "cluster-admin-sa"
+	altered := forgedRecord(ns, "migrate", &j, rec.Annotations["reloader.dev/record-mac"])
+	altered.Annotations = rec.Annotations
+	create(t, altered)
+	before := counter(t, refusedRecords, map[string]string{"kind": "Job", "reason": "unauthenticated"})
+	startReloader(t, ns)
+	settle()
+	// (The namespace holds the probes of deny: only "migrate" counts.)
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "migrate"}, &j); !apierrors.IsNotFound(err) {
+		t.Errorf("Job migrate created from an altered record (service account %q): %v", j.Spec.Template.Spec.ServiceAccountName, err)
+	}
+	eventuallyEvent(t, ns, "reloader-job-migrate", controller.ReasonUntrustedRecord)
+	refusedGrows(t, before, 1)
+}
+
+// recordLeftBehind replaces Job "migrate" in a new namespace and stops reloader between the
+// delete and the create (the create is refused until then): the signed record is all that is
+// left of the Job. It returns the namespace, the Job and the old Job's UID.
+func recordLeftBehind(t *testing.T) (string, *batchv1.Job, types.UID) {
+	t.Helper()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	j := job(ns, "migrate", map[string]string{auto: "true"}, "cfg")
@@ -130,19 +177,7 @@ func TestGenuineRecordIsFinishedByTheNextProcess(t *testing.T) {
 		}())
 	}
 	lift()
-
-	startReloader(t, ns)
-	replaced(t, j, oldUID)
-	testutil.Eventually(t, "record removed", func() error {
-		testutil.Must(t, k8s.List(ctx, &records, client.InNamespace(ns), client.HasLabels{controller.ReplacementLabel}))
-		if n := len(records.Items); n > 0 {
-			return fmt.Errorf("%d records", n)
-		}
-		return nil
-	})
-	if reasons := eventReasons(t, ns, "reloader-job-migrate"); len(reasons) > 0 {
-		t.Errorf("events on the record: %v", reasons)
-	}
+	return ns, j, oldUID
 }
 
 // What anyone may write as a record costs reloader's cache its metadata only: the data, read
