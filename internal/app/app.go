@@ -34,11 +34,12 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 	if err != nil {
 		return nil, err
 	}
-	sources, err := sourceTypes(ctx, cfg, conf, apis, logger)
+	kinds, read := workloadKinds(conf, apis, logger)
+	key, err := installKey(ctx, cfg, conf, kinds, logger)
 	if err != nil {
 		return nil, err
 	}
-	kinds, read := workloadKinds(conf, apis, logger)
+	sources := sourceTypes(conf, apis, key, logger)
 	configs, err := reloaderConfigs(ctx, cfg, conf, apis, logger)
 	if err != nil {
 		return nil, err
@@ -79,7 +80,7 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 	if err := watch(ctx, mgr, conf, sources, read, configs != nil, m); err != nil {
 		return nil, err
 	}
-	if err := addReloaders(mgr, conf, sources, kinds, configs, configStatus, rollouts, m, shards, logger); err != nil {
+	if err := addReloaders(mgr, conf, sources, kinds, key, configs, configStatus, rollouts, m, shards, logger); err != nil {
 		return nil, err
 	}
 	if err := addServices(mgr, conf, &ready, m, logger); err != nil {
@@ -103,23 +104,35 @@ func schemeAndAPIs(cfg *rest.Config) (*runtime.Scheme, served, error) {
 	return scheme, apis, nil
 }
 
+// installKey starts loading the install's key when something needs it: Secret hashes are
+// keyed with it, and Job replacement records are signed with it (see controller/records.go).
+// Nil when nothing does.
+func installKey(ctx context.Context, cfg *rest.Config, conf options.Config, kinds []workload.Kind, logger logr.Logger) (*hashkey.Loader, error) {
+	if conf.IgnoredSources[source.Secret] && !replacesJobs(conf, kinds) {
+		return nil, nil
+	}
+	return hashkey.Setup(ctx, cfg, hashkey.Options{
+		Namespace: conf.ReloaderNamespace, Watched: conf.Namespaces,
+		Pod: conf.LeaderIdentity, Deployment: conf.ReloaderDeployment,
+		Registry: crmetrics.Registry,
+	}, logger.WithName("hash-key"))
+}
+
+// replacesJobs reports whether some reconciled kind is replaced on reload (Jobs), writing
+// replacement records: not with --webhook-url, which writes nothing.
+func replacesJobs(conf options.Config, kinds []workload.Kind) bool {
+	return conf.WebhookURL == "" && slices.ContainsFunc(kinds, func(k workload.Kind) bool { _, ok := k.(workload.Recreated); return ok })
+}
+
 // sourceTypes returns the kinds of source watched: ConfigMaps and Secrets unless
 // --resources-to-ignore leaves them out, and CSI mounts when asked for and served. Secrets
-// need the install's hash key first, since their hashes are keyed with it.
-func sourceTypes(ctx context.Context, cfg *rest.Config, conf options.Config, apis served, logger logr.Logger) ([]controller.SourceType, error) {
+// are hashed under the install's key.
+func sourceTypes(conf options.Config, apis served, key *hashkey.Loader, logger logr.Logger) []controller.SourceType {
 	var sources []controller.SourceType
 	if !conf.IgnoredSources[source.ConfigMap] {
 		sources = append(sources, controller.ConfigMaps)
 	}
 	if !conf.IgnoredSources[source.Secret] {
-		key, err := hashkey.Setup(ctx, cfg, hashkey.Options{
-			Namespace: conf.ReloaderNamespace, Watched: conf.Namespaces,
-			Pod: conf.LeaderIdentity, Deployment: conf.ReloaderDeployment,
-			Registry: crmetrics.Registry,
-		}, logger.WithName("hash-key"))
-		if err != nil {
-			return nil, err
-		}
 		sources = append(sources, controller.Secrets(key))
 	}
 	if conf.EnableCSIIntegration {
@@ -129,7 +142,7 @@ func sourceTypes(ctx context.Context, cfg *rest.Config, conf options.Config, api
 			logger.Info("WARNING: --enable-csi-integration is set but the Secrets Store CSI driver's API (secrets-store.csi.x-k8s.io/v1 SecretProviderClassPodStatus) is not installed; CSI secrets are not watched")
 		}
 	}
-	return sources, nil
+	return sources
 }
 
 // reloaderConfigs returns the cache of compiled ReloaderConfigs when their API is served and

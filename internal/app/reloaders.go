@@ -10,6 +10,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/alert"
 	"github.com/reloader-operator/reloader/internal/coalesce"
 	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/notify"
 	"github.com/reloader-operator/reloader/internal/options"
@@ -25,7 +26,7 @@ import (
 // rollout that each reload starts. With configStatus, the reconcilers' reloads and the
 // rollouts' outcomes also feed the status of the ReloaderConfigs. shards, when set, tells
 // the namespaces this replica's shards hold (--shards).
-func addReloaders(mgr manager.Manager, conf options.Config, sources []controller.SourceType, kinds []workload.Kind, configs *reloaderconfig.Cache, configStatus bool, rollouts *controller.Rollouts, m *metrics.Metrics, shards *sharding, logger logr.Logger) error {
+func addReloaders(mgr manager.Manager, conf options.Config, sources []controller.SourceType, kinds []workload.Kind, key *hashkey.Loader, configs *reloaderconfig.Cache, configStatus bool, rollouts *controller.Rollouts, m *metrics.Metrics, shards *sharding, logger logr.Logger) error {
 	shard := shards.ready()
 	alerts, err := newAlerter(conf, m, logger)
 	if err != nil {
@@ -49,6 +50,10 @@ func addReloaders(mgr manager.Manager, conf options.Config, sources []controller
 		r := NewReconciler(conf, mgr.GetClient(), kind, sources, configs, window)
 		r.Recorder, r.Metrics, r.Alerts, r.Rollouts, r.APIReader = recorder, m, alerts, rollouts, mgr.GetAPIReader()
 		r.Shard, r.Pacer, r.Baselines = shard, pacer, baselines
+		if key != nil {
+			// A nil *Loader in the interface would not read as "no key".
+			r.RecordKey = key
+		}
 		reconcilers = append(reconcilers, r)
 	}
 	if conf.WebhookURL != "" && len(reconcilers) > 0 {

@@ -19,6 +19,8 @@ import (
 
 // pendingJob is a replacement written down (replacements.go) but not yet known to be created.
 type pendingJob struct {
+	// obj is the object to create: the one this process wrote down, or one read from a record
+	// and checked (trusted); nil for a record only seen through the cache.
 	obj      client.Object
 	replaces types.UID
 	// record is the UID of the record in the cluster that holds it.
@@ -48,6 +50,20 @@ func (p *pendingJobs) put(nn types.NamespacedName, j pendingJob) {
 	p.m[nn] = j
 }
 
+// learn notes a record seen through the cache, unless it is the one already held: the one
+// this process wrote is known whole, and needs no reading back.
+func (p *pendingJobs) learn(nn types.NamespacedName, j pendingJob) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cur, ok := p.m[nn]; ok && cur.record == j.record {
+		return
+	}
+	if p.m == nil {
+		p.m = map[types.NamespacedName]pendingJob{}
+	}
+	p.m[nn] = j
+}
+
 // done forgets the replacement of nn held in record; a newer one is kept.
 func (p *pendingJobs) done(nn types.NamespacedName, record types.UID) {
 	p.mu.Lock()
@@ -57,11 +73,16 @@ func (p *pendingJobs) done(nn types.NamespacedName, record types.UID) {
 	}
 }
 
-// replace writes the replacement down, deletes the old object if it is still the one read,
-// and creates the replacement. Whatever stops it half way, the record lets createReplacement
-// finish: the create happens once, and never for an object someone else deleted first.
+// replace asks the API server whether it would take the replacement (admissible), writes it
+// down, deletes the old object if it is still the one read, and creates the replacement.
+// Whatever stops it half way, the record lets createReplacement finish: the create happens
+// once, and never for an object someone else deleted first.
 func (r *WorkloadReconciler) replace(ctx context.Context, old, fresh client.Object) error {
 	nn := client.ObjectKeyFromObject(old)
+	fresh, err := r.admissible(ctx, fresh)
+	if err != nil {
+		return err
+	}
 	p, err := r.writeRecord(ctx, old, fresh)
 	if err != nil {
 		return err
@@ -83,7 +104,7 @@ func (r *WorkloadReconciler) replace(ctx context.Context, old, fresh client.Obje
 		// The delete may or may not have happened; the record decides on the next pass.
 		return fmt.Errorf("delete for replacement: %w", err)
 	}
-	if err := r.Client.Create(ctx, fresh.DeepCopyObject().(client.Object), client.FieldOwner(FieldOwner)); err != nil {
+	if _, err := r.createAdmitted(ctx, fresh.DeepCopyObject().(client.Object), false); err != nil {
 		return fmt.Errorf("re-create after delete (kept, retrying): %w", err)
 	}
 	r.forgetRecord(ctx, nn, p)
@@ -104,6 +125,15 @@ func (r *WorkloadReconciler) forgetRecord(ctx context.Context, nn types.Namespac
 // is what the cache holds under the name, if anything.
 func (r *WorkloadReconciler) createReplacement(ctx context.Context, nn types.NamespacedName, p pendingJob, current client.Object, exists bool) (reconcile.Result, error) {
 	logger := log.FromContext(ctx)
+	if p.obj == nil {
+		// Seen through the cache only: read and checked before anything else is done with it.
+		var ok bool
+		var err error
+		if p, ok, err = r.trusted(ctx, nn, p); err != nil || !ok {
+			// Nothing trusted to finish: the object is reconciled as any other.
+			return reconcile.Result{RequeueAfter: time.Millisecond}, err
+		}
+	}
 	if exists && current.GetUID() == p.replaces && current.GetDeletionTimestamp().IsZero() && r.APIReader != nil {
 		// The cache may not have seen the delete yet (a retry right after a refused create
 		// comes within milliseconds): ask the API server before taking the old object as
@@ -130,8 +160,7 @@ func (r *WorkloadReconciler) createReplacement(ctx context.Context, nn types.Nam
 		// Deleted, still finalizing.
 		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}
-	fresh := p.obj.DeepCopyObject().(client.Object)
-	err := r.Client.Create(ctx, fresh, client.FieldOwner(FieldOwner))
+	fresh, err := r.createAdmitted(ctx, p.obj.DeepCopyObject().(client.Object), false)
 	switch {
 	case err == nil:
 		r.Metrics.Reloaded(r.Kind.Name(), nn.Namespace, true, 0)

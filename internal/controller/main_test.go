@@ -50,6 +50,10 @@ func TestMain(m *testing.M) {
 	var err error
 	cluster, err = localcluster.Start(context.Background(), localcluster.Options{
 		CRDDirectoryPaths: []string{filepath.Join("..", "..", "test", "crds"), filepath.Join("..", "..", "deployments", "chart", "reloader", "crds")},
+		// OpenShift's default: setting blockOwnerDeletion needs update on the owner's
+		// finalizers. Admins are allowed anything; tests running reloader as a user of its
+		// own RBAC meet it (admission_test.go).
+		APIServerFlags: map[string]string{"enable-admission-plugins": "OwnerReferencesPermissionEnforcement"},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start control plane:", err)

@@ -68,6 +68,9 @@ type WorkloadReconciler struct {
 	// APIReader reads past the cache; nil reads through Client. A pending Job replacement
 	// asks it whether the old Job is really still there (see createReplacement).
 	APIReader client.Reader
+	// RecordKey is the install key that signs Job replacement records (records.go); nil, or a
+	// key that is not valid, trusts only the records this process wrote.
+	RecordKey KeySource
 	// Shard, when set, tells whether a namespace belongs to this replica's shards (--shards)
 	// and whether every kind has been listed since it was taken: the others' workloads are
 	// left to their owners, even while a shard handed over is still cached, and a shard just

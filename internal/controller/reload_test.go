@@ -277,7 +277,23 @@ func denyReloaderWrites(t *testing.T, ns string) (lift func()) {
 // deny makes the API server refuse one operation on one resource in ns, with a
 // ValidatingAdmissionPolicy, until the returned func is called. Policies take effect
 // asynchronously: deny returns once probe, an attempt of that operation, fails.
+//
+// Dry runs are let through: reloader dry-runs a Job's replacement before deleting the Job,
+// and the failures these tests inject are the ones that come after that check (a create
+// refused between the dry run and the create). denyAll refuses dry runs too.
 func deny(t *testing.T, ns string, op admissionv1.OperationType, group, resource string, probe func() error) (lift func()) {
+	t.Helper()
+	return denyWhere(t, ns, op, group, resource, "request.dryRun", probe)
+}
+
+// denyAll is deny, dry runs included.
+func denyAll(t *testing.T, ns string, op admissionv1.OperationType, group, resource string, probe func() error) (lift func()) {
+	t.Helper()
+	return denyWhere(t, ns, op, group, resource, "false", probe)
+}
+
+// denyWhere refuses the operation unless allow, a CEL expression over the request, holds.
+func denyWhere(t *testing.T, ns string, op admissionv1.OperationType, group, resource, allow string, probe func() error) (lift func()) {
 	t.Helper()
 	ctx := context.Background()
 	name := fmt.Sprintf("deny-%s-%s", resource, ns)
@@ -291,7 +307,7 @@ func deny(t *testing.T, ns string, op admissionv1.OperationType, group, resource
 					Rule:       admissionv1.Rule{APIGroups: []string{group}, APIVersions: []string{"*"}, Resources: []string{resource}},
 				},
 			}}},
-			Validations: []admissionv1.Validation{{Expression: "false", Message: "test: writes refused"}},
+			Validations: []admissionv1.Validation{{Expression: allow, Message: "test: writes refused"}},
 		},
 	}
 	binding := &admissionv1.ValidatingAdmissionPolicyBinding{

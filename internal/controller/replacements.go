@@ -32,7 +32,9 @@ import (
 // kind watches these records, so the process that leads next finishes the replacement.
 // ControllerRevisions are namespaced and readable by whoever may read the object itself (the
 // view role grants both), so the copy exposes nothing new; no other controller adopts them,
-// since their labels match no StatefulSet or DaemonSet selector.
+// since their labels match no StatefulSet or DaemonSet selector. Anyone who may create
+// ControllerRevisions can make one look like a record: a record is acted on only once read
+// back whole from the API server and found signed by reloader (records.go).
 const (
 	// ReplacementLabel marks reloader's records; its value is the kind replaced.
 	ReplacementLabel = "reloader.dev/replacement-of"
@@ -43,10 +45,23 @@ const (
 )
 
 // ReplacementRecords is the cache setting for the records: reloader's own ControllerRevisions
-// only, not the revision history of every StatefulSet and DaemonSet.
+// only, not the revision history of every StatefulSet and DaemonSet, and without their data.
+// Anyone who may create ControllerRevisions can label one as a record, so what the cache
+// holds of each must stay small whatever they write; the data is read from the API server
+// only when a record is acted on (trusted).
 func ReplacementRecords() (client.Object, cache.ByObject) {
 	sel, _ := labels.Parse(ReplacementLabel)
-	return &appsv1.ControllerRevision{}, cache.ByObject{Label: sel}
+	return &appsv1.ControllerRevision{}, cache.ByObject{Label: sel, Transform: dropRecordData}
+}
+
+// dropRecordData keeps a record's identity and annotations, not its data nor managed fields
+// (this Transform replaces the cache's default one, which drops those).
+func dropRecordData(o any) (any, error) {
+	if rec, ok := o.(*appsv1.ControllerRevision); ok {
+		rec.Data = runtime.RawExtension{}
+		rec.ManagedFields = nil
+	}
+	return o, nil
 }
 
 // recordName names the record of a replacement of the object called name: one per name, so
@@ -66,6 +81,10 @@ func (r *WorkloadReconciler) writeRecord(ctx context.Context, old, fresh client.
 	if err != nil {
 		return pendingJob{}, err
 	}
+	if len(data) > maxRecordData {
+		// No record would be trusted back, so no delete: the Job stays as it is.
+		return pendingJob{}, fmt.Errorf("%s %s is %d bytes, too large to replace safely (at most %d)", r.Kind.Name(), old.GetName(), len(data), maxRecordData)
+	}
 	rec := &appsv1.ControllerRevision{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: old.GetNamespace(),
@@ -79,6 +98,7 @@ func (r *WorkloadReconciler) writeRecord(ctx context.Context, old, fresh client.
 		Data:     runtime.RawExtension{Raw: data},
 		Revision: 1,
 	}
+	r.signRecord(ctx, rec, old)
 	err = r.Client.Create(ctx, rec, client.FieldOwner(FieldOwner))
 	if apierrors.IsAlreadyExists(err) {
 		// Left by an earlier replacement of this name; the object is here, so it is done.
@@ -112,18 +132,16 @@ func (r *WorkloadReconciler) dropRecord(ctx context.Context, nn types.Namespaced
 	return nil
 }
 
-// recordOf reads a record back; ok is false for objects that are not a record of r.Kind.
+// recordOf reads what the cache holds of a record: the name it replaces and its UID, not
+// the object it holds, which trusted reads and checks before anything is created. ok is
+// false for objects that are not a record of r.Kind.
 func (r *WorkloadReconciler) recordOf(o client.Object) (types.NamespacedName, pendingJob, bool) {
 	rec, isRec := o.(*appsv1.ControllerRevision)
 	if !isRec || rec.Labels[ReplacementLabel] != r.Kind.Name() || rec.Annotations[replacesNameAnnotation] == "" {
 		return types.NamespacedName{}, pendingJob{}, false
 	}
-	fresh := r.Kind.NewObject()
-	if err := json.Unmarshal(rec.Data.Raw, fresh); err != nil {
-		return types.NamespacedName{}, pendingJob{}, false
-	}
 	nn := types.NamespacedName{Namespace: rec.Namespace, Name: rec.Annotations[replacesNameAnnotation]}
-	return nn, pendingJob{obj: fresh, replaces: types.UID(rec.Annotations[replacesUIDAnnotation]), record: rec.UID}, true
+	return nn, pendingJob{record: rec.UID}, true
 }
 
 // watchReplacements lets the controller of a replaced kind hear of the records: each one
@@ -135,7 +153,7 @@ func (r *WorkloadReconciler) watchReplacements(b *builder.Builder) *builder.Buil
 	}
 	seen := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		if nn, p, ok := r.recordOf(o); ok {
-			r.jobs.put(nn, p)
+			r.jobs.learn(nn, p)
 			q.Add(reconcile.Request{NamespacedName: nn})
 		}
 	}

@@ -124,7 +124,8 @@ func (r *WorkloadReconciler) write(ctx context.Context, obj, updated client.Obje
 	if sc, ok := r.Kind.(workload.Scheduled); ok && len(changes) > 0 &&
 		optedIn(updated, reload.RunOnReloadAnnotation, w.settings.runCronJobs) && !sc.Suspended(updated) {
 		job := sc.RunNow(updated, runName(obj, next))
-		if err := r.Client.Create(ctx, job, client.FieldOwner(FieldOwner)); err != nil && !apierrors.IsAlreadyExists(err) {
+		// Nothing is deleted first, so no dry run; a refused blockOwnerDeletion is still let go.
+		if _, err := r.createAdmitted(ctx, job, false); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("start Job from CronJob: %w", err)
 		}
 		r.Metrics.Actions.WithLabelValues(r.Kind.Name(), "run-cronjob").Inc()

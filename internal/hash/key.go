@@ -1,6 +1,7 @@
 package hash
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -53,4 +54,19 @@ func (k Key) Valid() bool { return len(k.secret) == KeySize }
 func KeyID(h string) (id string, keyed bool) {
 	id, _, keyed = strings.Cut(h, keySeparator)
 	return id, keyed
+}
+
+// MAC authenticates msg under the key for one purpose: HMAC-SHA256 keyed with a sub-key
+// HMAC(key, purpose), so that a MAC made for one use is never valid for another, and the
+// install key itself keys nothing but the sub-keys. It returns nil when the key is not Valid:
+// nothing is authenticated without one.
+func (k Key) MAC(purpose string, msg []byte) []byte {
+	if !k.Valid() {
+		return nil
+	}
+	sub := hmac.New(sha256.New, k.secret)
+	sub.Write([]byte(purpose))
+	m := hmac.New(sha256.New, sub.Sum(nil))
+	m.Write(msg)
+	return m.Sum(nil)
 }

@@ -42,6 +42,9 @@ type Metrics struct {
 	Waiting *prometheus.GaugeVec
 	// Held counts reloads held back by pacing, by reason, once per hold (not per requeue).
 	Held *prometheus.CounterVec
+	// RecordsRefused counts Job replacement records not acted on, by workload kind and reason
+	// (unauthenticated, misplaced, oversized): forged or damaged ControllerRevisions.
+	RecordsRefused *prometheus.CounterVec
 	// CachesSynced is 1 once every watched kind's cache has synced (when /ready turns ok).
 	CachesSynced prometheus.Gauge
 
@@ -111,6 +114,10 @@ func New(reg prometheus.Registerer, countByNamespace bool) *Metrics {
 			Name: "reloader_reloads_held_total",
 			Help: "Reloads held back by pacing, by reason (min-interval, reload-window, rate-limit); counted once per hold.",
 		}, []string{"reason"})),
+		RecordsRefused: Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reloader_replacement_records_refused_total",
+			Help: "Job replacement records (ControllerRevisions) not acted on, by workload kind and reason (unauthenticated, misplaced, oversized).",
+		}, []string{"kind", "reason"})),
 		CachesSynced: Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "reloader_caches_synced",
 			Help: "1 once the cache of every watched kind has synced (when /ready turns ok), 0 before.",

@@ -106,13 +106,22 @@ func For(opts options.Config, p Platform) Rules {
 	}
 	if jobsReloaded {
 		// A Job's replacement is written down first, as a ControllerRevision beside it, and
-		// watched, so that one cut short by a crash is finished by the next leader.
-		r.Watched = append(r.Watched, rule("apps", "controllerrevisions", "list", "watch", "create", "delete"))
+		// watched, so that one cut short by a crash is finished by the next leader; one is
+		// read whole (get) from the API server only when it is acted on, since the cache
+		// keeps no record's data.
+		r.Watched = append(r.Watched, rule("apps", "controllerrevisions", "get", "list", "watch", "create", "delete"))
 	}
 	cronJobs := !opts.IgnoresWorkload("CronJob")
-	if writes && cronJobs && opts.RunCronJobsOnReload && !jobsReloaded {
+	runsCronJobs := writes && cronJobs && opts.RunCronJobsOnReload
+	if runsCronJobs && !jobsReloaded {
 		// Starting a Job from a reloaded CronJob needs create only; Jobs are not watched.
 		r.Watched = append(r.Watched, rule("batch", "jobs", "create"))
+	}
+	if jobsReloaded || runsCronJobs {
+		// The Jobs reloader creates keep their CronJob's ownerReference with
+		// blockOwnerDeletion, which the OwnerReferencesPermissionEnforcement admission plugin
+		// (OpenShift's default) allows only to who may update the owner's finalizers.
+		r.Watched = append(r.Watched, rule("batch", "cronjobs/finalizers", "update"))
 	}
 	// ReloaderConfigs add rules to the annotations (the chart ships their CRD; reloader
 	// watches them when it is served); their status is written with a merge patch, by the
@@ -152,13 +161,14 @@ func For(opts options.Config, p Platform) Rules {
 		// replicas and shards that come and go; members are watched, dead ones deleted.
 		r.Own = append(r.Own, rule("coordination.k8s.io", "leases", "get", "list", "watch", "create", "update", "delete"))
 	}
-	if !ignored[source.Secret] && opts.ReloaderNamespace != "" {
-		// The Secret hash key, by name only: read by every replica, created by the first with
-		// a server-side apply (a patch, and a create when the Secret is new, both authorised by
-		// name; a POST would need create on every Secret). Without an own namespace reloader
-		// keeps it in the first watched namespace or "default" (internal/hashkey): a run
-		// outside a cluster, with its user's own rights. Without access to the key reloader
-		// says so with a Warning Event here (a create has no name to restrict it to).
+	if (!ignored[source.Secret] || jobsReloaded) && opts.ReloaderNamespace != "" {
+		// The install key, of Secret hashes and of Job replacement records, by name only:
+		// read by every replica, created by the first with a server-side apply (a patch, and
+		// a create when the Secret is new, both authorised by name; a POST would need create
+		// on every Secret). Without an own namespace reloader keeps it in the first watched
+		// namespace or "default" (internal/hashkey): a run outside a cluster, with its user's
+		// own rights. Without access to the key reloader says so with a Warning Event here (a
+		// create has no name to restrict it to).
 		r.Own = append(r.Own, named(rule("", "secrets", "get", "create", "patch"), hashkey.SecretName),
 			rule("events.k8s.io", "events", "create"))
 	}

@@ -68,10 +68,27 @@ func TestFor(t *testing.T) {
 			cluster: []string{"-authentication.k8s.io/tokenreviews:create", "-authorization.k8s.io/subjectaccessreviews:create"},
 		},
 		{
-			name: "secrets ignored: no hash key",
+			name: "secrets ignored: the key still signs Job replacement records",
 			args: []string{"--resources-to-ignore=secrets"},
 			env:  ownEnv,
+			own:  []string{"-/secrets:create", "+/secrets[reloader-hash-key]:get", "+/secrets[reloader-hash-key]:create", "+/secrets[reloader-hash-key]:patch", "+events.k8s.io/events:create"},
+		},
+		{
+			name: "secrets and Jobs ignored: no install key",
+			args: []string{"--resources-to-ignore=secrets", "--ignored-workload-types=jobs"},
+			env:  ownEnv,
 			own:  []string{"-/secrets:create", "-/secrets[reloader-hash-key]:get", "-/secrets[reloader-hash-key]:create", "-events.k8s.io/events:create"},
+		},
+		{
+			name:    "Jobs replaced: records read whole, CronJob owners' finalizers",
+			env:     ownEnv,
+			watched: []string{"+apps/controllerrevisions:get", "+batch/cronjobs/finalizers:update"},
+		},
+		{
+			name:    "CronJobs run on reload, Jobs ignored: CronJob owners' finalizers",
+			args:    []string{"--ignored-workload-types=jobs", "--run-cronjobs-on-reload"},
+			env:     ownEnv,
+			watched: []string{"+batch/jobs:create", "+batch/cronjobs/finalizers:update", "-apps/controllerrevisions:get"},
 		},
 		{
 			name: "no own namespace: no meta-info",
@@ -170,7 +187,8 @@ func TestNoWildcardsNoUpdates(t *testing.T) {
 		if containsAny(a, "*", ":deletecollection", ":escalate", ":bind", ":impersonate") {
 			t.Errorf("too broad: %s", a)
 		}
-		if containsAny(a, ":update") && a != "coordination.k8s.io/leases["+opts.LeaderElectionID+"]:update" {
+		// cronjobs/finalizers: the blockOwnerDeletion of the Jobs reloader creates (rbac.go).
+		if containsAny(a, ":update") && a != "coordination.k8s.io/leases["+opts.LeaderElectionID+"]:update" && a != "batch/cronjobs/finalizers:update" {
 			t.Errorf("unexpected update: %s", a)
 		}
 		if containsAny(a, ":delete") && a != "batch/jobs:delete" && a != "apps/controllerrevisions:delete" {

@@ -230,7 +230,9 @@ func denyCreates(t *testing.T, ctx context.Context, cl client.Client, ns, group,
 					Rule:       admissionv1.Rule{APIGroups: []string{group}, APIVersions: []string{"*"}, Resources: []string{resource}},
 				},
 			}}},
-			Validations: []admissionv1.Validation{{Expression: "false", Message: "test: creates refused"}},
+			// Dry runs pass: reloader dry-runs a replacement before it deletes the Job, and
+			// the fault injected here is a create refused after that check.
+			Validations: []admissionv1.Validation{{Expression: "request.dryRun", Message: "test: creates refused"}},
 		},
 	}
 	binding := &admissionv1.ValidatingAdmissionPolicyBinding{

@@ -193,10 +193,15 @@ Watched rules apply where reloader watches: a ClusterRole, or a Role per watched
 {{- $rules = append $rules (dict "apiGroups" (list "batch") "resources" (list "jobs") "verbs" $jobs) -}}
 {{- if $writes }}
 {{- /* The replacement is written down first, as a ControllerRevision beside the Job, so that one cut short by a crash is finished. */ -}}
-{{- $rules = append $rules (dict "apiGroups" (list "apps") "resources" (list "controllerrevisions") "verbs" (list "list" "watch" "create" "delete")) -}}
+{{- /* A record is read whole (get) only when acted on: the cache keeps no record's data. */ -}}
+{{- $rules = append $rules (dict "apiGroups" (list "apps") "resources" (list "controllerrevisions") "verbs" (list "get" "list" "watch" "create" "delete")) -}}
 {{- end -}}
 {{- else if and $writes $r.runCronJobsOnReload (not $r.ignoreCronJobs) -}}
 {{- $rules = append $rules (dict "apiGroups" (list "batch") "resources" (list "jobs") "verbs" (list "create")) -}}
+{{- end -}}
+{{- if and $writes (or (not $r.ignoreJobs) (and $r.runCronJobsOnReload (not $r.ignoreCronJobs))) }}
+{{- /* Jobs created keep their CronJob's ownerReference with blockOwnerDeletion: OwnerReferencesPermissionEnforcement (OpenShift's default) wants update on the owner's finalizers. */ -}}
+{{- $rules = append $rules (dict "apiGroups" (list "batch") "resources" (list "cronjobs/finalizers") "verbs" (list "update")) -}}
 {{- end -}}
 {{- if $r.isArgoRollouts }}{{ $rules = append $rules (dict "apiGroups" (list "argoproj.io") "resources" (list "rollouts") "verbs" $kind) }}{{ end -}}
 {{- if $r.isOpenshift }}{{ $rules = append $rules (dict "apiGroups" (list "apps.openshift.io") "resources" (list "deploymentconfigs") "verbs" $kind) }}{{ end -}}
@@ -239,8 +244,8 @@ Watched rules apply where reloader watches: a ClusterRole, or a Role per watched
 {{- $rules = append $rules (dict "apiGroups" (list "coordination.k8s.io") "resources" (list "leases") "verbs" (list "get" "list" "watch" "create" "update" "delete")) -}}
 {{- end -}}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "configmaps") "resourceNames" (list "reloader-meta-info") "verbs" (list "create" "patch")) -}}
-{{- if not $r.ignoreSecrets }}
-{{- /* The Secret hash key, by name only: created by a server-side apply (create and patch by name), then read. */ -}}
+{{- if or (not $r.ignoreSecrets) (and (not $r.ignoreJobs) (not (include "reloader.webhook" .))) }}
+{{- /* The install key (Secret hashes, Job replacement records), by name only: created by a server-side apply (create and patch by name), then read. */ -}}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "secrets") "resourceNames" (list "reloader-hash-key") "verbs" (list "get" "create" "patch")) -}}
 {{- /* The Warning Event when reloader may not use the key (a create has no name to restrict it to). */ -}}
 {{- $rules = append $rules (dict "apiGroups" (list "events.k8s.io") "resources" (list "events") "verbs" (list "create")) -}}

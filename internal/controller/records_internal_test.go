@@ -1,0 +1,100 @@
+package controller
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/reloader-operator/reloader/internal/hash"
+	"github.com/reloader-operator/reloader/internal/workload"
+)
+
+// A record's MAC covers its data and the whole identity of what it replaces: a change of any
+// of them, or another key, makes it invalid.
+func TestRecordMAC(t *testing.T) {
+	key, _ := hash.NewKey(bytes.Repeat([]byte{7}, hash.KeySize))
+	other, _ := hash.NewKey(bytes.Repeat([]byte{8}, hash.KeySize))
+	data := []byte(`{"metadata":{"name":"migrate","namespace":"a"}}`)
+	base := recordMAC(key, "Job", "a", "migrate", "uid-1", data)
+	for name, mac := range map[string][]byte{
+		"data":      recordMAC(key, "Job", "a", "migrate", "uid-1", []byte(`{"metadata":{"name":"migrate","namespace":"b"}}`)),
+		"kind":      recordMAC(key, "CronJob", "a", "migrate", "uid-1", data),
+		"namespace": recordMAC(key, "Job", "b", "migrate", "uid-1", data),
+		"name":      recordMAC(key, "Job", "a", "migrate2", "uid-1", data),
+		"uid":       recordMAC(key, "Job", "a", "migrate", "uid-2", data),
+		// Fields moved across a boundary encode apart.
+		"boundary": recordMAC(key, "Job", "am", "igrate", "uid-1", data),
+		"key":      recordMAC(other, "Job", "a", "migrate", "uid-1", data),
+	} {
+		if bytes.Equal(base, mac) {
+			t.Errorf("%s changed, MAC the same", name)
+		}
+	}
+	if !bytes.Equal(base, recordMAC(key, "Job", "a", "migrate", "uid-1", data)) {
+		t.Error("MAC not stable")
+	}
+	if recordMAC(hash.Key{}, "Job", "a", "migrate", "uid-1", data) != nil {
+		t.Error("MAC without a valid key")
+	}
+}
+
+func TestCheckRecord(t *testing.T) {
+	key, _ := hash.NewKey(bytes.Repeat([]byte{7}, hash.KeySize))
+	other, _ := hash.NewKey(bytes.Repeat([]byte{8}, hash.KeySize))
+	record := func(jobNS, jobName string, sign hash.Key, change func(*appsv1.ControllerRevision)) *appsv1.ControllerRevision {
+		data, _ := json.Marshal(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: jobNS, Name: jobName}})
+		rec := &appsv1.ControllerRevision{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "reloader-job-migrate", Annotations: map[string]string{
+				replacesNameAnnotation: "migrate", replacesUIDAnnotation: "uid-1"}},
+			Data: runtime.RawExtension{Raw: data},
+		}
+		if mac := recordMAC(sign, "Job", "a", "migrate", "uid-1", data); mac != nil {
+			rec.Annotations[recordMACAnnotation] = hex.EncodeToString(mac)
+		}
+		if change != nil {
+			change(rec)
+		}
+		return rec
+	}
+	tests := []struct {
+		name   string
+		key    hash.Key
+		rec    *appsv1.ControllerRevision
+		refuse string
+	}{
+		{"genuine", key, record("a", "migrate", key, nil), ""},
+		{"no MAC", key, record("a", "migrate", hash.Key{}, nil), refusedUnauthenticated},
+		{"another key's MAC", key, record("a", "migrate", other, nil), refusedUnauthenticated},
+		{"MAC not hex", key, record("a", "migrate", key, func(r *appsv1.ControllerRevision) { r.Annotations[recordMACAnnotation] = "zz" }), refusedUnauthenticated},
+		{"no valid key here", hash.Key{}, record("a", "migrate", key, nil), refusedUnauthenticated},
+		{"data changed", key, record("a", "migrate", key, func(r *appsv1.ControllerRevision) {
+			r.Data.Raw = bytes.Replace(r.Data.Raw, []byte(`"migrate"`), []byte(`"migrat3"`), 1)
+		}), refusedUnauthenticated},
+		{"replaced UID changed", key, record("a", "migrate", key, func(r *appsv1.ControllerRevision) { r.Annotations[replacesUIDAnnotation] = "uid-2" }), refusedUnauthenticated},
+		{"moved to another namespace", key, record("a", "migrate", key, func(r *appsv1.ControllerRevision) { r.Namespace = "b" }), refusedUnauthenticated},
+		{"data in another namespace, signed", key, record("kube-system", "migrate", key, nil), refusedMisplaced},
+		{"data under another name, signed", key, record("a", "other", key, nil), refusedMisplaced},
+		{"oversized", key, record("a", "migrate", key, func(r *appsv1.ControllerRevision) { r.Data.Raw = make([]byte, maxRecordData+1) }), refusedOversized},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			obj, refused := checkRecord(tt.key, workload.Job(), tt.rec)
+			switch {
+			case tt.refuse == "" && refused != nil:
+				t.Fatalf("refused: %v", refused)
+			case tt.refuse == "" && (obj.GetNamespace() != "a" || obj.GetName() != "migrate"):
+				t.Fatalf("object %s/%s", obj.GetNamespace(), obj.GetName())
+			case tt.refuse != "" && (refused == nil || refused.reason != tt.refuse):
+				t.Fatalf("refused %v, want %s", refused, tt.refuse)
+			case tt.refuse != "" && obj != nil:
+				t.Fatalf("refused, yet object %v", obj)
+			}
+		})
+	}
+}

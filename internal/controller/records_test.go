@@ -1,0 +1,209 @@
+package controller_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/testutil"
+)
+
+const refusedRecords = "reloader_replacement_records_refused_total"
+
+// forgedRecord is a ControllerRevision made to look like reloader's record of a replacement
+// of Job replaces in ns, holding job, with the MAC annotation set to mac unless empty.
+func forgedRecord(ns, replaces string, job *batchv1.Job, mac string) *appsv1.ControllerRevision {
+	data, _ := json.Marshal(job)
+	rec := &appsv1.ControllerRevision{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reloader-job-" + replaces,
+			Labels: map[string]string{controller.ReplacementLabel: "Job"},
+			Annotations: map[string]string{"reloader.dev/replaces-name": replaces,
+				"reloader.dev/replaces-uid": "00000000-0000-0000-0000-000000000000"}},
+		Data:     runtime.RawExtension{Raw: data},
+		Revision: 1,
+	}
+	if mac != "" {
+		rec.Annotations["reloader.dev/record-mac"] = mac
+	}
+	return rec
+}
+
+// noJobs checks, after reloader had time to act, that no Job exists in any of namespaces.
+func noJobs(t *testing.T, namespaces ...string) {
+	t.Helper()
+	settle()
+	for _, ns := range namespaces {
+		if js := jobs(t, ns); len(js) > 0 {
+			t.Errorf("Job %s/%s created from a forged record (service account %q)", ns, js[0].Name, js[0].Spec.Template.Spec.ServiceAccountName)
+		}
+	}
+}
+
+// refusedGrows waits until the count of refused records is above before.
+func refusedGrows(t *testing.T, before float64, by int) {
+	t.Helper()
+	testutil.Eventually(t, "refused records counted", func() error {
+		if n := counter(t, refusedRecords, map[string]string{"kind": "Job", "reason": "unauthenticated"}); n < before+float64(by) {
+			return fmt.Errorf("%v refused, want %v", n, before+float64(by))
+		}
+		return nil
+	})
+}
+
+// A tenant who may create ControllerRevisions in its own namespace writes one that looks like
+// a record whose data is a Job in another namespace, with a privileged service account.
+// reloader creates nothing, anywhere, and says so on the record.
+func TestForgedRecordOfAJobElsewhereCreatesNothing(t *testing.T) {
+	tenant, victim := newNamespace(t), newNamespace(t)
+	startReloader(t, tenant)
+	before := counter(t, refusedRecords, map[string]string{"kind": "Job", "reason": "unauthenticated"})
+
+	evil := job(victim, "evil", nil)
+	evil.Spec.Template.Spec.ServiceAccountName = "cluster-admin-sa"
+	create(t, forgedRecord(tenant, "evil", evil, ""))
+	noJobs(t, tenant, victim)
+	eventuallyEvent(t, tenant, "reloader-job-evil", controller.ReasonUntrustedRecord)
+	refusedGrows(t, before, 1)
+}
+
+// A forged record of a Job of its own namespace and name is refused too, whether it has no
+// MAC or a made-up one.
+func TestForgedRecordInPlaceCreatesNothing(t *testing.T) {
+	ns := newNamespace(t)
+	startReloader(t, ns)
+	before := counter(t, refusedRecords, map[string]string{"kind": "Job", "reason": "unauthenticated"})
+
+	create(t, forgedRecord(ns, "no-mac", job(ns, "no-mac", nil), ""),
+		forgedRecord(ns, "bad-mac", job(ns, "bad-mac", nil), strings.Repeat("ab", 32)))
+	noJobs(t, ns)
+	eventuallyEvent(t, ns, "reloader-job-no-mac", controller.ReasonUntrustedRecord)
+	eventuallyEvent(t, ns, "reloader-job-bad-mac", controller.ReasonUntrustedRecord)
+	refusedGrows(t, before, 2)
+}
+
+// reloader stops between the delete and the create of a replacement (the create is refused
+// until then): the record reloader wrote is all that is left of the Job. The next reloader,
+// which holds nothing in memory, reads the record from the API server, finds it signed, and
+// creates the Job once with the new config; the record goes.
+func TestGenuineRecordIsFinishedByTheNextProcess(t *testing.T) {
+	ns, j, oldUID := recordLeftBehind(t)
+	ctx := context.Background()
+	startReloader(t, ns)
+	replaced(t, j, oldUID)
+	var records appsv1.ControllerRevisionList
+	testutil.Eventually(t, "record removed", func() error {
+		testutil.Must(t, k8s.List(ctx, &records, client.InNamespace(ns), client.HasLabels{controller.ReplacementLabel}))
+		if n := len(records.Items); n > 0 {
+			return fmt.Errorf("%d records", n)
+		}
+		return nil
+	})
+	if reasons := eventReasons(t, ns, "reloader-job-migrate"); len(reasons) > 0 {
+		t.Errorf("events on the record: %v", reasons)
+	}
+}
+
+// A genuine record re-written while it waits, its MAC copied and its data altered (here: the
+// Job's service account), is refused by the next reloader: nothing is created. (A record's
+// data is immutable: altering it takes a delete and a create.)
+func TestAlteredRecordCreatesNothing(t *testing.T) {
+	ns, _, _ := recordLeftBehind(t)
+	rec := get(t, &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reloader-job-migrate"}})
+	testutil.Must(t, k8s.Delete(context.Background(), rec))
+	var j batchv1.Job
+	testutil.Must(t, json.Unmarshal(rec.Data.Raw, &j))
+	j.Spec.Template.Spec.ServiceAccountName = "cluster-admin-sa"
+	altered := forgedRecord(ns, "migrate", &j, rec.Annotations["reloader.dev/record-mac"])
+	altered.Annotations = rec.Annotations
+	create(t, altered)
+	before := counter(t, refusedRecords, map[string]string{"kind": "Job", "reason": "unauthenticated"})
+	startReloader(t, ns)
+	settle()
+	// (The namespace holds the probes of deny: only "migrate" counts.)
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "migrate"}, &j); !apierrors.IsNotFound(err) {
+		t.Errorf("Job migrate created from an altered record (service account %q): %v", j.Spec.Template.Spec.ServiceAccountName, err)
+	}
+	eventuallyEvent(t, ns, "reloader-job-migrate", controller.ReasonUntrustedRecord)
+	refusedGrows(t, before, 1)
+}
+
+// recordLeftBehind replaces Job "migrate" in a new namespace and stops reloader between the
+// delete and the create (the create is refused until then): the signed record is all that is
+// left of the Job. It returns the namespace, the Job and the old Job's UID.
+func recordLeftBehind(t *testing.T) (string, *batchv1.Job, types.UID) {
+	t.Helper()
+	ns := newNamespace(t)
+	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
+	j := job(ns, "migrate", map[string]string{auto: "true"}, "cfg")
+	create(t, cm, j)
+	stop := startReloader(t, ns)
+	recorded(t, j)
+	oldUID := get(t, j).UID
+
+	ctx := context.Background()
+	lift := deny(t, ns, admissionv1.Create, "batch", "jobs", func() error {
+		return k8s.Create(ctx, job(ns, fmt.Sprintf("probe-%d", metav1.Now().UnixNano()), nil))
+	})
+	changeConfig(t, cm, "v2")
+	testutil.Eventually(t, "old Job deleted, its replacement refused", func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(j), &batchv1.Job{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("Job still there: %v", err)
+		}
+		return nil
+	})
+	eventuallyEvent(t, ns, "migrate", controller.ReasonReloadFail)
+	stop()
+	var records appsv1.ControllerRevisionList
+	testutil.Must(t, k8s.List(ctx, &records, client.InNamespace(ns), client.HasLabels{controller.ReplacementLabel}))
+	if len(records.Items) != 1 || records.Items[0].Annotations["reloader.dev/record-mac"] == "" {
+		t.Fatalf("want one signed record left, got %d (annotations of the first: %v)", len(records.Items), func() any {
+			if len(records.Items) == 0 {
+				return nil
+			}
+			return records.Items[0].Annotations
+		}())
+	}
+	lift()
+	return ns, j, oldUID
+}
+
+// What anyone may write as a record costs reloader's cache its metadata only: the data, read
+// from the API server when a record is acted on, is not kept.
+func TestRecordsAreCachedWithoutData(t *testing.T) {
+	ns := newNamespace(t)
+	obj, setting := controller.ReplacementRecords()
+	c, err := cache.New(restConfig, cache.Options{Scheme: k8s.Scheme(),
+		DefaultNamespaces: map[string]cache.Config{ns: {}}, ByObject: map[client.Object]cache.ByObject{obj: setting}})
+	testutil.Must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = c.Start(ctx) }()
+	big := job(ns, "big", map[string]string{"padding": strings.Repeat("x", 256<<10)})
+	create(t, forgedRecord(ns, "big", big, ""))
+	testutil.Eventually(t, "record cached", func() error {
+		var rec appsv1.ControllerRevision
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "reloader-job-big"}, &rec); err != nil {
+			return err
+		}
+		if n := len(rec.Data.Raw); n > 0 || rec.Data.Object != nil {
+			t.Fatalf("cached record holds %d bytes of data", n)
+		}
+		if rec.Annotations["reloader.dev/replaces-name"] != "big" || rec.UID == "" {
+			t.Fatalf("cached record lost its identity: %v %s", rec.Annotations, rec.UID)
+		}
+		return nil
+	})
+}
