@@ -125,15 +125,6 @@ func (r *WorkloadReconciler) forgetRecord(ctx context.Context, nn types.Namespac
 // is what the cache holds under the name, if anything.
 func (r *WorkloadReconciler) createReplacement(ctx context.Context, nn types.NamespacedName, p pendingJob, current client.Object, exists bool) (reconcile.Result, error) {
 	logger := log.FromContext(ctx)
-	if p.obj == nil {
-		// Seen through the cache only: read and checked before anything else is done with it.
-		var ok bool
-		var err error
-		if p, ok, err = r.trusted(ctx, nn, p); err != nil || !ok {
-			// Nothing trusted to finish: the object is reconciled as any other.
-			return reconcile.Result{RequeueAfter: time.Millisecond}, err
-		}
-	}
 	if exists && current.GetUID() == p.replaces && current.GetDeletionTimestamp().IsZero() && r.APIReader != nil {
 		// The cache may not have seen the delete yet (a retry right after a refused create
 		// comes within milliseconds): ask the API server before taking the old object as
@@ -151,14 +142,25 @@ func (r *WorkloadReconciler) createReplacement(ctx context.Context, nn types.Nam
 		// at the new object again, now without the record.
 		return reconcile.Result{RequeueAfter: time.Millisecond}, r.dropRecord(ctx, nn, p)
 	case exists && current.GetDeletionTimestamp().IsZero():
-		// The old object was never deleted (the process stopped first, or the delete
-		// failed): drop the record; the next pass reloads the object afresh if it still
+		// The old object was never deleted (the process stopped first, before or after
+		// signing the record, or the delete failed): drop the record, signed or not, since
+		// nothing is created from it; the next pass reloads the object afresh if it still
 		// needs it.
 		logger.Info("replacement was not started; reloading afresh")
 		return reconcile.Result{RequeueAfter: time.Millisecond}, r.dropRecord(ctx, nn, p)
 	case exists:
 		// Deleted, still finalizing.
 		return reconcile.Result{RequeueAfter: time.Second}, nil
+	}
+	if p.obj == nil {
+		// Seen through the cache only, and the object is gone: the record would create it.
+		// It is read from the API server and checked first.
+		var ok bool
+		var err error
+		if p, ok, err = r.trusted(ctx, nn, p); err != nil || !ok {
+			// Nothing trusted to finish: the object is reconciled as any other.
+			return reconcile.Result{RequeueAfter: time.Millisecond}, err
+		}
 	}
 	fresh, err := r.createAdmitted(ctx, p.obj.DeepCopyObject().(client.Object), false)
 	switch {
