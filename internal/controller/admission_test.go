@@ -41,7 +41,8 @@ func reloaderUser(t *testing.T, ns string, configure func(*options.Options), wit
 	}
 	conf, err := options.Parse(opts)
 	testutil.Must(t, err)
-	rules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create", "get"}}}
+	// (The key is written by server-side apply: patch, as internal/rbac grants on it.)
+	rules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create", "get", "patch"}}}
 	for _, r := range rbac.For(conf, rbac.Platform{OpenShift: true}).Watched { // test/crds serves DeploymentConfigs
 		if !slices.ContainsFunc(r.Resources, func(res string) bool { return slices.Contains(without, res) }) {
 			rules = append(rules, r)

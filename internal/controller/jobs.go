@@ -21,7 +21,10 @@ import (
 type pendingJob struct {
 	// obj is the object to create: the one this process wrote down, or one read from a record
 	// and checked (trusted); nil for a record only seen through the cache.
-	obj      client.Object
+	obj client.Object
+	// replaces is the UID of the object replaced: for a record seen only through the cache,
+	// what it says, which decides only whether it is dropped; nothing is created from a
+	// record before it is checked (trusted).
 	replaces types.UID
 	// record is the UID of the record in the cluster that holds it.
 	record types.UID
@@ -121,19 +124,11 @@ func (r *WorkloadReconciler) forgetRecord(ctx context.Context, nn types.Namespac
 }
 
 // createReplacement finishes a replacement that was written down and not seen done: after a
-// failed create, or left by a process that died between the delete and the create. current
-// is what the cache holds under the name, if anything.
+// failed create, or left by a process that died between the delete and the create; one whose
+// object is still there, never deleted, is dropped. current is what the cache holds under the
+// name, if anything.
 func (r *WorkloadReconciler) createReplacement(ctx context.Context, nn types.NamespacedName, p pendingJob, current client.Object, exists bool) (reconcile.Result, error) {
 	logger := log.FromContext(ctx)
-	if p.obj == nil {
-		// Seen through the cache only: read and checked before anything else is done with it.
-		var ok bool
-		var err error
-		if p, ok, err = r.trusted(ctx, nn, p); err != nil || !ok {
-			// Nothing trusted to finish: the object is reconciled as any other.
-			return reconcile.Result{RequeueAfter: time.Millisecond}, err
-		}
-	}
 	if exists && current.GetUID() == p.replaces && current.GetDeletionTimestamp().IsZero() && r.APIReader != nil {
 		// The cache may not have seen the delete yet (a retry right after a refused create
 		// comes within milliseconds): ask the API server before taking the old object as
@@ -147,18 +142,30 @@ func (r *WorkloadReconciler) createReplacement(ctx context.Context, nn types.Nam
 	}
 	switch {
 	case exists && current.GetUID() != p.replaces:
-		// Created meanwhile, by this replacement or by someone else: done either way. Look
-		// at the new object again, now without the record.
+		// Created meanwhile, by this replacement or by someone else: done either way (and a
+		// record of another object would create nothing). Look at the new object again, now
+		// without the record.
 		return reconcile.Result{RequeueAfter: time.Millisecond}, r.dropRecord(ctx, nn, p)
 	case exists && current.GetDeletionTimestamp().IsZero():
-		// The old object was never deleted (the process stopped first, or the delete
-		// failed): drop the record; the next pass reloads the object afresh if it still
+		// The old object was never deleted (the process stopped first, before or after
+		// signing the record, or the delete failed): drop the record, signed or not, since
+		// nothing is created from it; the next pass reloads the object afresh if it still
 		// needs it.
 		logger.Info("replacement was not started; reloading afresh")
 		return reconcile.Result{RequeueAfter: time.Millisecond}, r.dropRecord(ctx, nn, p)
 	case exists:
 		// Deleted, still finalizing.
 		return reconcile.Result{RequeueAfter: time.Second}, nil
+	}
+	if p.obj == nil {
+		// Seen through the cache only, and the object is gone: the record would create it.
+		// It is read from the API server and checked first.
+		var ok bool
+		var err error
+		if p, ok, err = r.trusted(ctx, nn, p); err != nil || !ok {
+			// Nothing trusted to finish: the object is reconciled as any other.
+			return reconcile.Result{RequeueAfter: time.Millisecond}, err
+		}
 	}
 	fresh, err := r.createAdmitted(ctx, p.obj.DeepCopyObject().(client.Object), false)
 	switch {

@@ -25,8 +25,10 @@ import (
 // own rights, whatever the record's data says. So a record is acted on only when it carries a
 // MAC under the install's key (internal/hashkey) over its data and the identity of the object
 // it replaces, and only to create that object, in the record's namespace, under the replaced
-// object's name. Without a valid key, only the records this process wrote, held in memory,
-// are acted on.
+// object's name. The MAC also covers the record's own UID, which the API server assigns at
+// create and no one can choose: a genuine record saved by someone who may read it and created
+// again later (after an admin deleted the Job, say) has a new UID, and is refused. Without a
+// valid key, only the records this process wrote, held in memory, are acted on.
 const (
 	// recordMACAnnotation holds the hex MAC of a record (recordMAC).
 	recordMACAnnotation = "reloader.dev/record-mac"
@@ -47,12 +49,12 @@ const (
 	refusedOversized       = "oversized"
 )
 
-// recordMAC authenticates a record: its data, and the kind, namespace, name and UID of the
-// object it replaces, each length-prefixed so that no two field lists encode alike. Nil
-// without a valid key.
-func recordMAC(key hash.Key, kind, namespace, name string, uid types.UID, data []byte) []byte {
+// recordMAC authenticates a record: its data, the kind, namespace, name and UID of the object
+// it replaces, and the UID of the record itself, each length-prefixed so that no two field
+// lists encode alike. Nil without a valid key.
+func recordMAC(key hash.Key, kind, namespace, name string, uid, record types.UID, data []byte) []byte {
 	var msg []byte
-	for _, f := range [][]byte{[]byte(kind), []byte(namespace), []byte(name), []byte(uid), data} {
+	for _, f := range [][]byte{[]byte(kind), []byte(namespace), []byte(name), []byte(uid), []byte(record), data} {
 		msg = binary.BigEndian.AppendUint64(msg, uint64(len(f)))
 		msg = append(msg, f...)
 	}
@@ -75,9 +77,9 @@ func checkRecord(key hash.Key, kind workload.Kind, rec *appsv1.ControllerRevisio
 		return nil, &refusal{refusedUnauthenticated, "reloader has no valid install key (Secret " + hashkey.SecretName + "), so it trusts only the records it wrote itself, in memory"}
 	}
 	mac, err := hex.DecodeString(rec.Annotations[recordMACAnnotation])
-	want := recordMAC(key, kind.Name(), rec.Namespace, name, types.UID(rec.Annotations[replacesUIDAnnotation]), rec.Data.Raw)
+	want := recordMAC(key, kind.Name(), rec.Namespace, name, types.UID(rec.Annotations[replacesUIDAnnotation]), rec.UID, rec.Data.Raw)
 	if err != nil || !hmac.Equal(mac, want) {
-		return nil, &refusal{refusedUnauthenticated, "it has no valid " + recordMACAnnotation + ": reloader did not write it, or wrote it under another install key"}
+		return nil, &refusal{refusedUnauthenticated, "it has no valid " + recordMACAnnotation + ": reloader did not write it (a copy of a record created again is not the record reloader wrote), or wrote it under another install key"}
 	}
 	obj := kind.NewObject()
 	if err := json.Unmarshal(rec.Data.Raw, obj); err != nil {
@@ -98,16 +100,26 @@ func (r *WorkloadReconciler) recordKey() hash.Key {
 	return r.RecordKey.Key()
 }
 
-// signRecord puts the MAC on a record about to be written; without a valid key the record is
-// left unsigned, and only this process, which holds it in memory, will act on it.
-func (r *WorkloadReconciler) signRecord(ctx context.Context, rec *appsv1.ControllerRevision, old client.Object) {
+// signRecord puts the MAC on a record just created, now that the API server has given it its
+// UID, which the MAC covers; data is what was sent. That is a second write per Job
+// replacement (Job reloads are rare), and a record left unsigned by a crash between the two
+// replaces a Job that was never deleted, so it is dropped without creating anything
+// (createReplacement). Without a valid key the record is left unsigned, and only this
+// process, which holds it in memory, will act on it.
+func (r *WorkloadReconciler) signRecord(ctx context.Context, rec *appsv1.ControllerRevision, old client.Object, data []byte) error {
 	key := r.recordKey()
 	if !key.Valid() {
 		log.FromContext(ctx).Info("no valid install key: this Job replacement record is trusted from memory only; if reloader stops before the new Job is created, no other process re-creates it",
 			"record", rec.Name)
-		return
+		return nil
 	}
-	rec.Annotations[recordMACAnnotation] = hex.EncodeToString(recordMAC(key, r.Kind.Name(), old.GetNamespace(), old.GetName(), old.GetUID(), rec.Data.Raw))
+	unsigned := rec.DeepCopy()
+	rec.Annotations[recordMACAnnotation] = hex.EncodeToString(recordMAC(key, r.Kind.Name(), old.GetNamespace(), old.GetName(), old.GetUID(), rec.UID, data))
+	// With its resourceVersion, the patch signs this record as created, or fails.
+	if err := r.Client.Patch(ctx, rec, client.MergeFromWithOptions(unsigned, client.MergeFromWithOptimisticLock{}), client.FieldOwner(FieldOwner)); err != nil {
+		return fmt.Errorf("sign replacement record: %w", err)
+	}
+	return nil
 }
 
 // trusted reads the record of a replacement seen only through the cache, which keeps no

@@ -15,31 +15,33 @@ import (
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
-// A record's MAC covers its data and the whole identity of what it replaces: a change of any
-// of them, or another key, makes it invalid.
+// A record's MAC covers its data, the whole identity of what it replaces and its own UID: a
+// change of any of them, or another key, makes it invalid.
 func TestRecordMAC(t *testing.T) {
 	key, _ := hash.NewKey(bytes.Repeat([]byte{7}, hash.KeySize))
 	other, _ := hash.NewKey(bytes.Repeat([]byte{8}, hash.KeySize))
 	data := []byte(`{"metadata":{"name":"migrate","namespace":"a"}}`)
-	base := recordMAC(key, "Job", "a", "migrate", "uid-1", data)
+	base := recordMAC(key, "Job", "a", "migrate", "uid-1", "rec-1", data)
 	for name, mac := range map[string][]byte{
-		"data":      recordMAC(key, "Job", "a", "migrate", "uid-1", []byte(`{"metadata":{"name":"migrate","namespace":"b"}}`)),
-		"kind":      recordMAC(key, "CronJob", "a", "migrate", "uid-1", data),
-		"namespace": recordMAC(key, "Job", "b", "migrate", "uid-1", data),
-		"name":      recordMAC(key, "Job", "a", "migrate2", "uid-1", data),
-		"uid":       recordMAC(key, "Job", "a", "migrate", "uid-2", data),
+		"data":      recordMAC(key, "Job", "a", "migrate", "uid-1", "rec-1", []byte(`{"metadata":{"name":"migrate","namespace":"b"}}`)),
+		"kind":      recordMAC(key, "CronJob", "a", "migrate", "uid-1", "rec-1", data),
+		"namespace": recordMAC(key, "Job", "b", "migrate", "uid-1", "rec-1", data),
+		"name":      recordMAC(key, "Job", "a", "migrate2", "uid-1", "rec-1", data),
+		"uid":       recordMAC(key, "Job", "a", "migrate", "uid-2", "rec-1", data),
+		// The same record created again: the API server gave the copy another UID.
+		"record": recordMAC(key, "Job", "a", "migrate", "uid-1", "rec-2", data),
 		// Fields moved across a boundary encode apart.
-		"boundary": recordMAC(key, "Job", "am", "igrate", "uid-1", data),
-		"key":      recordMAC(other, "Job", "a", "migrate", "uid-1", data),
+		"boundary": recordMAC(key, "Job", "am", "igrate", "uid-1", "rec-1", data),
+		"key":      recordMAC(other, "Job", "a", "migrate", "uid-1", "rec-1", data),
 	} {
 		if bytes.Equal(base, mac) {
 			t.Errorf("%s changed, MAC the same", name)
 		}
 	}
-	if !bytes.Equal(base, recordMAC(key, "Job", "a", "migrate", "uid-1", data)) {
+	if !bytes.Equal(base, recordMAC(key, "Job", "a", "migrate", "uid-1", "rec-1", data)) {
 		t.Error("MAC not stable")
 	}
-	if recordMAC(hash.Key{}, "Job", "a", "migrate", "uid-1", data) != nil {
+	if recordMAC(hash.Key{}, "Job", "a", "migrate", "uid-1", "rec-1", data) != nil {
 		t.Error("MAC without a valid key")
 	}
 }
@@ -50,11 +52,11 @@ func TestCheckRecord(t *testing.T) {
 	record := func(jobNS, jobName string, sign hash.Key, change func(*appsv1.ControllerRevision)) *appsv1.ControllerRevision {
 		data, _ := json.Marshal(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: jobNS, Name: jobName}})
 		rec := &appsv1.ControllerRevision{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "reloader-job-migrate", Annotations: map[string]string{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "reloader-job-migrate", UID: "rec-1", Annotations: map[string]string{
 				replacesNameAnnotation: "migrate", replacesUIDAnnotation: "uid-1"}},
 			Data: runtime.RawExtension{Raw: data},
 		}
-		if mac := recordMAC(sign, "Job", "a", "migrate", "uid-1", data); mac != nil {
+		if mac := recordMAC(sign, "Job", "a", "migrate", "uid-1", "rec-1", data); mac != nil {
 			rec.Annotations[recordMACAnnotation] = hex.EncodeToString(mac)
 		}
 		if change != nil {
@@ -77,6 +79,7 @@ func TestCheckRecord(t *testing.T) {
 			r.Data.Raw = bytes.Replace(r.Data.Raw, []byte(`"migrate"`), []byte(`"migrat3"`), 1)
 		}), refusedUnauthenticated},
 		{"replaced UID changed", key, record("a", "migrate", key, func(r *appsv1.ControllerRevision) { r.Annotations[replacesUIDAnnotation] = "uid-2" }), refusedUnauthenticated},
+		{"created again (another record UID)", key, record("a", "migrate", key, func(r *appsv1.ControllerRevision) { r.UID = "rec-2" }), refusedUnauthenticated},
 		{"moved to another namespace", key, record("a", "migrate", key, func(r *appsv1.ControllerRevision) { r.Namespace = "b" }), refusedUnauthenticated},
 		{"data in another namespace, signed", key, record("kube-system", "migrate", key, nil), refusedMisplaced},
 		{"data under another name, signed", key, record("a", "other", key, nil), refusedMisplaced},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -206,4 +207,122 @@ func TestRecordsAreCachedWithoutData(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Someone who may watch and create ControllerRevisions keeps a copy of a genuine record,
+// seen while reloader replaced Job "migrate". Later the admin deletes the Job, and the copy
+// is created again, labels, annotations and data as they were: the API server gives it a new
+// UID, so its MAC no longer holds, and the Job the admin deleted stays deleted.
+func TestReplayedRecordCreatesNothing(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
+	j := job(ns, "migrate", map[string]string{auto: "true"}, "cfg")
+	create(t, cm, j)
+	startReloader(t, ns)
+	recorded(t, j)
+	oldUID := get(t, j).UID
+	saved := signedRecords(t, ns)
+
+	changeConfig(t, cm, "v2")
+	cur := replaced(t, j, oldUID)
+	noRecords(t, ns)
+	testutil.Must(t, k8s.Delete(ctx, cur, client.PropagationPolicy(metav1.DeletePropagationBackground)))
+	testutil.Eventually(t, "Job deleted by the admin", func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(j), &batchv1.Job{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("Job still there: %v", err)
+		}
+		return nil
+	})
+
+	rec := saved()
+	before := counter(t, refusedRecords, map[string]string{"kind": "Job", "reason": "unauthenticated"})
+	create(t, &appsv1.ControllerRevision{
+		ObjectMeta: metav1.ObjectMeta{Namespace: rec.Namespace, Name: rec.Name, Labels: rec.Labels, Annotations: rec.Annotations},
+		Data:       runtime.RawExtension{Raw: rec.Data.Raw},
+		Revision:   rec.Revision,
+	})
+	settle()
+	var got batchv1.Job
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(j), &got); !apierrors.IsNotFound(err) {
+		t.Errorf("Job migrate brought back by a replayed record (UID %s): %v", got.UID, err)
+	}
+	eventuallyEvent(t, ns, rec.Name, controller.ReasonUntrustedRecord)
+	refusedGrows(t, before, 1)
+}
+
+// reloader stopped after writing a record and before signing it: the Job it replaces is
+// still there, never deleted. The next reloader drops the record without a word (nothing
+// would be created from it, signed or not) and leaves the Job as it is.
+func TestUnsignedRecordOfALiveJobIsDroppedQuietly(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
+	j := job(ns, "migrate", map[string]string{auto: "true"}, "cfg")
+	create(t, cm, j)
+	uid := get(t, j).UID
+	rec := forgedRecord(ns, "migrate", j, "")
+	rec.Annotations["reloader.dev/replaces-uid"] = string(uid)
+	create(t, rec)
+	before := counter(t, refusedRecords, map[string]string{"kind": "Job", "reason": "unauthenticated"})
+	startReloader(t, ns)
+	noRecords(t, ns)
+	settle()
+	if reasons := eventReasons(t, ns, rec.Name); len(reasons) > 0 {
+		t.Errorf("events on the record: %v", reasons)
+	}
+	if n := counter(t, refusedRecords, map[string]string{"kind": "Job", "reason": "unauthenticated"}); n != before {
+		t.Errorf("%v records refused, want %v", n, before)
+	}
+	if now := get(t, j).UID; now != uid {
+		t.Errorf("Job replaced: %s -> %s", uid, now)
+	}
+}
+
+// noRecords waits until no replacement record is left in ns.
+func noRecords(t *testing.T, ns string) {
+	t.Helper()
+	testutil.Eventually(t, "no replacement record left", func() error {
+		var records appsv1.ControllerRevisionList
+		if err := k8s.List(context.Background(), &records, client.InNamespace(ns), client.HasLabels{controller.ReplacementLabel}); err != nil {
+			return err
+		}
+		if n := len(records.Items); n > 0 {
+			return fmt.Errorf("%d records", n)
+		}
+		return nil
+	})
+}
+
+// signedRecords watches the records of ns, as anyone allowed to could, and returns the last
+// signed one seen; the test fails if there is none by then.
+func signedRecords(t *testing.T, ns string) func() *appsv1.ControllerRevision {
+	t.Helper()
+	wc, err := client.NewWithWatch(restConfig, client.Options{Scheme: k8s.Scheme()})
+	testutil.Must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := wc.Watch(ctx, &appsv1.ControllerRevisionList{}, client.InNamespace(ns), client.HasLabels{controller.ReplacementLabel})
+	testutil.Must(t, err)
+	var mu sync.Mutex
+	var last *appsv1.ControllerRevision
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			if rec, ok := ev.Object.(*appsv1.ControllerRevision); ok && rec.Annotations["reloader.dev/record-mac"] != "" {
+				mu.Lock()
+				last = rec.DeepCopy()
+				mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() { w.Stop(); cancel(); <-done })
+	return func() *appsv1.ControllerRevision {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		if last == nil {
+			t.Fatal("no signed record seen")
+		}
+		return last
+	}
 }

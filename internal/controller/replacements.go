@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -98,7 +99,6 @@ func (r *WorkloadReconciler) writeRecord(ctx context.Context, old, fresh client.
 		Data:     runtime.RawExtension{Raw: data},
 		Revision: 1,
 	}
-	r.signRecord(ctx, rec, old)
 	err = r.Client.Create(ctx, rec, client.FieldOwner(FieldOwner))
 	if apierrors.IsAlreadyExists(err) {
 		// Left by an earlier replacement of this name; the object is here, so it is done.
@@ -112,8 +112,13 @@ func (r *WorkloadReconciler) writeRecord(ctx context.Context, old, fresh client.
 	if err != nil {
 		return pendingJob{}, fmt.Errorf("write replacement record: %w", err)
 	}
+	nn := client.ObjectKeyFromObject(old)
 	p := pendingJob{obj: fresh, replaces: old.GetUID(), record: rec.UID}
-	r.jobs.put(client.ObjectKeyFromObject(old), p)
+	if err := r.signRecord(ctx, rec, old, data); err != nil {
+		// The Job is not deleted; an unsigned record must not wait for a crash to be refused.
+		return pendingJob{}, errors.Join(err, r.dropRecord(ctx, nn, p))
+	}
+	r.jobs.put(nn, p)
 	return p, nil
 }
 
@@ -132,16 +137,16 @@ func (r *WorkloadReconciler) dropRecord(ctx context.Context, nn types.Namespaced
 	return nil
 }
 
-// recordOf reads what the cache holds of a record: the name it replaces and its UID, not
-// the object it holds, which trusted reads and checks before anything is created. ok is
-// false for objects that are not a record of r.Kind.
+// recordOf reads what the cache holds of a record: the name and UID it says it replaces and
+// its own UID, not the object it holds, which trusted reads and checks before anything is
+// created. ok is false for objects that are not a record of r.Kind.
 func (r *WorkloadReconciler) recordOf(o client.Object) (types.NamespacedName, pendingJob, bool) {
 	rec, isRec := o.(*appsv1.ControllerRevision)
 	if !isRec || rec.Labels[ReplacementLabel] != r.Kind.Name() || rec.Annotations[replacesNameAnnotation] == "" {
 		return types.NamespacedName{}, pendingJob{}, false
 	}
 	nn := types.NamespacedName{Namespace: rec.Namespace, Name: rec.Annotations[replacesNameAnnotation]}
-	return nn, pendingJob{record: rec.UID}, true
+	return nn, pendingJob{replaces: types.UID(rec.Annotations[replacesUIDAnnotation]), record: rec.UID}, true
 }
 
 // watchReplacements lets the controller of a replaced kind hear of the records: each one

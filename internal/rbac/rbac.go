@@ -108,8 +108,9 @@ func For(opts options.Config, p Platform) Rules {
 		// A Job's replacement is written down first, as a ControllerRevision beside it, and
 		// watched, so that one cut short by a crash is finished by the next leader; one is
 		// read whole (get) from the API server only when it is acted on, since the cache
-		// keeps no record's data.
-		r.Watched = append(r.Watched, rule("apps", "controllerrevisions", "get", "list", "watch", "create", "delete"))
+		// keeps no record's data. It is signed once created (patch), over the UID the API
+		// server gave it.
+		r.Watched = append(r.Watched, rule("apps", "controllerrevisions", "get", "list", "watch", "create", "patch", "delete"))
 	}
 	cronJobs := !opts.IgnoresWorkload("CronJob")
 	runsCronJobs := writes && cronJobs && opts.RunCronJobsOnReload

@@ -45,7 +45,7 @@ func TestFor(t *testing.T) {
 			watched: []string{"+/configmaps:list", "+/secrets:watch", "-/configmaps:patch", "-/secrets:update",
 				"+apps/deployments:patch", "+apps/statefulsets:patch", "+apps/daemonsets:patch", "+batch/cronjobs:patch",
 				"+batch/jobs:create", "+batch/jobs:delete", "+batch/jobs:patch", "-apps/deployments:update",
-				"+apps/controllerrevisions:create", "+apps/controllerrevisions:delete", "+apps/controllerrevisions:watch",
+				"+apps/controllerrevisions:create", "+apps/controllerrevisions:patch", "+apps/controllerrevisions:delete", "+apps/controllerrevisions:watch",
 				"+events.k8s.io/events:create", "+events.k8s.io/events:patch", "-/events:create",
 				"-argoproj.io/rollouts:get", "-apps.openshift.io/deploymentconfigs:get",
 				"-secrets-store.csi.x-k8s.io/secretproviderclasspodstatuses:get",

@@ -194,7 +194,7 @@ Watched rules apply where reloader watches: a ClusterRole, or a Role per watched
 {{- if $writes }}
 {{- /* The replacement is written down first, as a ControllerRevision beside the Job, so that one cut short by a crash is finished. */ -}}
 {{- /* A record is read whole (get) only when acted on: the cache keeps no record's data. */ -}}
-{{- $rules = append $rules (dict "apiGroups" (list "apps") "resources" (list "controllerrevisions") "verbs" (list "get" "list" "watch" "create" "delete")) -}}
+{{- $rules = append $rules (dict "apiGroups" (list "apps") "resources" (list "controllerrevisions") "verbs" (list "get" "list" "watch" "create" "patch" "delete")) -}}
 {{- end -}}
 {{- else if and $writes $r.runCronJobsOnReload (not $r.ignoreCronJobs) -}}
 {{- $rules = append $rules (dict "apiGroups" (list "batch") "resources" (list "jobs") "verbs" (list "create")) -}}
