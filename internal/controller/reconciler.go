@@ -62,6 +62,9 @@ type WorkloadReconciler struct {
 	Namespaces labels.Selector
 	// Workers is how many workloads of this kind reconcile at once.
 	Workers int
+	// ReconcileTimeout bounds each reconcile (--reconcile-timeout), so that a hung API call
+	// frees its worker; 0: unbounded.
+	ReconcileTimeout time.Duration
 	// Configs compiles the ReloaderConfigs whose rules add to the annotations; nil when the
 	// ReloaderConfig API is not served, and only annotations apply.
 	Configs *reloaderconfig.Cache
