@@ -38,7 +38,7 @@ func TestSchemaRefusesBadSpecs(t *testing.T) {
 	}
 	web := v1alpha1.Target{Kind: "Deployment", Name: "web"}
 	cfg := v1alpha1.Source{Kind: "ConfigMap", Name: "cfg"}
-	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+	sel := &v1alpha1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
 	cases := []struct {
 		name string
 		spec v1alpha1.ReloaderConfigSpec

@@ -21,7 +21,7 @@ func config(name string, spec v1alpha1.ReloaderConfigSpec) *v1alpha1.ReloaderCon
 
 func TestCompileTargetsAndRules(t *testing.T) {
 	c := Compile(config("shop", v1alpha1.ReloaderConfigSpec{
-		Targets: []v1alpha1.Target{{Kind: "Deployment", Name: "web"}, {Kind: "StatefulSet", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "shop"}}}},
+		Targets: []v1alpha1.Target{{Kind: "Deployment", Name: "web"}, {Kind: "StatefulSet", Selector: &v1alpha1.LabelSelector{MatchLabels: map[string]string{"team": "shop"}}}},
 		Sources: []v1alpha1.Source{{Kind: "ConfigMap", Name: "cfg", Keys: []string{"a"}}, {Kind: "Secret", Auto: true, AutoKeys: true}},
 	}))
 	obj := func(name string, labels map[string]string) *appsv1.Deployment {
@@ -51,8 +51,8 @@ func TestCompileTargetsAndRules(t *testing.T) {
 // reported; the rest of the config still applies.
 func TestCompileKeepsTheRestOfABadConfig(t *testing.T) {
 	c := Compile(config("bad", v1alpha1.ReloaderConfigSpec{
-		Targets: []v1alpha1.Target{{Kind: "Deployment", Name: "web"}, {Kind: "Deployment", Selector: &metav1.LabelSelector{
-			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: "Sometimes"}}}}},
+		Targets: []v1alpha1.Target{{Kind: "Deployment", Name: "web"}, {Kind: "Deployment", Selector: &v1alpha1.LabelSelector{
+			MatchExpressions: []v1alpha1.LabelSelectorRequirement{{Key: "team", Operator: "Sometimes"}}}}},
 		Sources: []v1alpha1.Source{{Kind: "ConfigMap", Name: "cfg"}},
 	}))
 	if len(c.Errs) != 1 || !strings.Contains(c.Errs[0].Error(), "spec.targets[1].selector") {
