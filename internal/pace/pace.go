@@ -99,7 +99,7 @@ func (p *Pacer) grant(now time.Time) {
 }
 
 // horizon is how far ahead tokens are handed out (at least one token).
-const horizon = 250 * time.Millisecond
+const horizon = 100 * time.Millisecond
 
 // eta estimates when key's token comes: after the tokens already handed out, one for each
 // reload whose turn comes before it.

@@ -105,7 +105,7 @@ func TestFirstSightsAlonePacedAtTheirRate(t *testing.T) {
 }
 
 // A namespace rolling 100 workloads at 10/s, and another's one reload due just after: that
-// one goes after the tokens already handed out (the horizon, 2.5 tokens here) and one turn:
+// one goes after the tokens already handed out (the horizon: one token here) and one turn:
 // within half a second, where first come it would wait for all 100, ten seconds. Each
 // workload asks again when the wait it was given ends, as the reconciler's requeue does.
 func TestTokensTakeTurnsBetweenNamespaces(t *testing.T) {
