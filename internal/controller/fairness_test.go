@@ -41,6 +41,9 @@ func TestAFanOutInOneNamespaceDoesNotHoldBackAnother(t *testing.T) {
 			v := fmt.Sprint("v", round+2)
 			changed := time.Now()
 			update(t, configMap(a, "cfg", nil), func(c *corev1.ConfigMap) { c.Data["k"] = v })
+			// Each namespace has its own watch: without a pause b's event may be handled
+			// before a's 200 are queued, and the old queue would pass by luck.
+			time.Sleep(50 * time.Millisecond)
 			update(t, configMap(b, "cfg", nil), func(c *corev1.ConfigMap) { c.Data["k"] = v })
 			testutil.Eventually(t, "every Deployment rolled", func() error {
 				if got := rolledTimes(rollsA(), round+1) + rolledTimes(rollsB(), round+1); got < n+1 {
@@ -57,8 +60,8 @@ func TestAFanOutInOneNamespaceDoesNotHoldBackAnother(t *testing.T) {
 				first, last = minTime(first, ts[round]), maxTime(last, ts[round])
 			}
 			t.Logf("b rolled after %d of a's %d: b %v after the change, a from %v to %v", before, n, bAt.Sub(changed), first.Sub(changed), last.Sub(changed))
-			if before > n/4 {
-				t.Errorf("b rolled after %d of a's %d rolled, want it well before a's backlog drained (at most %d)", before, n, n/4)
+			if before > n/2 {
+				t.Errorf("b rolled after %d of a's %d rolled, want it well before a's backlog drained (at most %d)", before, n, n/2)
 			}
 		})
 	}
