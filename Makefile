@@ -3,7 +3,7 @@
 SHELL := bash
 GO    ?= go
 
-.PHONY: all build kube-binaries test unit demo lint clean generate loadtest-quick loadtest image manifests test-deployments bench-10k soak
+.PHONY: all build kube-binaries test unit demo lint clean generate loadtest-quick loadtest image manifests test-deployments bench-10k soak bench-fairness
 
 all: build
 
@@ -71,6 +71,13 @@ loadtest-quick: build kube-binaries
 loadtest: build kube-binaries
 	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" ./bin/loadtest run --old=$(OLD) --new=$(NEW) \
 		--scenario=all --results-dir=loadtest-results $(LOADTEST_ARGS)
+
+# Fairness between namespaces: one namespace's ConfigMap used by 2,000 Deployments changes, then
+# another's used by one; the second reload's latency over 20 tries, --reload-rate unset and 50
+# (a few minutes on 2 cores). Compare builds with RELOADER=path/to/other/reloader. Not in `make test`.
+RELOADER ?= bin/reloader
+bench-fairness: build kube-binaries
+	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" $(GO) run ./cmd/scalebench --fairness --reloader=$(RELOADER) $(BENCH_ARGS)
 
 # reloader at 10,000 ConfigMaps, 2,000 Secrets of 10 KiB and 5,000 Deployments on a local
 # control plane: memory, first-sight cost, reloads per second, requests per reload, latency,

@@ -92,9 +92,66 @@ type ReloaderConfigSpec struct {
 	RecreateFinishedJobs *bool `json:"recreateFinishedJobs,omitempty"`
 }
 
-// Target chooses workloads of one kind, by name or by label selector.
+// Bounds of a label selector: each one is compiled and matched on every event it concerns.
+const (
+	MaxMatchLabels      = 32
+	MaxMatchExpressions = 16
+	MaxSelectorValues   = 64
+)
+
+// LabelSelector is metav1.LabelSelector, same fields, with bounds, and never empty: an empty
+// selector would choose everything by accident (a template's leftover {}), so choosing
+// everything is said with all: true on the target or source instead.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.name) != has(self.selector)",message="a target has exactly one of name and selector"
+// +kubebuilder:validation:XValidation:rule="(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",message="an empty selector would choose everything: give matchLabels or matchExpressions, or set all: true instead of selector to choose every one"
+type LabelSelector struct {
+	// MatchLabels chooses objects with all these labels.
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 317 && size(self[k]) <= 63)",message="a label key has at most 317 characters (prefix/name) and a value at most 63"
+	// +optional
+	MatchLabels map[string]string `json:"matchLabels,omitempty"`
+
+	// MatchExpressions are requirements on labels, all of which must hold.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	MatchExpressions []LabelSelectorRequirement `json:"matchExpressions,omitempty"`
+}
+
+// LabelSelectorRequirement is metav1.LabelSelectorRequirement, bounded.
+type LabelSelectorRequirement struct {
+	// Key is the label key.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
+	Key string `json:"key"`
+
+	// Operator is In, NotIn, Exists or DoesNotExist.
+	// +kubebuilder:validation:Enum=In;NotIn;Exists;DoesNotExist
+	Operator metav1.LabelSelectorOperator `json:"operator"`
+
+	// Values for In and NotIn (at least one); none for Exists and DoesNotExist.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	// +listType=atomic
+	// +optional
+	Values []string `json:"values,omitempty"`
+}
+
+// Meta returns the selector as metav1's, for labels.Selector; nil for nil.
+func (s *LabelSelector) Meta() *metav1.LabelSelector {
+	if s == nil {
+		return nil
+	}
+	m := &metav1.LabelSelector{MatchLabels: s.MatchLabels}
+	for _, e := range s.MatchExpressions {
+		m.MatchExpressions = append(m.MatchExpressions, metav1.LabelSelectorRequirement{Key: e.Key, Operator: e.Operator, Values: e.Values})
+	}
+	return m
+}
+
+// Target chooses workloads of one kind, by name, by label selector, or all of them.
+//
+// +kubebuilder:validation:XValidation:rule="(has(self.name) ? 1 : 0) + (has(self.selector) ? 1 : 0) + (has(self.all) && self.all ? 1 : 0) == 1",message="a target has exactly one of name, selector and all: true"
 type Target struct {
 	// Kind of the workloads.
 	// +kubebuilder:validation:Enum=Deployment;StatefulSet;DaemonSet;CronJob;Job;Rollout;DeploymentConfig
@@ -108,13 +165,17 @@ type Target struct {
 
 	// Selector chooses the workloads whose labels match.
 	// +optional
-	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+	Selector *LabelSelector `json:"selector,omitempty"`
+
+	// All chooses every workload of this kind in the namespace.
+	// +optional
+	All bool `json:"all,omitempty"`
 }
 
-// Source chooses ConfigMaps or Secrets: by name, by label selector, or auto (every one of the
-// kind that a target's pod template references).
+// Source chooses ConfigMaps or Secrets: by name, by label selector, auto (every one of the
+// kind that a target's pod template references), or all (every one of the kind).
 //
-// +kubebuilder:validation:XValidation:rule="(has(self.name) ? 1 : 0) + (has(self.selector) ? 1 : 0) + (has(self.auto) && self.auto ? 1 : 0) == 1",message="a source has exactly one of name, selector and auto: true"
+// +kubebuilder:validation:XValidation:rule="(has(self.name) ? 1 : 0) + (has(self.selector) ? 1 : 0) + (has(self.auto) && self.auto ? 1 : 0) + (has(self.all) && self.all ? 1 : 0) == 1",message="a source has exactly one of name, selector, auto: true and all: true"
 // +kubebuilder:validation:XValidation:rule="!(has(self.keys) && has(self.autoKeys) && self.autoKeys)",message="keys and autoKeys: true exclude each other"
 type Source struct {
 	// Kind of the sources.
@@ -129,11 +190,15 @@ type Source struct {
 
 	// Selector chooses the sources whose labels match.
 	// +optional
-	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+	Selector *LabelSelector `json:"selector,omitempty"`
 
 	// Auto chooses every source of this kind that a target references.
 	// +optional
 	Auto bool `json:"auto,omitempty"`
+
+	// All chooses every source of this kind in the namespace.
+	// +optional
+	All bool `json:"all,omitempty"`
 
 	// Keys, when set, limit the reload to changes of these keys; other keys change nothing.
 	// +kubebuilder:validation:MinItems=1

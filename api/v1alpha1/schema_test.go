@@ -38,7 +38,7 @@ func TestSchemaRefusesBadSpecs(t *testing.T) {
 	}
 	web := v1alpha1.Target{Kind: "Deployment", Name: "web"}
 	cfg := v1alpha1.Source{Kind: "ConfigMap", Name: "cfg"}
-	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+	sel := &v1alpha1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
 	cases := []struct {
 		name string
 		spec v1alpha1.ReloaderConfigSpec
@@ -56,16 +56,45 @@ func TestSchemaRefusesBadSpecs(t *testing.T) {
 		{"no targets", v1alpha1.ReloaderConfigSpec{Sources: []v1alpha1.Source{cfg}}, "spec.targets"},
 		{"target with name and selector", v1alpha1.ReloaderConfigSpec{
 			Targets: []v1alpha1.Target{{Kind: "Deployment", Name: "web", Selector: sel}}, Sources: []v1alpha1.Source{cfg}},
-			"a target has exactly one of name and selector"},
+			"a target has exactly one of name, selector and all: true"},
 		{"target with neither", v1alpha1.ReloaderConfigSpec{
 			Targets: []v1alpha1.Target{{Kind: "Deployment"}}, Sources: []v1alpha1.Source{cfg}},
-			"a target has exactly one of name and selector"},
+			"a target has exactly one of name, selector and all: true"},
+		{"all, said explicitly", v1alpha1.ReloaderConfigSpec{
+			Targets: []v1alpha1.Target{{Kind: "Deployment", All: true}}, Sources: []v1alpha1.Source{{Kind: "Secret", All: true}}}, ""},
+		{"target with selector and all", v1alpha1.ReloaderConfigSpec{
+			Targets: []v1alpha1.Target{{Kind: "Deployment", Selector: sel, All: true}}, Sources: []v1alpha1.Source{cfg}},
+			"a target has exactly one of name, selector and all: true"},
+		{"empty target selector", v1alpha1.ReloaderConfigSpec{
+			Targets: []v1alpha1.Target{{Kind: "Deployment", Selector: &v1alpha1.LabelSelector{}}}, Sources: []v1alpha1.Source{cfg}},
+			"an empty selector would choose everything"},
+		{"empty source selector", v1alpha1.ReloaderConfigSpec{
+			Targets: []v1alpha1.Target{web}, Sources: []v1alpha1.Source{{Kind: "ConfigMap", Selector: &v1alpha1.LabelSelector{MatchLabels: map[string]string{}}}}},
+			"an empty selector would choose everything"},
+		{"too many matchLabels", v1alpha1.ReloaderConfigSpec{
+			Targets: []v1alpha1.Target{{Kind: "Deployment", Selector: &v1alpha1.LabelSelector{MatchLabels: manyLabels(v1alpha1.MaxMatchLabels + 1)}}}, Sources: []v1alpha1.Source{cfg}},
+			"spec.targets[0].selector.matchLabels: Too many"},
+		{"long label value", v1alpha1.ReloaderConfigSpec{
+			Targets: []v1alpha1.Target{web}, Sources: []v1alpha1.Source{{Kind: "ConfigMap", Selector: &v1alpha1.LabelSelector{MatchLabels: map[string]string{"app": strings.Repeat("v", 64)}}}}},
+			"a label key has at most 317 characters (prefix/name) and a value at most 63"},
+		{"too many matchExpressions", v1alpha1.ReloaderConfigSpec{
+			Targets: []v1alpha1.Target{{Kind: "Deployment", Selector: &v1alpha1.LabelSelector{MatchExpressions: manyExpressions(v1alpha1.MaxMatchExpressions+1, 1)}}}, Sources: []v1alpha1.Source{cfg}},
+			"spec.targets[0].selector.matchExpressions: Too many"},
+		{"too many values", v1alpha1.ReloaderConfigSpec{
+			Targets: []v1alpha1.Target{web}, Sources: []v1alpha1.Source{{Kind: "ConfigMap", Selector: &v1alpha1.LabelSelector{MatchExpressions: manyExpressions(1, v1alpha1.MaxSelectorValues+1)}}}},
+			"spec.sources[0].selector.matchExpressions[0].values: Too many"},
+		{"bad operator", v1alpha1.ReloaderConfigSpec{
+			Targets: []v1alpha1.Target{{Kind: "Deployment", Selector: &v1alpha1.LabelSelector{MatchExpressions: []v1alpha1.LabelSelectorRequirement{{Key: "team", Operator: "Sometimes"}}}}}, Sources: []v1alpha1.Source{cfg}},
+			"spec.targets[0].selector.matchExpressions[0].operator"},
+		{"bounded selector at its limits", v1alpha1.ReloaderConfigSpec{
+			Targets: []v1alpha1.Target{{Kind: "Deployment", Selector: &v1alpha1.LabelSelector{MatchLabels: manyLabels(v1alpha1.MaxMatchLabels),
+				MatchExpressions: manyExpressions(v1alpha1.MaxMatchExpressions, v1alpha1.MaxSelectorValues)}}}, Sources: []v1alpha1.Source{cfg}}, ""},
 		{"unknown kind", v1alpha1.ReloaderConfigSpec{
 			Targets: []v1alpha1.Target{{Kind: "Pod", Name: "web"}}, Sources: []v1alpha1.Source{cfg}},
 			"spec.targets[0].kind"},
 		{"source with name and auto", v1alpha1.ReloaderConfigSpec{
 			Targets: []v1alpha1.Target{web}, Sources: []v1alpha1.Source{{Kind: "ConfigMap", Name: "cfg", Auto: true}}},
-			"a source has exactly one of name, selector and auto: true"},
+			"a source has exactly one of name, selector, auto: true and all: true"},
 		{"keys and autoKeys", v1alpha1.ReloaderConfigSpec{
 			Targets: []v1alpha1.Target{web}, Sources: []v1alpha1.Source{{Kind: "ConfigMap", Name: "cfg", Keys: []string{"a"}, AutoKeys: true}}},
 			"keys and autoKeys: true exclude each other"},
@@ -105,6 +134,25 @@ func TestSchemaRefusesBadSpecs(t *testing.T) {
 			}
 		})
 	}
+}
+
+func manyLabels(n int) map[string]string {
+	out := map[string]string{}
+	for i := range n {
+		out[fmt.Sprintf("example.com/label-%d", i)] = "v"
+	}
+	return out
+}
+
+func manyExpressions(n, values int) []v1alpha1.LabelSelectorRequirement {
+	out := make([]v1alpha1.LabelSelectorRequirement, n)
+	for i := range out {
+		out[i] = v1alpha1.LabelSelectorRequirement{Key: fmt.Sprintf("k%d", i), Operator: "In"}
+		for j := range values {
+			out[i].Values = append(out[i].Values, fmt.Sprintf("v%d", j))
+		}
+	}
+	return out
 }
 
 func manyTargets(n int) []v1alpha1.Target {

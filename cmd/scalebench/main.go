@@ -32,6 +32,8 @@ func main() {
 func run(args []string) error {
 	cfg := scalebench.Config{Out: os.Stderr}
 	var soak scalebench.SoakConfig
+	fair := scalebench.FairnessConfig{Out: os.Stdout}
+	var fairness bool
 	var extra, paced, jsonOut string
 	var sizeKiB int
 	fs := pflag.NewFlagSet("scalebench", pflag.ContinueOnError)
@@ -57,6 +59,11 @@ func run(args []string) error {
 	fs.DurationVar(&soak.Every, "soak-every", time.Minute, "how often the soak prints memory")
 	fs.IntVar(&soak.Workloads, "soak-workloads", 50, "Deployments of the soak, each with its own ConfigMap and Secret")
 	fs.Float64Var(&soak.Rate, "soak-rate", 20, "ConfigMap/Secret updates per second during the soak")
+	fs.BoolVar(&fairness, "fairness", false, "instead of the benchmark: time one namespace's reload while another's ConfigMap used by --fairness-busy Deployments changes")
+	fs.IntVar(&fair.Busy, "fairness-busy", 2000, "Deployments using the busy namespace's ConfigMap")
+	fs.IntVar(&fair.Tries, "fairness-tries", 20, "reloads of the quiet namespace timed, per rate")
+	fs.Float64SliceVar(&fair.Rates, "fairness-rates", []float64{0, 50}, "--reload-rate of each run; 0 leaves it unset")
+	fs.DurationVar(&fair.Timeout, "fairness-timeout", 10*time.Second, "a try whose reload has not come by then counts as a timeout")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -70,6 +77,10 @@ func run(args []string) error {
 	cfg.Bin, cfg.Args, cfg.PacedArgs, cfg.SourceBytes = bin, strings.Fields(extra), strings.Fields(paced), sizeKiB<<10
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if fairness {
+		fair.Bin, fair.Args, fair.Env = cfg.Bin, cfg.Args, cfg.Env
+		return scalebench.Fairness(ctx, fair)
+	}
 	if soak.Duration > 0 {
 		soak.Bin, soak.Args, soak.Env, soak.QPS, soak.Burst, soak.Out = cfg.Bin, cfg.Args, cfg.Env, cfg.QPS, cfg.Burst, os.Stdout
 		return scalebench.Soak(ctx, soak)

@@ -38,6 +38,7 @@ func TestSchemaRejects(t *testing.T) {
 		{`reloader: {custom_annotations: {configmaps: x}}`, "configmaps"},
 		{`reloader: {coalesceWindow: soon}`, "coalesceWindow"},
 		{`reloader: {rolloutDeadline: 10}`, "rolloutDeadline"},
+		{`reloader: {reconcileTimeout: soon}`, "reconcileTimeout"},
 		{`reloader: {kubeAPIQPS: 0}`, "kubeAPIQPS"},
 		{`reloader: {kubeAPIBurst: 1.5}`, "kubeAPIBurst"},
 		{`reloader: {webhookUrl: "ftp://x"}`, "webhookUrl"},

@@ -25,7 +25,7 @@ func reloaderConfig(ns, name string, targets []v1alpha1.Target, sources ...v1alp
 func byName(kind, name string) v1alpha1.Target { return v1alpha1.Target{Kind: kind, Name: name} }
 
 func bySelector(kind string, labels map[string]string) v1alpha1.Target {
-	return v1alpha1.Target{Kind: kind, Selector: &metav1.LabelSelector{MatchLabels: labels}}
+	return v1alpha1.Target{Kind: kind, Selector: &v1alpha1.LabelSelector{MatchLabels: labels}}
 }
 
 func sourceNamed(kind, name string) v1alpha1.Source { return v1alpha1.Source{Kind: kind, Name: name} }
@@ -69,7 +69,7 @@ func TestReloaderConfigReloadsUnannotatedWorkloads(t *testing.T) {
 	d.Labels = map[string]string{"team": "shop"}
 	cfg := reloaderConfig(ns, "shop", []v1alpha1.Target{bySelector("Deployment", map[string]string{"team": "shop"})},
 		sourceNamed("ConfigMap", "named"),
-		v1alpha1.Source{Kind: "ConfigMap", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "config"}}},
+		v1alpha1.Source{Kind: "ConfigMap", Selector: &v1alpha1.LabelSelector{MatchLabels: map[string]string{"tier": "config"}}},
 		v1alpha1.Source{Kind: "Secret", Auto: true}, // the Deployment references no Secret
 	)
 	cfg.Spec.Sources = append(cfg.Spec.Sources, v1alpha1.Source{Kind: "ConfigMap", Name: "referenced"})
@@ -218,7 +218,7 @@ func TestReloaderConfigSourceRelabelled(t *testing.T) {
 	cm := configMap(ns, "flags", map[string]string{"k": "v1"})
 	d := deployment(ns, "web", nil, podSpec())
 	create(t, cm, d, reloaderConfig(ns, "tiered", []v1alpha1.Target{byName("Deployment", "web")},
-		v1alpha1.Source{Kind: "ConfigMap", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "config"}}}))
+		v1alpha1.Source{Kind: "ConfigMap", Selector: &v1alpha1.LabelSelector{MatchLabels: map[string]string{"tier": "config"}}}))
 	startReloader(t, ns)
 	settle() // nothing concerns web yet: it has no record
 	count := templateChanges(t, d)

@@ -102,7 +102,7 @@ func TestReloaderConfigStatusLifecycle(t *testing.T) {
 	cfg := reloaderConfig(ns, "shop",
 		[]v1alpha1.Target{byName("Deployment", "web"), bySelector("Deployment", map[string]string{"team": "shop"})},
 		v1alpha1.Source{Kind: "ConfigMap", Name: "app-config", Keys: []string{"db"}},
-		v1alpha1.Source{Kind: "ConfigMap", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "config"}}})
+		v1alpha1.Source{Kind: "ConfigMap", Selector: &v1alpha1.LabelSelector{MatchLabels: map[string]string{"tier": "config"}}})
 	cfg.Spec.PausePeriod = &metav1.Duration{Duration: time.Hour}
 	create(t, appConfig, flags, d, cfg)
 	stop := startReloader(t, ns)

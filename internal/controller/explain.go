@@ -136,7 +136,7 @@ func (r *WorkloadReconciler) Explain(ctx context.Context, obj client.Object, unk
 	if plan.Reloads() {
 		e.Hold = reload.PlanHold(r.holdState(obj, w.settings), now)
 		e.Invalid = append(e.Invalid, e.Hold.Invalid...)
-		if at, ok := r.Pacer.Until(k); ok && e.Hold.Reason == "" && at.After(now) {
+		if at, ok := r.Pacer.Until(k, now); ok && e.Hold.Reason == "" && at.After(now) {
 			e.Hold.Reason, e.Hold.Until, e.Hold.Why = reload.HoldRateLimit, at, r.Pacer.String()
 		}
 	}

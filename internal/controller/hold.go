@@ -35,7 +35,7 @@ func (r *WorkloadReconciler) hold(ctx context.Context, obj client.Object, s sett
 		r.Pacer.Forget(k, now)
 		return h
 	}
-	if wait := r.Pacer.Reload(k, now); wait > 0 {
+	if wait := r.Pacer.Reload(k, obj.GetNamespace(), now); wait > 0 {
 		h.Reason, h.Until, h.Why = reload.HoldRateLimit, now.Add(wait), r.Pacer.String()
 	}
 	return h

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
+	"github.com/reloader-operator/reloader/internal/fair"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
@@ -35,7 +37,7 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named(strings.ToLower(r.Kind.Name())).
 		For(r.Kind.NewObject(), builder.WithPredicates(workloadChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1),
-			NewQueue: metrics.NewQueue[reconcile.Request](r.Metrics.Queues, mgr.GetLogger())})
+			NewQueue: r.newQueue, ReconciliationTimeout: r.ReconcileTimeout})
 	for _, st := range r.Sources {
 		b = b.Watches(st.NewObject(), handler.EnqueueRequestsFromMapFunc(r.mapSource(st)),
 			builder.WithPredicates(sourceChanged(r.Policy.Keys, r.Configs != nil), laterSources()))
@@ -53,6 +55,12 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	b = r.watchReplacements(b)
 	return b.Complete(r)
+}
+
+// newQueue takes turns between namespaces: one namespace with thousands of workloads queued
+// delays another's by one turn each, not by its backlog.
+func (r *WorkloadReconciler) newQueue(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+	return metrics.Measure(r.Metrics.Queues, fair.NewQueue(name, rl, func(req reconcile.Request) string { return req.Namespace }))
 }
 
 // mapSource finds, through the index, the workloads of r.Kind that a source event concerns,

@@ -208,7 +208,7 @@ func configObject(c RuleConfig) *v1alpha1.ReloaderConfig {
 	return &v1alpha1.ReloaderConfig{
 		ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Name},
 		Spec: v1alpha1.ReloaderConfigSpec{
-			Targets: []v1alpha1.Target{{Kind: Deployment, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"group": c.Group}}}},
+			Targets: []v1alpha1.Target{{Kind: Deployment, Selector: &v1alpha1.LabelSelector{MatchLabels: map[string]string{"group": c.Group}}}},
 			Sources: []v1alpha1.Source{{Kind: c.Source.Kind, Name: c.Source.Name}},
 		},
 	}

@@ -79,7 +79,7 @@ func New(reg prometheus.Registerer, countByNamespace bool) *Metrics {
 		})),
 		Reconciles: Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reloader_workload_reconcile_total",
-			Help: "Workload reconciles, by workload kind and outcome (reloaded, recorded, unchanged, waiting, held, skipped, ignored, error).",
+			Help: "Workload reconciles, by workload kind and outcome (reloaded, recorded, unchanged, waiting, held, skipped, ignored, conflict, error).",
 		}, []string{"kind", "outcome"})),
 		ReconcileDuration: Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "reloader_workload_reconcile_duration_seconds",
@@ -149,6 +149,8 @@ const (
 	OutcomeSkipped   = "skipped"
 	OutcomeIgnored   = "ignored"
 	OutcomeError     = "error"
+	// OutcomeConflict: a write met a newer version of the object (409) and is retried.
+	OutcomeConflict = "conflict"
 )
 
 // WaitReasons are the values of reloader_reloads_waiting's reason label: the waits before

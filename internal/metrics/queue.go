@@ -70,19 +70,20 @@ func (qs *Queues) Collect(ch chan<- prometheus.Metric) {
 // NewQueue is a controller's NewQueue option: controller-runtime's default queue, measured.
 func NewQueue[T comparable](qs *Queues, log logr.Logger) func(string, workqueue.TypedRateLimiter[T]) workqueue.TypedRateLimitingInterface[T] {
 	return func(name string, rl workqueue.TypedRateLimiter[T]) workqueue.TypedRateLimitingInterface[T] {
-		q := &measuredQueue[T]{
-			PriorityQueue: priorityqueue.New(name, func(o *priorityqueue.Opts[T]) {
-				o.RateLimiter = rl
-				o.Log = log.WithValues("controller", name)
-			}),
-			qs:      qs,
-			readyAt: map[T]time.Time{},
-		}
-		qs.mu.Lock()
-		qs.live[q] = struct{}{}
-		qs.mu.Unlock()
-		return q
+		return Measure(qs, priorityqueue.New(name, func(o *priorityqueue.Opts[T]) {
+			o.RateLimiter = rl
+			o.Log = log.WithValues("controller", name)
+		}))
 	}
+}
+
+// Measure returns q measured into qs.
+func Measure[T comparable](qs *Queues, q priorityqueue.PriorityQueue[T]) priorityqueue.PriorityQueue[T] {
+	m := &measuredQueue[T]{PriorityQueue: q, qs: qs, readyAt: map[T]time.Time{}}
+	qs.mu.Lock()
+	qs.live[m] = struct{}{}
+	qs.mu.Unlock()
+	return m
 }
 
 // measuredQueue passes every call on, noting adds and when each item became ready. It stays

@@ -137,6 +137,9 @@ func Parse(o Options) (Config, error) {
 	if o.Workers < 1 {
 		fail(fmt.Errorf("--workers: %d is less than 1", o.Workers))
 	}
+	if o.ReconcileTimeout <= 0 {
+		fail(fmt.Errorf("--reconcile-timeout: %v is not a positive duration such as 2m", o.ReconcileTimeout))
+	}
 	if err := checkAddr(o.MetricsAddr); err != nil {
 		fail(fmt.Errorf("--metrics-addr: %w; 0 turns it off", err))
 	}

@@ -51,6 +51,8 @@ func TestParseRefusesBadValues(t *testing.T) {
 		{"client burst below rate", []string{"--kube-api-qps=100", "--kube-api-burst=50"}, nil, []string{"--kube-api-burst", "50", "--kube-api-qps (100)"}},
 		{"no workers", []string{"--workers=0"}, nil, []string{"--workers", "less than 1"}},
 		{"negative workers", []string{"--workers=-4"}, nil, []string{"--workers", "-4"}},
+		{"zero reconcile timeout", []string{"--reconcile-timeout=0"}, nil, []string{"--reconcile-timeout", "positive"}},
+		{"negative reconcile timeout", []string{"--reconcile-timeout=-1s"}, nil, []string{"--reconcile-timeout", "-1s"}},
 		{"metrics address", []string{"--metrics-addr=9090"}, nil, []string{"--metrics-addr", `"9090"`, ":9090", "0 turns it off"}},
 		{"metrics port", []string{"--metrics-addr=:99999"}, nil, []string{"--metrics-addr", "0 to 65535"}},
 		{"pprof address", []string{"--enable-pprof", "--pprof-addr=localhost"}, nil, []string{"--pprof-addr", ":9090"}},

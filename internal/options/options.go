@@ -68,6 +68,9 @@ type Options struct {
 	// MinReloadInterval is the least time between two reloads of one workload, by default.
 	MinReloadInterval time.Duration
 	Workers           int
+	// ReconcileTimeout bounds one reconcile of a workload, so that a hung API call frees its
+	// worker.
+	ReconcileTimeout time.Duration
 	// RolloutDeadline is how long a rollout followed after a reload may show no progress
 	// before it counts as stalled, for kinds that keep no deadline of their own.
 	RolloutDeadline time.Duration
@@ -112,6 +115,8 @@ func Default() Options {
 		ReloadBurst:    10,
 		FirstSightRate: 50,
 		Workers:        4,
+		// Far above a reconcile's few API calls, each bounded by the client's own retries.
+		ReconcileTimeout: 2 * time.Minute,
 		// As a Deployment's default progressDeadlineSeconds.
 		RolloutDeadline: 10 * time.Minute,
 		Keys:            reload.DefaultKeys(),
@@ -189,6 +194,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.FirstSightRate, "first-sight-rate", o.FirstSightRate, "first records of workloads per second when --reload-rate is 0 (with it, first records take the tokens reloads leave); 0 turns it off")
 	fs.DurationVar(&o.MinReloadInterval, "min-reload-interval", o.MinReloadInterval, "least time between two reloads of one workload; changes within it roll when it ends (per workload: annotation "+reload.MinReloadIntervalAnnotation+"); 0 turns it off")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "workloads of one kind reconciled at once")
+	fs.DurationVar(&o.ReconcileTimeout, "reconcile-timeout", o.ReconcileTimeout, "longest one reconcile of a workload may take; one past it is cancelled and retried with backoff, so that a hung API call frees its worker")
 	fs.DurationVar(&o.RolloutDeadline, "rollout-deadline", o.RolloutDeadline, "after a reload, a rollout that shows no progress this long counts as stalled (Event RolloutStalled); Deployments and Argo Rollouts use their own progressDeadlineSeconds instead")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "name of the Lease replicas compete for with --enable-ha")
 	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "how long followers wait before taking over from a leader that stopped renewing")

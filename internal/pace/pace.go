@@ -1,6 +1,8 @@
 // Package pace spreads reloads over time: a token bucket across this replica, so that a
 // change to a ConfigMap used by thousands of workloads rolls them at a set rate instead of
-// all at once. First records of workloads reloader has not seen before take the tokens reloads
+// all at once. Tokens go to the namespaces with reloads waiting in turn, so that a namespace
+// rolling thousands of workloads delays another's reload by one turn, not by its backlog.
+// First records of workloads reloader has not seen before take the tokens reloads
 // leave, so an install on a large cluster is no write storm and never delays a reload.
 package pace
 
@@ -13,6 +15,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/reloader-operator/reloader/internal/fair"
 	"github.com/reloader-operator/reloader/internal/shrink"
 )
 
@@ -26,7 +29,11 @@ type Pacer struct {
 	first   *rate.Limiter // first records when reloads are unpaced; nil: unpaced
 
 	mu    sync.Mutex
-	slots map[string]slot
+	slots map[string]slot // first records' slots, when reloads are unpaced
+	// waiting holds the reloads waiting for a token, a lane per namespace; granted, the
+	// tokens handed to them, until they come back for them or are forgotten.
+	waiting *fair.RoundRobin[string]
+	granted map[string]slot
 }
 
 type slot struct {
@@ -38,7 +45,8 @@ type slot struct {
 // reloads unpaced), and firstSightRate first records per second when reloads are unpaced
 // (0: unpaced).
 func New(reloadRate float64, reloadBurst int, firstSightRate float64) *Pacer {
-	p := &Pacer{slots: map[string]slot{}, burst: max(reloadBurst, 1)}
+	p := &Pacer{slots: map[string]slot{}, burst: max(reloadBurst, 1),
+		waiting: fair.NewRoundRobin[string](), granted: map[string]slot{}}
 	if reloadRate > 0 {
 		p.reloads = rate.NewLimiter(rate.Limit(reloadRate), p.burst)
 	} else if firstSightRate > 0 {
@@ -50,13 +58,55 @@ func New(reloadRate float64, reloadBurst int, firstSightRate float64) *Pacer {
 // early lets a slot be used a little before its time: a requeue is not to the nanosecond.
 const early = 10 * time.Millisecond
 
-// Reload returns how long the workload key must wait before it reloads; 0 means now, and
-// the slot is spent.
-func (p *Pacer) Reload(key string, now time.Time) time.Duration {
+// Reload returns how long the reload of workload key, in namespace ns, must wait; 0 means
+// now, and the token is spent. A reload that must wait joins its namespace's lane and gets a
+// token in its namespace's turn; until then the wait returned is an estimate of that turn.
+// Asking again before the token comes keeps the place.
+func (p *Pacer) Reload(key, ns string, now time.Time) time.Duration {
 	if p == nil || p.reloads == nil {
 		return 0
 	}
-	return p.take(p.reloads, key, now)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.granted[key]; !ok && !p.waiting.Has(key) {
+		if p.waiting.Len() == 0 && p.reloads.AllowN(now, 1) {
+			return 0
+		}
+		p.waiting.Push(ns, key)
+	}
+	p.grant(now)
+	if g, ok := p.granted[key]; ok {
+		if wait := g.at.Sub(now); wait > early {
+			return wait
+		}
+		shrink.Delete(&p.granted, key)
+		return 0
+	}
+	return p.eta(key, now)
+}
+
+// grant hands the tokens that come within the horizon to the waiting reloads, one namespace
+// at a time. Handing them out a little ahead (their time is kept in the limiter) loses none
+// to the bucket's cap between two calls; handing them out no further ahead lets a namespace
+// that starts waiting take its turn soon.
+func (p *Pacer) grant(now time.Time) {
+	ahead := max(horizon.Seconds()*float64(p.reloads.Limit()), 1)
+	for p.waiting.Len() > 0 && 1-p.reloads.TokensAt(now) <= ahead {
+		key, _ := p.waiting.Pop()
+		r := p.reloads.ReserveN(now, 1)
+		p.granted[key] = slot{res: r, at: now.Add(r.DelayFrom(now))}
+	}
+}
+
+// horizon is how far ahead tokens are handed out (at least one token).
+const horizon = 100 * time.Millisecond
+
+// eta estimates when key's token comes: after the tokens already handed out, one for each
+// reload whose turn comes before it.
+func (p *Pacer) eta(key string, now time.Time) time.Duration {
+	perToken := float64(time.Second) / float64(p.reloads.Limit())
+	next := (1 - p.reloads.TokensAt(now)) * perToken
+	return time.Duration(next + float64(p.waiting.Ahead(key))*perToken)
 }
 
 // FirstSight returns how long the first record of workload key must wait; 0 means now. With
@@ -73,6 +123,9 @@ func (p *Pacer) FirstSight(key string, now time.Time) time.Duration {
 		}
 		return p.take(p.first, "first/"+key, now)
 	}
+	p.mu.Lock()
+	p.grant(now) // waiting reloads first
+	p.mu.Unlock()
 	if p.reloads.TokensAt(now) > float64(p.burst)/2 {
 		r := p.reloads.ReserveN(now, 1)
 		if r.OK() && r.DelayFrom(now) == 0 {
@@ -108,19 +161,22 @@ func (p *Pacer) take(l *rate.Limiter, key string, now time.Time) time.Duration {
 	return wait
 }
 
-// Forget gives back the slot key reserved and did not use: its workload no longer needs to
-// reload, or is gone.
+// Forget gives back the token key holds and did not use, or its place in the line, or its
+// first record's slot: its workload no longer needs them, or is gone.
 func (p *Pacer) Forget(key string, now time.Time) {
 	if p == nil {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, k := range []string{key, "first/" + key} {
-		if s, ok := p.slots[k]; ok {
-			s.res.CancelAt(now)
-			shrink.Delete(&p.slots, k)
-		}
+	p.waiting.Remove(key)
+	if g, ok := p.granted[key]; ok {
+		g.res.CancelAt(now)
+		shrink.Delete(&p.granted, key)
+	}
+	if s, ok := p.slots["first/"+key]; ok {
+		s.res.CancelAt(now)
+		shrink.Delete(&p.slots, "first/"+key)
 	}
 }
 
@@ -132,23 +188,28 @@ func (p *Pacer) String() string {
 	return fmt.Sprintf("rate limit %g reloads/s, burst %d (--reload-rate, --reload-burst)", float64(p.reloads.Limit()), p.burst)
 }
 
-// Until returns when key's reserved slot comes, if it holds one.
-func (p *Pacer) Until(key string) (time.Time, bool) {
-	if p == nil {
+// Until returns when key's reload is expected to go, if it waits for a token.
+func (p *Pacer) Until(key string, now time.Time) (time.Time, bool) {
+	if p == nil || p.reloads == nil {
 		return time.Time{}, false
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s, ok := p.slots[key]
-	return s.at, ok
+	if g, ok := p.granted[key]; ok {
+		return g.at, true
+	}
+	if !p.waiting.Has(key) {
+		return time.Time{}, false
+	}
+	return now.Add(p.eta(key, now)), true
 }
 
-// Len is the number of slots reserved and not yet used.
+// Len is the number of workloads holding a slot or a token, or waiting for one.
 func (p *Pacer) Len() int {
 	if p == nil {
 		return 0
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.slots)
+	return len(p.slots) + p.waiting.Len() + len(p.granted)
 }

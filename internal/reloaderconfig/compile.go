@@ -64,11 +64,14 @@ func (c *Compiled) TargetsWorkload(kind string, obj client.Object) bool {
 // Compile reads a ReloaderConfig.
 func Compile(cfg *v1alpha1.ReloaderConfig) *Compiled {
 	c := &Compiled{Name: cfg.Name, UID: cfg.UID, Generation: cfg.Generation}
-	selector := func(where string, s *metav1.LabelSelector) labels.Selector {
+	selector := func(where string, s *v1alpha1.LabelSelector, all bool) labels.Selector {
+		if all {
+			return labels.Everything()
+		}
 		if s == nil {
 			return nil
 		}
-		sel, err := metav1.LabelSelectorAsSelector(s)
+		sel, err := metav1.LabelSelectorAsSelector(s.Meta())
 		if err != nil {
 			c.Errs = append(c.Errs, fmt.Errorf("%s.selector: %w", where, err))
 			return labels.Nothing()
@@ -77,7 +80,7 @@ func Compile(cfg *v1alpha1.ReloaderConfig) *Compiled {
 	}
 	for i, t := range bounded(cfg.Spec.Targets, v1alpha1.MaxTargets) {
 		c.Targets = append(c.Targets, Target{Kind: t.Kind, Name: t.Name,
-			Selector: selector(fmt.Sprintf("spec.targets[%d]", i), t.Selector)})
+			Selector: selector(fmt.Sprintf("spec.targets[%d]", i), t.Selector, t.All)})
 	}
 	for i, s := range bounded(cfg.Spec.Sources, v1alpha1.MaxSources) {
 		kind, ok := sourceKind(s.Kind)
@@ -87,7 +90,7 @@ func Compile(cfg *v1alpha1.ReloaderConfig) *Compiled {
 		}
 		c.Rules = append(c.Rules, reload.ConfigRule{
 			Config: cfg.Name, Kind: kind, Name: s.Name, Auto: s.Auto,
-			Selector: selector(fmt.Sprintf("spec.sources[%d]", i), s.Selector),
+			Selector: selector(fmt.Sprintf("spec.sources[%d]", i), s.Selector, s.All),
 			Keys:     slices.Clone(bounded(s.Keys, v1alpha1.MaxKeys)), AutoKeys: s.AutoKeys,
 		})
 	}

@@ -21,7 +21,7 @@ func config(name string, spec v1alpha1.ReloaderConfigSpec) *v1alpha1.ReloaderCon
 
 func TestCompileTargetsAndRules(t *testing.T) {
 	c := Compile(config("shop", v1alpha1.ReloaderConfigSpec{
-		Targets: []v1alpha1.Target{{Kind: "Deployment", Name: "web"}, {Kind: "StatefulSet", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "shop"}}}},
+		Targets: []v1alpha1.Target{{Kind: "Deployment", Name: "web"}, {Kind: "StatefulSet", Selector: &v1alpha1.LabelSelector{MatchLabels: map[string]string{"team": "shop"}}}},
 		Sources: []v1alpha1.Source{{Kind: "ConfigMap", Name: "cfg", Keys: []string{"a"}}, {Kind: "Secret", Auto: true, AutoKeys: true}},
 	}))
 	obj := func(name string, labels map[string]string) *appsv1.Deployment {
@@ -47,12 +47,12 @@ func TestCompileTargetsAndRules(t *testing.T) {
 	}
 }
 
-// A selector the schema lets through but labels.Selector refuses chooses nothing and is
-// reported; the rest of the config still applies.
+// A selector labels.Selector refuses (the schema refuses it too, but a config stored under an
+// older CRD may hold one) chooses nothing and is reported; the rest of the config still applies.
 func TestCompileKeepsTheRestOfABadConfig(t *testing.T) {
 	c := Compile(config("bad", v1alpha1.ReloaderConfigSpec{
-		Targets: []v1alpha1.Target{{Kind: "Deployment", Name: "web"}, {Kind: "Deployment", Selector: &metav1.LabelSelector{
-			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: "Sometimes"}}}}},
+		Targets: []v1alpha1.Target{{Kind: "Deployment", Name: "web"}, {Kind: "Deployment", Selector: &v1alpha1.LabelSelector{
+			MatchExpressions: []v1alpha1.LabelSelectorRequirement{{Key: "team", Operator: "Sometimes"}}}}},
 		Sources: []v1alpha1.Source{{Kind: "ConfigMap", Name: "cfg"}},
 	}))
 	if len(c.Errs) != 1 || !strings.Contains(c.Errs[0].Error(), "spec.targets[1].selector") {
@@ -63,6 +63,36 @@ func TestCompileKeepsTheRestOfABadConfig(t *testing.T) {
 	}
 	if !c.TargetsWorkload("Deployment", &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web"}}) {
 		t.Error("the good target was lost")
+	}
+}
+
+// all: true chooses every workload or source of the kind; a selector's expressions carry over.
+func TestCompileAllAndExpressions(t *testing.T) {
+	c := Compile(config("all", v1alpha1.ReloaderConfigSpec{
+		Targets: []v1alpha1.Target{{Kind: "Deployment", All: true}, {Kind: "StatefulSet", Selector: &v1alpha1.LabelSelector{
+			MatchExpressions: []v1alpha1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"db", "cache"}}}}}},
+		Sources: []v1alpha1.Source{{Kind: "Secret", All: true}, {Kind: "ConfigMap", Name: "cfg"}},
+	}))
+	w := func(labels map[string]string) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "w", Labels: labels}}
+	}
+	for _, ch := range []struct {
+		kind   string
+		labels map[string]string
+		want   bool
+	}{
+		{"Deployment", nil, true},
+		{"Deployment", map[string]string{"any": "thing"}, true},
+		{"StatefulSet", map[string]string{"tier": "cache"}, true},
+		{"StatefulSet", map[string]string{"tier": "web"}, false},
+		{"DaemonSet", nil, false},
+	} {
+		if got := c.TargetsWorkload(ch.kind, w(ch.labels)); got != ch.want {
+			t.Errorf("TargetsWorkload(%s %v) = %v, want %v", ch.kind, ch.labels, got, ch.want)
+		}
+	}
+	if len(c.Errs) != 0 || len(c.Rules) != 2 || c.Rules[0].Selector == nil || !c.Rules[0].Selector.Empty() || c.Rules[1].Selector != nil {
+		t.Errorf("rules %+v, errors %v: want every Secret, then cfg by name", c.Rules, c.Errs)
 	}
 }
 

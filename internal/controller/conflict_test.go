@@ -1,0 +1,120 @@
+package controller_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/reloader-operator/reloader/internal/coalesce"
+	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/metrics"
+	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/workload"
+)
+
+// staleReads serves one object from a copy taken earlier, as a cache that has not yet heard
+// of the newest version does; everything else, writes included, goes to the API server.
+type staleReads struct {
+	client.Client
+	stale *appsv1.Deployment
+}
+
+func (s staleReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if d, ok := obj.(*appsv1.Deployment); ok && key == client.ObjectKeyFromObject(s.stale) {
+		s.stale.DeepCopyInto(d)
+		return nil
+	}
+	return s.Client.Get(ctx, key, obj, opts...)
+}
+
+// logLines captures a logger's lines; errors are marked "ERROR".
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) logger() logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.lines = append(l.lines, prefix+" "+args)
+	}, funcr.Options{Verbosity: 1})
+}
+
+func (l *logLines) errors() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, s := range l.lines {
+		if strings.Contains(s, `"error"`) && !strings.Contains(s, "newer version") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// A reload planned from a stale copy meets a 409 from the API server: the reconcile ends
+// without an error (so controller-runtime logs no "Reconciler error"), comes back shortly,
+// counts as a conflict, and the retry from the newer copy reloads nothing twice.
+func TestAConflictIsRetriedWithoutAnError(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
+	d := deployment(ns, "web", map[string]string{auto: "true"}, podSpec("cfg"))
+	create(t, cm, d)
+	m := metrics.New(prometheus.NewRegistry(), false)
+	r := &controller.WorkloadReconciler{
+		Client: k8s, Kind: workload.Deployment(), Sources: []controller.SourceType{controller.ConfigMaps},
+		Policy: reload.Policy{Keys: reload.DefaultKeys()}, Strategy: envVars(t), Window: coalesce.New(0),
+		Recorder: &reasons{n: map[string]int{}}, Metrics: m, Now: time.Now,
+	}
+	var logs logLines
+	ctx := log.IntoContext(context.Background(), logs.logger())
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(d)}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatalf("first reconcile: %v", err)
+	}
+	stale := get(t, d).DeepCopy() // recorded
+	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
+	update(t, d, func(d *appsv1.Deployment) { d.Labels = map[string]string{"touched": "yes"} }) // a newer version
+
+	r.Client = staleReads{Client: k8s, stale: stale}
+	res, err := r.Reconcile(ctx, req)
+	if err != nil || res.RequeueAfter <= 0 || res.RequeueAfter > time.Second {
+		t.Fatalf("reconcile from the stale copy: %+v, %v; want no error and a requeue within a second", res, err)
+	}
+	var conflicts dto.Metric
+	_ = m.Reconciles.WithLabelValues("Deployment", metrics.OutcomeConflict).Write(&conflicts)
+	if n := conflicts.GetCounter().GetValue(); n != 1 {
+		t.Errorf("%v reconciles counted as conflict, want 1", n)
+	}
+	if errs := logs.errors(); len(errs) > 0 {
+		t.Errorf("error log lines for a conflict: %q", errs)
+	}
+	r.Client = k8s
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if v, _ := envOf(&get(t, d).Spec.Template, "app", cfgEnv); v == "" {
+		t.Error("the retry from the newer copy did not reload")
+	}
+}
+
+func envVars(t *testing.T) reload.Strategy {
+	s, err := reload.NewStrategy(reload.StrategyEnvVars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
