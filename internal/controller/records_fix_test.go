@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/controller"
@@ -82,16 +83,16 @@ func TestJobDeletedMeanwhileIsNeverRecreated(t *testing.T) {
 		return nil
 	})
 	lift := deny(t, ns, admissionv1.Delete, "apps", "controllerrevisions", func() error {
-		probe := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("probe-%d", time.Now().UnixNano())}, Revision: 1}
-		if err := k8s.Create(ctx, probe); err != nil {
-			return err
-		}
+		probe := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("probe-%d", time.Now().UnixNano())},
+			Data: runtime.RawExtension{Raw: []byte(`{}`)}, Revision: 1}
+		testutil.Must(t, k8s.Create(ctx, probe))
 		return k8s.Delete(ctx, probe)
 	})
 
 	r := &controller.WorkloadReconciler{Client: k8s, Kind: workload.Job()}
-	if err := r.Replace(ctx, old, job(ns, "gone", nil)); err == nil {
-		t.Fatal("replacement of a Job deleted meanwhile, its record not deletable: no error")
+	err := r.Replace(ctx, old, job(ns, "gone", nil))
+	if err == nil || !strings.Contains(err.Error(), "delete replacement record") {
+		t.Fatalf("replacement of a Job deleted meanwhile, its record not deletable: %v; want the record's delete refused", err)
 	}
 	if held, drop := r.Pending(nn); !held || !drop {
 		t.Fatalf("replacement held %v, marked to drop %v; want held and marked while its record stays", held, drop)

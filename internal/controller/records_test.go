@@ -219,7 +219,7 @@ func TestRecordsAreCachedWithoutData(t *testing.T) {
 	rec := forgedRecord(ns, "big", big, strings.Repeat("ab", 32))
 	rec.Annotations["padding"] = strings.Repeat("y", 200<<10)
 	rec.Labels["padding"] = "z"
-	rec.Finalizers = []string{"example.com/" + strings.Repeat("f", 200)}
+	rec.Finalizers = []string{"example.com/" + strings.Repeat("f", 60)}
 	rec.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: strings.Repeat("o", 200), UID: "00000000-0000-0000-0000-000000000001"}}
 	create(t, rec)
 	t.Cleanup(func() {
