@@ -45,6 +45,9 @@ func addReloaders(mgr manager.Manager, conf options.Config, sources []controller
 	// One set of baselines for every kind: the sources' handlers run once per event.
 	baselines := controller.NewBaselines()
 	baselines.Relisted = shards.relisted()
+	if key != nil && !key.Own() && replacesJobs(conf, kinds) {
+		logger.Info("WARNING: no namespace of reloader's own (RELOADER_NAMESPACE, POD_NAMESPACE): the install key's Secret is in a namespace others may write, so Job replacement records are neither signed nor trusted from the cluster; if reloader stops between a Job's delete and its re-create, no other process re-creates it")
+	}
 	var reconcilers []*controller.WorkloadReconciler
 	for _, kind := range kinds {
 		r := NewReconciler(conf, mgr.GetClient(), kind, sources, configs, window)

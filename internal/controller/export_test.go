@@ -3,6 +3,9 @@ package controller
 import (
 	"context"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
@@ -17,4 +20,30 @@ func (r *WorkloadReconciler) ReconcileCopy(ctx context.Context, obj client.Objec
 // ReconcileCopyResult is ReconcileCopy with the result: when the reconcile comes back.
 func (r *WorkloadReconciler) ReconcileCopyResult(ctx context.Context, obj client.Object) (reconcile.Result, string, error) {
 	return r.reconcileCopy(ctx, obj, r.windowKey(client.ObjectKeyFromObject(obj)), r.Now())
+}
+
+// Replace replaces old by fresh as a reload of a Job does.
+func (r *WorkloadReconciler) Replace(ctx context.Context, old, fresh client.Object) error {
+	return r.replace(ctx, old, fresh)
+}
+
+// Pending reports whether a replacement of nn is held, and whether it is marked to be dropped
+// without creating anything.
+func (r *WorkloadReconciler) Pending(nn types.NamespacedName) (held, drop bool) {
+	p, held := r.jobs.get(nn)
+	return held, p.drop
+}
+
+// FinishPending runs the pass of a reconcile that finishes the replacement held for nn.
+func (r *WorkloadReconciler) FinishPending(ctx context.Context, nn types.NamespacedName) (reconcile.Result, error) {
+	p, ok := r.jobs.get(nn)
+	if !ok {
+		return reconcile.Result{}, nil
+	}
+	obj := r.Kind.NewObject()
+	err := r.Client.Get(ctx, nn, obj)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, err
+	}
+	return r.createReplacement(ctx, nn, p, obj, err == nil)
 }

@@ -28,6 +28,13 @@ type pendingJob struct {
 	replaces types.UID
 	// record is the UID of the record in the cluster that holds it.
 	record types.UID
+	// drop marks a replacement whose object someone else deleted first, and whose record
+	// reloader could not delete then: it is never created, only its record dropped on the
+	// next pass. Held in memory only: a process that starts before the record is gone knows
+	// nothing of it and, finding the record signed, would create the object. That residual is
+	// accepted: it takes both a delete racing reloader's and the API server refusing the
+	// record's delete for every retry, and then this process stopping before the next pass.
+	drop bool
 }
 
 // pendingJobs are the replacement records, by the name of the object they replace: the ones
@@ -53,12 +60,15 @@ func (p *pendingJobs) put(nn types.NamespacedName, j pendingJob) {
 	p.m[nn] = j
 }
 
-// learn notes a record seen through the cache, unless it is the one already held: the one
-// this process wrote is known whole, and needs no reading back.
+// learn notes a record seen through the cache, unless it is the one already held, or the
+// replacement held is known whole (obj, or drop): that one is this process's own, or read
+// back and checked, and what the cache shows of another record, which anyone may have
+// written, never displaces it. A record replacing it under the same name is checked on its
+// own when the one held is done (trusted).
 func (p *pendingJobs) learn(nn types.NamespacedName, j pendingJob) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if cur, ok := p.m[nn]; ok && cur.record == j.record {
+	if cur, ok := p.m[nn]; ok && (cur.record == j.record || cur.obj != nil || cur.drop) {
 		return
 	}
 	if p.m == nil {
@@ -97,8 +107,13 @@ func (r *WorkloadReconciler) replace(ctx context.Context, old, fresh client.Obje
 	case apierrors.IsNotFound(err):
 		// Deleted by someone else since it was read: theirs to re-create, not reloader's.
 		// The record must not outlive this: with the name free, it would re-create the object.
+		// Until it is gone, the replacement is held, marked never to be created; the error has
+		// the reconcile retried with backoff, and the next pass drops the record.
 		dropErr := retry.OnError(retry.DefaultRetry, func(error) bool { return true }, func() error { return r.dropRecord(ctx, nn, p) })
-		r.jobs.done(nn, p.record)
+		if dropErr != nil {
+			p.drop = true
+			r.jobs.put(nn, p)
+		}
 		return errors.Join(fmt.Errorf("%s %s was deleted meanwhile; not re-created: %w", r.Kind.Name(), nn.Name, err), dropErr)
 	case apierrors.IsConflict(err):
 		// Changed since read; the retry reads the new one.
@@ -129,6 +144,13 @@ func (r *WorkloadReconciler) forgetRecord(ctx context.Context, nn types.Namespac
 // name, if anything.
 func (r *WorkloadReconciler) createReplacement(ctx context.Context, nn types.NamespacedName, p pendingJob, current client.Object, exists bool) (reconcile.Result, error) {
 	logger := log.FromContext(ctx)
+	if p.drop {
+		// Its object was deleted by someone else: never created, whatever the record says.
+		if err := r.dropRecord(ctx, nn, p); err != nil {
+			return reconcile.Result{}, err
+		}
+		return reconcile.Result{RequeueAfter: time.Millisecond}, nil
+	}
 	if exists && current.GetUID() == p.replaces && current.GetDeletionTimestamp().IsZero() && r.APIReader != nil {
 		// The cache may not have seen the delete yet (a retry right after a refused create
 		// comes within milliseconds): ask the API server before taking the old object as

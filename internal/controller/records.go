@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -47,6 +48,9 @@ const (
 	refusedUnauthenticated = "unauthenticated"
 	refusedMisplaced       = "misplaced"
 	refusedOversized       = "oversized"
+	// refusedMisnamed is a record not called what reloader calls the record of the object it
+	// names (recordName): never reloader's, and never let near the replacement under way.
+	refusedMisnamed = "misnamed"
 )
 
 // recordMAC authenticates a record: its data, the kind, namespace, name and UID of the object
@@ -92,12 +96,33 @@ func checkRecord(key hash.Key, kind workload.Kind, rec *appsv1.ControllerRevisio
 	return obj, nil
 }
 
-// recordKey is the install key, once loaded; not Valid when there is none.
-func (r *WorkloadReconciler) recordKey() hash.Key {
-	if r.RecordKey == nil || r.RecordKey.Wait() != nil {
-		return hash.Key{}
+// keyWait bounds how long a reconcile waits for the install key to load before it is retried
+// with backoff, rather than holding a worker.
+const keyWait = time.Second
+
+// keyOwner is a KeySource that tells whether the key lives in reloader's own namespace
+// (hashkey.Loader).
+type keyOwner interface{ Own() bool }
+
+// recordKey is the install key that signs records, once loaded; not Valid when there is none,
+// or when it lives outside reloader's own namespace (a run with --kubeconfig): whoever may read
+// or create Secrets there could read it or plant one of their choosing, and sign a record
+// that reloader would act on. Only this process's records, in memory, are trusted then. An
+// error when the key has not loaded within keyWait or the reconcile's context: the reconcile
+// is retried, not held.
+func (r *WorkloadReconciler) recordKey(ctx context.Context) (hash.Key, error) {
+	if r.RecordKey == nil {
+		return hash.Key{}, nil
 	}
-	return r.RecordKey.Key()
+	if o, ok := r.RecordKey.(keyOwner); ok && !o.Own() {
+		return hash.Key{}, nil
+	}
+	wait, cancel := context.WithTimeout(ctx, keyWait)
+	defer cancel()
+	if err := r.RecordKey.Wait(wait); err != nil {
+		return hash.Key{}, fmt.Errorf("replacement records need the install key: %w", err)
+	}
+	return r.RecordKey.Key(), nil
 }
 
 // signRecord puts the MAC on a record just created, now that the API server has given it its
@@ -107,7 +132,10 @@ func (r *WorkloadReconciler) recordKey() hash.Key {
 // (createReplacement). Without a valid key the record is left unsigned, and only this
 // process, which holds it in memory, will act on it.
 func (r *WorkloadReconciler) signRecord(ctx context.Context, rec *appsv1.ControllerRevision, old client.Object, data []byte) error {
-	key := r.recordKey()
+	key, err := r.recordKey(ctx)
+	if err != nil {
+		return err
+	}
 	if !key.Valid() {
 		log.FromContext(ctx).Info("no valid install key: this Job replacement record is trusted from memory only; if reloader stops before the new Job is created, no other process re-creates it",
 			"record", rec.Name)
@@ -124,7 +152,8 @@ func (r *WorkloadReconciler) signRecord(ctx context.Context, rec *appsv1.Control
 
 // trusted reads the record of a replacement seen only through the cache, which keeps no
 // data, from the API server and checks it. ok is false when there is nothing to act on: the
-// record is gone or replaced by a newer one (which the watch brings), or refused.
+// record is gone, or refused. A record found under the name in place of p's (p's was deleted
+// and another created) is checked on its own.
 func (r *WorkloadReconciler) trusted(ctx context.Context, nn types.NamespacedName, p pendingJob) (_ pendingJob, ok bool, err error) {
 	reader := client.Reader(r.Client)
 	if r.APIReader != nil {
@@ -135,11 +164,28 @@ func (r *WorkloadReconciler) trusted(ctx context.Context, nn types.NamespacedNam
 	if err != nil && !apierrors.IsNotFound(err) {
 		return p, false, fmt.Errorf("read replacement record: %w", err)
 	}
-	if err != nil || rec.UID != p.record || rec.Labels[ReplacementLabel] != r.Kind.Name() {
+	if err != nil {
 		r.jobs.done(nn, p.record)
 		return p, false, nil
 	}
-	obj, refused := checkRecord(r.recordKey(), r.Kind, rec)
+	if rec.UID != p.record {
+		// The record p names is gone: a record is acted on only under this name. The one
+		// here now is another, checked on its own; what is held of p is let go.
+		r.jobs.done(nn, p.record)
+		p = pendingJob{replaces: types.UID(rec.Annotations[replacesUIDAnnotation]), record: rec.UID}
+	}
+	if rec.Labels[ReplacementLabel] != r.Kind.Name() {
+		r.jobs.done(nn, p.record)
+		return p, false, nil
+	}
+	key, err := r.recordKey(ctx)
+	if err != nil {
+		return p, false, err
+	}
+	obj, refused := checkRecord(key, r.Kind, rec)
+	if refused == nil && rec.Annotations[replacesNameAnnotation] != nn.Name {
+		refused = &refusal{refusedMisnamed, fmt.Sprintf("it is named as the record of %s %s but says it replaces %q", r.Kind.Name(), nn.Name, rec.Annotations[replacesNameAnnotation])}
+	}
 	if refused != nil {
 		r.refuseRecord(ctx, rec, refused)
 		r.jobs.done(nn, p.record)

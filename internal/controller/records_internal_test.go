@@ -2,14 +2,18 @@ package controller
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"encoding/json"
+	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/workload"
@@ -99,5 +103,106 @@ func TestCheckRecord(t *testing.T) {
 				t.Fatalf("refused, yet object %v", obj)
 			}
 		})
+	}
+}
+
+// neverLoads is a key that never loads; own says where it lives (hashkey.Loader.Own).
+type neverLoads struct{ own bool }
+
+func (neverLoads) Wait(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+func (neverLoads) Key() hash.Key                  { return hash.Key{} }
+func (n neverLoads) Own() bool                    { return n.own }
+
+// loaded is a loaded key kept outside reloader's own namespace.
+type loaded struct{ key hash.Key }
+
+func (loaded) Wait(context.Context) error { return nil }
+func (l loaded) Key() hash.Key            { return l.key }
+func (loaded) Own() bool                  { return false }
+
+// A key that never loads holds a reconcile no longer than its context (and keyWait): it is
+// retried, not blocked. A key outside reloader's own namespace signs and trusts nothing.
+func TestRecordKey(t *testing.T) {
+	r := &WorkloadReconciler{RecordKey: neverLoads{own: true}}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := r.recordKey(ctx); err == nil || time.Since(start) > keyWait {
+		t.Errorf("key that never loads: %v after %s; want an error when the context ends", err, time.Since(start))
+	}
+	start = time.Now()
+	if _, err := r.recordKey(context.Background()); err == nil || time.Since(start) > 3*keyWait {
+		t.Errorf("key that never loads, no deadline: %v after %s; want an error after %s", err, time.Since(start), keyWait)
+	}
+	r.RecordKey = neverLoads{own: false}
+	if k, err := r.recordKey(ctx); err != nil || k.Valid() {
+		t.Errorf("key outside reloader's namespace, not loaded: %v, valid %v; want no key and no wait", err, k.Valid())
+	}
+	key, _ := hash.NewKey(bytes.Repeat([]byte{7}, hash.KeySize))
+	r.RecordKey = loaded{key}
+	if k, err := r.recordKey(context.Background()); err != nil || k.Valid() {
+		t.Errorf("key outside reloader's namespace: %v, valid %v; want no key", err, k.Valid())
+	}
+	r.RecordKey = key
+	if k, err := r.recordKey(context.Background()); err != nil || !k.Valid() {
+		t.Errorf("key given: %v, valid %v; want it", err, k.Valid())
+	}
+}
+
+// Only a record named as reloader names the record of the object it says it replaces stands
+// for that object's replacement; another is refused as misnamed.
+func TestRecordOfNeedsItsOwnName(t *testing.T) {
+	r := &WorkloadReconciler{Kind: workload.Job()}
+	rec := func(name, replaces string) *appsv1.ControllerRevision {
+		return &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: name, UID: "rec-1",
+			Labels:      map[string]string{ReplacementLabel: "Job"},
+			Annotations: map[string]string{replacesNameAnnotation: replaces, replacesUIDAnnotation: "uid-1"}}}
+	}
+	long := strings.Repeat("j", 250)
+	for _, tc := range []struct {
+		rec          *appsv1.ControllerRevision
+		ok, misnamed bool
+	}{
+		{rec("reloader-job-migrate", "migrate"), true, false},
+		{rec(recordName("Job", long), long), true, false},
+		{rec("x", "migrate"), false, true},
+		{rec("reloader-job-other", "migrate"), false, true},
+		{rec("reloader-job-", ""), false, true},
+	} {
+		nn, p, ok, misnamed := r.recordOf(tc.rec)
+		if ok != tc.ok || (misnamed != nil) != tc.misnamed || (misnamed != nil && misnamed.reason != refusedMisnamed) {
+			t.Errorf("%s replacing %q: ok %v, misnamed %v", tc.rec.Name, tc.rec.Annotations[replacesNameAnnotation], ok, misnamed)
+		}
+		if ok && (nn.Name != tc.rec.Annotations[replacesNameAnnotation] || p.record != "rec-1" || p.replaces != "uid-1") {
+			t.Errorf("%s: %v %+v", tc.rec.Name, nn, p)
+		}
+	}
+	other := rec("reloader-cronjob-migrate", "migrate")
+	other.Labels[ReplacementLabel] = "CronJob"
+	if _, _, ok, misnamed := r.recordOf(other); ok || misnamed != nil {
+		t.Errorf("record of another kind: ok %v, misnamed %v", ok, misnamed)
+	}
+}
+
+// A replacement this process holds whole is never displaced by what the cache shows of
+// another record of the same name.
+func TestLearnKeepsWhatIsHeldWhole(t *testing.T) {
+	nn := types.NamespacedName{Namespace: "a", Name: "migrate"}
+	var p pendingJobs
+	mine := pendingJob{obj: &batchv1.Job{}, replaces: "uid-1", record: "rec-1"}
+	p.put(nn, mine)
+	p.learn(nn, pendingJob{replaces: "uid-1", record: "forged"})
+	if got, _ := p.get(nn); got.record != "rec-1" || got.obj == nil {
+		t.Errorf("held replacement displaced: %+v", got)
+	}
+	p.put(nn, pendingJob{replaces: "uid-1", record: "rec-2", drop: true})
+	p.learn(nn, pendingJob{replaces: "uid-1", record: "forged"})
+	if got, _ := p.get(nn); got.record != "rec-2" || !got.drop {
+		t.Errorf("replacement marked to drop displaced: %+v", got)
+	}
+	p.put(nn, pendingJob{replaces: "uid-1", record: "seen"})
+	p.learn(nn, pendingJob{replaces: "uid-2", record: "newer"})
+	if got, _ := p.get(nn); got.record != "newer" {
+		t.Errorf("record seen through the cache only not replaced by a newer one: %+v", got)
 	}
 }

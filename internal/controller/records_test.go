@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
@@ -75,9 +77,10 @@ func TestForgedRecordOfAJobElsewhereCreatesNothing(t *testing.T) {
 	evil := job(victim, "evil", nil)
 	evil.Spec.Template.Spec.ServiceAccountName = "cluster-admin-sa"
 	create(t, forgedRecord(tenant, "evil", evil, ""))
-	noJobs(t, tenant, victim)
+	// Refused first, then nothing created by then nor shortly after.
 	eventuallyEvent(t, tenant, "reloader-job-evil", controller.ReasonUntrustedRecord)
 	refusedGrows(t, before, 1)
+	noJobs(t, tenant, victim)
 }
 
 // A forged record of a Job of its own namespace and name is refused too, whether it has no
@@ -89,10 +92,10 @@ func TestForgedRecordInPlaceCreatesNothing(t *testing.T) {
 
 	create(t, forgedRecord(ns, "no-mac", job(ns, "no-mac", nil), ""),
 		forgedRecord(ns, "bad-mac", job(ns, "bad-mac", nil), strings.Repeat("ab", 32)))
-	noJobs(t, ns)
 	eventuallyEvent(t, ns, "reloader-job-no-mac", controller.ReasonUntrustedRecord)
 	eventuallyEvent(t, ns, "reloader-job-bad-mac", controller.ReasonUntrustedRecord)
 	refusedGrows(t, before, 2)
+	noJobs(t, ns)
 }
 
 // reloader stops between the delete and the create of a replacement (the create is refused
@@ -100,9 +103,9 @@ func TestForgedRecordInPlaceCreatesNothing(t *testing.T) {
 // which holds nothing in memory, reads the record from the API server, finds it signed, and
 // creates the Job once with the new config; the record goes.
 func TestGenuineRecordIsFinishedByTheNextProcess(t *testing.T) {
-	ns, j, oldUID := recordLeftBehind(t)
+	ns, j, oldUID := recordLeftBehind(t, true)
 	ctx := context.Background()
-	startReloader(t, ns)
+	startReloader(t, ns, ownNamespace(ns))
 	replaced(t, j, oldUID)
 	var records appsv1.ControllerRevisionList
 	testutil.Eventually(t, "record removed", func() error {
@@ -121,7 +124,7 @@ func TestGenuineRecordIsFinishedByTheNextProcess(t *testing.T) {
 // Job's service account), is refused by the next reloader: nothing is created. (A record's
 // data is immutable: altering it takes a delete and a create.)
 func TestAlteredRecordCreatesNothing(t *testing.T) {
-	ns, _, _ := recordLeftBehind(t)
+	ns, _, _ := recordLeftBehind(t, true)
 	rec := get(t, &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reloader-job-migrate"}})
 	testutil.Must(t, k8s.Delete(context.Background(), rec))
 	var j batchv1.Job
@@ -131,26 +134,46 @@ func TestAlteredRecordCreatesNothing(t *testing.T) {
 	altered.Annotations = rec.Annotations
 	create(t, altered)
 	before := counter(t, refusedRecords, map[string]string{"kind": "Job", "reason": "unauthenticated"})
-	startReloader(t, ns)
+	startReloader(t, ns, ownNamespace(ns))
+	eventuallyEvent(t, ns, "reloader-job-migrate", controller.ReasonUntrustedRecord)
+	refusedGrows(t, before, 1)
 	settle()
 	// (The namespace holds the probes of deny: only "migrate" counts.)
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "migrate"}, &j); !apierrors.IsNotFound(err) {
 		t.Errorf("Job migrate created from an altered record (service account %q): %v", j.Spec.Template.Spec.ServiceAccountName, err)
 	}
+}
+
+// Run without a namespace of its own (--kubeconfig), reloader keeps the install key where
+// others may read it or have planted one, so it signs no record and trusts none from the
+// cluster: the record left behind is unsigned, and the next process refuses it.
+func TestRecordsAreNotSignedWithoutOwnNamespace(t *testing.T) {
+	ns, _, _ := recordLeftBehind(t, false)
+	before := counter(t, refusedRecords, map[string]string{"kind": "Job", "reason": "unauthenticated"})
+	startReloader(t, ns)
 	eventuallyEvent(t, ns, "reloader-job-migrate", controller.ReasonUntrustedRecord)
 	refusedGrows(t, before, 1)
+	settle()
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "migrate"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Job migrate created from a record of a process without a namespace of its own: %v", err)
+	}
 }
 
 // recordLeftBehind replaces Job "migrate" in a new namespace and stops reloader between the
 // delete and the create (the create is refused until then): the signed record is all that is
-// left of the Job. It returns the namespace, the Job and the old Job's UID.
-func recordLeftBehind(t *testing.T) (string, *batchv1.Job, types.UID) {
+// left of the Job, signed when reloader has a namespace of its own (own), unsigned when not.
+// It returns the namespace, the Job and the old Job's UID.
+func recordLeftBehind(t *testing.T, own bool) (string, *batchv1.Job, types.UID) {
 	t.Helper()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	j := job(ns, "migrate", map[string]string{auto: "true"}, "cfg")
 	create(t, cm, j)
-	stop := startReloader(t, ns)
+	var opts []func(*options.Options)
+	if own {
+		opts = append(opts, ownNamespace(ns))
+	}
+	stop := startReloader(t, ns, opts...)
 	recorded(t, j)
 	oldUID := get(t, j).UID
 
@@ -169,8 +192,8 @@ func recordLeftBehind(t *testing.T) (string, *batchv1.Job, types.UID) {
 	stop()
 	var records appsv1.ControllerRevisionList
 	testutil.Must(t, k8s.List(ctx, &records, client.InNamespace(ns), client.HasLabels{controller.ReplacementLabel}))
-	if len(records.Items) != 1 || records.Items[0].Annotations["reloader.dev/record-mac"] == "" {
-		t.Fatalf("want one signed record left, got %d (annotations of the first: %v)", len(records.Items), func() any {
+	if len(records.Items) != 1 || (records.Items[0].Annotations["reloader.dev/record-mac"] != "") != own {
+		t.Fatalf("want one record left, signed %v, got %d (annotations of the first: %v)", own, len(records.Items), func() any {
 			if len(records.Items) == 0 {
 				return nil
 			}
@@ -193,7 +216,16 @@ func TestRecordsAreCachedWithoutData(t *testing.T) {
 	t.Cleanup(cancel)
 	go func() { _ = c.Start(ctx) }()
 	big := job(ns, "big", map[string]string{"padding": strings.Repeat("x", 256<<10)})
-	create(t, forgedRecord(ns, "big", big, ""))
+	rec := forgedRecord(ns, "big", big, strings.Repeat("ab", 32))
+	rec.Annotations["padding"] = strings.Repeat("y", 200<<10)
+	rec.Labels["padding"] = "z"
+	rec.Finalizers = []string{"example.com/" + strings.Repeat("f", 60)}
+	rec.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: strings.Repeat("o", 200), UID: "00000000-0000-0000-0000-000000000001"}}
+	create(t, rec)
+	t.Cleanup(func() {
+		// The finalizer would hold the record, and its namespace, for ever.
+		_ = k8s.Patch(context.Background(), rec, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`)))
+	})
 	testutil.Eventually(t, "record cached", func() error {
 		var rec appsv1.ControllerRevision
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "reloader-job-big"}, &rec); err != nil {
@@ -202,8 +234,14 @@ func TestRecordsAreCachedWithoutData(t *testing.T) {
 		if n := len(rec.Data.Raw); n > 0 || rec.Data.Object != nil {
 			t.Fatalf("cached record holds %d bytes of data", n)
 		}
-		if rec.Annotations["reloader.dev/replaces-name"] != "big" || rec.UID == "" {
-			t.Fatalf("cached record lost its identity: %v %s", rec.Annotations, rec.UID)
+		want := map[string]string{"reloader.dev/replaces-name": "big", "reloader.dev/replaces-uid": "00000000-0000-0000-0000-000000000000",
+			"reloader.dev/record-mac": strings.Repeat("ab", 32)}
+		if !maps.Equal(rec.Annotations, want) || rec.UID == "" || rec.Name != "reloader-job-big" {
+			t.Fatalf("cached record: annotations %.200v, UID %q, name %q; want reloader's annotations only, and its identity", rec.Annotations, rec.UID, rec.Name)
+		}
+		if !maps.Equal(rec.Labels, map[string]string{controller.ReplacementLabel: "Job"}) || rec.Finalizers != nil || rec.OwnerReferences != nil || rec.ManagedFields != nil {
+			t.Fatalf("cached record keeps labels %v, finalizers %d, owner references %d, managed fields %d; want the record label only",
+				rec.Labels, len(rec.Finalizers), len(rec.OwnerReferences), len(rec.ManagedFields))
 		}
 		return nil
 	})
@@ -219,7 +257,7 @@ func TestReplayedRecordCreatesNothing(t *testing.T) {
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	j := job(ns, "migrate", map[string]string{auto: "true"}, "cfg")
 	create(t, cm, j)
-	startReloader(t, ns)
+	startReloader(t, ns, ownNamespace(ns))
 	recorded(t, j)
 	oldUID := get(t, j).UID
 	saved := signedRecords(t, ns)
@@ -242,13 +280,13 @@ func TestReplayedRecordCreatesNothing(t *testing.T) {
 		Data:       runtime.RawExtension{Raw: rec.Data.Raw},
 		Revision:   rec.Revision,
 	})
+	eventuallyEvent(t, ns, rec.Name, controller.ReasonUntrustedRecord)
+	refusedGrows(t, before, 1)
 	settle()
 	var got batchv1.Job
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(j), &got); !apierrors.IsNotFound(err) {
 		t.Errorf("Job migrate brought back by a replayed record (UID %s): %v", got.UID, err)
 	}
-	eventuallyEvent(t, ns, rec.Name, controller.ReasonUntrustedRecord)
-	refusedGrows(t, before, 1)
 }
 
 // reloader stopped after writing a record and before signing it: the Job it replaces is

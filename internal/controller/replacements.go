@@ -55,14 +55,37 @@ func ReplacementRecords() (client.Object, cache.ByObject) {
 	return &appsv1.ControllerRevision{}, cache.ByObject{Label: sel, Transform: dropRecordData}
 }
 
-// dropRecordData keeps a record's identity and annotations, not its data nor managed fields
-// (this Transform replaces the cache's default one, which drops those).
+// dropRecordData keeps of a record what the controller reads through the cache: its identity,
+// its label, and reloader's annotations (the name and UID it replaces, its MAC). Its data, the
+// other labels and annotations, owner references, finalizers and managed fields go: anyone
+// who may write ControllerRevisions could fill each with up to 256 KiB. (This Transform
+// replaces the cache's default one, which drops the managed fields.)
 func dropRecordData(o any) (any, error) {
-	if rec, ok := o.(*appsv1.ControllerRevision); ok {
-		rec.Data = runtime.RawExtension{}
-		rec.ManagedFields = nil
+	rec, ok := o.(*appsv1.ControllerRevision)
+	if !ok {
+		return o, nil
 	}
-	return o, nil
+	rec.Data = runtime.RawExtension{}
+	rec.ManagedFields = nil
+	rec.OwnerReferences = nil
+	rec.Finalizers = nil
+	rec.Labels = keep(rec.Labels, ReplacementLabel)
+	rec.Annotations = keep(rec.Annotations, replacesUIDAnnotation, replacesNameAnnotation, recordMACAnnotation)
+	return rec, nil
+}
+
+// keep returns the entries of m under keys, nil if none.
+func keep(m map[string]string, keys ...string) map[string]string {
+	var out map[string]string
+	for _, k := range keys {
+		if v, ok := m[k]; ok {
+			if out == nil {
+				out = make(map[string]string, len(keys))
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // recordName names the record of a replacement of the object called name: one per name, so
@@ -139,14 +162,21 @@ func (r *WorkloadReconciler) dropRecord(ctx context.Context, nn types.Namespaced
 
 // recordOf reads what the cache holds of a record: the name and UID it says it replaces and
 // its own UID, not the object it holds, which trusted reads and checks before anything is
-// created. ok is false for objects that are not a record of r.Kind.
-func (r *WorkloadReconciler) recordOf(o client.Object) (types.NamespacedName, pendingJob, bool) {
+// created. ok is false for objects that are not a record of r.Kind; misnamed is set for one
+// labelled as a record of r.Kind but not named as the record of the object it names
+// (recordName): reloader never wrote it, and it must not stand for the record of that object.
+func (r *WorkloadReconciler) recordOf(o client.Object) (_ types.NamespacedName, _ pendingJob, ok bool, misnamed *refusal) {
 	rec, isRec := o.(*appsv1.ControllerRevision)
-	if !isRec || rec.Labels[ReplacementLabel] != r.Kind.Name() || rec.Annotations[replacesNameAnnotation] == "" {
-		return types.NamespacedName{}, pendingJob{}, false
+	if !isRec || rec.Labels[ReplacementLabel] != r.Kind.Name() {
+		return types.NamespacedName{}, pendingJob{}, false, nil
 	}
-	nn := types.NamespacedName{Namespace: rec.Namespace, Name: rec.Annotations[replacesNameAnnotation]}
-	return nn, pendingJob{replaces: types.UID(rec.Annotations[replacesUIDAnnotation]), record: rec.UID}, true
+	name := rec.Annotations[replacesNameAnnotation]
+	if want := recordName(r.Kind.Name(), name); name == "" || rec.Name != want {
+		return types.NamespacedName{}, pendingJob{}, false, &refusal{refusedMisnamed,
+			fmt.Sprintf("it is not named as reloader names the record of %s %q (%s)", r.Kind.Name(), name, want)}
+	}
+	nn := types.NamespacedName{Namespace: rec.Namespace, Name: name}
+	return nn, pendingJob{replaces: types.UID(rec.Annotations[replacesUIDAnnotation]), record: rec.UID}, true, nil
 }
 
 // watchReplacements lets the controller of a replaced kind hear of the records: each one
@@ -156,18 +186,22 @@ func (r *WorkloadReconciler) watchReplacements(b *builder.Builder) *builder.Buil
 	if _, ok := r.Kind.(workload.Recreated); !ok {
 		return b
 	}
-	seen := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		if nn, p, ok := r.recordOf(o); ok {
+	seen := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		nn, p, ok, misnamed := r.recordOf(o)
+		switch {
+		case ok:
 			r.jobs.learn(nn, p)
 			q.Add(reconcile.Request{NamespacedName: nn})
+		case misnamed != nil:
+			r.refuseRecord(ctx, o.(*appsv1.ControllerRevision), misnamed)
 		}
 	}
 	h := handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			seen(e.Object, q)
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			seen(ctx, e.Object, q)
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if nn, p, ok := r.recordOf(e.Object); ok {
+			if nn, p, ok, _ := r.recordOf(e.Object); ok {
 				r.jobs.done(nn, p.record)
 			}
 		},

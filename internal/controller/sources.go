@@ -71,14 +71,16 @@ type Pool struct {
 
 // KeySource gives the Secret hash key once it is loaded: a hash.Key, or a hashkey.Loader.
 type KeySource interface {
-	Wait() error
+	// Wait blocks until the key is loaded or ctx ends.
+	Wait(ctx context.Context) error
 	Key() hash.Key
 }
 
 // Secrets is the Secret source type, hashed under the install's key.
 func Secrets(key KeySource) SourceType {
 	return SourceType{
-		Ready:     key.Wait,
+		// The cache's Transform has no context: the Loader's own bounds the wait.
+		Ready:     func() error { return key.Wait(context.Background()) },
 		Kind:      source.Secret,
 		Resource:  "secrets",
 		NewObject: func() client.Object { return &corev1.Secret{} },

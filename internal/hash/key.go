@@ -1,10 +1,12 @@
 package hash
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -41,7 +43,7 @@ func (k Key) String() string { return "hash.Key(" + k.id + ")" }
 func (k Key) GoString() string { return k.String() }
 
 // Wait returns at once: a Key is already loaded (see hashkey.Loader).
-func (k Key) Wait() error { return nil }
+func (k Key) Wait(context.Context) error { return nil }
 
 // Key returns k.
 func (k Key) Key() Key { return k }
@@ -57,16 +59,34 @@ func KeyID(h string) (id string, keyed bool) {
 }
 
 // MAC authenticates msg under the key for one purpose: HMAC-SHA256 keyed with a sub-key
-// HMAC(key, purpose), so that a MAC made for one use is never valid for another, and the
-// install key itself keys nothing but the sub-keys. It returns nil when the key is not Valid:
-// nothing is authenticated without one.
+// HMAC(key, purpose), so that a MAC made for one use is never valid for another. It returns
+// nil when the key is not Valid: nothing is authenticated without one.
+//
+// The install key also keys Secret hashes directly (Secret, SecretKeys), so a sub-key must
+// never equal a Secret hash made under the same key. It can't: the input of a Secret hash
+// starts with the length of the Secret's namespace as a uvarint, a single byte of at most 63
+// (a namespace is a DNS label), while the input of a sub-key is the purpose, whose first byte
+// MAC requires to be above 63 (a lowercase letter: "replacement-record" starts with 'r',
+// 114). TestSubKeyInputsNeverStartLikeSecretHashes pins both.
 func (k Key) MAC(purpose string, msg []byte) []byte {
 	if !k.Valid() {
 		return nil
+	}
+	if !purposeApart(purpose) {
+		panic("hash: MAC purpose " + strconv.Quote(purpose) + " must start with a byte above 63, apart from Secret hash inputs")
 	}
 	sub := hmac.New(sha256.New, k.secret)
 	sub.Write([]byte(purpose))
 	m := hmac.New(sha256.New, sub.Sum(nil))
 	m.Write(msg)
 	return m.Sum(nil)
+}
+
+// maxNamespaceLen is the longest namespace name (a DNS label): the first byte of a Secret
+// hash input is at most this.
+const maxNamespaceLen = 63
+
+// purposeApart reports whether a sub-key's input, purpose, starts unlike any Secret hash input.
+func purposeApart(purpose string) bool {
+	return purpose != "" && purpose[0] > maxNamespaceLen
 }

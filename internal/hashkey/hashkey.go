@@ -80,6 +80,8 @@ type Loader struct {
 	ctx  context.Context
 	done chan struct{}
 	key  hash.Key
+	// own is false when the key lives in a namespace that is not reloader's own (Namespace).
+	own bool
 	// fallback is 1 once Secrets are hashed keyed by UID, for want of access to the key.
 	fallback prometheus.Gauge
 }
@@ -99,7 +101,7 @@ func Setup(ctx context.Context, cfg *rest.Config, o Options, logger logr.Logger)
 	if err != nil {
 		return nil, err
 	}
-	l := &Loader{ctx: ctx, done: make(chan struct{}), fallback: metrics.Register(o.Registry, prometheus.NewGauge(prometheus.GaugeOpts{
+	l := &Loader{ctx: ctx, done: make(chan struct{}), own: own, fallback: metrics.Register(o.Registry, prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "reloader_hash_key_fallback",
 		Help: "1 when reloader may not read or create its Secret hash key and hashes Secrets keyed by their UID instead (grant the key's RBAC and restart); 0 once the key is loaded.",
 	}))}
@@ -193,15 +195,24 @@ const FallbackReason = "HashKeyFallback"
 // maxNote is the API server's limit on an Event's note.
 const maxNote = 1024
 
-// Wait blocks until the key is loaded, or fails when the context of Setup ends first.
-func (l *Loader) Wait() error {
+// Wait blocks until the key is loaded, or fails when ctx or the context of Setup ends first.
+func (l *Loader) Wait(ctx context.Context) error {
 	select {
 	case <-l.done:
 		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("Secret hash key not loaded yet: %w", ctx.Err())
 	case <-l.ctx.Done():
 		return fmt.Errorf("Secret hash key not loaded: %w", l.ctx.Err())
 	}
 }
+
+// Own reports whether the key lives in reloader's own namespace. When it does not (a run
+// outside the cluster: the first watched namespace, or default), whoever may read or create
+// Secrets there may have read the key, or planted one of their choosing before reloader first
+// started: good enough to key Secret hashes, which only decide rollouts, not to trust what it
+// signs (Job replacement records).
+func (l *Loader) Own() bool { return l.own }
 
 // Key is the loaded key once Wait has returned nil; a key that is not Valid when reloader may
 // not read or create the key's Secret (hash.Secret then keys by UID).

@@ -246,7 +246,7 @@ func TestWithoutRBACFallsBackLoudly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Wait(); err != nil {
+	if err := l.Wait(ctx); err != nil {
 		t.Fatalf("Wait: %v; want the UID-keyed fallback", err)
 	}
 	if took := time.Since(start); took < 2*time.Second {
@@ -293,10 +293,42 @@ func TestRBACGrantedDuringRetriesLoadsTheKey(t *testing.T) {
 	}
 	time.Sleep(1500 * time.Millisecond) // past the first refusal
 	bind(t, ns, "late", ownRules(t, ns))
-	if err := l.Wait(); err != nil {
+	if err := l.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if !l.Key().Valid() || fallbackGauge(t, reg) != 0 {
 		t.Errorf("key valid %v, fallback %v; want the key loaded", l.Key().Valid(), fallbackGauge(t, reg))
+	}
+}
+
+// A key that never loads (here: an API server that does not answer) holds a caller no longer
+// than the caller's own context, whatever the Loader's context; and Own tells a key kept in
+// reloader's own namespace from one kept in a fallback namespace.
+func TestWaitEndsWithTheCallersContext(t *testing.T) {
+	for _, tc := range []struct {
+		opts hashkey.Options
+		own  bool
+	}{
+		{hashkey.Options{Namespace: "ops"}, true},
+		{hashkey.Options{Watched: []string{"b", "a"}}, false},
+		{hashkey.Options{}, false},
+	} {
+		tc.opts.Registry = prometheus.NewRegistry()
+		loading, stop := context.WithCancel(context.Background())
+		t.Cleanup(stop)
+		l, err := hashkey.Setup(loading, &rest.Config{Host: "http://127.0.0.1:1"}, tc.opts, logr.Discard())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Own() != tc.own {
+			t.Errorf("%+v: Own %v, want %v", tc.opts, l.Own(), tc.own)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		start := time.Now()
+		err = l.Wait(ctx)
+		cancel()
+		if err == nil || time.Since(start) > 5*time.Second {
+			t.Errorf("Wait on a key that never loads: %v after %s; want an error once the context ends", err, time.Since(start))
+		}
 	}
 }
