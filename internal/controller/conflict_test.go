@@ -66,8 +66,9 @@ func (l *logLines) errors() []string {
 }
 
 // A reload planned from a stale copy meets a 409 from the API server: the reconcile ends
-// without an error (so controller-runtime logs no "Reconciler error"), comes back shortly,
-// counts as a conflict, and the retry from the newer copy reloads nothing twice.
+// without an error (so controller-runtime logs no "Reconciler error"), comes back shortly (later
+// after each conflict in a row), counts as a conflict, and the retry from the newer copy
+// reloads nothing twice.
 func TestAConflictIsRetriedWithoutAnError(t *testing.T) {
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
@@ -94,10 +95,16 @@ func TestAConflictIsRetriedWithoutAnError(t *testing.T) {
 	if err != nil || res.RequeueAfter <= 0 || res.RequeueAfter > time.Second {
 		t.Fatalf("reconcile from the stale copy: %+v, %v; want no error and a requeue within a second", res, err)
 	}
+	// A conflict again (the cache still stale): the retry waits longer, so a conflict that
+	// persists is no hot loop.
+	again, err := r.Reconcile(ctx, req)
+	if err != nil || again.RequeueAfter <= res.RequeueAfter {
+		t.Fatalf("second reconcile from the stale copy: %+v, %v; want no error and a requeue later than %v", again, err, res.RequeueAfter)
+	}
 	var conflicts dto.Metric
 	_ = m.Reconciles.WithLabelValues("Deployment", metrics.OutcomeConflict).Write(&conflicts)
-	if n := conflicts.GetCounter().GetValue(); n != 1 {
-		t.Errorf("%v reconciles counted as conflict, want 1", n)
+	if n := conflicts.GetCounter().GetValue(); n != 2 {
+		t.Errorf("%v reconciles counted as conflict, want 2", n)
 	}
 	if errs := logs.errors(); len(errs) > 0 {
 		t.Errorf("error log lines for a conflict: %q", errs)
