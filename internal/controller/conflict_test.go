@@ -53,6 +53,17 @@ func (l *logLines) logger() logr.Logger {
 	}, funcr.Options{Verbosity: 1})
 }
 
+func (l *logLines) contains(s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			return true
+		}
+	}
+	return false
+}
+
 func (l *logLines) errors() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -101,10 +112,23 @@ func TestAConflictIsRetriedWithoutAnError(t *testing.T) {
 	if err != nil || again.RequeueAfter <= res.RequeueAfter {
 		t.Fatalf("second reconcile from the stale copy: %+v, %v; want no error and a requeue later than %v", again, err, res.RequeueAfter)
 	}
+	if logs.contains("conflictsInRow") {
+		t.Errorf("two conflicts logged at info level: %q", logs.lines)
+	}
+	// A conflict that persists is told at info level, still without an error.
+	n := 2
+	for ; n < 10 && !logs.contains("conflictsInRow"); n++ {
+		if _, err := r.Reconcile(ctx, req); err != nil {
+			t.Fatalf("reconcile %d from the stale copy: %v", n+1, err)
+		}
+	}
+	if !logs.contains("conflictsInRow") {
+		t.Errorf("%d conflicts in a row, none told at info level", n)
+	}
 	var conflicts dto.Metric
 	_ = m.Reconciles.WithLabelValues("Deployment", metrics.OutcomeConflict).Write(&conflicts)
-	if n := conflicts.GetCounter().GetValue(); n != 2 {
-		t.Errorf("%v reconciles counted as conflict, want 2", n)
+	if got := conflicts.GetCounter().GetValue(); got != float64(n) {
+		t.Errorf("%v reconciles counted as conflict, want %d", got, n)
 	}
 	if errs := logs.errors(); len(errs) > 0 {
 		t.Errorf("error log lines for a conflict: %q", errs)
