@@ -93,10 +93,15 @@ type ReloaderConfigSpec struct {
 }
 
 // Bounds of a label selector: each one is compiled and matched on every event it concerns.
+// Reloader checks them again when it compiles a config, for configs stored under a CRD that
+// did not have them yet (Helm never upgrades a chart's CRDs).
 const (
 	MaxMatchLabels      = 32
 	MaxMatchExpressions = 16
 	MaxSelectorValues   = 64
+	// A label key is a prefix (253) / name (63); a value at most 63.
+	MaxLabelKeyLength   = 317
+	MaxLabelValueLength = 63
 )
 
 // LabelSelector is metav1.LabelSelector, same fields, with bounds, and never empty: an empty

@@ -2,7 +2,11 @@ package chart_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/reloader-operator/reloader/deployments/render"
 )
@@ -59,5 +63,83 @@ func TestNoLeaderAlertOnlyWithHA(t *testing.T) {
 	}
 	if slices.Contains(render.MetricNames(queries), "leader_election_master_status") {
 		t.Error("the rules query leader_election_master_status without HA")
+	}
+}
+
+// The hash-key alert is rendered exactly when reloader uses the install key, which the RBAC
+// on the key Secret says: for Secret hashes, and for Job replacement records when Jobs are
+// reloaded (with Secrets ignored too).
+func TestHashKeyAlertFollowsTheKey(t *testing.T) {
+	for _, tc := range []struct {
+		name, values string
+		want         bool
+	}{
+		{"default", `reloader: {prometheusRule: {enabled: true}}`, true},
+		{"Secrets ignored, Jobs reloaded", `reloader: {ignoreSecrets: true, prometheusRule: {enabled: true}}`, true},
+		{"Secrets and Jobs ignored", `reloader: {ignoreSecrets: true, ignoreJobs: true, prometheusRule: {enabled: true}}`, false},
+		{"Secrets ignored, webhook", `reloader: {ignoreSecrets: true, webhookUrl: "https://h.example/x", prometheusRule: {enabled: true}}`, false},
+		{"Jobs ignored", `reloader: {ignoreJobs: true, prometheusRule: {enabled: true}}`, true},
+	} {
+		objs := renderChart(t, tc.values)
+		rule := render.Find(objs, "PrometheusRule", release)
+		if rule == nil {
+			t.Fatalf("%s: no PrometheusRule", tc.name)
+		}
+		alerts := map[string]bool{}
+		groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups")
+		for _, g := range groups {
+			rules, _, _ := unstructured.NestedSlice(g.(map[string]any), "rules")
+			for _, r := range rules {
+				name, _, _ := unstructured.NestedString(r.(map[string]any), "alert")
+				alerts[name] = true
+			}
+		}
+		if !alerts["ReloaderReloadFailures"] {
+			t.Fatalf("%s: alerts %v, not read right", tc.name, alerts)
+		}
+		granted := false
+		for _, o := range objs {
+			if o.GetKind() != "ClusterRole" && o.GetKind() != "Role" {
+				continue
+			}
+			var r rbacv1.Role
+			fromUnstructured(t, o, &r)
+			for _, pr := range r.Rules {
+				granted = granted || slices.Contains(pr.ResourceNames, "reloader-hash-key")
+			}
+		}
+		if alerts["ReloaderHashKeyFallback"] != tc.want || granted != tc.want {
+			t.Errorf("%s: hash-key alert %v, key granted %v; want both %v", tc.name, alerts["ReloaderHashKeyFallback"], granted, tc.want)
+		}
+	}
+}
+
+// Under secureMetrics /metrics answers only a token allowed to get it, and a PodMonitor sends
+// one only from bearerTokenSecret: without it the chart refuses to render rather than ship a
+// PodMonitor whose every scrape gets 401.
+func TestPodMonitorWithSecureMetricsNeedsAToken(t *testing.T) {
+	_, err := render.Chart(chartDir(), values(t, `reloader: {secureMetrics: true, podMonitor: {enabled: true}}`), release, namespace)
+	if err == nil || !strings.Contains(err.Error(), "bearerTokenSecret") {
+		t.Fatalf("secureMetrics and a PodMonitor without a token: %v, want an error naming bearerTokenSecret", err)
+	}
+	objs := renderChart(t, `reloader: {secureMetrics: true, podMonitor: {enabled: true, bearerTokenSecret: {name: scraper-token, key: token}}}`)
+	pm := render.Find(objs, "PodMonitor", release)
+	if pm == nil {
+		t.Fatal("no PodMonitor")
+	}
+	endpoints, _, _ := unstructured.NestedSlice(pm.Object, "spec", "podMetricsEndpoints")
+	if len(endpoints) != 1 {
+		t.Fatalf("endpoints %v", endpoints)
+	}
+	ep := endpoints[0].(map[string]any)
+	scheme, _, _ := unstructured.NestedString(ep, "scheme")
+	name, _, _ := unstructured.NestedString(ep, "bearerTokenSecret", "name")
+	key, _, _ := unstructured.NestedString(ep, "bearerTokenSecret", "key")
+	if scheme != "https" || name != "scraper-token" || key != "token" {
+		t.Errorf("endpoint %v: want https with the token from scraper-token/token", ep)
+	}
+	// Without secureMetrics no token is needed.
+	if render.Find(renderChart(t, `reloader: {podMonitor: {enabled: true}}`), "PodMonitor", release) == nil {
+		t.Error("no PodMonitor without secureMetrics")
 	}
 }

@@ -39,7 +39,7 @@ var matrix = []struct{ name, values string }{
 		isOpenshift: true, namespaceSelector: "team:*", reloadOnCreate: true, reloadOnDelete: true, autoReloadAll: true,
 		leaderElection: {id: my-lock, leaseDuration: 20s, renewDeadline: 15s, retryPeriod: 3s}, coalesceWindow: 1s, workers: 8,
 		recreateFinishedJobs: false, enableMetricsByNamespace: true, logFormat: json, logLevel: debug,
-		service: {port: 9090}, serviceMonitor: {enabled: true}, podMonitor: {enabled: true}, podDisruptionBudget: {enabled: true},
+		service: {port: 9090}, serviceMonitor: {enabled: true}, podMonitor: {enabled: true, bearerTokenSecret: {name: scraper-token, key: token}}, podDisruptionBudget: {enabled: true},
 		netpol: {enabled: true, from: [{podSelector: {}}], to: [{ipBlock: {cidr: 10.0.0.0/8}}]}, verticalPodAutoscaler: {enabled: true},
 		grafanaDashboard: {enabled: true}, prometheusRule: {enabled: true}, secureMetrics: true, admissionPolicy: {enabled: true}}`},
 }

@@ -53,6 +53,17 @@ func (l *logLines) logger() logr.Logger {
 	}, funcr.Options{Verbosity: 1})
 }
 
+func (l *logLines) contains(s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			return true
+		}
+	}
+	return false
+}
+
 func (l *logLines) errors() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -66,8 +77,9 @@ func (l *logLines) errors() []string {
 }
 
 // A reload planned from a stale copy meets a 409 from the API server: the reconcile ends
-// without an error (so controller-runtime logs no "Reconciler error"), comes back shortly,
-// counts as a conflict, and the retry from the newer copy reloads nothing twice.
+// without an error (so controller-runtime logs no "Reconciler error"), comes back shortly (later
+// after each conflict in a row), counts as a conflict, and the retry from the newer copy
+// reloads nothing twice.
 func TestAConflictIsRetriedWithoutAnError(t *testing.T) {
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
@@ -94,10 +106,29 @@ func TestAConflictIsRetriedWithoutAnError(t *testing.T) {
 	if err != nil || res.RequeueAfter <= 0 || res.RequeueAfter > time.Second {
 		t.Fatalf("reconcile from the stale copy: %+v, %v; want no error and a requeue within a second", res, err)
 	}
+	// A conflict again (the cache still stale): the retry waits longer, so a conflict that
+	// persists is no hot loop.
+	again, err := r.Reconcile(ctx, req)
+	if err != nil || again.RequeueAfter <= res.RequeueAfter {
+		t.Fatalf("second reconcile from the stale copy: %+v, %v; want no error and a requeue later than %v", again, err, res.RequeueAfter)
+	}
+	if logs.contains("conflictsInRow") {
+		t.Errorf("two conflicts logged at info level: %q", logs.lines)
+	}
+	// A conflict that persists is told at info level, still without an error.
+	n := 2
+	for ; n < 10 && !logs.contains("conflictsInRow"); n++ {
+		if _, err := r.Reconcile(ctx, req); err != nil {
+			t.Fatalf("reconcile %d from the stale copy: %v", n+1, err)
+		}
+	}
+	if !logs.contains("conflictsInRow") {
+		t.Errorf("%d conflicts in a row, none told at info level", n)
+	}
 	var conflicts dto.Metric
 	_ = m.Reconciles.WithLabelValues("Deployment", metrics.OutcomeConflict).Write(&conflicts)
-	if n := conflicts.GetCounter().GetValue(); n != 1 {
-		t.Errorf("%v reconciles counted as conflict, want 1", n)
+	if got := conflicts.GetCounter().GetValue(); got != float64(n) {
+		t.Errorf("%v reconciles counted as conflict, want %d", got, n)
 	}
 	if errs := logs.errors(); len(errs) > 0 {
 		t.Errorf("error log lines for a conflict: %q", errs)

@@ -91,8 +91,9 @@ type WorkloadReconciler struct {
 	Baselines *Baselines
 	Now       func() time.Time
 
-	jobs  pendingJobs
-	waits waiting
+	jobs      pendingJobs
+	waits     waiting
+	conflicts conflictCounts
 }
 
 // Reloaded is one reload written.
@@ -118,8 +119,13 @@ type Behaviour struct {
 func (r *WorkloadReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	started := time.Now()
 	res, outcome, err := r.reconcile(ctx, req)
-	if retry, ok := retryConflict(err); ok {
-		log.FromContext(ctx).V(1).Info("write met a newer version; planning again from it", "error", err.Error())
+	if retry, inRow, ok := r.conflicts.retryConflict(req.NamespacedName, err); ok {
+		logger := log.FromContext(ctx)
+		if inRow >= conflictsLogged {
+			logger.Info("writes keep meeting a newer version; retrying later", "conflictsInRow", inRow, "retryIn", retry.RequeueAfter, "error", err.Error())
+		} else {
+			logger.V(1).Info("write met a newer version; planning again from it", "error", err.Error())
+		}
 		res, outcome, err = retry, metrics.OutcomeConflict, nil
 	}
 	if err != nil {
@@ -127,20 +133,6 @@ func (r *WorkloadReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	}
 	r.Metrics.Reconciled(r.Kind.Name(), outcome, time.Since(started))
 	return res, err
-}
-
-// conflictRetry is how soon a reconcile whose write met a 409 runs again: long enough for the
-// cache to hear of the newer version in most cases, short enough not to delay the reload.
-const conflictRetry = 100 * time.Millisecond
-
-// retryConflict classifies an error: a conflict (409) anywhere in the reconcile means a stale
-// copy was read, which is expected with a cache; the reconcile runs again shortly from the
-// newer one instead of returning an error (and an error log line).
-func retryConflict(err error) (reconcile.Result, bool) {
-	if err == nil || !apierrors.IsConflict(err) {
-		return reconcile.Result{}, false
-	}
-	return reconcile.Result{RequeueAfter: conflictRetry}, true
 }
 
 // reconcile reads the workload and its sources, plans (reload.MakePlan, pure) and executes

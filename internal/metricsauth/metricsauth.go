@@ -33,6 +33,11 @@ const (
 	denyTTL     = 10 * time.Second
 	maxEntries  = 256
 	callTimeout = 10 * time.Second
+	// maxReviews bounds the reviews in flight: anyone who reaches the port can send a new
+	// junk token with each request, and each would cost the API server a TokenReview. When
+	// all are busy, a request whose decision is not cached gets 503 at once; a scraper with
+	// a cached decision is not slowed.
+	maxReviews = 4
 )
 
 // Filter is a metricsserver.Options FilterProvider.
@@ -45,12 +50,15 @@ func Filter(cfg *rest.Config, httpClient *http.Client) (metricsserver.Filter, er
 	if err != nil {
 		return nil, err
 	}
-	g := &guard{review: apiReview(authn.TokenReviews(), authz.SubjectAccessReviews()), decisions: map[[32]byte]decision{}}
+	g := newGuard(apiReview(authn.TokenReviews(), authz.SubjectAccessReviews()))
 	return func(log logr.Logger, next http.Handler) (http.Handler, error) {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			code, err := g.check(r)
 			if err != nil {
 				log.Error(err, "metrics authorization failed")
+			}
+			if code == http.StatusServiceUnavailable {
+				w.Header().Set("Retry-After", "1")
 			}
 			if code != http.StatusOK {
 				http.Error(w, http.StatusText(code), code)
@@ -72,12 +80,18 @@ type decision struct {
 // guard caches the API server's decisions by token, verb and path.
 type guard struct {
 	review    reviewFunc
+	reviews   chan struct{} // a slot per review in flight
 	mu        sync.Mutex
 	decisions map[[32]byte]decision
 }
 
-// check returns the HTTP status a request gets: 401 without a bearer token, 500 when the
-// API server can't be asked (never cached).
+func newGuard(review reviewFunc) *guard {
+	return &guard{review: review, reviews: make(chan struct{}, maxReviews), decisions: map[[32]byte]decision{}}
+}
+
+// check returns the HTTP status a request gets: 401 without a bearer token, 503 when
+// maxReviews reviews are already in flight, 500 when the API server can't be asked (neither
+// is cached).
 func (g *guard) check(r *http.Request) (int, error) {
 	token, ok := bearerToken(r.Header.Get("Authorization"))
 	if !ok {
@@ -92,6 +106,12 @@ func (g *guard) check(r *http.Request) (int, error) {
 	if ok && now.Before(d.until) {
 		return d.code, nil
 	}
+	select {
+	case g.reviews <- struct{}{}:
+		defer func() { <-g.reviews }()
+	default:
+		return http.StatusServiceUnavailable, nil
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
 	code, err := g.review(ctx, token, verb, path)
@@ -103,12 +123,33 @@ func (g *guard) check(r *http.Request) (int, error) {
 		ttl = allowTTL
 	}
 	g.mu.Lock()
-	if len(g.decisions) >= maxEntries {
-		g.decisions = map[[32]byte]decision{} // bounded: many tokens at once only cost API calls
+	if _, ok := g.decisions[key]; !ok && len(g.decisions) >= maxEntries {
+		g.evict(now)
 	}
 	g.decisions[key] = decision{code: code, until: now.Add(ttl)}
 	g.mu.Unlock()
 	return code, nil
+}
+
+// evict makes room for one decision: the expired ones go, or else the one that expires
+// first. Emptying the whole cache instead would let a flood of junk tokens (each denied,
+// so each cached) make real scrapers' tokens be reviewed again; and as denials expire
+// sooner than grants, a flood mostly evicts its own.
+func (g *guard) evict(now time.Time) {
+	var first [32]byte
+	var until time.Time
+	for k, d := range g.decisions {
+		if !now.Before(d.until) {
+			delete(g.decisions, k)
+			continue
+		}
+		if until.IsZero() || d.until.Before(until) {
+			first, until = k, d.until
+		}
+	}
+	if len(g.decisions) >= maxEntries {
+		delete(g.decisions, first)
+	}
 }
 
 // bearerToken reads "Authorization: Bearer <token>" (the scheme in any case).

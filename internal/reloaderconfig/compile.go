@@ -3,6 +3,7 @@
 package reloaderconfig
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -71,6 +72,10 @@ func Compile(cfg *v1alpha1.ReloaderConfig) *Compiled {
 		if s == nil {
 			return nil
 		}
+		if err := checkSelector(s); err != nil {
+			c.Errs = append(c.Errs, fmt.Errorf("%s.selector: %w", where, err))
+			return labels.Nothing()
+		}
 		sel, err := metav1.LabelSelectorAsSelector(s.Meta())
 		if err != nil {
 			c.Errs = append(c.Errs, fmt.Errorf("%s.selector: %w", where, err))
@@ -96,6 +101,50 @@ func Compile(cfg *v1alpha1.ReloaderConfig) *Compiled {
 	}
 	c.Overrides, c.strategy = overrides(cfg, &c.Errs), cfg.Spec.Strategy
 	return c
+}
+
+// checkSelector holds a selector to the CRD's rules again: the API server checks them only
+// on writes under a CRD that has them, and a config stored before (or under a CRD that helm
+// upgrade left as it was) could hold an empty selector, which would choose everything, or
+// one big enough to cost every reconcile that reads it.
+func checkSelector(s *v1alpha1.LabelSelector) error {
+	switch {
+	case len(s.MatchLabels) == 0 && len(s.MatchExpressions) == 0:
+		return errors.New("an empty selector would choose everything: give matchLabels or matchExpressions, or set all: true instead of selector to choose every one")
+	case len(s.MatchLabels) > v1alpha1.MaxMatchLabels:
+		return fmt.Errorf("%d matchLabels, over the limit of %d", len(s.MatchLabels), v1alpha1.MaxMatchLabels)
+	case len(s.MatchExpressions) > v1alpha1.MaxMatchExpressions:
+		return fmt.Errorf("%d matchExpressions, over the limit of %d", len(s.MatchExpressions), v1alpha1.MaxMatchExpressions)
+	}
+	for k, v := range s.MatchLabels {
+		if err := checkLabel(k, v); err != nil {
+			return fmt.Errorf("matchLabels: %w", err)
+		}
+	}
+	for i, e := range s.MatchExpressions {
+		if len(e.Values) > v1alpha1.MaxSelectorValues {
+			return fmt.Errorf("matchExpressions[%d]: %d values, over the limit of %d", i, len(e.Values), v1alpha1.MaxSelectorValues)
+		}
+		if e.Key == "" {
+			return fmt.Errorf("matchExpressions[%d]: empty key", i)
+		}
+		for _, v := range append([]string{""}, e.Values...) {
+			if err := checkLabel(e.Key, v); err != nil {
+				return fmt.Errorf("matchExpressions[%d]: %w", i, err)
+			}
+		}
+	}
+	return nil
+}
+
+func checkLabel(k, v string) error {
+	switch {
+	case len(k) > v1alpha1.MaxLabelKeyLength:
+		return fmt.Errorf("a key of %d characters, over the limit of %d", len(k), v1alpha1.MaxLabelKeyLength)
+	case len(v) > v1alpha1.MaxLabelValueLength:
+		return fmt.Errorf("a value of %d characters, over the limit of %d", len(v), v1alpha1.MaxLabelValueLength)
+	}
+	return nil
 }
 
 func overrides(cfg *v1alpha1.ReloaderConfig, errs *[]error) reload.Overrides {

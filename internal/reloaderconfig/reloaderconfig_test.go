@@ -1,12 +1,14 @@
 package reloaderconfig
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -155,6 +157,75 @@ func TestCompileAndMergePacing(t *testing.T) {
 		}
 		if len(m.Conflicts) != 1 || m.Conflicts[0].Setting != "reloadWindow" || m.Conflicts[0].Winner != "a" {
 			t.Errorf("conflicts %v, want only reloadWindow, won by a", m.Conflicts)
+		}
+	}
+}
+
+// Selectors the CRD's schema refuses, stored before the CRD had the rule (or under a CRD
+// that helm upgrade left as it was), are refused again when compiled: they choose nothing
+// (an empty one would otherwise choose everything) and are reported; the rest still applies.
+func TestCompileRefusesSelectorsOutOfBounds(t *testing.T) {
+	many := func(n int) map[string]string {
+		m := map[string]string{}
+		for i := range n {
+			m[fmt.Sprintf("k%d", i)] = "v"
+		}
+		return m
+	}
+	exprs := func(n, values int) []v1alpha1.LabelSelectorRequirement {
+		var out []v1alpha1.LabelSelectorRequirement
+		for i := range n {
+			e := v1alpha1.LabelSelectorRequirement{Key: fmt.Sprintf("k%d", i), Operator: metav1.LabelSelectorOpNotIn}
+			for j := range values {
+				e.Values = append(e.Values, fmt.Sprintf("v%d", j))
+			}
+			out = append(out, e)
+		}
+		return out
+	}
+	long := func(n int) string { return strings.Repeat("a", n) }
+	for _, tc := range []struct {
+		name string
+		sel  v1alpha1.LabelSelector
+		want string // in the error; "" for none
+	}{
+		{"empty", v1alpha1.LabelSelector{}, "empty selector"},
+		{"empty maps", v1alpha1.LabelSelector{MatchLabels: map[string]string{}, MatchExpressions: []v1alpha1.LabelSelectorRequirement{}}, "empty selector"},
+		{"labels at the bound", v1alpha1.LabelSelector{MatchLabels: many(v1alpha1.MaxMatchLabels)}, ""},
+		{"too many labels", v1alpha1.LabelSelector{MatchLabels: many(v1alpha1.MaxMatchLabels + 1)}, "matchLabels"},
+		{"expressions at the bound", v1alpha1.LabelSelector{MatchExpressions: exprs(v1alpha1.MaxMatchExpressions, v1alpha1.MaxSelectorValues)}, ""},
+		{"too many expressions", v1alpha1.LabelSelector{MatchExpressions: exprs(v1alpha1.MaxMatchExpressions+1, 1)}, "matchExpressions"},
+		{"too many values", v1alpha1.LabelSelector{MatchExpressions: exprs(1, v1alpha1.MaxSelectorValues+1)}, "values"},
+		{"label value too long", v1alpha1.LabelSelector{MatchLabels: map[string]string{"k": long(v1alpha1.MaxLabelValueLength + 1)}}, "value"},
+		{"expression key too long", v1alpha1.LabelSelector{MatchExpressions: []v1alpha1.LabelSelectorRequirement{
+			{Key: long(254) + "/" + long(v1alpha1.MaxLabelKeyLength-254), Operator: metav1.LabelSelectorOpExists}}}, "key"},
+		{"expression value too long", v1alpha1.LabelSelector{MatchExpressions: []v1alpha1.LabelSelectorRequirement{
+			{Key: "k", Operator: metav1.LabelSelectorOpIn, Values: []string{long(v1alpha1.MaxLabelValueLength + 1)}}}}, "value"},
+	} {
+		sel := tc.sel
+		c := Compile(config("c", v1alpha1.ReloaderConfigSpec{
+			Targets: []v1alpha1.Target{{Kind: "Deployment", Name: "web"}, {Kind: "Deployment", Selector: &sel}},
+			Sources: []v1alpha1.Source{{Kind: "ConfigMap", Name: "cfg"}, {Kind: "Secret", Selector: &sel}},
+		}))
+		unlabelled := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "other"}}
+		if tc.want == "" {
+			if len(c.Errs) != 0 {
+				t.Errorf("%s: errors %v, want none", tc.name, c.Errs)
+			}
+			continue
+		}
+		if len(c.Errs) != 2 || !strings.Contains(c.Errs[0].Error(), "spec.targets[1].selector") || !strings.Contains(c.Errs[0].Error(), tc.want) ||
+			!strings.Contains(c.Errs[1].Error(), "spec.sources[1].selector") {
+			t.Errorf("%s: errors %v; want one for spec.targets[1].selector and one for spec.sources[1].selector, saying %q", tc.name, c.Errs, tc.want)
+		}
+		if c.TargetsWorkload("Deployment", unlabelled) {
+			t.Errorf("%s: the refused selector chose a workload", tc.name)
+		}
+		if !c.TargetsWorkload("Deployment", &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web"}}) {
+			t.Errorf("%s: the good target was lost", tc.name)
+		}
+		if len(c.Rules) != 2 || c.Rules[1].Selector == nil || c.Rules[1].Selector.Matches(labels.Set{"k0": "v"}) {
+			t.Errorf("%s: rules %+v; want the refused source selector to choose nothing", tc.name, c.Rules)
 		}
 	}
 }

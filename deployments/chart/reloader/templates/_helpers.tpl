@@ -245,7 +245,7 @@ Watched rules apply where reloader watches: a ClusterRole, or a Role per watched
 {{- $rules = append $rules (dict "apiGroups" (list "coordination.k8s.io") "resources" (list "leases") "verbs" (list "get" "list" "watch" "create" "update" "delete")) -}}
 {{- end -}}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "configmaps") "resourceNames" (list "reloader-meta-info") "verbs" (list "create" "patch")) -}}
-{{- if or (not $r.ignoreSecrets) (and (not $r.ignoreJobs) (not (include "reloader.webhook" .))) }}
+{{- if include "reloader.usesHashKey" . }}
 {{- /* The install key (Secret hashes, Job replacement records), by name only: created by a server-side apply (create and patch by name), then read. */ -}}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "secrets") "resourceNames" (list "reloader-hash-key") "verbs" (list "get" "create" "patch")) -}}
 {{- /* The Warning Event when reloader may not use the key (a create has no name to restrict it to). */ -}}
@@ -286,4 +286,14 @@ secretKeyRef: the Deployment (args, env values) is readable by anyone with `view
 {{- fail "reloader.webhookUrl and reloader.webhookUrlSecret.name exclude each other: give the URL, or the Secret that holds it" -}}
 {{- end -}}
 {{- if or $r.webhookUrl $existing.name }}true{{ end -}}
+{{- end -}}
+
+{{/*
+Whether reloader uses the install key (Secret reloader-hash-key): it keys Secret hashes, and
+signs the records of Job replacements (Jobs reloaded, and not only notified by a webhook).
+The RBAC on the key and the ReloaderHashKeyFallback alert follow it.
+*/}}
+{{- define "reloader.usesHashKey" -}}
+{{- $r := .Values.reloader -}}
+{{- if or (not $r.ignoreSecrets) (and (not $r.ignoreJobs) (not (include "reloader.webhook" .))) }}true{{ end -}}
 {{- end -}}
