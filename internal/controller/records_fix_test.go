@@ -29,24 +29,13 @@ import (
 // Job is re-created.
 func TestMisnamedRecordLeavesTheReplacementUnderWay(t *testing.T) {
 	ns := newNamespace(t)
-	ctx := context.Background()
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	j := job(ns, "migrate", map[string]string{auto: "true"}, "cfg")
 	create(t, cm, j)
 	startReloader(t, ns)
 	recorded(t, j)
 	oldUID := get(t, j).UID
-	lift := deny(t, ns, admissionv1.Create, "batch", "jobs", func() error {
-		return k8s.Create(ctx, job(ns, fmt.Sprintf("probe-%d", metav1.Now().UnixNano()), nil))
-	})
-	changeConfig(t, cm, "v2")
-	testutil.Eventually(t, "old Job deleted, its replacement refused", func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(j), &batchv1.Job{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("Job still there: %v", err)
-		}
-		return nil
-	})
-	eventuallyEvent(t, ns, "migrate", controller.ReasonReloadFail)
+	lift := refuseReplacement(t, cm, j)
 
 	misnamed := map[string]string{"kind": "Job", "reason": "misnamed"}
 	before := counter(t, refusedRecords, misnamed)

@@ -12,6 +12,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -159,6 +160,26 @@ func TestRecordsAreNotSignedWithoutOwnNamespace(t *testing.T) {
 	}
 }
 
+// refuseReplacement changes cm, which j uses, while the API server refuses Job creates (not
+// their dry runs), and waits until reloader has deleted j and failed to create its
+// replacement. It returns the lift of the refusal.
+func refuseReplacement(t *testing.T, cm *corev1.ConfigMap, j *batchv1.Job) (lift func()) {
+	t.Helper()
+	ctx := context.Background()
+	lift = deny(t, j.Namespace, admissionv1.Create, "batch", "jobs", func() error {
+		return k8s.Create(ctx, job(j.Namespace, fmt.Sprintf("probe-%d", metav1.Now().UnixNano()), nil))
+	})
+	changeConfig(t, cm, "v2")
+	testutil.Eventually(t, "old Job deleted, its replacement refused", func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(j), &batchv1.Job{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("Job still there: %v", err)
+		}
+		return nil
+	})
+	eventuallyEvent(t, j.Namespace, j.Name, controller.ReasonReloadFail)
+	return lift
+}
+
 // recordLeftBehind replaces Job "migrate" in a new namespace and stops reloader between the
 // delete and the create (the create is refused until then): the signed record is all that is
 // left of the Job, signed when reloader has a namespace of its own (own), unsigned when not.
@@ -178,17 +199,7 @@ func recordLeftBehind(t *testing.T, own bool) (string, *batchv1.Job, types.UID) 
 	oldUID := get(t, j).UID
 
 	ctx := context.Background()
-	lift := deny(t, ns, admissionv1.Create, "batch", "jobs", func() error {
-		return k8s.Create(ctx, job(ns, fmt.Sprintf("probe-%d", metav1.Now().UnixNano()), nil))
-	})
-	changeConfig(t, cm, "v2")
-	testutil.Eventually(t, "old Job deleted, its replacement refused", func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(j), &batchv1.Job{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("Job still there: %v", err)
-		}
-		return nil
-	})
-	eventuallyEvent(t, ns, "migrate", controller.ReasonReloadFail)
+	lift := refuseReplacement(t, cm, j)
 	stop()
 	var records appsv1.ControllerRevisionList
 	testutil.Must(t, k8s.List(ctx, &records, client.InNamespace(ns), client.HasLabels{controller.ReplacementLabel}))
