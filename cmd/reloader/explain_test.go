@@ -34,11 +34,11 @@ func TestPluginName(t *testing.T) {
 	}
 }
 
-// TestExplainCommand runs `reloader explain` and `kubectl reloader explain` against a real API
-// server: the namespace comes from the --context given, -o json parses back.
-func TestExplainCommand(t *testing.T) {
-	ctx := context.Background()
-	cluster, err := localcluster.Start(ctx, localcluster.Options{})
+// startCluster starts a local control plane for one test, stopped when it ends, and a client
+// of it. (Not a TestMain: the package's unit and fuzz tests need none.)
+func startCluster(t *testing.T) (*localcluster.Cluster, client.Client) {
+	t.Helper()
+	cluster, err := localcluster.Start(context.Background(), localcluster.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +47,14 @@ func TestExplainCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cluster, c
+}
+
+// TestExplainCommand runs `reloader explain` and `kubectl reloader explain` against a real API
+// server: the namespace comes from the --context given, -o json parses back.
+func TestExplainCommand(t *testing.T) {
+	ctx := context.Background()
+	cluster, c := startCluster(t)
 	tpl := corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox",
@@ -116,15 +124,7 @@ func TestExplainReadsTheKeyOnlyInReloadersNamespace(t *testing.T) {
 	t.Setenv("RELOADER_NAMESPACE", "")
 	t.Setenv("POD_NAMESPACE", "")
 	ctx := context.Background()
-	cluster, err := localcluster.Start(ctx, localcluster.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cluster.Stop() })
-	c, err := client.New(cluster.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cluster, c := startCluster(t)
 	decoy := bytes.Repeat([]byte{9}, hash.KeySize)
 	key, err := hash.NewKey(decoy)
 	if err != nil {

@@ -133,12 +133,7 @@ func TestJobOwnedByCronJobIsReplacedUnderOwnerReferencesEnforcement(t *testing.T
 // first and lost until creates were allowed again.
 func TestRefusedReplacementKeepsTheJob(t *testing.T) {
 	ns := newNamespace(t)
-	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
-	j := job(ns, "migrate", map[string]string{auto: "true"}, "cfg")
-	create(t, cm, j)
-	startReloader(t, ns)
-	recorded(t, j)
-	oldUID := get(t, j).UID
+	cm, j, oldUID, _ := recordedJob(t, ns)
 
 	ctx := context.Background()
 	lift := denyAll(t, ns, admissionv1.Create, "batch", "jobs", func() error {

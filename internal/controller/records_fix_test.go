@@ -29,12 +29,7 @@ import (
 // Job is re-created.
 func TestMisnamedRecordLeavesTheReplacementUnderWay(t *testing.T) {
 	ns := newNamespace(t)
-	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
-	j := job(ns, "migrate", map[string]string{auto: "true"}, "cfg")
-	create(t, cm, j)
-	startReloader(t, ns)
-	recorded(t, j)
-	oldUID := get(t, j).UID
+	cm, j, oldUID, _ := recordedJob(t, ns)
 	lift := refuseReplacement(t, cm, j)
 
 	misnamed := map[string]string{"kind": "Job", "reason": "misnamed"}

@@ -160,6 +160,19 @@ func TestRecordsAreNotSignedWithoutOwnNamespace(t *testing.T) {
 	}
 }
 
+// recordedJob creates ConfigMap "cfg" and Job "migrate", which reloads on its changes, in ns,
+// starts reloader there and waits until it has recorded the Job. It returns the ConfigMap,
+// the Job, its UID and the stop of that reloader.
+func recordedJob(t *testing.T, ns string, configure ...func(*options.Options)) (*corev1.ConfigMap, *batchv1.Job, types.UID, func()) {
+	t.Helper()
+	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
+	j := job(ns, "migrate", map[string]string{auto: "true"}, "cfg")
+	create(t, cm, j)
+	stop := startReloader(t, ns, configure...)
+	recorded(t, j)
+	return cm, j, get(t, j).UID, stop
+}
+
 // refuseReplacement changes cm, which j uses, while the API server refuses Job creates (not
 // their dry runs), and waits until reloader has deleted j and failed to create its
 // replacement. It returns the lift of the refusal.
@@ -187,16 +200,11 @@ func refuseReplacement(t *testing.T, cm *corev1.ConfigMap, j *batchv1.Job) (lift
 func recordLeftBehind(t *testing.T, own bool) (string, *batchv1.Job, types.UID) {
 	t.Helper()
 	ns := newNamespace(t)
-	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
-	j := job(ns, "migrate", map[string]string{auto: "true"}, "cfg")
-	create(t, cm, j)
 	var opts []func(*options.Options)
 	if own {
 		opts = append(opts, ownNamespace(ns))
 	}
-	stop := startReloader(t, ns, opts...)
-	recorded(t, j)
-	oldUID := get(t, j).UID
+	cm, j, oldUID, stop := recordedJob(t, ns, opts...)
 
 	ctx := context.Background()
 	lift := refuseReplacement(t, cm, j)
@@ -265,12 +273,7 @@ func TestRecordsAreCachedWithoutData(t *testing.T) {
 func TestReplayedRecordCreatesNothing(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
-	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
-	j := job(ns, "migrate", map[string]string{auto: "true"}, "cfg")
-	create(t, cm, j)
-	startReloader(t, ns, ownNamespace(ns))
-	recorded(t, j)
-	oldUID := get(t, j).UID
+	cm, j, oldUID, _ := recordedJob(t, ns, ownNamespace(ns))
 	saved := signedRecords(t, ns)
 
 	changeConfig(t, cm, "v2")

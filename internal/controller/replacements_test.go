@@ -19,12 +19,7 @@ import (
 // deletes are allowed again, the Job is replaced exactly once and the record goes.
 func TestJobReplacementWhoseDeleteIsRefusedHappensOnceWhenAllowed(t *testing.T) {
 	ns := newNamespace(t)
-	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
-	j := job(ns, "migrate", map[string]string{auto: "true"}, "cfg")
-	create(t, cm, j)
-	startReloader(t, ns)
-	recorded(t, j)
-	oldUID := get(t, j).UID
+	cm, j, oldUID, _ := recordedJob(t, ns)
 
 	ctx := context.Background()
 	lift := deny(t, ns, admissionv1.Delete, "batch", "jobs", func() error {
