@@ -94,15 +94,15 @@ func atQuota(err error, obj client.Object) bool {
 		return false
 	}
 	const count = "count/jobs.batch"
-	used, limited := quantities(m[2]), quantities(m[3])
-	for name := range quantities(m[1]) {
+	requested, used, limited := quantities(m[1]), quantities(m[2]), quantities(m[3])
+	for name := range requested {
 		u, okU := used[name]
 		l, okL := limited[name]
 		if name != count || !okU || !okL || u.Cmp(l) > 0 {
 			return false
 		}
 	}
-	return len(quantities(m[1])) > 0
+	return len(requested) > 0
 }
 
 // quantities parses "<resource>=<quantity>,..." as the quota refusal prints it.
@@ -119,14 +119,7 @@ func quantities(s string) map[string]resource.Quantity {
 }
 
 // blocksOwners reports whether obj sets blockOwnerDeletion on any owner.
-func blocksOwners(obj client.Object) bool {
-	for _, ref := range obj.GetOwnerReferences() {
-		if ref.BlockOwnerDeletion != nil && *ref.BlockOwnerDeletion {
-			return true
-		}
-	}
-	return false
-}
+func blocksOwners(obj client.Object) bool { return owners(obj) != "" }
 
 // withoutOwnerBlock is a copy of obj whose ownerReferences block no owner's deletion.
 func withoutOwnerBlock(obj client.Object) client.Object {

@@ -1,8 +1,6 @@
 package controller
 
 import (
-	"unicode/utf8"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,23 +26,6 @@ func (r *WorkloadReconciler) relatedRef(o client.Object) runtime.Object {
 		Namespace:  o.GetNamespace(),
 		Name:       o.GetName(),
 	}
-}
-
-// maxNote is the longest Event note the API server accepts (events.k8s.io/v1).
-const maxNote = 1024
-
-// clipNote shortens a note the API server would refuse, at a character boundary: a reload
-// of many sources must still leave its Event.
-func clipNote(note string) string {
-	if len(note) <= maxNote {
-		return note
-	}
-	const more = "…"
-	cut := maxNote - len(more)
-	for cut > 0 && !utf8.RuneStart(note[cut]) {
-		cut--
-	}
-	return note[:cut] + more
 }
 
 // SeriesRecorder returns rec with the regarding object of every Event named by reference,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/termsafe"
 )
 
 // ReasonReloadHeld is the Event of a reload held back by pacing.
@@ -74,7 +75,7 @@ func (r *WorkloadReconciler) announceHold(ctx context.Context, obj client.Object
 		return
 	}
 	logger.Info("reload held", "reason", h.Reason, "why", h.Why, "until", at)
-	r.Recorder.Eventf(obj, related, corev1.EventTypeNormal, ReasonReloadHeld, "Hold", "%s", clipNote(note))
+	r.Recorder.Eventf(obj, related, corev1.EventTypeNormal, ReasonReloadHeld, "Hold", "%s", termsafe.ClipNote(note))
 }
 
 // waiting remembers, per workload, why its reload waits now: the reloader_reloads_waiting

@@ -18,6 +18,7 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/hashkey"
+	"github.com/reloader-operator/reloader/internal/termsafe"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
@@ -93,7 +94,21 @@ func checkRecord(key hash.Key, kind workload.Kind, rec *appsv1.ControllerRevisio
 		// Never re-placed: a record names exactly what it creates.
 		return nil, &refusal{refusedMisplaced, fmt.Sprintf("its data is %s %s/%s, not %s/%s that it replaces", kind.Name(), obj.GetNamespace(), obj.GetName(), rec.Namespace, name)}
 	}
+	if refused := misnamed(kind.Name(), rec); refused != nil {
+		return nil, refused
+	}
 	return obj, nil
+}
+
+// misnamed refuses a record that is not called what reloader calls the record of the object
+// it says it replaces (recordName): reloader keeps one record per name, and a record under any
+// other name must never stand for, or displace, the replacement under way.
+func misnamed(kind string, rec *appsv1.ControllerRevision) *refusal {
+	name := rec.Annotations[replacesNameAnnotation]
+	if want := recordName(kind, name); name == "" || rec.Name != want {
+		return &refusal{refusedMisnamed, fmt.Sprintf("it is not named as reloader names the record of %s %q (%s)", kind, name, want)}
+	}
+	return nil
 }
 
 // keyWait bounds how long a reconcile waits for the install key to load before it is retried
@@ -183,9 +198,6 @@ func (r *WorkloadReconciler) trusted(ctx context.Context, nn types.NamespacedNam
 		return p, false, err
 	}
 	obj, refused := checkRecord(key, r.Kind, rec)
-	if refused == nil && rec.Annotations[replacesNameAnnotation] != nn.Name {
-		refused = &refusal{refusedMisnamed, fmt.Sprintf("it is named as the record of %s %s but says it replaces %q", r.Kind.Name(), nn.Name, rec.Annotations[replacesNameAnnotation])}
-	}
 	if refused != nil {
 		r.refuseRecord(ctx, rec, refused)
 		r.jobs.done(nn, p.record)
@@ -203,5 +215,5 @@ func (r *WorkloadReconciler) refuseRecord(ctx context.Context, rec *appsv1.Contr
 	log.FromContext(ctx).Info("WARNING: replacement record refused; nothing created", "record", rec.Namespace+"/"+rec.Name,
 		"reason", why.reason, "why", why.why)
 	r.Recorder.Eventf(rec, nil, corev1.EventTypeWarning, ReasonUntrustedRecord, "Replace",
-		"%s", clipNote(fmt.Sprintf("Not acting on this %s replacement record: %s. Nothing was created; delete it if no one needs it.", r.Kind.Name(), why.why)))
+		"%s", termsafe.ClipNote(fmt.Sprintf("Not acting on this %s replacement record: %s. Nothing was created; delete it if no one needs it.", r.Kind.Name(), why.why)))
 }

@@ -162,20 +162,18 @@ func (r *WorkloadReconciler) dropRecord(ctx context.Context, nn types.Namespaced
 
 // recordOf reads what the cache holds of a record: the name and UID it says it replaces and
 // its own UID, not the object it holds, which trusted reads and checks before anything is
-// created. ok is false for objects that are not a record of r.Kind; misnamed is set for one
+// created. ok is false for objects that are not a record of r.Kind; refused is set for one
 // labelled as a record of r.Kind but not named as the record of the object it names
 // (recordName): reloader never wrote it, and it must not stand for the record of that object.
-func (r *WorkloadReconciler) recordOf(o client.Object) (_ types.NamespacedName, _ pendingJob, ok bool, misnamed *refusal) {
+func (r *WorkloadReconciler) recordOf(o client.Object) (_ types.NamespacedName, _ pendingJob, ok bool, refused *refusal) {
 	rec, isRec := o.(*appsv1.ControllerRevision)
 	if !isRec || rec.Labels[ReplacementLabel] != r.Kind.Name() {
 		return types.NamespacedName{}, pendingJob{}, false, nil
 	}
-	name := rec.Annotations[replacesNameAnnotation]
-	if want := recordName(r.Kind.Name(), name); name == "" || rec.Name != want {
-		return types.NamespacedName{}, pendingJob{}, false, &refusal{refusedMisnamed,
-			fmt.Sprintf("it is not named as reloader names the record of %s %q (%s)", r.Kind.Name(), name, want)}
+	if refused = misnamed(r.Kind.Name(), rec); refused != nil {
+		return types.NamespacedName{}, pendingJob{}, false, refused
 	}
-	nn := types.NamespacedName{Namespace: rec.Namespace, Name: name}
+	nn := types.NamespacedName{Namespace: rec.Namespace, Name: rec.Annotations[replacesNameAnnotation]}
 	return nn, pendingJob{replaces: types.UID(rec.Annotations[replacesUIDAnnotation]), record: rec.UID}, true, nil
 }
 

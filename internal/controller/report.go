@@ -14,6 +14,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/alert"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/termsafe"
 )
 
 // done is what an execution did, for report.
@@ -38,7 +39,7 @@ func (r *WorkloadReconciler) report(ctx context.Context, obj client.Object, d do
 		r.Metrics.SkippedReload(kind, d.plan.Skip.Reason)
 		logger.Info("reload skipped", "reason", d.plan.Skip.Why)
 		r.Recorder.Eventf(obj, d.related, corev1.EventTypeNormal, ReasonReloadSkipped, "Reload",
-			"%s", clipNote(fmt.Sprintf("Not reloading %s %s after change of %s: %s", kind, obj.GetName(), describe(d.plan.Skipped), d.plan.Skip.Why)))
+			"%s", termsafe.ClipNote(fmt.Sprintf("Not reloading %s %s after change of %s: %s", kind, obj.GetName(), describe(d.plan.Skipped), d.plan.Skip.Why)))
 	}
 	if d.failed != nil {
 		// A conflict means a stale copy was read: the retry reads the new one, and a reload
@@ -46,7 +47,7 @@ func (r *WorkloadReconciler) report(ctx context.Context, obj client.Object, d do
 		if len(d.reloaded) > 0 && !apierrors.IsConflict(d.failed) {
 			r.Metrics.Reloaded(kind, obj.GetNamespace(), false, 0)
 			r.Recorder.Eventf(obj, d.related, corev1.EventTypeWarning, ReasonReloadFail, "Reload",
-				"%s", clipNote(fmt.Sprintf("Reload after change of %s failed: %v", describe(d.reloaded), d.failed)))
+				"%s", termsafe.ClipNote(fmt.Sprintf("Reload after change of %s failed: %v", describe(d.reloaded), d.failed)))
 		}
 		return metrics.OutcomeError
 	}
@@ -77,7 +78,7 @@ func (r *WorkloadReconciler) report(ctx context.Context, obj client.Object, d do
 	}
 	reloaded := sourcesOf(d.reloaded)
 	r.Recorder.Eventf(obj, d.related, corev1.EventTypeNormal, ReasonReloaded, "Reload",
-		"%s", clipNote(fmt.Sprintf("Reloaded %s %s after change of %s", kind, obj.GetName(), alert.Describe(reloaded))))
+		"%s", termsafe.ClipNote(fmt.Sprintf("Reloaded %s %s after change of %s", kind, obj.GetName(), alert.Describe(reloaded))))
 	r.Alerts.Queue(alert.Reload{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), Sources: reloaded, Time: r.Now()})
 	if r.OnReload != nil {
 		r.OnReload(Reloaded{Kind: kind, Workload: obj, Changes: d.reloaded, At: r.Now()})

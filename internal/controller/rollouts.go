@@ -17,6 +17,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/alert"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/termsafe"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
@@ -226,10 +227,10 @@ func (t *Rollouts) end(ctx context.Context, kind workload.Kind, obj client.Objec
 	what := fmt.Sprintf("Rollout of %s %s after change of %s", kind.Name(), obj.GetName(), alert.Describe(f.sources))
 	if outcome == RolloutComplete {
 		log.FromContext(ctx).Info("rollout complete", "progress", why)
-		t.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonRolloutComplete, "Rollout", "%s", clipNote(what+" complete: "+why))
+		t.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonRolloutComplete, "Rollout", "%s", termsafe.ClipNote(what+" complete: "+why))
 	} else {
 		log.FromContext(ctx).Info("rollout stalled", "why", why)
-		t.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonRolloutStalled, "Rollout", "%s", clipNote(what+" stalled: "+why))
+		t.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonRolloutStalled, "Rollout", "%s", termsafe.ClipNote(what+" stalled: "+why))
 	}
 	t.Metrics.RolloutOutcomes.WithLabelValues(kind.Name(), outcome).Inc()
 	if t.OnOutcome != nil {

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -126,18 +125,6 @@ func TestRolloutsOfOtherObjectsAreNotFollowed(t *testing.T) {
 	r.check(ctx, workload.StatefulSet(), recreated)
 	if len(r.followed) != 0 || len(*outcomes) != 0 {
 		t.Errorf("a new object under the name: following %d, outcomes %+v", len(r.followed), *outcomes)
-	}
-}
-
-func TestClipNoteKeepsNotesTheAPIServerTakes(t *testing.T) {
-	short := "Rollout of Deployment web complete"
-	if got := clipNote(short); got != short {
-		t.Errorf("short note changed: %q", got)
-	}
-	long := strings.Repeat("é", 600) // 1200 bytes
-	got := clipNote(long)
-	if len(got) > maxNote || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") {
-		t.Errorf("clipped to %d bytes, valid UTF-8 %v: ...%q", len(got), utf8.ValidString(got), got[len(got)-8:])
 	}
 }
 

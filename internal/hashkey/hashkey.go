@@ -24,6 +24,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/metainfo"
 	"github.com/reloader-operator/reloader/internal/metrics"
+	"github.com/reloader-operator/reloader/internal/termsafe"
 )
 
 // SecretName names the key's Secret. RBAC grants reloader create, get and patch on this name
@@ -173,9 +174,6 @@ func fallbackEvent(ns string, o Options, note string) *eventsv1.Event {
 	if instance == "" {
 		instance = "reloader"
 	}
-	if len(note) > maxNote {
-		note = note[:maxNote]
-	}
 	return &eventsv1.Event{
 		ObjectMeta:          metav1.ObjectMeta{Namespace: ns, GenerateName: SecretName + "-fallback-"},
 		EventTime:           metav1.NewMicroTime(time.Now()),
@@ -185,15 +183,12 @@ func fallbackEvent(ns string, o Options, note string) *eventsv1.Event {
 		Reason:              FallbackReason,
 		Type:                corev1.EventTypeWarning,
 		Regarding:           regarding,
-		Note:                note,
+		Note:                termsafe.ClipNote(note),
 	}
 }
 
 // FallbackReason is the reason of the Warning Event written when the key can't be loaded.
 const FallbackReason = "HashKeyFallback"
-
-// maxNote is the API server's limit on an Event's note.
-const maxNote = 1024
 
 // Wait blocks until the key is loaded, or fails when ctx or the context of Setup ends first.
 func (l *Loader) Wait(ctx context.Context) error {

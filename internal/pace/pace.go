@@ -170,13 +170,15 @@ func (p *Pacer) Forget(key string, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.waiting.Remove(key)
-	if g, ok := p.granted[key]; ok {
-		g.res.CancelAt(now)
-		shrink.Delete(&p.granted, key)
-	}
-	if s, ok := p.slots["first/"+key]; ok {
+	release(&p.granted, key, now)
+	release(&p.slots, "first/"+key, now)
+}
+
+// release cancels the reservation m holds under key, giving its token back, and drops it.
+func release(m *map[string]slot, key string, now time.Time) {
+	if s, ok := (*m)[key]; ok {
 		s.res.CancelAt(now)
-		shrink.Delete(&p.slots, "first/"+key)
+		shrink.Delete(m, key)
 	}
 }
 

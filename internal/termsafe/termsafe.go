@@ -1,4 +1,5 @@
-// Package termsafe makes text read from a cluster safe to print on a terminal.
+// Package termsafe makes text read from a cluster safe to print on a terminal, and notes
+// written to it short enough for the API server.
 package termsafe
 
 import (
@@ -105,4 +106,21 @@ func stringLen(s string) int {
 		}
 	}
 	return len(s)
+}
+
+// MaxNote is the longest Event note the API server accepts (events.k8s.io/v1).
+const MaxNote = 1024
+
+// ClipNote shortens a note the API server would refuse, at a character boundary: an Event
+// whose note grew with its input (many sources, a long error) must still be written.
+func ClipNote(note string) string {
+	if len(note) <= MaxNote {
+		return note
+	}
+	const more = "…"
+	cut := MaxNote - len(more)
+	for cut > 0 && !utf8.RuneStart(note[cut]) {
+		cut--
+	}
+	return note[:cut] + more
 }

@@ -1,6 +1,7 @@
 package termsafe
 
 import (
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -59,4 +60,16 @@ func FuzzSanitize(f *testing.F) {
 			t.Fatalf("clean %q changed to %q", in, out)
 		}
 	})
+}
+
+func TestClipNoteKeepsNotesTheAPIServerTakes(t *testing.T) {
+	short := "Rollout of Deployment web complete"
+	if got := ClipNote(short); got != short {
+		t.Errorf("short note changed: %q", got)
+	}
+	long := strings.Repeat("é", 600) // 1200 bytes
+	got := ClipNote(long)
+	if len(got) > MaxNote || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") {
+		t.Errorf("clipped to %d bytes, valid UTF-8 %v: ...%q", len(got), utf8.ValidString(got), got[len(got)-8:])
+	}
 }
