@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/coreevents"
+	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/metainfo"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/termsafe"
