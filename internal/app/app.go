@@ -77,6 +77,7 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 		}
 	}
 	m := metrics.New(crmetrics.Registry, conf.MetricsCountByNamespace)
+	metrics.RegisterClientLatency()
 	if err := watch(ctx, mgr, conf, sources, read, configs != nil, m); err != nil {
 		return nil, err
 	}

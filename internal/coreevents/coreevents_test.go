@@ -84,7 +84,9 @@ func coreEvents(t *testing.T, ns, reason string) []corev1.Event {
 func TestEventsAsUpstreamWritesThem(t *testing.T) {
 	ns := "events-" + rand.String(5)
 	testutil.Must(t, admin.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
-	t.Cleanup(func() { _ = admin.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}) })
+	t.Cleanup(func() {
+		_ = admin.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	})
 
 	cs, err := kubernetes.NewForConfig(upstreamUser(t, ns))
 	testutil.Must(t, err)
