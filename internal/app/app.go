@@ -30,7 +30,7 @@ import (
 // step below is a function of its own, in the order the later ones need the earlier ones.
 func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr.Logger) (manager.Manager, error) {
 	cfg = withClientRate(cfg, conf)
-	scheme, apis, err := schemeAndAPIs(cfg)
+	scheme, apis, err := schemeAndAPIs(ctx, cfg, conf, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -97,12 +97,12 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 // schemeAndAPIs returns the scheme of every kind reloader may read, and which of the
 // optional APIs (Argo Rollouts, DeploymentConfigs, the CSI driver) the cluster serves: they
 // are looked up once, at start-up.
-func schemeAndAPIs(cfg *rest.Config) (*runtime.Scheme, served, error) {
+func schemeAndAPIs(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr.Logger) (*runtime.Scheme, served, error) {
 	scheme, err := NewScheme()
 	if err != nil {
 		return nil, served{}, err
 	}
-	apis, err := discover(cfg, scheme)
+	apis, err := discover(ctx, cfg, scheme, optionalAPIs(conf), discoveryBackoff(), logger)
 	if err != nil {
 		return nil, served{}, err
 	}
