@@ -459,10 +459,15 @@ func (t SourceType) CountEvents(u *metrics.Upstream) toolscache.ResourceEventHan
 	return toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { u.EventReceived(metrics.EventAdd, t.Resource) },
 		UpdateFunc: func(oldObj, newObj any) {
-			u.EventReceived(metrics.EventUpdate, t.Resource)
 			start := time.Now()
 			o, okOld := oldObj.(client.Object)
 			n, okNew := newObj.(client.Object)
+			if okOld && okNew && o.GetResourceVersion() == n.GetResourceVersion() {
+				// The cache's periodic resync, not a write: upstream's informers never
+				// resync, so upstream never counts one.
+				return
+			}
+			u.EventReceived(metrics.EventUpdate, t.Resource)
 			if okOld && okNew && t.contentHash(o) == t.contentHash(n) {
 				u.SkippedNoDataChange(time.Since(start))
 			}
