@@ -143,6 +143,17 @@ func TestFor(t *testing.T) {
 			watched:  []string{"+apps.openshift.io/deploymentconfigs:patch"},
 		},
 		{
+			name:     "OpenShift, --is-openshift=false",
+			args:     []string{"--is-openshift=false"},
+			platform: Platform{OpenShift: true},
+			watched:  []string{"-apps.openshift.io/deploymentconfigs:get"},
+		},
+		{
+			name:    "--is-openshift=true without the API: nothing watched, nothing granted",
+			args:    []string{"--is-openshift=true"},
+			watched: []string{"-apps.openshift.io/deploymentconfigs:get"},
+		},
+		{
 			name:    "namespace selector",
 			args:    []string{"--namespace-selector=env:prod"},
 			cluster: []string{"+/namespaces:get", "+/namespaces:list", "+/namespaces:watch", "-/namespaces:patch"},
