@@ -271,7 +271,7 @@ Watched rules apply where reloader watches: a ClusterRole, or a Role per watched
 {{- /* ReloaderConfigs (the CRD in crds/): read always; their status patched by the leader. */ -}}
 {{- $rules = append $rules (dict "apiGroups" (list "reloader.dev") "resources" (list "reloaderconfigs") "verbs" $read) -}}
 {{- if $writes }}{{ $rules = append $rules (dict "apiGroups" (list "reloader.dev") "resources" (list "reloaderconfigs/status") "verbs" (list "patch")) }}{{ end -}}
-{{- if $writes }}{{ $rules = append $rules (dict "apiGroups" (list "events.k8s.io") "resources" (list "events") "verbs" (list "create" "patch")) }}{{ end -}}
+{{- if $writes }}{{ $rules = append $rules (dict "apiGroups" (list "") "resources" (list "events") "verbs" (list "create" "patch")) }}{{ end -}}
 {{- toYaml $rules -}}
 {{- end -}}
 
@@ -311,7 +311,7 @@ Watched rules apply where reloader watches: a ClusterRole, or a Role per watched
 {{- /* The install key (Secret hashes, Job replacement records), by name only: created by a server-side apply (create and patch by name), then read. */ -}}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "secrets") "resourceNames" (list "reloader-hash-key") "verbs" (list "get" "create" "patch")) -}}
 {{- /* The Warning Event when reloader may not use the key (a create has no name to restrict it to). */ -}}
-{{- $rules = append $rules (dict "apiGroups" (list "events.k8s.io") "resources" (list "events") "verbs" (list "create")) -}}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "events") "verbs" (list "create")) -}}
 {{- end -}}
 {{- toYaml $rules -}}
 {{- end -}}
