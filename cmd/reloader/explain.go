@@ -9,8 +9,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/reloader-operator/reloader/internal/explain"
@@ -29,12 +27,12 @@ func isPlugin(argv0 string) bool {
 func newPluginCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:           "kubectl reloader",
-		Short:         "Explain what reloader does about a workload or a source",
+		Short:         "Explain what reloader does about a workload or a source, and plan a change",
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
 	cmd.CompletionOptions.DisableDefaultCmd = true
-	cmd.AddCommand(newExplainCommand())
+	cmd.AddCommand(newExplainCommand(), newPlanCommand())
 	return cmd
 }
 
@@ -80,22 +78,9 @@ rules, change times and holds, with each Secret's change marked unknown.`,
 			// The decision code logs what it skips (an unreadable record, a failed lookup):
 			// to stderr, apart from the report.
 			ctrl.SetLogger(newLogger(conf))
-			loading := clientcmd.NewDefaultClientConfigLoadingRules()
-			loading.ExplicitPath = conf.Kubeconfig
-			cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, &clientcmd.ConfigOverrides{CurrentContext: kubeContext})
-			cfg, err := cc.ClientConfig()
+			cfg, namespace, err := cluster(conf, kubeContext, namespace, keyNamespace)
 			if err != nil {
-				return fmt.Errorf("find a cluster (--kubeconfig, KUBECONFIG, --context): %w", err)
-			}
-			if namespace == "" {
-				if namespace, _, err = cc.Namespace(); err != nil {
-					return err
-				}
-			}
-			for _, ns := range []string{namespace, keyNamespace} {
-				if problems := validation.IsDNS1123Label(ns); ns != "" && len(problems) > 0 {
-					return fmt.Errorf("namespace %q: %s", ns, strings.Join(problems, "; "))
-				}
+				return err
 			}
 			e, err := explain.New(cmd.Context(), cfg, conf, namespace, reloaderNamespace(keyNamespace, conf))
 			if err != nil {

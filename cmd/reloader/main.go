@@ -29,12 +29,12 @@ func main() {
 	if isPlugin(os.Args[0]) {
 		// kubectl runs "kubectl reloader explain ..." as "kubectl-reloader explain ...".
 		if err := newPluginCommand().Execute(); err != nil {
-			os.Exit(1)
+			os.Exit(exitStatus(err))
 		}
 		return
 	}
 	if err := execute(os.Args[1:], run); err != nil {
-		os.Exit(1)
+		os.Exit(exitStatus(err))
 	}
 }
 
@@ -69,7 +69,7 @@ func newRootCommand(run func(context.Context, options.Config) error) *cobra.Comm
 	cmd.SetVersionTemplate("{{.Version}}\n")
 	cmd.Flags().Bool("version", false, "print the version, commit and Go version, and exit")
 	opts.BindFlags(cmd.Flags())
-	cmd.AddCommand(newExplainCommand())
+	cmd.AddCommand(newExplainCommand(), newPlanCommand())
 	return cmd
 }
 

@@ -117,6 +117,9 @@ func (r *WorkloadReconciler) Explain(ctx context.Context, obj client.Object, unk
 	for id, o := range in.Sources {
 		if old, ok := in.Record[id.String()]; ok && unknownHash[id.Kind] && o.Hash != reload.Absent {
 			o.Hash = old
+			if assumedChanged(ctx, id) {
+				o.Hash = old + AssumedChange
+			}
 			in.Sources[id] = o
 		}
 	}

@@ -54,6 +54,13 @@ type Explainer struct {
 // The Secret hash key is read from reloader's own namespace, keyNamespace, and nowhere else:
 // a key found elsewhere is not reloader's. Nothing is written to the cluster.
 func New(ctx context.Context, cfg *rest.Config, conf options.Config, ns, keyNamespace string) (*Explainer, error) {
+	return newExplainer(ctx, cfg, conf, ns, keyNamespace, nil)
+}
+
+// newExplainer is New with the decision's reads going through wrap(c), when wrap is set
+// (`reloader plan` overlays the proposed sources); the access checks and the key are read
+// from the cluster as it is.
+func newExplainer(ctx context.Context, cfg *rest.Config, conf options.Config, ns, keyNamespace string, wrap func(client.Client) client.Client) (*Explainer, error) {
 	scheme, err := app.NewScheme()
 	if err != nil {
 		return nil, err
@@ -62,7 +69,11 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, ns, keyName
 	if err != nil {
 		return nil, err
 	}
-	e := &Explainer{conf: conf, namespace: ns, client: clientindex.New(scopeSources(c, conf)),
+	read := client.Client(c)
+	if wrap != nil {
+		read = wrap(c)
+	}
+	e := &Explainer{conf: conf, namespace: ns, client: clientindex.New(scopeSources(read, conf)),
 		unknownHash: map[source.Kind]bool{}, now: time.Now}
 	if err := e.addSources(ctx, c, keyNamespace); err != nil {
 		return nil, err

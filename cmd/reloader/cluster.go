@@ -1,0 +1,36 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/reloader-operator/reloader/internal/options"
+)
+
+// cluster finds the cluster of the read-only commands as kubectl does (--kubeconfig,
+// KUBECONFIG, --context) and the namespace: the flag's, else the context's. The namespaces
+// named are checked here, before any request.
+func cluster(conf options.Config, kubeContext, namespace, keyNamespace string) (*rest.Config, string, error) {
+	loading := clientcmd.NewDefaultClientConfigLoadingRules()
+	loading.ExplicitPath = conf.Kubeconfig
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, &clientcmd.ConfigOverrides{CurrentContext: kubeContext})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("find a cluster (--kubeconfig, KUBECONFIG, --context): %w", err)
+	}
+	if namespace == "" {
+		if namespace, _, err = cc.Namespace(); err != nil {
+			return nil, "", err
+		}
+	}
+	for _, ns := range []string{namespace, keyNamespace} {
+		if problems := validation.IsDNS1123Label(ns); ns != "" && len(problems) > 0 {
+			return nil, "", fmt.Errorf("namespace %q: %s", ns, strings.Join(problems, "; "))
+		}
+	}
+	return cfg, namespace, nil
+}
