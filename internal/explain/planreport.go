@@ -288,7 +288,7 @@ func (p *Planner) workload(ctx context.Context, wk workload.Kind, obj client.Obj
 	case ActionHeld:
 		pw.Action, pw.Rolls, pw.HeldBy = PlanHeld, true, next.HeldBy
 		at = *next.HeldUntil
-		pw.Reason += "; " + next.Why
+		pw.Reason += "; " + strings.TrimPrefix(next.Why, "changed since the last reload; ")
 	case ActionReload, ActionWait:
 		pw.Action, pw.Rolls = PlanRoll, true
 		if exP.Plan.Wait > 0 {
@@ -299,7 +299,7 @@ func (p *Planner) workload(ctx context.Context, wk workload.Kind, obj client.Obj
 			// The pause period holds the rollout of the new template until it ends.
 			pw.Action, pw.HeldBy = PlanHeld, "pause-period"
 			at = exP.PausedUntil
-			pw.Reason += "; " + next.Why
+			pw.Reason += "; " + strings.TrimPrefix(next.Why, "changed since the last reload; ")
 		case userPaused(wk, obj):
 			pw.Action, pw.Rolls = PlanPaused, false
 			pw.Reason += "; the " + wk.Name() + " is paused (spec.paused): its template is updated, and its pods roll only when it is resumed"
