@@ -415,4 +415,3 @@ func (p *Planner) summary(ws []PlannedWorkload) PlanSummary {
 
 // Rolls reports whether the plan rolls any workload.
 func (pl *Plan) Rolls() bool { return pl.Summary.Workloads > 0 }
-
