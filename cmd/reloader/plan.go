@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -96,6 +97,11 @@ never printed: only key names and hashes.`,
 					return err
 				}
 			}
+			for _, o := range objs {
+				if o.GetName() == "" {
+					return fmt.Errorf("a %s without a name: name it in the file, or name the live object (plan configmap/<name> -f FILE)", kindOf(o))
+				}
+			}
 			ns, err := planNamespace(namespace, objs)
 			if err != nil {
 				return err
@@ -186,10 +192,11 @@ func decodeManifests(data []byte) ([]client.Object, error) {
 		if s := strings.TrimSpace(string(js)); s == "null" || s == "" {
 			continue // an empty document
 		}
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(js); err != nil {
-			return nil, fmt.Errorf("document %d: %w", doc, err)
+		var m map[string]any
+		if err := json.Unmarshal(js, &m); err != nil {
+			return nil, fmt.Errorf("document %d: not an object: %w", doc, err)
 		}
+		u := &unstructured.Unstructured{Object: m}
 		items := []unstructured.Unstructured{*u}
 		if u.IsList() {
 			l, err := u.ToList()
@@ -279,13 +286,8 @@ func asTarget(target string, objs []client.Object) ([]client.Object, error) {
 		return nil, fmt.Errorf("%s: the file must hold one document, its proposed content; it holds %d", target, len(objs))
 	}
 	obj := objs[0]
-	_, isCM := obj.(*corev1.ConfigMap)
-	if (t.Source == source.ConfigMap) != isCM || (t.Source != source.ConfigMap && t.Source != source.Secret) {
-		held := "Secret"
-		if isCM {
-			held = "ConfigMap"
-		}
-		return nil, fmt.Errorf("%s: the file holds a %s, not a %s", target, held, t.Source.Title())
+	if kindOf(obj) != t.Source.Title() {
+		return nil, fmt.Errorf("%s: the file holds a %s, not a %s", target, kindOf(obj), t.Source.Title())
 	}
 	obj.SetName(t.Name)
 	return objs, nil
@@ -308,4 +310,12 @@ func planNamespace(flag string, objs []client.Object) (string, error) {
 		}
 	}
 	return ns, nil
+}
+
+// kindOf names the kind of a decoded source.
+func kindOf(o client.Object) string {
+	if _, ok := o.(*corev1.Secret); ok {
+		return source.Secret.Title()
+	}
+	return source.ConfigMap.Title()
 }
