@@ -244,3 +244,20 @@ func TestPlanSecret(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanCreate: a ConfigMap that does not exist yet rolls the workloads waiting for it only
+// with --reload-on-create, and the plan says so.
+func TestPlanCreate(t *testing.T) {
+	ns := "plan-create"
+	namespace(t, ns)
+	create(t, deployment(ns, "waiting", withRecord(map[string]string{"configmap.reloader.stakater.com/reload": "fresh"},
+		reload.Record{"configmap/fresh": reload.Absent}), podSpec(nil, nil)))
+	off := makePlan(t, cluster.Config, testConf(t), ns, "nowhere", configMap("", "fresh", "v1"))
+	if w := planned(t, off, "waiting"); off.Sources[0].Change != ChangeCreate || w.Rolls || !strings.Contains(w.Reason, "--reload-on-create is off") {
+		t.Errorf("without --reload-on-create, planned as %+v, %+v", off.Sources, w)
+	}
+	on := makePlan(t, cluster.Config, testConf(t, func(o *options.Options) { o.ReloadOnCreate = true }), ns, "nowhere", configMap("", "fresh", "v1"))
+	if w := planned(t, on, "waiting"); !w.Rolls || w.Reason != "configmap/fresh: created; "+string(reload.ReasonNamed) {
+		t.Errorf("with --reload-on-create, planned as %+v", w)
+	}
+}

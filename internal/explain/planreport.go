@@ -258,7 +258,11 @@ func (p *Planner) workload(ctx context.Context, wk workload.Kind, obj client.Obj
 		case slices.Contains(exP.Changed, id):
 			pw.Sources = append(pw.Sources, id.String())
 			pw.Changed = append(pw.Changed, id.String())
-			rollWhy = append(rollWhy, id.String()+": changed; "+string(d.Reason))
+			verb := "changed"
+			if p.current[id] == nil {
+				verb = "created"
+			}
+			rollWhy = append(rollWhy, id.String()+": "+verb+"; "+string(d.Reason))
 		default:
 			pw.Sources = append(pw.Sources, id.String())
 			why = append(why, id.String()+": "+p.unchangedWhy(id, exP, changed[id]))
