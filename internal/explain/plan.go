@@ -166,12 +166,15 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, error) {
 		}
 	}
 	p.pace(out.Workloads)
+	// Those that roll first, soonest first; then the others; by kind and name within.
 	slices.SortStableFunc(out.Workloads, func(a, b PlannedWorkload) int {
-		if a.Rolls != b.Rolls {
-			if a.Rolls {
-				return -1
-			}
+		switch {
+		case a.Rolls != b.Rolls && a.Rolls:
+			return -1
+		case a.Rolls != b.Rolls:
 			return 1
+		case a.Rolls && !a.At.Equal(*b.At):
+			return a.At.Compare(*b.At)
 		}
 		return strings.Compare(a.Kind+"/"+a.Name, b.Kind+"/"+b.Name)
 	})

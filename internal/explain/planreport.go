@@ -60,7 +60,9 @@ const (
 	ChangeNone   = "none"
 )
 
-// PlannedWorkload is what applying the proposed sources does to one workload.
+// PlannedWorkload is what applying the proposed sources does to one workload. Rollout waves
+// and approvals do not exist yet; when they do, the wave a workload rolls in and the approval
+// it waits for are fields added here, and a step in Planner.pace.
 type PlannedWorkload struct {
 	Kind string `json:"kind"`
 	Name string `json:"name"`
@@ -83,8 +85,6 @@ type PlannedWorkload struct {
 	// HeldBy names what sets At beyond the coalescing window: min-interval, reload-window,
 	// pause-period, rate-limit.
 	HeldBy string `json:"heldBy,omitempty"`
-	// Wave and Approval are reserved for rollout waves and approvals (not implemented):
-	// a plan will say which wave a workload rolls in and whether it waits for approval.
 	// Next is what the controller's next reconcile does once the change is applied, as
 	// `reloader explain` says it.
 	Next Next `json:"next"`
