@@ -135,6 +135,9 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, error) {
 		id, _ := p.idOf(obj)
 		sc := p.sourceChange(id, obj)
 		changed[id] = sc.Change != ChangeNone
+		if sc.Change == ChangeUpdate && p.immutable(id) {
+			out.Notes = append(out.Notes, fmt.Sprintf("%s %s is immutable: the API server refuses this change; delete and re-create it (planned here as the update it would be)", sc.Kind, sc.Name))
+		}
 		out.Sources = append(out.Sources, sc)
 		if id.Kind == source.Secret && p.live.keyNote != "" && !slices.Contains(out.Notes, p.live.keyNote) {
 			out.Notes = append(out.Notes, p.live.keyNote+"; whether a Secret changed is told from its content instead")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,10 +15,12 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
@@ -259,5 +262,49 @@ func TestPlanCreate(t *testing.T) {
 	on := makePlan(t, cluster.Config, testConf(t, func(o *options.Options) { o.ReloadOnCreate = true }), ns, "nowhere", configMap("", "fresh", "v1"))
 	if w := planned(t, on, "waiting"); !w.Rolls || w.Reason != "configmap/fresh: created; "+string(reload.ReasonNamed) {
 		t.Errorf("with --reload-on-create, planned as %+v", w)
+	}
+}
+
+// TestPlanDecidesOnTheProposedMetadata: the annotations and labels of the file count as the
+// controller will see them: an ignore annotation added rolls nothing, a label a
+// ReloaderConfig selects brings in the workload it targets.
+func TestPlanDecidesOnTheProposedMetadata(t *testing.T) {
+	ns := "plan-meta"
+	namespace(t, ns)
+	cfg := configMap(ns, "cfg", "v1")
+	cfg.Immutable = ptr.To(true)
+	other := configMap(ns, "other", "v1")
+	create(t, cfg, other)
+	create(t,
+		deployment(ns, "web", withRecord(map[string]string{"reloader.stakater.com/auto": "true"},
+			reload.Record{"configmap/cfg": hash.ConfigMap(cfg)}), podSpec([]string{"cfg"}, nil)),
+		deployment(ns, "worker", withRecord(nil, reload.Record{"configmap/other": hash.ConfigMap(other)}), podSpec([]string{"other"}, nil)),
+		&v1alpha1.ReloaderConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team-a"},
+			Spec: v1alpha1.ReloaderConfigSpec{
+				Targets: []v1alpha1.Target{{Kind: "Deployment", Name: "worker"}},
+				Sources: []v1alpha1.Source{{Kind: "ConfigMap", Selector: &v1alpha1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}}},
+			}},
+	)
+	conf := testConf(t)
+
+	ignored := configMap("", "cfg", "v2")
+	ignored.Annotations = map[string]string{"reloader.stakater.com/ignore": "true"}
+	plan := makePlan(t, cluster.Config, conf, ns, "nowhere", ignored)
+	if w := planned(t, plan, "web"); w.Rolls || w.Reason != "configmap/cfg: "+string(reload.ReasonSourceIgnored) {
+		t.Errorf("with the ignore annotation proposed, web planned as %+v", w)
+	}
+	if len(plan.Notes) != 1 || !strings.Contains(plan.Notes[0], "ConfigMap cfg is immutable") {
+		t.Errorf("notes %q, want one that says cfg is immutable", plan.Notes)
+	}
+
+	labelled := configMap("", "cfg", "v2")
+	labelled.Labels = map[string]string{"team": "a"}
+	plan = makePlan(t, cluster.Config, conf, ns, "nowhere", labelled)
+	if w := planned(t, plan, "web"); !w.Rolls {
+		t.Errorf("web planned as %+v, want a roll", w)
+	}
+	// Newly selected, cfg is not on worker's record: the controller records it, rolls nothing.
+	if w := planned(t, plan, "worker"); w.Rolls || !strings.Contains(w.Reason, "new to the workload's record") || fmt.Sprint(w.Sources) != "[configmap/cfg]" {
+		t.Errorf("worker planned as %+v, want cfg to concern it, recorded without a roll", w)
 	}
 }

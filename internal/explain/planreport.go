@@ -15,6 +15,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/extapi"
 	"github.com/reloader-operator/reloader/internal/pace"
+	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
@@ -133,6 +134,18 @@ func (p *Planner) sourceChange(id source.ID, obj client.Object) SourceChange {
 		sc.Change = ChangeUpdate
 	}
 	return sc
+}
+
+// immutable reports whether the live object of id is immutable: the API server refuses a
+// change of its content.
+func (p *Planner) immutable(id source.ID) bool {
+	switch v := p.current[id].(type) {
+	case *corev1.ConfigMap:
+		return v.Immutable != nil && *v.Immutable
+	case *corev1.Secret:
+		return v.Immutable != nil && *v.Immutable
+	}
+	return false
 }
 
 // content is a source's keys and their values, the section of a ConfigMap's value with it
@@ -330,6 +343,8 @@ func (p *Planner) unchangedWhy(id source.ID, ex controller.Explanation, changed 
 		return "created, and --reload-on-create is off: the creation is recorded, nothing rolls"
 	case !ex.HasRecord:
 		return "seen by reloader for the first time: it records the hashes and rolls nothing"
+	case !folded(ex.Record) && !inRecord(ex.Record, id):
+		return "new to the workload's record: its hash is recorded, nothing rolls"
 	}
 	return "its hash is the one last applied to the workload"
 }
@@ -419,3 +434,8 @@ func (p *Planner) summary(ws []PlannedWorkload) PlanSummary {
 
 // Rolls reports whether the plan rolls any workload.
 func (pl *Plan) Rolls() bool { return pl.Summary.Workloads > 0 }
+
+func inRecord(r reload.Record, id source.ID) bool {
+	_, ok := r[id.String()]
+	return ok
+}
