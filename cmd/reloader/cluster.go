@@ -22,6 +22,11 @@ func cluster(conf options.Config, kubeContext, namespace, keyNamespace string) (
 	if err != nil {
 		return nil, "", fmt.Errorf("find a cluster (--kubeconfig, KUBECONFIG, --context): %w", err)
 	}
+	if cfg.QPS == 0 && cfg.Burst == 0 {
+		// client-go's default of 5 requests a second would make a plan of hundreds of
+		// workloads take minutes; kubectl's own defaults, for the same kind of reads.
+		cfg.QPS, cfg.Burst = 50, 300
+	}
 	if namespace == "" {
 		if namespace, _, err = cc.Namespace(); err != nil {
 			return nil, "", err
