@@ -80,6 +80,17 @@ func TestPlanAgreesWithController(t *testing.T) {
 		t.Fatalf("plan rolls %v, updates the templates of %v; want [api excluded web], and [api excluded paused web]", rolls, templated)
 	}
 
+	// Without the hash key, told from the content, the plan is the same.
+	keyless := makePlan(t, cluster.Config, conf, ns, "nowhere", newApp, newDB)
+	if len(keyless.Workloads) != len(plan.Workloads) {
+		t.Fatalf("without the key, planned %+v; with it, %+v", keyless.Workloads, plan.Workloads)
+	}
+	for i, w := range keyless.Workloads {
+		if want := plan.Workloads[i]; w.Name != want.Name || w.Rolls != want.Rolls || w.Action != want.Action {
+			t.Errorf("without the key, %s planned as %+v; with it, %+v", w.Name, w, want)
+		}
+	}
+
 	before := map[string]corev1.PodTemplateSpec{}
 	for _, d := range deps {
 		before[d.Name] = get(t, d).Spec.Template
