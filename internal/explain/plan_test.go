@@ -308,3 +308,19 @@ func TestPlanDecidesOnTheProposedMetadata(t *testing.T) {
 		t.Errorf("worker planned as %+v, want cfg to concern it, recorded without a roll", w)
 	}
 }
+
+// TestPlanPendingIsNotThisChange: a live change the controller has not reloaded yet rolls
+// whether or not the file is applied; the plan of that same content says so and rolls nothing.
+func TestPlanPendingIsNotThisChange(t *testing.T) {
+	ns := "plan-pending"
+	namespace(t, ns)
+	create(t, configMap(ns, "cfg", "v2"), deployment(ns, "web", withRecord(map[string]string{"reloader.stakater.com/auto": "true"},
+		reload.Record{"configmap/cfg": hash.ConfigMap(configMap(ns, "cfg", "v1"))}), podSpec([]string{"cfg"}, nil)))
+	plan := makePlan(t, cluster.Config, testConf(t), ns, "nowhere", configMap("", "cfg", "v2"))
+	if w := planned(t, plan, "web"); w.Rolls || !strings.Contains(w.Reason, "whose reload is still due") {
+		t.Errorf("the pending content planned as %+v", w)
+	}
+	if plan = makePlan(t, cluster.Config, testConf(t), ns, "nowhere", configMap("", "cfg", "v3")); !planned(t, plan, "web").Rolls {
+		t.Errorf("new content over a pending change planned as %+v", plan.Workloads)
+	}
+}

@@ -268,6 +268,9 @@ func (p *Planner) workload(ctx context.Context, wk workload.Kind, obj client.Obj
 		switch {
 		case !d.Concerns:
 			why = append(why, id.String()+": "+string(d.Reason))
+		case slices.Contains(exP.Changed, id) && pending(exL, exP, id):
+			pw.Sources = append(pw.Sources, id.String())
+			why = append(why, id.String()+": the proposed content is the live content, whose reload is still due: the controller rolls it whether or not this is applied")
 		case slices.Contains(exP.Changed, id):
 			pw.Sources = append(pw.Sources, id.String())
 			pw.Changed = append(pw.Changed, id.String())
@@ -329,6 +332,13 @@ func (p *Planner) workload(ctx context.Context, wk workload.Kind, obj client.Obj
 		pw.At = &t
 	}
 	return pw, true, nil
+}
+
+// pending reports whether the change of id that the plan with the proposed content acts on is
+// already there without it: the live content, not yet reloaded, hashes the same for the
+// workload.
+func pending(live, next controller.Explanation, id source.ID) bool {
+	return slices.Contains(live.Changed, id) && live.Input.Sources[id].Hash == next.Input.Sources[id].Hash
 }
 
 // unchangedWhy says why a source that concerns a workload changes nothing for it.
