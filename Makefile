@@ -56,12 +56,15 @@ image:
 dist:
 	cd deployments && $(GO) run ./cmd/dist --out ../dist --version $(VERSION) --commit $(COMMIT) $(DIST_ARGS)
 
-# CycloneDX SBOM of the reloader binary (the Go modules linked into linux/amd64's, with
-# licenses), which the release attests on the image and attaches to the GitHub release.
+# CycloneDX SBOM of the shipped reloader binary (linux/amd64's, from its `make dist` archive):
+# the Go modules and standard library linked in, as the binary's build info records them. The
+# release attests it on the image and attaches it to the GitHub release.
 sbom:
-	mkdir -p dist
-	GOOS=linux GOARCH=amd64 "$$(bash hack/tool.sh cyclonedx-gomod)" app -json -licenses -std \
-		-main cmd/reloader -output dist/reloader.cdx.json .
+	@test -f dist/reloader_$(VERSION)_linux_amd64.tar.gz || { echo "sbom: run make dist VERSION=$(VERSION) first"; exit 1; }
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	tar -xzf dist/reloader_$(VERSION)_linux_amd64.tar.gz -C "$$tmp" reloader && \
+	"$$(bash hack/tool.sh cyclonedx-gomod)" bin -json -std -noserial -notimestamp -version $(VERSION) \
+		-output dist/reloader.cdx.json "$$tmp/reloader"
 
 # actionlint, at the version hack/tool.sh pins, over the GitHub workflows (a test runs it too).
 lint-workflows:
