@@ -65,7 +65,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s  %-48s %7.1f MB\n", a.Sums[name], name, float64(fi.Size())/1e6)
+		fmt.Fprintf(stdout, "%s  %-46s %8.1f kB\n", a.Sums[name], name, float64(fi.Size())/1e3)
 	}
 	fmt.Fprintf(stdout, "%s\n", filepath.Join(a.Dir, release.ChecksumsFile))
 	return nil
