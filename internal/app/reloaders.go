@@ -6,6 +6,7 @@ import (
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/reloader-operator/reloader/internal/alert"
 	"github.com/reloader-operator/reloader/internal/coalesce"
@@ -25,8 +26,8 @@ import (
 // ALERT_ON_RELOAD asks for them, follow each reload, and so does the following of the
 // rollout that each reload starts. With configStatus, the reconcilers' reloads and the
 // rollouts' outcomes also feed the status of the ReloaderConfigs. shards, when set, tells
-// the namespaces this replica's shards hold (--shards).
-func addReloaders(mgr manager.Manager, conf options.Config, sources []controller.SourceType, kinds []workload.Kind, key *hashkey.Loader, configs *reloaderconfig.Cache, configStatus bool, rollouts *controller.Rollouts, m *metrics.Metrics, shards *sharding, logger logr.Logger) error {
+// the namespaces this replica's shards hold (--shards). events records the Events.
+func addReloaders(mgr manager.Manager, conf options.Config, sources []controller.SourceType, kinds []workload.Kind, key *hashkey.Loader, configs *reloaderconfig.Cache, configStatus bool, rollouts *controller.Rollouts, m *metrics.Metrics, shards *sharding, events recorder.EventRecorder, logger logr.Logger) error {
 	shard := shards.ready()
 	alerts, err := newAlerter(conf, m, logger)
 	if err != nil {
@@ -38,7 +39,7 @@ func addReloaders(mgr manager.Manager, conf options.Config, sources []controller
 		}
 	}
 	window := coalesce.New(conf.CoalesceWindow)
-	recorder := controller.SeriesRecorder(mgr.GetEventRecorder("reloader"), mgr.GetScheme())
+	recorder := controller.SeriesRecorder(events, mgr.GetScheme())
 	rollouts.Recorder, rollouts.Metrics = recorder, m
 	// One pacer for every kind: --reload-rate is across this replica.
 	pacer := pace.New(conf.ReloadRate, conf.ReloadBurst, conf.FirstSightRate)
