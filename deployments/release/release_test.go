@@ -254,6 +254,17 @@ func TestChart(t *testing.T) {
 	if ch.Metadata.Version != "0.0.0-disttest" || ch.Metadata.AppVersion != testVersion {
 		t.Errorf("chart version %q appVersion %q", ch.Metadata.Version, ch.Metadata.AppVersion)
 	}
+	// What Artifact Hub shows and scans is the released image, and a pre-release is one.
+	ann := ch.Metadata.Annotations
+	if want := "image: ghcr.io/reloader-operator/reloader:" + testVersion + "\n"; !strings.Contains(ann[imagesAnnotation], want) {
+		t.Errorf("%s does not name the released image (%q):\n%s", imagesAnnotation, want, ann[imagesAnnotation])
+	}
+	if ann[prereleaseAnnotation] != "true" {
+		t.Errorf("%s = %q for %s", prereleaseAnnotation, ann[prereleaseAnnotation], testVersion)
+	}
+	if ch.Metadata.KubeVersion == "" || len(ch.Templates) == 0 {
+		t.Errorf("packaged chart lost its kubeVersion or templates")
+	}
 }
 
 // TestArchivesAreReproducible builds the release a second time, elsewhere, and compares
