@@ -31,9 +31,6 @@ func Binary(ctx context.Context, repoRoot, goos, arch, version, commit string) (
 	}
 	defer os.RemoveAll(dir)
 	out := filepath.Join(dir, "reloader")
-	if goos == "windows" {
-		out += ".exe"
-	}
 
 	ldflags := fmt.Sprintf("-s -w -buildid= -X %s.Version=%s -X %s.Commit=%s", versionPkg, version, versionPkg, commit)
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", ldflags, "-o", out, "./cmd/reloader")
