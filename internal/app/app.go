@@ -35,6 +35,11 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 		return nil, err
 	}
 	kinds, read := workloadKinds(conf, apis, logger)
+	degraded, err := checkWorkloadAccess(ctx, cfg, conf, scheme, kinds, read)
+	if err != nil {
+		return nil, err
+	}
+	kinds, read = degraded.keep(kinds), degraded.keep(read)
 	key, err := installKey(ctx, cfg, conf, kinds, logger)
 	if err != nil {
 		return nil, err
@@ -77,10 +82,17 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 		}
 	}
 	m := metrics.New(crmetrics.Registry, conf.MetricsCountByNamespace)
-	if err := watch(ctx, mgr, conf, sources, read, configs != nil, m); err != nil {
+	if err := degraded.announce(mgr, conf, read, logger); err != nil {
 		return nil, err
 	}
-	if err := addReloaders(mgr, conf, sources, kinds, key, configs, configStatus, rollouts, m, shards, logger); err != nil {
+	reader, err := degraded.client(mgr, read)
+	if err != nil {
+		return nil, err
+	}
+	if err := watch(ctx, mgr, conf, sources, read, configs != nil, m, degraded); err != nil {
+		return nil, err
+	}
+	if err := addReloaders(mgr, reader, conf, sources, kinds, key, configs, configStatus, rollouts, m, shards, degraded, logger); err != nil {
 		return nil, err
 	}
 	if err := addServices(mgr, conf, &ready, m, logger); err != nil {

@@ -179,6 +179,11 @@ func (r *WorkloadReconciler) watchBaselines(mgr ctrl.Manager) error {
 			return err
 		}
 	}
+	if r.live() {
+		// No informer to hear deletes: a deleted workload's baselines go when the process
+		// does (they are kept only for workloads without record whose sources changed).
+		return nil
+	}
 	informer, err := mgr.GetCache().GetInformer(ctx, r.Kind.NewObject())
 	if err != nil {
 		return fmt.Errorf("watch %ss for baselines: %w", r.Kind.Name(), err)

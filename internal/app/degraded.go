@@ -1,0 +1,185 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/reloader-operator/reloader/internal/clientindex"
+	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/rbac"
+	"github.com/reloader-operator/reloader/internal/workload"
+)
+
+// degradedMode is how reloader reads the workload kinds its RBAC lets it list and get but not
+// watch (upstream's ClusterRole grants no watch on workloads): without informers, listing a
+// namespace's workloads of those kinds on each source change, as upstream does. Kinds it
+// may not even list are left out. The zero value (every kind watched) changes nothing.
+type degradedMode struct {
+	unwatched *controller.Unwatched
+	// kinds are the kinds read without watch, with the rule that would watch them.
+	kinds []degradedKind
+	// skipped are the kinds left out: reloader may not list them.
+	skipped map[string]bool
+	// notes are the other refusals found at start-up, for the warning and the Event.
+	notes []string
+	// split reads the unwatched kinds live; set once the manager exists (client).
+	split *clientindex.Split
+}
+
+type degradedKind struct {
+	name string
+	rule rbacv1.PolicyRule
+}
+
+// checkWorkloadAccess asks the API server (SelfSubjectAccessReviews, which every
+// authenticated user may create), for each kind read, whether reloader may list and watch it
+// where it watches; failing that, whether it may list and get it. It also asks about the
+// writes degraded installs lack, to name them in the warning.
+func checkWorkloadAccess(ctx context.Context, cfg *rest.Config, conf options.Config, scheme *runtime.Scheme, reconciled, read []workload.Kind) (*degradedMode, error) {
+	mapper, err := restMapper(cfg)
+	if err != nil {
+		return nil, err
+	}
+	d := &degradedMode{skipped: map[string]bool{}}
+	unwatched := map[string]bool{}
+	for _, kind := range read {
+		gvr, err := resourceOf(mapper, scheme, kind.NewObject())
+		if err != nil {
+			return nil, err
+		}
+		watch, err := allowed(ctx, cfg, gvr.Group, gvr.Resource, conf.Namespaces, "list", "watch")
+		if err != nil || watch {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		get, err := allowed(ctx, cfg, gvr.Group, gvr.Resource, conf.Namespaces, rbac.DegradedVerbs...)
+		if err != nil {
+			return nil, err
+		}
+		if !get {
+			d.skipped[kind.Name()] = true
+			continue
+		}
+		unwatched[kind.Name()] = true
+		d.kinds = append(d.kinds, degradedKind{name: kind.Name(), rule: rbac.WatchRule(gvr.Group, gvr.Resource)})
+		if conf.WebhookURL == "" && slices.ContainsFunc(reconciled, func(k workload.Kind) bool { return k.Name() == kind.Name() }) {
+			patch, err := allowed(ctx, cfg, gvr.Group, gvr.Resource, conf.Namespaces, "patch")
+			if err != nil {
+				return nil, err
+			}
+			if !patch {
+				d.notes = append(d.notes, fmt.Sprintf("%ss can't be reloaded or recorded without %s", kind.Name(),
+					rbac.Format(rbacv1.PolicyRule{APIGroups: []string{gvr.Group}, Resources: []string{gvr.Resource}, Verbs: []string{"patch"}})))
+			}
+		}
+	}
+	records := true
+	if replacesJobs(conf, reconciled) {
+		if records, err = allowed(ctx, cfg, "apps", "controllerrevisions", conf.Namespaces, "list", "watch"); err != nil {
+			return nil, err
+		}
+		if !records {
+			d.notes = append(d.notes, "Job reloads fail: their replacement records need "+
+				rbac.Format(rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"controllerrevisions"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}}))
+		}
+	}
+	if len(unwatched) > 0 || !records {
+		d.unwatched = &controller.Unwatched{Kinds: unwatched, Records: !records, Namespaces: conf.Namespaces, Fields: conf.NamespaceFilter}
+	}
+	if conf.ReloaderNamespace != "" && len(d.kinds) > 0 {
+		// The meta-info ConfigMap is written with a server-side apply: a patch.
+		if ok, err := allowed(ctx, cfg, "", "configmaps", []string{conf.ReloaderNamespace}, "patch"); err == nil && !ok {
+			d.notes = append(d.notes, "the meta-info ConfigMap can't be written (no patch on configmaps in "+conf.ReloaderNamespace+"); this Event is on the one found there, if any")
+		}
+	}
+	return d, nil
+}
+
+// keep returns the kinds reloader may read.
+func (d *degradedMode) keep(kinds []workload.Kind) []workload.Kind {
+	return slices.DeleteFunc(slices.Clone(kinds), func(k workload.Kind) bool { return d.skipped[k.Name()] })
+}
+
+// watched returns the kinds of kinds that have informers.
+func (d *degradedMode) watched(kinds []workload.Kind) []workload.Kind {
+	return slices.DeleteFunc(slices.Clone(kinds), func(k workload.Kind) bool { return d.unwatched.Has(k.Name()) })
+}
+
+// client returns the client the reconcilers read through: the manager's, whose reads of
+// unwatched kinds go to the API server instead of the cache.
+func (d *degradedMode) client(mgr manager.Manager, kinds []workload.Kind) (client.Client, error) {
+	if len(d.kinds) == 0 {
+		return mgr.GetClient(), nil
+	}
+	if d.split != nil {
+		return d.split, nil
+	}
+	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return nil, fmt.Errorf("client for the kinds read without watch: %w", err)
+	}
+	var live []client.Object
+	for _, k := range kinds {
+		if d.unwatched.Has(k.Name()) {
+			live = append(live, k.NewObject())
+		}
+	}
+	d.split, err = clientindex.NewSplit(mgr.GetClient(), direct, live...)
+	return d.split, err
+}
+
+// message says what runs degraded, what it costs, and what to grant for the full mode.
+func (d *degradedMode) message() string {
+	if len(d.kinds) == 0 {
+		return ""
+	}
+	var names, rules []string
+	for _, k := range d.kinds {
+		names = append(names, k.name+"s")
+		rules = append(rules, "{"+rbac.Format(k.rule)+"}")
+	}
+	msg := fmt.Sprintf("DEGRADED MODE: reloader's RBAC allows list and get but not watch on %s: "+
+		"each ConfigMap or Secret change lists the namespace's workloads of those kinds (as upstream Reloader does), "+
+		"and a workload change alone is not seen until a source changes; for the full mode add to reloader's ClusterRole (or Roles): %s",
+		strings.Join(names, ", "), strings.Join(rules, ", "))
+	if len(d.notes) > 0 {
+		msg += "; also: " + strings.Join(d.notes, "; ")
+	}
+	return msg
+}
+
+func restMapper(cfg *rest.Config) (meta.RESTMapper, error) {
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return apiutil.NewDynamicRESTMapper(cfg, hc)
+}
+
+// resourceOf is the API resource of obj's kind.
+func resourceOf(mapper meta.RESTMapper, scheme *runtime.Scheme, obj client.Object) (schemaGVR, error) {
+	gvk, err := apiutil.GVKForObject(obj, scheme)
+	if err != nil {
+		return schemaGVR{}, err
+	}
+	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return schemaGVR{}, fmt.Errorf("resource of %s: %w", gvk.Kind, err)
+	}
+	return schemaGVR{Group: m.Resource.Group, Resource: m.Resource.Resource}, nil
+}
+
+type schemaGVR struct{ Group, Resource string }
