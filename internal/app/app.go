@@ -39,8 +39,7 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 	if err != nil {
 		return nil, err
 	}
-	kinds, read = degraded.keep(kinds), degraded.keep(read)
-	key, err := installKey(ctx, cfg, conf, kinds, logger)
+	key, err := installKey(ctx, cfg, conf, kinds, degraded.keyWait(), logger)
 	if err != nil {
 		return nil, err
 	}
@@ -119,14 +118,14 @@ func schemeAndAPIs(cfg *rest.Config) (*runtime.Scheme, served, error) {
 // installKey starts loading the install's key when something needs it: Secret hashes are
 // keyed with it, and Job replacement records are signed with it (see controller/records.go).
 // Nil when nothing does.
-func installKey(ctx context.Context, cfg *rest.Config, conf options.Config, kinds []workload.Kind, logger logr.Logger) (*hashkey.Loader, error) {
+func installKey(ctx context.Context, cfg *rest.Config, conf options.Config, kinds []workload.Kind, forbiddenFor time.Duration, logger logr.Logger) (*hashkey.Loader, error) {
 	if conf.IgnoredSources[source.Secret] && !replacesJobs(conf, kinds) {
 		return nil, nil
 	}
 	return hashkey.Setup(ctx, cfg, hashkey.Options{
 		Namespace: conf.ReloaderNamespace, Watched: conf.Namespaces,
 		Pod: conf.LeaderIdentity, Deployment: conf.ReloaderDeployment,
-		Registry: crmetrics.Registry,
+		Registry: crmetrics.Registry, ForbiddenFor: forbiddenFor,
 	}, logger.WithName("hash-key"))
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -23,14 +24,16 @@ import (
 
 // degradedMode is how reloader reads the workload kinds its RBAC lets it list and get but not
 // watch (upstream's ClusterRole grants no watch on workloads): without informers, listing a
-// namespace's workloads of those kinds on each source change, as upstream does. Kinds it
-// may not even list are left out. The zero value (every kind watched) changes nothing.
+// namespace's workloads of those kinds on each source change, as upstream does. A kind it
+// may not even list is watched as before: unready until its RBAC comes (a RoleBinding applied
+// after reloader started must not leave a kind out for the life of the process). The zero
+// value (every kind watched) changes nothing.
 type degradedMode struct {
 	unwatched *controller.Unwatched
 	// kinds are the kinds read without watch, with the rule that would watch them.
 	kinds []degradedKind
-	// skipped are the kinds left out: reloader may not list them.
-	skipped map[string]bool
+	// unlisted are the kinds reloader may not even list yet: watched, and waited for.
+	unlisted []string
 	// notes are the other refusals found at start-up, for the warning and the Event.
 	notes []string
 	// split reads the unwatched kinds live; set once the manager exists (client).
@@ -51,7 +54,7 @@ func checkWorkloadAccess(ctx context.Context, cfg *rest.Config, conf options.Con
 	if err != nil {
 		return nil, err
 	}
-	d := &degradedMode{skipped: map[string]bool{}}
+	d := &degradedMode{}
 	unwatched := map[string]bool{}
 	for _, kind := range read {
 		gvr, err := resourceOf(mapper, scheme, kind.NewObject())
@@ -70,7 +73,7 @@ func checkWorkloadAccess(ctx context.Context, cfg *rest.Config, conf options.Con
 			return nil, err
 		}
 		if !get {
-			d.skipped[kind.Name()] = true
+			d.unlisted = append(d.unlisted, kind.Name())
 			continue
 		}
 		unwatched[kind.Name()] = true
@@ -106,11 +109,6 @@ func checkWorkloadAccess(ctx context.Context, cfg *rest.Config, conf options.Con
 		}
 	}
 	return d, nil
-}
-
-// keep returns the kinds reloader may read.
-func (d *degradedMode) keep(kinds []workload.Kind) []workload.Kind {
-	return slices.DeleteFunc(slices.Clone(kinds), func(k workload.Kind) bool { return d.skipped[k.Name()] })
 }
 
 // watched returns the kinds of kinds that have informers.
@@ -183,3 +181,13 @@ func resourceOf(mapper meta.RESTMapper, scheme *runtime.Scheme, obj client.Objec
 }
 
 type schemaGVR struct{ Group, Resource string }
+
+// keyWait is how long a refused read of the install key is retried before Secrets are hashed
+// without it (hashkey.Options.ForbiddenFor): 0, the default, normally; at once in degraded
+// mode, whose RBAC (upstream's, there before reloader started) never grants the key.
+func (d *degradedMode) keyWait() time.Duration {
+	if len(d.kinds) > 0 {
+		return time.Nanosecond
+	}
+	return 0
+}

@@ -26,8 +26,9 @@ const ReasonDegradedMode = "DegradedMode"
 // kind and the rule to add, reloader_degraded per kind (1 degraded, 0 watched), and, from the
 // leader, a Warning Event on the meta-info ConfigMap saying the same.
 func (d *degradedMode) announce(mgr manager.Manager, conf options.Config, kinds []workload.Kind, logger logr.Logger) error {
-	for name := range d.skipped {
-		logger.Info("WARNING: reloader's RBAC allows neither list and watch nor list and get on " + name + "s; they are not reloaded")
+	for _, name := range d.unlisted {
+		logger.Info("WARNING: reloader's RBAC allows neither list and watch nor list and get on " + name +
+			"s (yet?); reloader stays unready until it may list and watch them, or list and get them and is restarted")
 	}
 	gauge := metrics.NewDegraded(crmetrics.Registry)
 	for _, k := range kinds {
