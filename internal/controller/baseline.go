@@ -281,6 +281,12 @@ func (r *WorkloadReconciler) changedFrom(ctx context.Context, st SourceType, o, 
 		if _, recorded := w.GetAnnotations()[reload.RecordAnnotation]; recorded {
 			return
 		}
+		if old == nil && r.live() && !w.GetCreationTimestamp().Time.Before(o.GetCreationTimestamp().Time) {
+			// A live list, taken after the event, also shows workloads created since: one
+			// created with the source or after it did not see it absent (the times are in
+			// whole seconds; within one, the creation counts as part of its first sighting).
+			return
+		}
 		r.Baselines.before(w.GetUID(), id, old)
 	})
 }

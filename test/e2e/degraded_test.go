@@ -48,6 +48,51 @@ func upstreamMetadataRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list", "get", "watch", "create", "update"}}}
 }
 
+// upstreamUser is a user granted what upstream's chart grants its ServiceAccount, cluster-wide
+// and in reloader's namespace own (created here), where upstream left its meta-info
+// ConfigMap. It returns the user's kubeconfig.
+func upstreamUser(t *testing.T, ctx context.Context, cluster *localcluster.Cluster, cl client.Client, own string) string {
+	t.Helper()
+	const user = "upstream-reloader"
+	if err := cluster.EnsureNamespace(ctx, cl, own); err != nil {
+		t.Fatal(err)
+	}
+	_, kubeconfig, err := cluster.AddUser(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grant(t, ctx, cl, user, "", "reloader-reloader-role", upstreamRules())
+	grant(t, ctx, cl, user, own, "reloader-reloader-metadata-role", upstreamMetadataRules())
+	meta := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: own, Name: metainfo.Name,
+		Labels: map[string]string{metainfo.LabelKey: metainfo.LabelValue}}, Data: map[string]string{"buildInfo": "{}"}}
+	if err := cl.Create(ctx, meta); err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig
+}
+
+// startReady runs the reloader binary with kubeconfig, own as its namespace, and waits for
+// /ready. It returns the process and its metrics address.
+func startReady(t *testing.T, ctx context.Context, bin, kubeconfig, own, prefix string, out *proc.Output, args ...string) (*proc.Process, string) {
+	t.Helper()
+	addr, err := proc.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := proc.Run(proc.Spec{Bin: bin, Kubeconfig: kubeconfig, Prefix: prefix, Out: out,
+		Args: append([]string{"--metrics-addr=" + addr}, args...),
+		Env:  []string{"RELOADER_NAMESPACE=" + own, "POD_NAMESPACE=" + own}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	waitFor(t, ctx, "/ready 200", func() (bool, error) {
+		code, _ := get("http://" + addr + "/ready")
+		return code == http.StatusOK, nil
+	})
+	return p, addr
+}
+
 // grant binds user to rules: cluster-wide when ns is "", else in ns.
 func grant(t *testing.T, ctx context.Context, cl client.Client, user, ns, name string, rules []rbacv1.PolicyRule) {
 	t.Helper()
@@ -172,21 +217,11 @@ func TestImageSwapUnderUpstreamRBAC(t *testing.T) {
 	cluster, cl := startCluster(t, ctx, localcluster.Options{})
 	out := outputLoggedOnFailure(t)
 
-	const own, ns, user = "reloader", "apps", "upstream-reloader"
-	for _, n := range []string{own, ns} {
-		if err := cluster.EnsureNamespace(ctx, cl, n); err != nil {
-			t.Fatal(err)
-		}
-	}
-	_, kubeconfig, err := cluster.AddUser(user)
-	if err != nil {
+	const own, ns = "reloader", "apps"
+	if err := cluster.EnsureNamespace(ctx, cl, ns); err != nil {
 		t.Fatal(err)
 	}
-	grant(t, ctx, cl, user, "", "reloader-reloader-role", upstreamRules())
-	grant(t, ctx, cl, user, own, "reloader-reloader-metadata-role", upstreamMetadataRules())
-	// Upstream ran before the swap: its meta-info ConfigMap is there.
-	meta := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: own, Name: metainfo.Name,
-		Labels: map[string]string{metainfo.LabelKey: metainfo.LabelValue}}, Data: map[string]string{"buildInfo": "{}"}}
+	kubeconfig := upstreamUser(t, ctx, cluster, cl, own)
 	cfg := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cfg"}, Data: map[string]string{"k": "v1"}}
 	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"}, Data: map[string]string{"k": "v1"}}
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sec"}, Data: map[string][]byte{"k": []byte("s1")}}
@@ -196,7 +231,7 @@ func TestImageSwapUnderUpstreamRBAC(t *testing.T) {
 			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "app", Image: "busybox",
 				EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}}}}}}}}}
 	workloads := degradedWorkloads(ns)
-	for _, o := range append([]client.Object{meta, cfg, other, sec, cron}, workloads...) {
+	for _, o := range append([]client.Object{cfg, other, sec, cron}, workloads...) {
 		if err := cl.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
@@ -204,22 +239,7 @@ func TestImageSwapUnderUpstreamRBAC(t *testing.T) {
 	counter := countTemplates(t, ctx, cluster.Config, ns)
 
 	start := func(prefix string) (*proc.Process, string) {
-		addr, err := proc.FreeAddr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := proc.Run(proc.Spec{Bin: bin, Kubeconfig: kubeconfig, Prefix: prefix, Out: out,
-			Args: []string{"--metrics-addr=" + addr, "--coalesce-window=200ms"},
-			Env:  []string{"RELOADER_NAMESPACE=" + own, "POD_NAMESPACE=" + own}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Stop)
-		waitFor(t, ctx, "/ready 200", func() (bool, error) {
-			code, _ := get("http://" + addr + "/ready")
-			return code == http.StatusOK, nil
-		})
-		return p, addr
+		return startReady(t, ctx, bin, kubeconfig, own, prefix, out, "--coalesce-window=200ms")
 	}
 	p, addr := start("reloader | ")
 	for _, kind := range []string{"Deployment", "StatefulSet", "DaemonSet", "CronJob", "Job"} {
@@ -347,20 +367,7 @@ func TestFullRBACIsNotDegraded(t *testing.T) {
 	grant(t, ctx, cl, user, "", "reloader-watched", rules.Watched)
 	grant(t, ctx, cl, user, "", "reloader-cluster", rules.Cluster)
 	grant(t, ctx, cl, user, own, "reloader-own", rules.Own)
-	addr, err := proc.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := proc.Run(proc.Spec{Bin: bin, Kubeconfig: kubeconfig, Prefix: "reloader | ", Out: out,
-		Args: []string{"--metrics-addr=" + addr}, Env: []string{"RELOADER_NAMESPACE=" + own, "POD_NAMESPACE=" + own}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Stop)
-	waitFor(t, ctx, "/ready 200", func() (bool, error) {
-		code, _ := get("http://" + addr + "/ready")
-		return code == http.StatusOK, nil
-	})
+	_, addr := startReady(t, ctx, bin, kubeconfig, own, "reloader | ", out)
 	for _, kind := range []string{"Deployment", "StatefulSet", "DaemonSet", "CronJob", "Job"} {
 		if v := gauge("http://"+addr+"/metrics", "reloader_degraded", fmt.Sprintf("kind=%q", kind)); v != 0 {
 			t.Errorf("reloader_degraded{kind=%q} = %d; want 0", kind, v)
