@@ -135,9 +135,18 @@ func (d *degradedMode) client(mgr manager.Manager, kinds []workload.Kind) (clien
 			live = append(live, k.NewObject())
 		}
 	}
-	d.split, err = clientindex.NewSplit(mgr.GetClient(), direct, live...)
-	return d.split, err
+	if d.split, err = clientindex.NewSplit(mgr.GetClient(), direct, live...); err != nil {
+		return nil, err
+	}
+	d.split.Live.ReuseLists(listReuse)
+	return d.split, nil
 }
+
+// listReuse is how long one list of a namespace's workloads of a kind serves the lookups of
+// source changes there: the several lookups of one change, and the changes of a burst. A
+// workload created within it before a change of its source may take that change as its
+// first sighting (recorded, not reloaded).
+const listReuse = 250 * time.Millisecond
 
 // message says what runs degraded, what it costs, and what to grant for the full mode.
 func (d *degradedMode) message() string {
