@@ -84,7 +84,7 @@ func checkWorkloadAccess(ctx context.Context, cfg *rest.Config, conf options.Con
 				return nil, err
 			}
 			if !patch {
-				d.notes = append(d.notes, fmt.Sprintf("%ss can't be reloaded or recorded without %s", kind.Name(),
+				d.notes = append(d.notes, fmt.Sprintf("%ss need %s", kind.Name(),
 					rbac.Format(rbacv1.PolicyRule{APIGroups: []string{gvr.Group}, Resources: []string{gvr.Resource}, Verbs: []string{"patch"}})))
 			}
 		}
@@ -95,7 +95,7 @@ func checkWorkloadAccess(ctx context.Context, cfg *rest.Config, conf options.Con
 			return nil, err
 		}
 		if !records {
-			d.notes = append(d.notes, "Job reloads fail: their replacement records need "+
+			d.notes = append(d.notes, "Job reloads need "+
 				rbac.Format(rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"controllerrevisions"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}}))
 		}
 	}
@@ -105,7 +105,7 @@ func checkWorkloadAccess(ctx context.Context, cfg *rest.Config, conf options.Con
 	if conf.ReloaderNamespace != "" && len(d.kinds) > 0 {
 		// The meta-info ConfigMap is written with a server-side apply: a patch.
 		if ok, err := allowed(ctx, cfg, "", "configmaps", []string{conf.ReloaderNamespace}, "patch"); err == nil && !ok {
-			d.notes = append(d.notes, "the meta-info ConfigMap can't be written (no patch on configmaps in "+conf.ReloaderNamespace+"); this Event is on the one found there, if any")
+			d.notes = append(d.notes, "the meta-info ConfigMap can't be written (no patch on configmaps in "+conf.ReloaderNamespace+")")
 		}
 	}
 	return d, nil
@@ -154,16 +154,26 @@ func (d *degradedMode) message() string {
 		return ""
 	}
 	var names, rules []string
+	// One rule per API group: short enough for an Event's note.
+	var merged []rbacv1.PolicyRule
 	for _, k := range d.kinds {
 		names = append(names, k.name+"s")
-		rules = append(rules, "{"+rbac.Format(k.rule)+"}")
+		i := slices.IndexFunc(merged, func(r rbacv1.PolicyRule) bool { return slices.Equal(r.APIGroups, k.rule.APIGroups) })
+		if i < 0 {
+			merged = append(merged, k.rule)
+			continue
+		}
+		merged[i].Resources = append(slices.Clone(merged[i].Resources), k.rule.Resources...)
 	}
-	msg := fmt.Sprintf("DEGRADED MODE: reloader's RBAC allows list and get but not watch on %s: "+
-		"each ConfigMap or Secret change lists the namespace's workloads of those kinds (as upstream Reloader does), "+
-		"and a workload change alone is not seen until a source changes; for the full mode add to reloader's ClusterRole (or Roles): %s",
+	for _, r := range merged {
+		rules = append(rules, "{"+rbac.Format(r)+"}")
+	}
+	msg := fmt.Sprintf("DEGRADED MODE: RBAC allows list and get but no watch on %s: "+
+		"each ConfigMap or Secret change lists the namespace's workloads of those kinds (as upstream does); "+
+		"a workload's own edits are seen at its sources' next change. For the full mode, grant: %s",
 		strings.Join(names, ", "), strings.Join(rules, ", "))
 	if len(d.notes) > 0 {
-		msg += "; also: " + strings.Join(d.notes, "; ")
+		msg += ". Also: " + strings.Join(d.notes, "; ")
 	}
 	return msg
 }

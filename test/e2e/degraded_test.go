@@ -248,9 +248,9 @@ func TestImageSwapUnderUpstreamRBAC(t *testing.T) {
 		}
 	}
 	if log := out.String(); !strings.Contains(log, "DEGRADED MODE") ||
-		!strings.Contains(log, `apiGroups: [\"apps\"], resources: [\"deployments\"], verbs: [\"watch\"]`) &&
-			!strings.Contains(log, `apiGroups: ["apps"], resources: ["deployments"], verbs: ["watch"]`) {
-		t.Errorf("no degraded-mode warning naming the rule to add in the log")
+		!strings.Contains(log, `{apiGroups: ["apps"], resources: ["deployments", "statefulsets", "daemonsets"], verbs: ["watch"]}`) ||
+		!strings.Contains(log, `{apiGroups: ["batch"], resources: ["cronjobs", "jobs"], verbs: ["watch"]}`) {
+		t.Errorf("no degraded-mode warning naming the rules to add in the log")
 	}
 	for _, o := range workloads {
 		waitRecorded(t, ctx, cl, o)
