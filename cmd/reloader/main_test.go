@@ -152,7 +152,7 @@ func TestBadValuesFailAtStartUp(t *testing.T) {
 		{[]string{"--coalesce-window=1 minute"}, `--coalesce-window: "1 minute" is not a duration such as 300ms`},
 		{[]string{"--workers=-1"}, "--workers: -1 is less than 1"},
 		{[]string{"--webhook-retries", "0"}, "--webhook-retries: 0 is less than 1"},
-		{[]string{"--leader-election-retry-period=12s"}, "--leader-election-renew-deadline: 10s must be longer than --leader-election-retry-period (12s)"},
+		{[]string{"--leader-election-retry-period=12s"}, "--leader-election-renew-deadline: 10s must be longer than 1.2 × --leader-election-retry-period (12s)"},
 	} {
 		if _, err := parseAsCommand(t, tt.args...); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%v: error %v; want %s", tt.args, err, tt.want)

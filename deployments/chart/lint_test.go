@@ -6,8 +6,6 @@ import (
 
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
-
-	"github.com/reloader-operator/reloader/deployments/render"
 )
 
 // TestLint runs Helm's own linter (`helm lint`) over every values set of the matrix.
@@ -44,8 +42,13 @@ func TestSchemaRejects(t *testing.T) {
 		{`reloader: {webhookUrl: "ftp://x"}`, "webhookUrl"},
 		{`imge: {tag: v1}`, "imge"},
 		{`reloader: {namespaces: 3}`, "namespaces"},
+		{`reloader: {logLevel: loud}`, "logLevel"},
+		{`reloader: {deployment: {hostUsers: "no"}}`, "hostUsers"},
+		{`reloader: {serviceAccount: {automountServiceAccountToken: "no"}}`, "automountServiceAccountToken"},
+		{`crds: {instal: false}`, "instal"},
+		{`reloader: {leaderElection: {leaseDuration: 15}}`, "leaseDuration"},
 	} {
-		_, err := render.Chart(chartDir(), values(t, tt.values), release, namespace)
+		_, err := renderValues(values(t, tt.values))
 		if err == nil {
 			t.Errorf("%s: rendered, want a schema error", tt.values)
 			continue
@@ -59,7 +62,7 @@ func TestSchemaRejects(t *testing.T) {
 
 // Ignoring both source kinds leaves nothing to watch: the chart refuses, as the binary would.
 func TestIgnoreBothSourceKindsFails(t *testing.T) {
-	_, err := render.Chart(chartDir(), values(t, `reloader: {ignoreSecrets: true, ignoreConfigMaps: true}`), release, namespace)
+	_, err := renderValues(values(t, `reloader: {ignoreSecrets: true, ignoreConfigMaps: true}`))
 	if err == nil || !strings.Contains(err.Error(), "ignoreConfigMaps") {
 		t.Errorf("err = %v, want one naming ignoreSecrets and ignoreConfigMaps", err)
 	}

@@ -30,7 +30,7 @@ import (
 // step below is a function of its own, in the order the later ones need the earlier ones.
 func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr.Logger) (manager.Manager, error) {
 	cfg = withClientRate(cfg, conf)
-	scheme, apis, err := schemeAndAPIs(cfg)
+	scheme, apis, err := schemeAndAPIs(ctx, cfg, conf, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -81,9 +81,7 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 		}
 	}
 	m := metrics.New(crmetrics.Registry, conf.MetricsCountByNamespace)
-	if err := degraded.announce(mgr, conf, read, logger); err != nil {
-		return nil, err
-	}
+	metrics.RegisterClientLatency()
 	reader, err := degraded.client(mgr, read)
 	if err != nil {
 		return nil, err
@@ -91,7 +89,14 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 	if err := watch(ctx, mgr, conf, sources, read, configs != nil, m, degraded); err != nil {
 		return nil, err
 	}
-	if err := addReloaders(mgr, reader, conf, sources, kinds, key, configs, configStatus, rollouts, m, shards, degraded, logger); err != nil {
+	events, err := eventRecorder(ctx, mgr)
+	if err != nil {
+		return nil, err
+	}
+	if err := degraded.announce(mgr, conf, read, events, logger); err != nil {
+		return nil, err
+	}
+	if err := addReloaders(mgr, reader, conf, sources, kinds, key, configs, configStatus, rollouts, m, shards, events, degraded, logger); err != nil {
 		return nil, err
 	}
 	if err := addServices(mgr, conf, &ready, m, logger); err != nil {
@@ -103,12 +108,12 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 // schemeAndAPIs returns the scheme of every kind reloader may read, and which of the
 // optional APIs (Argo Rollouts, DeploymentConfigs, the CSI driver) the cluster serves: they
 // are looked up once, at start-up.
-func schemeAndAPIs(cfg *rest.Config) (*runtime.Scheme, served, error) {
+func schemeAndAPIs(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr.Logger) (*runtime.Scheme, served, error) {
 	scheme, err := NewScheme()
 	if err != nil {
 		return nil, served{}, err
 	}
-	apis, err := discover(cfg, scheme)
+	apis, err := discover(ctx, cfg, scheme, optionalAPIs(conf), discoveryBackoff(), logger)
 	if err != nil {
 		return nil, served{}, err
 	}
@@ -207,9 +212,8 @@ func workloadKinds(conf options.Config, apis served, logger logr.Logger) (reconc
 			logger.Info("WARNING: --is-Argo-Rollouts is set but the argoproj.io/v1alpha1 Rollout API is not installed; Rollouts are not watched")
 		}
 	}
-	if !conf.IgnoresWorkload("DeploymentConfig") && apis.has(&extapi.DeploymentConfig{}) {
-		logger.Info("OpenShift DeploymentConfig API found; watching DeploymentConfigs")
-		reconciled = append(reconciled, workload.DeploymentConfig())
+	if dc := deploymentConfigs(conf, apis, logger); dc != nil {
+		reconciled = append(reconciled, dc)
 	}
 	read = slices.Clone(reconciled)
 	if slices.ContainsFunc(reconciled, func(k workload.Kind) bool { _, ok := k.(workload.Referencing); return ok }) &&
@@ -217,6 +221,20 @@ func workloadKinds(conf options.Config, apis served, logger logr.Logger) (reconc
 		read = append(read, workload.Deployment())
 	}
 	return reconciled, read
+}
+
+// deploymentConfigs returns the DeploymentConfig kind when --is-openshift and
+// --ignored-workload-types leave it in and the cluster serves its API, else nil.
+func deploymentConfigs(conf options.Config, apis served, logger logr.Logger) workload.Kind {
+	served := apis.has(&extapi.DeploymentConfig{})
+	if !conf.WatchesDeploymentConfigs(served) {
+		if conf.OpenShift != nil && *conf.OpenShift && !served {
+			logger.Info("WARNING: --is-openshift=true is set but the apps.openshift.io/v1 DeploymentConfig API is not served; DeploymentConfigs are not watched")
+		}
+		return nil
+	}
+	logger.Info("OpenShift DeploymentConfig API found; watching DeploymentConfigs")
+	return workload.DeploymentConfig()
 }
 
 // NewScheme returns the scheme of every kind reloader may read.

@@ -9,8 +9,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
-	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/metainfo"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/options"
@@ -25,7 +25,7 @@ const ReasonDegradedMode = "DegradedMode"
 // announce makes the degraded mode loud: a warning in the log of every replica naming each
 // kind and the rule to add, reloader_degraded per kind (1 degraded, 0 watched), and, from the
 // leader, a Warning Event on the meta-info ConfigMap saying the same.
-func (d *degradedMode) announce(mgr manager.Manager, conf options.Config, kinds []workload.Kind, logger logr.Logger) error {
+func (d *degradedMode) announce(mgr manager.Manager, conf options.Config, kinds []workload.Kind, events recorder.EventRecorder, logger logr.Logger) error {
 	for _, name := range d.unlisted {
 		logger.Info("WARNING: reloader's RBAC allows neither list and watch nor list and get on " + name +
 			"s (yet?); reloader stays unready until it may list and watch them, or list and get them and is restarted")
@@ -43,13 +43,14 @@ func (d *degradedMode) announce(mgr manager.Manager, conf options.Config, kinds 
 		return nil
 	}
 	logger.Info("WARNING: " + msg)
-	return mgr.Add(&degradedEvent{mgr: mgr, namespace: conf.ReloaderNamespace, note: msg, logger: logger})
+	return mgr.Add(&degradedEvent{reader: mgr.GetAPIReader(), events: events, namespace: conf.ReloaderNamespace, note: msg, logger: logger})
 }
 
 // degradedEvent puts the Warning Event on the meta-info ConfigMap once, as the leader: the
 // ConfigMap upstream's tooling reads, so whoever looks at the install sees it.
 type degradedEvent struct {
-	mgr       manager.Manager
+	reader    client.Reader
+	events    recorder.EventRecorder
 	namespace string
 	note      string
 	logger    logr.Logger
@@ -63,14 +64,13 @@ func (e *degradedEvent) Start(ctx context.Context) error {
 	}
 	cm := &corev1.ConfigMap{}
 	key := client.ObjectKey{Namespace: e.namespace, Name: metainfo.Name}
-	if err := e.mgr.GetAPIReader().Get(ctx, key, cm); err != nil {
+	if err := e.reader.Get(ctx, key, cm); err != nil {
 		// Not written (RBAC) or not readable: the Event names it all the same, so that
 		// `kubectl get events --field-selector involvedObject.name=reloader-meta-info` finds it.
 		e.logger.Info("meta-info ConfigMap not readable; the degraded-mode Event names it without its UID", "error", err.Error())
 		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: e.namespace, Name: metainfo.Name}}
 	}
-	recorder := controller.SeriesRecorder(e.mgr.GetEventRecorder("reloader"), e.mgr.GetScheme())
-	recorder.Eventf(cm, nil, corev1.EventTypeWarning, ReasonDegradedMode, "Start", "%s", termsafe.ClipNote(e.note))
+	e.events.Eventf(cm, nil, corev1.EventTypeWarning, ReasonDegradedMode, "Start", "%s", termsafe.ClipNote(e.note))
 	return nil
 }
 

@@ -105,7 +105,7 @@ func newManager(cfg *rest.Config, conf options.Config, scheme *runtime.Scheme, c
 		LeaseDuration:                       &conf.LeaseDuration,
 		RenewDeadline:                       &conf.LeaseRenewDeadline,
 		RetryPeriod:                         &conf.LeaseRetryPeriod,
-		LeaderElectionReleaseOnCancel:       true,
+		LeaderElectionReleaseOnCancel:       conf.LeaseReleaseOnCancel,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)

@@ -6,6 +6,7 @@ import (
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/reloader-operator/reloader/internal/alert"
 	"github.com/reloader-operator/reloader/internal/coalesce"
@@ -25,10 +26,10 @@ import (
 // ALERT_ON_RELOAD asks for them, follow each reload, and so does the following of the
 // rollout that each reload starts. With configStatus, the reconcilers' reloads and the
 // rollouts' outcomes also feed the status of the ReloaderConfigs. shards, when set, tells
-// the namespaces this replica's shards hold (--shards).
-// The reconcilers read through reader: the manager's client, or, in degraded mode, one that
+// the namespaces this replica's shards hold (--shards). events records the Events. The
+// reconcilers read through reader: the manager's client, or, in degraded mode, one that
 // reads the unwatched kinds from the API server.
-func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config, sources []controller.SourceType, kinds []workload.Kind, key *hashkey.Loader, configs *reloaderconfig.Cache, configStatus bool, rollouts *controller.Rollouts, m *metrics.Metrics, shards *sharding, degraded *degradedMode, logger logr.Logger) error {
+func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config, sources []controller.SourceType, kinds []workload.Kind, key *hashkey.Loader, configs *reloaderconfig.Cache, configStatus bool, rollouts *controller.Rollouts, m *metrics.Metrics, shards *sharding, events recorder.EventRecorder, degraded *degradedMode, logger logr.Logger) error {
 	shard := shards.ready()
 	alerts, err := newAlerter(conf, m, logger)
 	if err != nil {
@@ -40,7 +41,7 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 		}
 	}
 	window := coalesce.New(conf.CoalesceWindow)
-	recorder := controller.SeriesRecorder(mgr.GetEventRecorder("reloader"), mgr.GetScheme())
+	recorder := controller.SeriesRecorder(events, mgr.GetScheme())
 	rollouts.Recorder, rollouts.Metrics = recorder, m
 	// One pacer for every kind: --reload-rate is across this replica.
 	pacer := pace.New(conf.ReloadRate, conf.ReloadBurst, conf.FirstSightRate)

@@ -21,7 +21,8 @@ func addServices(mgr manager.Manager, conf options.Config, ready *atomic.Bool, m
 		Namespace: conf.ReloaderNamespace,
 		Deployment: metainfo.Deployment{Name: conf.ReloaderDeployment, Namespace: conf.ReloaderNamespace,
 			Pod: conf.LeaderIdentity},
-		Options:    conf.Effective(),
+		Options:    metainfo.OptionsOf(conf.Options),
+		Flags:      conf.Effective(),
 		Log:        logger.WithName("meta-info"),
 		FieldOwner: controller.FieldOwner,
 	}); err != nil {

@@ -282,11 +282,13 @@ func TestMetaInfoConfigMap(t *testing.T) {
 	}
 	var build metainfo.Build
 	var opts map[string]string
-	var dep metainfo.Deployment
+	var dep metav1.ObjectMeta
 	testutil.Must(t, json.Unmarshal([]byte(cm.Data["buildInfo"]), &build))
-	testutil.Must(t, json.Unmarshal([]byte(cm.Data["reloaderOptions"]), &opts))
+	testutil.Must(t, json.Unmarshal([]byte(cm.Data[metainfo.KeyFlags]), &opts))
+	var upstreamOpts metainfo.ReloaderOptions
+	testutil.Must(t, json.Unmarshal([]byte(cm.Data["reloaderOptions"]), &upstreamOpts))
 	testutil.Must(t, json.Unmarshal([]byte(cm.Data["deploymentInfo"]), &dep))
-	if !strings.HasPrefix(build.GoVersion, "go") || opts["reload-strategy"] != reload.StrategyAnnotations ||
+	if !strings.HasPrefix(build.GoVersion, "go") || opts["reload-strategy"] != reload.StrategyAnnotations || upstreamOpts.ReloadStrategy != reload.StrategyAnnotations ||
 		opts["namespaces"] != "["+ns+"]" || dep.Name != "reloader" || dep.Namespace != ns {
 		t.Errorf("meta-info %+v %v %+v", build, opts, dep)
 	}

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -452,16 +453,23 @@ func (r *WorkloadReconciler) concerned(ctx context.Context, ns string, tpl *core
 }
 
 // CountEvents counts the watch events of the source informer in upstream's series; an update
-// that leaves the content as it was is upstream's no_data_change skip.
+// that leaves the content as it was is upstream's no_data_change skip, which upstream also
+// counts as a reconcile with result "skipped" (its handler compares the hashes and stops).
 func (t SourceType) CountEvents(u *metrics.Upstream) toolscache.ResourceEventHandler {
 	return toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { u.EventReceived(metrics.EventAdd, t.Resource) },
 		UpdateFunc: func(oldObj, newObj any) {
-			u.EventReceived(metrics.EventUpdate, t.Resource)
+			start := time.Now()
 			o, okOld := oldObj.(client.Object)
 			n, okNew := newObj.(client.Object)
+			if okOld && okNew && o.GetResourceVersion() == n.GetResourceVersion() {
+				// The cache's periodic resync, not a write: upstream's informers never
+				// resync, so upstream never counts one.
+				return
+			}
+			u.EventReceived(metrics.EventUpdate, t.Resource)
 			if okOld && okNew && t.contentHash(o) == t.contentHash(n) {
-				u.Skipped.WithLabelValues(metrics.SkipNoDataChange).Inc()
+				u.SkippedNoDataChange(time.Since(start))
 			}
 		},
 		DeleteFunc: func(any) { u.EventReceived(metrics.EventDelete, t.Resource) },

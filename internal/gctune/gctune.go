@@ -11,7 +11,7 @@ import (
 // heap grow to twice what is live before it collects. reloader's live heap is its cache: read
 // far more than it is replaced, so after the start-up list a collection finds little garbage
 // and a small headroom costs little CPU. Measured with make bench-10k (10,000 ConfigMaps, 2,000
-// Secrets, 5,000 Deployments), see README's Figures at 10,000 objects: 25 keeps RSS after sync
+// Secrets, 5,000 Deployments), see docs/benchmarks.md, Figures at 10,000 objects: 25 keeps RSS after sync
 // under 100 MiB, for about a fifth more CPU in the start-up burst and the same reload rate and
 // latency. GOGC set in the environment wins.
 const DefaultPercent = 25

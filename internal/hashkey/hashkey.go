@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/reloader-operator/reloader/internal/coreevents"
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/metainfo"
 	"github.com/reloader-operator/reloader/internal/metrics"
@@ -153,7 +154,8 @@ func (l *Loader) fallBack(ctx context.Context, c client.Client, ns string, o Opt
 	msg := fmt.Sprintf("No access to the Secret hash key %s/%s: hashing Secrets keyed by their UID instead, as releases before the key did. Grant create, get and patch on secrets named %s in %s (the chart does) and restart reloader.",
 		ns, SecretName, SecretName, ns)
 	logger.Error(cause, "WARNING: "+msg, "metric", "reloader_hash_key_fallback")
-	if err := c.Create(ctx, fallbackEvent(ns, o, msg+" Cause: "+cause.Error())); err != nil {
+	// Through the core API, as reloader's other Events: upstream's RBAC grants core events.
+	if err := c.Create(ctx, coreevents.ToCore(fallbackEvent(ns, o, msg+" Cause: "+cause.Error()))); err != nil {
 		logger.Error(err, "could not write the Warning Event about the hash key fallback")
 	}
 }

@@ -237,7 +237,7 @@ func fallbackGauge(t *testing.T, reg *prometheus.Registry) float64 {
 func TestWithoutRBACFallsBackLoudly(t *testing.T) {
 	ns := namespace(t, "no-rbac")
 	cfg := grant(t, ns, "upstream-rbac", []rbacv1.PolicyRule{
-		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create"}}})
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	reg := prometheus.NewRegistry()

@@ -1,5 +1,7 @@
 // Package metainfo publishes what a running reloader is, in the ConfigMap upstream's tooling
-// reads: build, effective options and deployment, under the same name and label.
+// reads: under upstream's name, label and keys (buildInfo, reloaderOptions, deploymentInfo),
+// each in upstream's layout, with reloader's own keys (reloaderFlags, instanceInfo) beside
+// them.
 package metainfo
 
 import (
@@ -8,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,25 +24,52 @@ const (
 	LabelValue = "reloader"
 )
 
-// Build describes the binary.
+// The ConfigMap's keys: upstream's three, then reloader's own.
+const (
+	KeyBuild      = "buildInfo"
+	KeyOptions    = "reloaderOptions"
+	KeyDeployment = "deploymentInfo"
+	// KeyFlags holds every flag's value in force, by flag name (URLs left out).
+	KeyFlags = "reloaderFlags"
+	// KeyInstance holds the writing pod and its start time.
+	KeyInstance = "instanceInfo"
+)
+
+// Build describes the binary, in upstream's buildInfo layout (Modified is reloader's).
 type Build struct {
 	GoVersion      string `json:"goVersion"`
 	ReleaseVersion string `json:"releaseVersion"`
 	CommitHash     string `json:"commitHash"`
-	CommitTime     string `json:"commitTime"`
-	Modified       bool   `json:"modified,omitempty"`
+	// CommitTime is RFC 3339, the zero time when unknown: upstream's readers decode it
+	// into a time.Time, which an empty string would fail.
+	CommitTime time.Time `json:"commitTime"`
+	Edition    string    `json:"edition"`
+	Modified   bool      `json:"modified,omitempty"`
 }
+
+// Edition is buildInfo's edition: upstream's open-source one is "oss"; reloader is open source.
+const Edition = "oss"
 
 // ReadBuild describes this binary as `reloader --version` does.
 func ReadBuild() Build {
 	v := version.Get()
-	return Build{GoVersion: v.GoVersion, ReleaseVersion: v.Version, CommitHash: v.Commit, CommitTime: v.CommitTime, Modified: v.Modified}
+	b := Build{GoVersion: v.GoVersion, ReleaseVersion: v.Version, CommitHash: v.Commit, Edition: Edition, Modified: v.Modified}
+	if t, err := time.Parse(time.RFC3339, v.CommitTime); err == nil {
+		b.CommitTime = t.UTC()
+	}
+	return b
 }
 
-// Deployment names the reloader installation.
+// Deployment names the reloader installation and this replica.
 type Deployment struct {
-	Name      string `json:"name"`
-	Namespace string `json:"namespace"`
+	Name      string
+	Namespace string
+	Pod       string
+	StartedAt string
+}
+
+// Instance is the instanceInfo key: the replica that wrote the ConfigMap.
+type Instance struct {
 	Pod       string `json:"pod,omitempty"`
 	StartedAt string `json:"startedAt"`
 }
@@ -49,9 +79,11 @@ type Publisher struct {
 	Client     client.Client
 	Namespace  string
 	Deployment Deployment
-	// Options are the effective options, rendered as JSON.
-	Options any
-	Log     logr.Logger
+	// Options are the options in upstream's reloaderOptions layout (see OptionsOf).
+	Options ReloaderOptions
+	// Flags are every flag's value in force, by flag name.
+	Flags map[string]string
+	Log   logr.Logger
 	// FieldOwner is the field manager of the server-side apply.
 	FieldOwner string
 }
@@ -83,8 +115,19 @@ func (p *Publisher) Data() (map[string]string, error) {
 	if d.StartedAt == "" {
 		d.StartedAt = time.Now().UTC().Format(time.RFC3339)
 	}
+	flags := p.Flags
+	if flags == nil {
+		flags = map[string]string{}
+	}
 	out := map[string]string{}
-	for key, v := range map[string]any{"buildInfo": ReadBuild(), "reloaderOptions": p.Options, "deploymentInfo": d} {
+	for key, v := range map[string]any{
+		KeyBuild:   ReadBuild(),
+		KeyOptions: p.Options,
+		// Upstream writes the Deployment's name and namespace as an ObjectMeta.
+		KeyDeployment: metav1.ObjectMeta{Name: d.Name, Namespace: d.Namespace},
+		KeyFlags:      flags,
+		KeyInstance:   Instance{Pod: d.Pod, StartedAt: d.StartedAt},
+	} {
 		b, err := json.Marshal(v)
 		if err != nil {
 			return nil, err

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -31,6 +32,8 @@ type Upstream struct {
 const (
 	ResultSuccess = "success"
 	ResultError   = "error"
+	// ResultSkipped: a source update that left its content as it was.
+	ResultSkipped = "skipped"
 
 	ErrorHandler     = "handler_error"
 	ErrorWebhookSend = "webhook_send"
@@ -47,11 +50,11 @@ func newUpstream(reg prometheus.Registerer) *Upstream {
 	u := &Upstream{
 		Reconciles: Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reloader_reconcile_total",
-			Help: "Workload reconciles, by result (success, error).",
+			Help: "Workload reconciles, by result (success, error), and source updates that left the content unchanged (skipped).",
 		}, []string{"result"})),
 		ReconcileDuration: Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "reloader_reconcile_duration_seconds",
-			Help:    "Time one workload reconcile takes, by result (success, error).",
+			Help:    "Time one workload reconcile takes, by result (success, error); skipped: the comparison of an update's content.",
 			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"result"})),
 		Actions: Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -95,6 +98,14 @@ func newUpstream(reg prometheus.Registerer) *Upstream {
 // EventReceived counts one watch event of a resource type (plural, lower case).
 func (u *Upstream) EventReceived(eventType, resourceType string) {
 	u.EventsReceived.WithLabelValues(eventType, resourceType).Inc()
+}
+
+// SkippedNoDataChange counts a source update whose content is unchanged, as upstream does:
+// a no_data_change skip and a reconcile with result "skipped" that took took.
+func (u *Upstream) SkippedNoDataChange(took time.Duration) {
+	u.Skipped.WithLabelValues(SkipNoDataChange).Inc()
+	u.Reconciles.WithLabelValues(ResultSkipped).Inc()
+	u.ReconcileDuration.WithLabelValues(ResultSkipped).Observe(took.Seconds())
 }
 
 // snake turns reloader's reason spelling (finished-job) into upstream's (finished_job).

@@ -42,8 +42,22 @@ type Config struct {
 	// when none is ignored.
 	NamespaceFilter fields.Selector
 
+	// OpenShift is --is-openshift: nil for auto (DeploymentConfigs watched when served),
+	// else whether DeploymentConfigs were asked for.
+	OpenShift *bool
+
 	// ignoredWorkloads holds --ignored-workload-types in their plural, lower-case form.
 	ignoredWorkloads map[string]bool
+}
+
+// WatchesDeploymentConfigs reports whether DeploymentConfigs are reconciled when served tells
+// whether the cluster serves their API: not when --is-openshift=false or
+// --ignored-workload-types leaves them out.
+func (c Config) WatchesDeploymentConfigs(served bool) bool {
+	if c.IgnoresWorkload("DeploymentConfig") || (c.OpenShift != nil && !*c.OpenShift) {
+		return false
+	}
+	return served
 }
 
 // IgnoresWorkload reports whether --ignored-workload-types names kind ("Deployment" matches
@@ -100,6 +114,12 @@ func Parse(o Options) (Config, error) {
 		} else {
 			fail(fmt.Errorf("--ignored-workload-types: %q is not one of %s (singular or plural, any case)", t, strings.Join(WorkloadTypes, ", ")))
 		}
+	}
+
+	if c.OpenShift, err = parseOpenShift(o.IsOpenShift); err != nil {
+		fail(err)
+	} else if c.OpenShift != nil && *c.OpenShift && c.IgnoresWorkload("DeploymentConfig") {
+		fail(errors.New("--is-openshift=true asks for DeploymentConfigs, which --ignored-workload-types leaves out; drop one of them"))
 	}
 
 	var nsErrs, ignoreErrs []error
@@ -278,23 +298,66 @@ func checkClientRate(qps float64, burst int) []error {
 	return errs
 }
 
-// checkLease checks the --enable-ha timings in the order client-go's leader election needs.
-// They are checked without --enable-ha too: a bad value is a mistake whether used yet or not.
+// parseOpenShift reads --is-openshift: auto (or empty, as upstream's v2 takes it), or a
+// boolean.
+func parseOpenShift(v string) (*bool, error) {
+	switch s := strings.ToLower(strings.TrimSpace(v)); s {
+	case "", OpenShiftAuto:
+		return nil, nil
+	default:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return nil, fmt.Errorf("--is-openshift: %q is not auto, true or false", v)
+		}
+		return &b, nil
+	}
+}
+
+// leaseJitter is client-go's leaderelection.JitterFactor: a leader's renewals come up to
+// 1.2 retry periods apart, so the renew deadline must exceed that or client-go refuses to
+// start (and controller-runtime's manager with it).
+const leaseJitter = 1.2
+
+// maxLeaseDuration is the longest lease the Lease object can hold (int32 seconds).
+const maxLeaseDuration = math.MaxInt32 * time.Second
+
+// checkLease checks the --enable-ha (and --shards) timings as upstream does and as client-go's
+// leader election needs them. They are checked without --enable-ha too: a bad value is a
+// mistake whether used yet or not.
 func checkLease(o Options) []error {
 	var errs []error
+	fail := func(flag, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("--leader-election-"+flag+": "+format, args...))
+	}
 	if problems := validation.IsDNS1123Subdomain(o.LeaderElectionID); len(problems) > 0 {
-		errs = append(errs, fmt.Errorf("--leader-election-id: %q is not a Lease name: %s", o.LeaderElectionID, strings.Join(problems, "; ")))
+		fail("id", "%q is not a Lease name: %s", o.LeaderElectionID, strings.Join(problems, "; "))
+	}
+	if ns := o.LeaderElectionNamespace; ns != "" {
+		if err := checkNamespace(ns); err != nil {
+			fail("namespace", "%w", err)
+		}
+	}
+	switch d := o.LeaseDuration; {
+	case d < time.Second:
+		fail("lease-duration", "%v is less than 1s", d)
+	case d%time.Second != 0:
+		// The Lease records whole seconds: a follower would read a shorter lease than the
+		// leader renews on, and could take over while the leader still leads.
+		fail("lease-duration", "%v is not a whole number of seconds (the Lease records seconds), such as 15s", d)
+	case d > maxLeaseDuration:
+		fail("lease-duration", "%v is longer than the Lease can record (%v)", d, maxLeaseDuration)
 	}
 	if o.LeaseRetryPeriod <= 0 {
-		errs = append(errs, fmt.Errorf("--leader-election-retry-period: %v is not a positive duration such as 2s", o.LeaseRetryPeriod))
+		fail("retry-period", "%v is not a positive duration such as 2s", o.LeaseRetryPeriod)
 	}
-	if o.LeaseRenewDeadline <= o.LeaseRetryPeriod {
-		errs = append(errs, fmt.Errorf("--leader-election-renew-deadline: %v must be longer than --leader-election-retry-period (%v)",
-			o.LeaseRenewDeadline, o.LeaseRetryPeriod))
+	if o.LeaseRenewDeadline <= 0 {
+		fail("renew-deadline", "%v is not a positive duration such as 10s", o.LeaseRenewDeadline)
+	} else if o.LeaseRetryPeriod > 0 && float64(o.LeaseRenewDeadline) <= leaseJitter*float64(o.LeaseRetryPeriod) {
+		fail("renew-deadline", "%v must be longer than 1.2 × --leader-election-retry-period (%v), client-go's jitter of renewals",
+			o.LeaseRenewDeadline, o.LeaseRetryPeriod)
 	}
 	if o.LeaseDuration <= o.LeaseRenewDeadline {
-		errs = append(errs, fmt.Errorf("--leader-election-lease-duration: %v must be longer than --leader-election-renew-deadline (%v)",
-			o.LeaseDuration, o.LeaseRenewDeadline))
+		fail("lease-duration", "%v must be longer than --leader-election-renew-deadline (%v)", o.LeaseDuration, o.LeaseRenewDeadline)
 	}
 	return append(errs, checkShards(o)...)
 }
@@ -355,15 +418,21 @@ func checkURL(s string) error {
 	return nil
 }
 
-// checkAddr accepts a listen address, host:port with a numeric port (":9090", "0.0.0.0:9090").
+// checkAddr accepts a listen address as net.Listen (and so controller-runtime, which serves
+// upstream's v2 --metrics-addr and --health-addr) takes it: host:port, the port a number
+// (":9090", "0.0.0.0:9090", "[::]:9090") or a service name (":http").
 func checkAddr(addr string) error {
 	if addr == "0" {
 		return nil
 	}
 	_, port, err := net.SplitHostPort(addr)
 	if err == nil {
-		if p, perr := strconv.Atoi(port); perr != nil || p < 0 || p > 65535 {
-			err = fmt.Errorf("port %q is not a number from 0 to 65535", port)
+		if p, perr := strconv.Atoi(port); perr == nil {
+			if p < 0 || p > 65535 {
+				err = fmt.Errorf("port %q is not a number from 0 to 65535", port)
+			}
+		} else if _, lerr := net.LookupPort("tcp", port); lerr != nil {
+			err = fmt.Errorf("port %q is not a number from 0 to 65535 nor a known service name", port)
 		}
 	}
 	if err != nil {

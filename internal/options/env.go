@@ -46,11 +46,15 @@ func (o *Options) ApplyEnv(getenv func(string) string) error {
 	default:
 		o.Warnings = append(o.Warnings, fmt.Sprintf("METRICS_COUNT_BY_NAMESPACE: %q is neither enabled nor disabled; counting by namespace stays off, as upstream does", v))
 	}
-	o.LeaderElectionNamespace = namespace("POD_NAMESPACE")
+	podNamespace := namespace("POD_NAMESPACE")
+	// --leader-election-namespace, when given, wins over POD_NAMESPACE.
+	if o.LeaderElectionNamespace == "" {
+		o.LeaderElectionNamespace = podNamespace
+	}
 	o.LeaderIdentity = strings.TrimSpace(getenv("POD_NAME"))
 	o.ReloaderNamespace = namespace("RELOADER_NAMESPACE")
 	if o.ReloaderNamespace == "" {
-		o.ReloaderNamespace = o.LeaderElectionNamespace
+		o.ReloaderNamespace = podNamespace
 	}
 	o.ReloaderDeployment = strings.TrimSpace(getenv("RELOADER_DEPLOYMENT_NAME"))
 	if d := o.ReloaderDeployment; d != "" {

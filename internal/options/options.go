@@ -36,8 +36,11 @@ type Options struct {
 	NamespaceSelector     string
 	ResourceLabelSelector string
 
-	WebhookURL           string
-	IsArgoRollouts       bool
+	WebhookURL     string
+	IsArgoRollouts bool
+	// IsOpenShift is --is-openshift: auto (DeploymentConfigs watched when their API is
+	// served), true (asked for; a warning when not served) or false (never watched).
+	IsOpenShift          string
 	EnableHA             bool
 	EnableCSIIntegration bool
 	EnablePprof          bool
@@ -89,6 +92,9 @@ type Options struct {
 	LeaseDuration      time.Duration
 	LeaseRenewDeadline time.Duration
 	LeaseRetryPeriod   time.Duration
+	// LeaseReleaseOnCancel gives the Lease up when reloader stops, so a follower takes over
+	// at once instead of after the lease duration.
+	LeaseReleaseOnCancel bool
 	// Shards splits the namespaces among replicas (more than 1 turns sharding on); each
 	// replica takes its share of them through Leases named ShardLeasePrefix-<i>.
 	Shards             int
@@ -129,9 +135,12 @@ func Default() Options {
 		LeaseDuration:      15 * time.Second,
 		LeaseRenewDeadline: 10 * time.Second,
 		LeaseRetryPeriod:   2 * time.Second,
-		ShardLeasePrefix:   "reloader-shard",
-		WebhookTimeout:     10 * time.Second,
-		WebhookRetries:     3,
+		// As upstream's v2 and controller-runtime's usual choice.
+		LeaseReleaseOnCancel: true,
+		IsOpenShift:          OpenShiftAuto,
+		ShardLeasePrefix:     "reloader-shard",
+		WebhookTimeout:       10 * time.Second,
+		WebhookRetries:       3,
 	}
 }
 
@@ -145,6 +154,25 @@ const DefaultSecureHealthAddr = ":8081"
 
 // DefaultLeaderElectionID is the Lease upstream Reloader's replicas hold.
 const DefaultLeaderElectionID = "stakater-reloader-lock"
+
+// OpenShiftAuto is --is-openshift's default: DeploymentConfigs are watched when the cluster
+// serves apps.openshift.io/v1 DeploymentConfigs.
+const OpenShiftAuto = "auto"
+
+// flagAliases are other names upstream's releases gave a flag: v2's and its tests' spellings
+// of --is-Argo-Rollouts.
+var flagAliases = map[string]string{
+	"enable-argo-rollouts": "is-Argo-Rollouts",
+	"is-argo-rollouts":     "is-Argo-Rollouts",
+}
+
+// normalizeFlag maps an alias to the flag's own name.
+func normalizeFlag(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+	if to, ok := flagAliases[name]; ok {
+		return pflag.NormalizedName(to)
+	}
+	return pflag.NormalizedName(name)
+}
 
 // Alert configures the notification sent after each reload (upstream's ALERT_* variables).
 type Alert struct {
@@ -161,6 +189,7 @@ var AlertSinks = []string{"slack", "teams", "gchat", "raw"}
 
 // BindFlags registers every flag on fs, writing into o.
 func (o *Options) BindFlags(fs *pflag.FlagSet) {
+	fs.SetNormalizeFunc(normalizeFlag)
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "path to a kubeconfig; default: $KUBECONFIG, in-cluster config, then ~/.kube/config")
 	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "requests per second reloader may send to the API server, sustained (client-go's default is 5)")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "requests reloader may send to the API server at once, above --kube-api-qps; at least --kube-api-qps")
@@ -176,13 +205,14 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.Var(&selectorFlag{s: &o.NamespaceSelector}, "namespace-selector", "label selector of the namespaces to watch: key=value, key:value, key=*, key:* or *; comma-separated or repeated")
 	fs.Var(&selectorFlag{s: &o.ResourceLabelSelector}, "resource-label-selector", "label selector of the ConfigMaps and Secrets to watch: key=value, key:value, key=* or key:*; comma-separated or repeated")
 	fs.StringVar(&o.WebhookURL, "webhook-url", o.WebhookURL, "POST a notification to this URL instead of reloading; env "+WebhookURLEnv+" (e.g. from a Secret) keeps the URL, a token, off the command line")
-	fs.BoolVar(&o.IsArgoRollouts, "is-Argo-Rollouts", o.IsArgoRollouts, "also reload Argo Rollouts, if their API is installed")
+	fs.BoolVar(&o.IsArgoRollouts, "is-Argo-Rollouts", o.IsArgoRollouts, "also reload Argo Rollouts, if their API is installed (also spelt --enable-argo-rollouts, --is-argo-rollouts)")
+	fs.StringVar(&o.IsOpenShift, "is-openshift", o.IsOpenShift, "reload OpenShift DeploymentConfigs: auto (when the cluster serves apps.openshift.io/v1 DeploymentConfigs), true or false")
 	fs.BoolVar(&o.EnableHA, "enable-ha", o.EnableHA, "run several replicas; a Lease elects the one that reloads")
 	fs.BoolVar(&o.EnableCSIIntegration, "enable-csi-integration", o.EnableCSIIntegration, "reload on Secrets Store CSI driver secret rotation")
 	fs.BoolVar(&o.EnablePprof, "enable-pprof", o.EnablePprof, "serve pprof on --pprof-addr (without /debug/pprof/cmdline, which would show the flags)")
 	fs.StringVar(&o.PprofAddr, "pprof-addr", o.PprofAddr, "address of the pprof server; the default is loopback only (reach it with kubectl port-forward)")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format: json, or empty for text")
-	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level: trace, debug, info, warning, error")
+	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level: "+strings.Join(LogLevels, ", "))
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", o.MetricsAddr, "address of /metrics, and of /live and /ready unless --health-addr moves them; 0 turns it off")
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "serve /metrics over HTTPS, only to callers allowed get on the non-resource URL /metrics (checked with TokenReview and SubjectAccessReview); /live and /ready move to --health-addr")
 	fs.StringVar(&o.HealthAddr, "health-addr", o.HealthAddr, "address of /live and /ready over plain HTTP; empty: the metrics port, or "+DefaultSecureHealthAddr+" with --metrics-secure")
@@ -197,9 +227,11 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ReconcileTimeout, "reconcile-timeout", o.ReconcileTimeout, "longest one reconcile of a workload may take; one past it is cancelled and retried with backoff, so that a hung API call frees its worker")
 	fs.DurationVar(&o.RolloutDeadline, "rollout-deadline", o.RolloutDeadline, "after a reload, a rollout that shows no progress this long counts as stalled (Event RolloutStalled); Deployments and Argo Rollouts use their own progressDeadlineSeconds instead")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "name of the Lease replicas compete for with --enable-ha")
-	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "how long followers wait before taking over from a leader that stopped renewing")
-	fs.DurationVar(&o.LeaseRenewDeadline, "leader-election-renew-deadline", o.LeaseRenewDeadline, "how long the leader retries renewing before it gives up leadership")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the Leases of --enable-ha and --shards (default: $POD_NAMESPACE, else the pod's own)")
+	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "how long followers wait before taking over from a leader that stopped renewing; whole seconds, longer than the renew deadline")
+	fs.DurationVar(&o.LeaseRenewDeadline, "leader-election-renew-deadline", o.LeaseRenewDeadline, "how long the leader retries renewing before it gives up leadership; longer than 1.2 times the retry period")
 	fs.DurationVar(&o.LeaseRetryPeriod, "leader-election-retry-period", o.LeaseRetryPeriod, "how often replicas try to acquire or renew the Lease")
+	fs.BoolVar(&o.LeaseReleaseOnCancel, "leader-election-release-on-cancel", o.LeaseReleaseOnCancel, "give the Lease up on a clean stop, so that a follower takes over at once")
 	fs.IntVar(&o.Shards, "shards", o.Shards, "split the namespaces into this many shards that the replicas share through Leases (each replica reloads only its own namespaces); 0 or 1: off")
 	fs.StringVar(&o.ShardLeasePrefix, "shard-lease-prefix", o.ShardLeasePrefix, "name prefix of the Leases of --shards, in the leader election namespace")
 	fs.DurationVar(&o.WebhookTimeout, "webhook-timeout", o.WebhookTimeout, "timeout of one --webhook-url or ALERT_WEBHOOK_URL request")

@@ -87,7 +87,7 @@ func For(opts options.Config, p Platform) Rules {
 			kinds = append(kinds, deployments)
 		}
 	}
-	if p.OpenShift && !opts.IgnoresWorkload(deploymentConfigs.name) {
+	if opts.WatchesDeploymentConfigs(p.OpenShift) {
 		kinds = append(kinds, deploymentConfigs)
 	}
 	jobsReloaded := false
@@ -132,9 +132,9 @@ func For(opts options.Config, p Platform) Rules {
 		r.Watched = append(r.Watched, rule(v1alpha1.GroupVersion.Group, "reloaderconfigs/status", "patch"))
 	}
 	if writes {
-		// controller-runtime's GetEventRecorder writes events.k8s.io/v1 Events, in the
-		// workload's namespace; a repeated Event becomes a patch of its series.
-		r.Watched = append(r.Watched, rule("events.k8s.io", "events", "create", "patch"))
+		// Events are written through the core API (internal/coreevents), as upstream's, in
+		// the workload's namespace; a repeated Event becomes a patch of its series.
+		r.Watched = append(r.Watched, rule("", "events", "create", "patch"))
 	}
 
 	if opts.NamespaceLabels != nil || opts.Shards > 1 {
@@ -171,7 +171,7 @@ func For(opts options.Config, p Platform) Rules {
 		// own rights. Without access to the key reloader says so with a Warning Event here (a
 		// create has no name to restrict it to).
 		r.Own = append(r.Own, named(rule("", "secrets", "get", "create", "patch"), hashkey.SecretName),
-			rule("events.k8s.io", "events", "create"))
+			rule("", "events", "create"))
 	}
 	if opts.ReloaderNamespace != "" {
 		// Server-side apply of one ConfigMap: a patch, and a create the first time, both

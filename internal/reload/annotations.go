@@ -66,7 +66,7 @@ const (
 	RecreateFinishedAnnotation = "reloader.dev/recreate-finished"
 )
 
-// Annotations that pace a workload's reloads (README: Rollout pacing).
+// Annotations that pace a workload's reloads (docs/operations.md: Rollout pacing).
 const (
 	// MinReloadIntervalAnnotation: a Go duration; a reload comes at least this long after the
 	// last one (--min-reload-interval sets the default).

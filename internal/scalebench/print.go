@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Print writes the figures as README quotes them.
+// Print writes the figures as docs/benchmarks.md quotes them.
 func (f *Figures) Print(w io.Writer) {
 	ms := func(d time.Duration) string { return d.Round(time.Millisecond).String() }
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
