@@ -10,6 +10,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -57,18 +58,18 @@ func checkWorkloadAccess(ctx context.Context, cfg *rest.Config, conf options.Con
 	d := &degradedMode{}
 	unwatched := map[string]bool{}
 	for _, kind := range read {
-		gvr, err := resourceOf(mapper, scheme, kind.NewObject())
+		gr, err := resourceOf(mapper, scheme, kind.NewObject())
 		if err != nil {
 			return nil, err
 		}
-		watch, err := allowed(ctx, cfg, gvr.Group, gvr.Resource, conf.Namespaces, "list", "watch")
-		if err != nil || watch {
-			if err != nil {
-				return nil, err
-			}
+		watch, err := allowed(ctx, cfg, gr.Group, gr.Resource, conf.Namespaces, "list", "watch")
+		if err != nil {
+			return nil, err
+		}
+		if watch {
 			continue
 		}
-		get, err := allowed(ctx, cfg, gvr.Group, gvr.Resource, conf.Namespaces, rbac.DegradedVerbs...)
+		get, err := allowed(ctx, cfg, gr.Group, gr.Resource, conf.Namespaces, rbac.DegradedVerbs...)
 		if err != nil {
 			return nil, err
 		}
@@ -77,17 +78,21 @@ func checkWorkloadAccess(ctx context.Context, cfg *rest.Config, conf options.Con
 			continue
 		}
 		unwatched[kind.Name()] = true
-		d.kinds = append(d.kinds, degradedKind{name: kind.Name(), rule: rbac.WatchRule(gvr.Group, gvr.Resource)})
+		d.kinds = append(d.kinds, degradedKind{name: kind.Name(), rule: rbac.WatchRule(gr.Group, gr.Resource)})
 		if conf.WebhookURL == "" && slices.ContainsFunc(reconciled, func(k workload.Kind) bool { return k.Name() == kind.Name() }) {
-			patch, err := allowed(ctx, cfg, gvr.Group, gvr.Resource, conf.Namespaces, "patch")
+			patch, err := allowed(ctx, cfg, gr.Group, gr.Resource, conf.Namespaces, "patch")
 			if err != nil {
 				return nil, err
 			}
 			if !patch {
 				d.notes = append(d.notes, fmt.Sprintf("%ss need %s", kind.Name(),
-					rbac.Format(rbacv1.PolicyRule{APIGroups: []string{gvr.Group}, Resources: []string{gvr.Resource}, Verbs: []string{"patch"}})))
+					rbac.Format(rbacv1.PolicyRule{APIGroups: []string{gr.Group}, Resources: []string{gr.Resource}, Verbs: []string{"patch"}})))
 			}
 		}
+	}
+	if len(unwatched) == 0 {
+		// The full mode: what it lacks is waited for (the RBAC may come just after reloader).
+		return d, nil
 	}
 	records := true
 	if replacesJobs(conf, reconciled) {
@@ -99,10 +104,8 @@ func checkWorkloadAccess(ctx context.Context, cfg *rest.Config, conf options.Con
 				rbac.Format(rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"controllerrevisions"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}}))
 		}
 	}
-	if len(unwatched) > 0 || !records {
-		d.unwatched = &controller.Unwatched{Kinds: unwatched, Records: !records, Namespaces: conf.Namespaces, Fields: conf.NamespaceFilter}
-	}
-	if conf.ReloaderNamespace != "" && len(d.kinds) > 0 {
+	d.unwatched = &controller.Unwatched{Kinds: unwatched, Records: !records, Namespaces: conf.Namespaces, Fields: conf.NamespaceFilter}
+	if conf.ReloaderNamespace != "" {
 		// The meta-info ConfigMap is written with a server-side apply: a patch.
 		if ok, err := allowed(ctx, cfg, "", "configmaps", []string{conf.ReloaderNamespace}, "patch"); err == nil && !ok {
 			d.notes = append(d.notes, "the meta-info ConfigMap can't be written (no patch on configmaps in "+conf.ReloaderNamespace+")")
@@ -187,19 +190,17 @@ func restMapper(cfg *rest.Config) (meta.RESTMapper, error) {
 }
 
 // resourceOf is the API resource of obj's kind.
-func resourceOf(mapper meta.RESTMapper, scheme *runtime.Scheme, obj client.Object) (schemaGVR, error) {
+func resourceOf(mapper meta.RESTMapper, scheme *runtime.Scheme, obj client.Object) (schema.GroupResource, error) {
 	gvk, err := apiutil.GVKForObject(obj, scheme)
 	if err != nil {
-		return schemaGVR{}, err
+		return schema.GroupResource{}, err
 	}
 	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
-		return schemaGVR{}, fmt.Errorf("resource of %s: %w", gvk.Kind, err)
+		return schema.GroupResource{}, fmt.Errorf("resource of %s: %w", gvk.Kind, err)
 	}
-	return schemaGVR{Group: m.Resource.Group, Resource: m.Resource.Resource}, nil
+	return m.Resource.GroupResource(), nil
 }
-
-type schemaGVR struct{ Group, Resource string }
 
 // keyWait is how long a refused read of the install key is retried before Secrets are hashed
 // without it (hashkey.Options.ForbiddenFor): 0, the default, normally; at once in degraded
