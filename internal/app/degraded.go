@@ -106,9 +106,13 @@ func checkWorkloadAccess(ctx context.Context, cfg *rest.Config, conf options.Con
 	}
 	d.unwatched = &controller.Unwatched{Kinds: unwatched, Records: !records, Namespaces: conf.Namespaces, Fields: conf.NamespaceFilter}
 	if conf.ReloaderNamespace != "" {
-		// The meta-info ConfigMap is written with a server-side apply: a patch.
-		if ok, err := allowed(ctx, cfg, "", "configmaps", []string{conf.ReloaderNamespace}, "patch"); err == nil && !ok {
-			d.notes = append(d.notes, "the meta-info ConfigMap can't be written (no patch on configmaps in "+conf.ReloaderNamespace+")")
+		// The meta-info ConfigMap is written with a server-side apply (a patch), else, as
+		// under upstream's metadata Role, with get and create or update.
+		ns := []string{conf.ReloaderNamespace}
+		patch, err1 := allowed(ctx, cfg, "", "configmaps", ns, "patch")
+		write, err2 := allowed(ctx, cfg, "", "configmaps", ns, "get", "create", "update")
+		if err1 == nil && err2 == nil && !patch && !write {
+			d.notes = append(d.notes, "the meta-info ConfigMap can't be written (neither patch nor get, create and update on configmaps in "+conf.ReloaderNamespace+")")
 		}
 	}
 	return d, nil

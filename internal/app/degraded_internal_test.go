@@ -23,7 +23,7 @@ func TestDegradedMessage(t *testing.T) {
 		"CronJobs need " + rbac.Format(rbacv1.PolicyRule{APIGroups: []string{"batch"}, Resources: []string{"cronjobs"}, Verbs: []string{"patch"}}),
 		"Jobs need " + rbac.Format(rbacv1.PolicyRule{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"patch"}}),
 		"Job reloads need " + rbac.Format(rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"controllerrevisions"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}}),
-		"the meta-info ConfigMap can't be written (no patch on configmaps in reloader)",
+		"the meta-info ConfigMap can't be written (neither patch nor get, create and update on configmaps in reloader)",
 	}}
 	msg := d.message()
 	for _, want := range []string{
