@@ -3,7 +3,7 @@
 SHELL := bash
 GO    ?= go
 
-.PHONY: all build kube-binaries test unit demo lint clean generate loadtest-quick loadtest image manifests test-deployments bench-10k soak bench-fairness
+.PHONY: all build kube-binaries test unit demo lint clean generate loadtest-quick loadtest image manifests test-deployments bench-10k soak bench-fairness dist sbom lint-workflows
 
 all: build
 
@@ -43,10 +43,32 @@ test: kube-binaries lint
 test-deployments: kube-binaries
 	cd deployments && RELOADER_KUBE_BIN_DIR="$$(bash ../hack/kube-binaries.sh)" $(GO) test -count=1 -timeout 20m ./...
 
-# OCI image for linux/amd64 and linux/arm64, built without a Docker daemon: an OCI layout and
-# one `docker load`-able tarball per architecture under dist/.
+# OCI image for linux/amd64, linux/arm64 and linux/arm/v7, built without a Docker daemon: an
+# OCI layout and one `docker load`-able tarball per architecture under dist/.
 image:
 	cd deployments && $(GO) run ./cmd/image --out ../dist --version $(VERSION) --commit $(COMMIT)
+
+# The release's other files under dist/, as .github/workflows/release.yaml publishes them:
+# reloader_<v>_<os>_<arch>.tar.gz and kubectl-reloader_<v>_<os>_<arch>.tar.gz (with
+# kubectl_complete-reloader) for linux and darwin, amd64 and arm64; the chart package
+# reloader-<v without "v">.tgz; for a vX.Y.Z VERSION the krew manifest reloader.yaml; and
+# checksums.txt over them. DIST_ARGS=--github-repo=owner/name sets the krew download URLs.
+dist:
+	cd deployments && $(GO) run ./cmd/dist --out ../dist --version $(VERSION) --commit $(COMMIT) $(DIST_ARGS)
+
+# CycloneDX SBOM of the shipped reloader binary (linux/amd64's, from its `make dist` archive):
+# the Go modules and standard library linked in, as the binary's build info records them. The
+# release attests it on the image and attaches it to the GitHub release.
+sbom:
+	@test -f dist/reloader_$(VERSION)_linux_amd64.tar.gz || { echo "sbom: run make dist VERSION=$(VERSION) first"; exit 1; }
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	tar -xzf dist/reloader_$(VERSION)_linux_amd64.tar.gz -C "$$tmp" reloader && \
+	"$$(bash hack/tool.sh cyclonedx-gomod)" bin -json -std -noserial -notimestamp -version $(VERSION) \
+		-output dist/reloader.cdx.json "$$tmp/reloader"
+
+# actionlint, at the version hack/tool.sh pins, over the GitHub workflows (a test runs it too).
+lint-workflows:
+	"$$(bash hack/tool.sh actionlint)" -color=false .github/workflows/*.yaml
 
 # Regenerates deployments/reloader.yaml and the Kustomize base from the Helm chart.
 manifests:

@@ -13,10 +13,15 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/explain"
 	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/version"
 )
 
-// pluginName is the binary's name when kubectl runs it as `kubectl reloader`.
-const pluginName = "kubectl-reloader"
+// pluginName is the binary's name when kubectl runs it as `kubectl reloader`, and
+// pluginDisplayName what the user types, so what help and usage lines show.
+const (
+	pluginName        = "kubectl-reloader"
+	pluginDisplayName = "kubectl reloader"
+)
 
 // isPlugin reports whether the binary was started as the kubectl plugin.
 func isPlugin(argv0 string) bool {
@@ -26,34 +31,46 @@ func isPlugin(argv0 string) bool {
 // newPluginCommand is the root of `kubectl reloader`: the read-only commands, no controller.
 func newPluginCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:           "kubectl reloader",
-		Short:         "Explain what reloader does about a workload or a source, and plan a change",
+		// cobra takes a command's name from the first word of Use; the annotation is the
+		// name usage lines print, so they read "kubectl reloader explain", not "kubectl explain".
+		Use:         pluginName,
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: pluginDisplayName},
+		Short:       "Explain what reloader does about a workload or a source, and plan a change",
+		Long: `Explain what reloader does about a workload or a source, and plan a change, read-only.
+
+Shell completion: put kubectl_complete-reloader, from the same release archive, on the PATH
+beside kubectl-reloader; kubectl 1.26 and later then completes "kubectl reloader ...".`,
+		Version:       version.Get().String(),
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
+	cmd.SetVersionTemplate("{{.Version}}\n")
+	// No `completion` command: a script cobra generates here would complete a command named
+	// kubectl-reloader, which nobody types. kubectl (1.26 and later) completes `kubectl
+	// reloader ...` through an executable kubectl_complete-reloader on the PATH, shipped in
+	// the release archive, which asks this command's hidden __complete.
 	cmd.CompletionOptions.DisableDefaultCmd = true
-	cmd.AddCommand(newExplainCommand(), newPlanCommand())
+	cmd.AddCommand(newExplainCommand(pluginDisplayName), newPlanCommand(pluginDisplayName))
 	return cmd
 }
 
 // defaultKeyNamespace is where the chart installs reloader, and so its hash key.
 const defaultKeyNamespace = "reloader"
 
-// newExplainCommand is `reloader explain <kind>/<name>`. It takes the controller's flags and
-// environment too, so that an install with renamed annotations or other flags is explained
-// as it runs.
-func newExplainCommand() *cobra.Command {
+// newExplainCommand is `<root> explain <kind>/<name>`, root being how the user calls the
+// binary (reloader, or kubectl reloader), which the examples show. It takes the controller's
+// flags and environment too, so that an install with renamed annotations or other flags is
+// explained as it runs.
+func newExplainCommand(root string) *cobra.Command {
 	opts := options.Default()
 	var namespace, kubeContext, output, keyNamespace string
 	cmd := &cobra.Command{
 		Use:   "explain <kind>/<name>",
 		Short: "Explain why a workload reloads or not, or which workloads a ConfigMap or Secret change reloads",
 		Long: `Explain reads the cluster (read-only) and decides as the controller does, with its code:
-
-  reloader explain deployment/web -n shop      which sources reload it and why, their hashes
-                                               against the record, what the next reconcile
-                                               does, and its last reloads
-  reloader explain configmap/app-config -n shop   the workloads a change would reload
+for a workload, which sources reload it and why, their hashes against the record, what the
+next reconcile does, and its last reloads; for a ConfigMap or Secret, the workloads a change
+would reload.
 
 Kinds: deployment, statefulset, daemonset, cronjob, job, rollout, deploymentconfig,
 configmap, secret (singular, plural or short). Pass the controller's own flags (annotation
@@ -62,6 +79,14 @@ names, --auto-reload-all, --namespace-selector, ...) when the install changed th
 Secret hashes are keyed with reloader's hash key, a Secret in reloader's namespace that only
 reloader should read. Without access to it, explain still answers: recorded Secret hashes,
 rules, change times and holds, with each Secret's change marked unknown.`,
+		Example: fmt.Sprintf(`  # Why does the Deployment web reload, or not?
+  %[1]s explain deployment/web -n shop
+
+  # Which workloads would a change of the ConfigMap app-config reload?
+  %[1]s explain configmap/app-config -n shop
+
+  # The same, as JSON, for an install with a renamed auto annotation
+  %[1]s explain cm/app-config -n shop -o json --auto-annotation=example.com/auto`, root),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			target, err := explain.ParseTarget(args[0])

@@ -65,11 +65,11 @@ func newRootCommand(run func(context.Context, options.Config) error) *cobra.Comm
 		},
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return options.ExplainFlagError(err) })
-	cmd.CompletionOptions.DisableDefaultCmd = true
+	// `reloader completion bash|zsh|fish|powershell` prints cobra's completion script.
 	cmd.SetVersionTemplate("{{.Version}}\n")
 	cmd.Flags().Bool("version", false, "print the version, commit and Go version, and exit")
 	opts.BindFlags(cmd.Flags())
-	cmd.AddCommand(newExplainCommand(), newPlanCommand())
+	cmd.AddCommand(newExplainCommand(cmd.Name()), newPlanCommand(cmd.Name()))
 	return cmd
 }
 

@@ -49,9 +49,10 @@ func exitStatus(err error) int {
 // Secret's base64 in YAML makes about 1.4 MiB.
 const maxManifest = 3 << 19 // 1.5 MiB
 
-// newPlanCommand is `reloader plan -f FILE`: what applying the file's ConfigMaps and Secrets
-// would roll. It takes the controller's flags, as explain does.
-func newPlanCommand() *cobra.Command {
+// newPlanCommand is `<root> plan -f FILE`, root being how the user calls the binary
+// (reloader, or kubectl reloader), which the examples show: what applying the file's
+// ConfigMaps and Secrets would roll. It takes the controller's flags, as explain does.
+func newPlanCommand(root string) *cobra.Command {
 	opts := options.Default()
 	var namespace, kubeContext, output, keyNamespace string
 	var files []string
@@ -59,13 +60,9 @@ func newPlanCommand() *cobra.Command {
 		Use:   "plan [configmap/<name> | secret/<name>] -f FILE",
 		Short: "Show which workloads applying ConfigMaps or Secrets would roll, how many pods, and when",
 		Long: `Plan reads the cluster (read-only) and decides with the controller's code what applying
-the ConfigMaps and Secrets of FILE would do:
-
-  reloader plan -f app-config.yaml              every document of the file against the live
-                                                object of its name (absent: a create)
-  reloader plan configmap/app-config -f new.yaml   the live configmap/app-config against the
-                                                content of the file's one document
-  helm template ... | reloader plan -f -        from standard input
+the ConfigMaps and Secrets of FILE would do: each document against the live object of its
+name (absent: a create), or, given configmap/<name> or secret/<name>, that live object against
+the file's one document.
 
 For each workload that uses or names them: whether it rolls and why (or why not: keys it does
 not use, excluded, ignored, paused, first seen, ...), its pods, and when, given the coalescing
@@ -75,6 +72,14 @@ install changed them.
 
 Exit status: 0 when nothing would roll, 2 when something would, 1 on error. Secret values are
 never printed: only key names and hashes.`,
+		Example: fmt.Sprintf(`  # What would applying app-config.yaml roll, and when?
+  %[1]s plan -f app-config.yaml
+
+  # The live ConfigMap app-config against the content of new.yaml
+  %[1]s plan configmap/app-config -n shop -f new.yaml
+
+  # From standard input, as JSON, with the install's rate limit
+  helm template ... | %[1]s plan -f - -o json --reload-rate=20`, root),
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(files) == 0 {

@@ -12,8 +12,31 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
-// Arches are the architectures `make image` builds.
-var Arches = []string{"amd64", "arm64"}
+// Arches are the architectures `make image` builds, the three upstream ships; arm is ARMv7
+// (see Variant).
+var Arches = []string{"amd64", "arm64", "arm"}
+
+// armVariant is the one ARM version 32-bit binaries are built for (GOARM), and the platform
+// variant the index lists them under: what upstream's linux/arm image runs on (Raspberry Pi 2
+// and later, in 32-bit mode).
+const armVariant = "v7"
+
+// Variant is the OCI platform variant of arch: "v7" for arm, none for the others, which have
+// one baseline each.
+func Variant(arch string) string {
+	if arch == "arm" {
+		return armVariant
+	}
+	return ""
+}
+
+// Platform names arch as an image platform: linux/amd64, linux/arm/v7.
+func Platform(arch string) string {
+	if v := Variant(arch); v != "" {
+		return "linux/" + arch + "/" + v
+	}
+	return "linux/" + arch
+}
 
 // Options say what to build.
 type Options struct {
@@ -40,7 +63,7 @@ func Build(ctx context.Context, opts Options) (*Result, error) {
 	}
 	r := &Result{Arches: opts.Arches, Images: map[string]v1.Image{}, Meta: opts.Metadata}
 	for _, arch := range opts.Arches {
-		bin, err := Binary(ctx, opts.RepoRoot, arch, opts.Version, opts.Commit)
+		bin, err := Binary(ctx, opts.RepoRoot, "linux", arch, opts.Version, opts.Commit)
 		if err != nil {
 			return nil, err
 		}
@@ -49,7 +72,7 @@ func Build(ctx context.Context, opts Options) (*Result, error) {
 			return nil, err
 		}
 		if r.Images[arch], err = Image(arch, rootfs, opts.Metadata); err != nil {
-			return nil, fmt.Errorf("assemble linux/%s image: %w", arch, err)
+			return nil, fmt.Errorf("assemble %s image: %w", Platform(arch), err)
 		}
 	}
 	r.Index = Index(r.Images, r.Arches, opts.Metadata)

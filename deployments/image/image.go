@@ -51,7 +51,7 @@ func (m Metadata) Labels() map[string]string {
 	}
 }
 
-// Image builds the linux/<arch> image around a root filesystem tar made by RootFS.
+// Image builds the linux/<arch> (and Variant) image around a root filesystem tar made by RootFS.
 func Image(arch string, rootfs []byte, meta Metadata) (v1.Image, error) {
 	layer, err := gzipLayer(rootfs)
 	if err != nil {
@@ -60,6 +60,7 @@ func Image(arch string, rootfs []byte, meta Metadata) (v1.Image, error) {
 	created := v1.Time{Time: meta.Created.UTC().Truncate(time.Second)}
 	cfg := &v1.ConfigFile{
 		Architecture: arch,
+		Variant:      Variant(arch),
 		OS:           "linux",
 		Created:      created,
 		Config: v1.Config{
@@ -90,7 +91,7 @@ func Index(images map[string]v1.Image, arches []string, meta Metadata) v1.ImageI
 	for _, arch := range arches {
 		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{
 			Add:        plainImage{images[arch]},
-			Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: arch}},
+			Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: arch, Variant: Variant(arch)}},
 		})
 	}
 	return mutate.Annotations(idx, meta.Labels()).(v1.ImageIndex)

@@ -3,6 +3,7 @@ package image
 import (
 	"bytes"
 	"crypto/sha256"
+	"debug/buildinfo"
 	"debug/elf"
 	"io"
 	"io/fs"
@@ -116,7 +117,7 @@ func TestIndexAndConfig(t *testing.T) {
 			t.Errorf("%s: listed as an artifact of type %s, not as an image", d.Platform, d.ArtifactType)
 		}
 	}
-	if want := []string{"linux/amd64", "linux/arm64"}; !slices.Equal(platforms, want) {
+	if want := []string{"linux/amd64", "linux/arm64", "linux/arm/v7"}; !slices.Equal(platforms, want) {
 		t.Errorf("index platforms %v, want %v", platforms, want)
 	}
 
@@ -127,8 +128,8 @@ func TestIndexAndConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := cf.Config
-		if cf.OS != "linux" || cf.Architecture != arch {
-			t.Errorf("%s: config platform %s/%s", arch, cf.OS, cf.Architecture)
+		if cf.OS != "linux" || cf.Architecture != arch || cf.Variant != Variant(arch) {
+			t.Errorf("%s: config platform %s/%s variant %q", arch, cf.OS, cf.Architecture, cf.Variant)
 		}
 		if !cf.Created.Time.Equal(testMeta.Created) {
 			t.Errorf("%s: created %v, want %v", arch, cf.Created.Time, testMeta.Created)
@@ -174,7 +175,7 @@ func TestIndexAndConfig(t *testing.T) {
 // shell or anything else to exec, and a binary with no interpreter and no shared libraries.
 func TestLayerHasNoShellAndAStaticBinary(t *testing.T) {
 	r := built(t)
-	machines := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+	machines := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64, "arm": elf.EM_ARM}
 	for _, arch := range Arches {
 		hdrs, files := readTar(t, uncompressedLayer(t, r.Images[arch]))
 		var names []string
@@ -197,6 +198,14 @@ func TestLayerHasNoShellAndAStaticBinary(t *testing.T) {
 		if f.Machine != machines[arch] {
 			t.Errorf("linux/%s: binary for %v", arch, f.Machine)
 		}
+		bi, err := buildinfo.Read(bytes.NewReader(files["reloader"]))
+		if err != nil {
+			t.Fatalf("linux/%s: no Go build info: %v", arch, err)
+		}
+		// The ARM version the 32-bit binary needs is in no ELF header; Go records it.
+		if arch == "arm" && setting(bi, "GOARM") != "7" {
+			t.Errorf("linux/arm: built with GOARM=%q, want 7 (the index says arm/v7)", setting(bi, "GOARM"))
+		}
 		for _, p := range f.Progs {
 			if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
 				t.Errorf("linux/%s: binary has a %v segment, so it is not static", arch, p.Type)
@@ -207,6 +216,16 @@ func TestLayerHasNoShellAndAStaticBinary(t *testing.T) {
 		}
 		t.Logf("linux/%s: static %v binary, %d bytes", arch, f.Machine, len(files["reloader"]))
 	}
+}
+
+// setting is the value of a build setting (GOARCH, GOARM, ...) the binary records.
+func setting(bi *buildinfo.BuildInfo, key string) string {
+	for _, s := range bi.Settings {
+		if s.Key == key {
+			return s.Value
+		}
+	}
+	return ""
 }
 
 func digest(t *testing.T, d interface{ Digest() (v1.Hash, error) }) v1.Hash {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -27,7 +28,7 @@ type Outputs struct {
 }
 
 // Write puts the build under out: an OCI layout at out/oci (replaced, so no stale blobs
-// remain) and out/reloader-<tag>-linux-<arch>.tar per architecture, tagged
+// remain) and out/reloader-<tag>-linux-<arch>[-<variant>].tar per architecture, tagged
 // <repository>:<tag>.
 func Write(out, repository string, r *Result) (*Outputs, error) {
 	tag := Tag(r.Meta.Version)
@@ -58,7 +59,7 @@ func Write(out, repository string, r *Result) (*Outputs, error) {
 	}
 
 	for _, arch := range r.Arches {
-		path := filepath.Join(out, fmt.Sprintf("reloader-%s-linux-%s.tar", tag, arch))
+		path := filepath.Join(out, fmt.Sprintf("reloader-%s-%s.tar", tag, strings.ReplaceAll(Platform(arch), "/", "-")))
 		if err := tarball.WriteToFile(path, ref, r.Images[arch]); err != nil {
 			return nil, fmt.Errorf("tarball %s: %w", path, err)
 		}

@@ -35,7 +35,11 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 		return nil, err
 	}
 	kinds, read := workloadKinds(conf, apis, logger)
-	key, err := installKey(ctx, cfg, conf, kinds, logger)
+	degraded, err := checkWorkloadAccess(ctx, cfg, conf, scheme, kinds, read)
+	if err != nil {
+		return nil, err
+	}
+	key, err := installKey(ctx, cfg, conf, kinds, degraded.keyWait(), logger)
 	if err != nil {
 		return nil, err
 	}
@@ -78,14 +82,21 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 	}
 	m := metrics.New(crmetrics.Registry, conf.MetricsCountByNamespace)
 	metrics.RegisterClientLatency()
-	if err := watch(ctx, mgr, conf, sources, read, configs != nil, m); err != nil {
+	reader, err := degraded.client(mgr, read)
+	if err != nil {
+		return nil, err
+	}
+	if err := watch(ctx, mgr, conf, sources, read, configs != nil, m, degraded); err != nil {
 		return nil, err
 	}
 	events, err := eventRecorder(ctx, mgr)
 	if err != nil {
 		return nil, err
 	}
-	if err := addReloaders(mgr, conf, sources, kinds, key, configs, configStatus, rollouts, m, shards, events, logger); err != nil {
+	if err := degraded.announce(mgr, conf, read, events, logger); err != nil {
+		return nil, err
+	}
+	if err := addReloaders(mgr, reader, conf, sources, kinds, key, configs, configStatus, rollouts, m, shards, events, degraded, logger); err != nil {
 		return nil, err
 	}
 	if err := addServices(mgr, conf, &ready, m, logger); err != nil {
@@ -112,14 +123,14 @@ func schemeAndAPIs(ctx context.Context, cfg *rest.Config, conf options.Config, l
 // installKey starts loading the install's key when something needs it: Secret hashes are
 // keyed with it, and Job replacement records are signed with it (see controller/records.go).
 // Nil when nothing does.
-func installKey(ctx context.Context, cfg *rest.Config, conf options.Config, kinds []workload.Kind, logger logr.Logger) (*hashkey.Loader, error) {
+func installKey(ctx context.Context, cfg *rest.Config, conf options.Config, kinds []workload.Kind, forbiddenFor time.Duration, logger logr.Logger) (*hashkey.Loader, error) {
 	if conf.IgnoredSources[source.Secret] && !replacesJobs(conf, kinds) {
 		return nil, nil
 	}
 	return hashkey.Setup(ctx, cfg, hashkey.Options{
 		Namespace: conf.ReloaderNamespace, Watched: conf.Namespaces,
 		Pod: conf.LeaderIdentity, Deployment: conf.ReloaderDeployment,
-		Registry: crmetrics.Registry,
+		Registry: crmetrics.Registry, ForbiddenFor: forbiddenFor,
 	}, logger.WithName("hash-key"))
 }
 

@@ -26,8 +26,10 @@ import (
 // ALERT_ON_RELOAD asks for them, follow each reload, and so does the following of the
 // rollout that each reload starts. With configStatus, the reconcilers' reloads and the
 // rollouts' outcomes also feed the status of the ReloaderConfigs. shards, when set, tells
-// the namespaces this replica's shards hold (--shards). events records the Events.
-func addReloaders(mgr manager.Manager, conf options.Config, sources []controller.SourceType, kinds []workload.Kind, key *hashkey.Loader, configs *reloaderconfig.Cache, configStatus bool, rollouts *controller.Rollouts, m *metrics.Metrics, shards *sharding, events recorder.EventRecorder, logger logr.Logger) error {
+// the namespaces this replica's shards hold (--shards). events records the Events. The
+// reconcilers read through reader: the manager's client, or, in degraded mode, one that
+// reads the unwatched kinds from the API server.
+func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config, sources []controller.SourceType, kinds []workload.Kind, key *hashkey.Loader, configs *reloaderconfig.Cache, configStatus bool, rollouts *controller.Rollouts, m *metrics.Metrics, shards *sharding, events recorder.EventRecorder, degraded *degradedMode, logger logr.Logger) error {
 	shard := shards.ready()
 	alerts, err := newAlerter(conf, m, logger)
 	if err != nil {
@@ -51,8 +53,11 @@ func addReloaders(mgr manager.Manager, conf options.Config, sources []controller
 	}
 	var reconcilers []*controller.WorkloadReconciler
 	for _, kind := range kinds {
-		r := NewReconciler(conf, mgr.GetClient(), kind, sources, configs, window)
+		r := NewReconciler(conf, reader, kind, sources, configs, window)
 		r.Recorder, r.Metrics, r.Alerts, r.Rollouts, r.APIReader = recorder, m, alerts, rollouts, mgr.GetAPIReader()
+		if r.Unwatched = degraded.unwatched; r.Unwatched.Has(kind.Name()) {
+			r.Rollouts = nil // followed through the status an informer brings
+		}
 		r.Shard, r.Pacer, r.Baselines = shard, pacer, baselines
 		if key != nil {
 			// A nil *Loader in the interface would not read as "no key".
@@ -66,12 +71,12 @@ func addReloaders(mgr manager.Manager, conf options.Config, sources []controller
 			return err
 		}
 		hook := &notify.Webhook{URL: conf.WebhookURL, Poster: poster}
-		n := &controller.Notifier{Client: mgr.GetClient(), Sources: sources, Workloads: reconcilers,
+		n := &controller.Notifier{Client: reader, Sources: sources, Workloads: reconcilers,
 			Events: reconcilers[0].Behaviour.Events, Send: hook.Send, Metrics: m, Now: time.Now}
 		return n.SetupWithManager(mgr)
 	}
 	if configStatus {
-		status := &controller.ConfigStatusReconciler{Client: mgr.GetClient(), Kinds: kinds, Sources: sources,
+		status := &controller.ConfigStatusReconciler{Client: reader, Kinds: degraded.watched(kinds), Sources: sources,
 			Configs: configs, Keys: conf.Keys, Reloads: controller.NewReloadLog(0),
 			Recorder: recorder, Shard: shard, Now: time.Now}
 		for _, r := range reconcilers {
@@ -87,7 +92,7 @@ func addReloaders(mgr manager.Manager, conf options.Config, sources []controller
 			return err
 		}
 	}
-	return rollouts.SetupWithManager(mgr, kinds)
+	return rollouts.SetupWithManager(mgr, degraded.watched(kinds))
 }
 
 // NewReconciler returns the reconciler of one kind as conf configures its decisions, reading

@@ -19,7 +19,8 @@ import (
 // watch registers every informer and index now, before the manager starts, so that cache
 // sync, and so readiness, covers them all; controllers would otherwise add theirs only once
 // they start. Upstream's events_received_total counts sources and namespaces as they arrive.
-func watch(ctx context.Context, mgr manager.Manager, conf options.Config, sources []controller.SourceType, read []workload.Kind, configs bool, m *metrics.Metrics) error {
+// Kinds read without watch (degraded) get no informer: their index is applied to live lists.
+func watch(ctx context.Context, mgr manager.Manager, conf options.Config, sources []controller.SourceType, read []workload.Kind, configs bool, m *metrics.Metrics, degraded *degradedMode) error {
 	// Every lookup by index is within a namespace: nsindex keeps one key per value, not two.
 	indexer := nsindex.Indexer{Cache: mgr.GetCache()}
 	for _, st := range sources {
@@ -51,6 +52,12 @@ func watch(ctx context.Context, mgr manager.Manager, conf options.Config, source
 		}
 	}
 	for _, kind := range read {
+		if degraded.unwatched.Has(kind.Name()) {
+			if err := controller.IndexWorkloads(ctx, degraded.split.Live, kind, conf.Keys); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := controller.IndexWorkloads(ctx, indexer, kind, conf.Keys); err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,6 +23,8 @@ import (
 type Client struct {
 	client.Client
 	indexes map[schema.GroupVersionKind]map[string]client.IndexerFunc
+	// lists, when set (ReuseLists), answers lookups by index from a recent list.
+	lists *recentLists
 }
 
 // New wraps c; register the indexes with IndexField before listing by them.
@@ -74,14 +77,11 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 	if len(remote) > 0 {
 		server.FieldSelector = fields.AndSelectors(selectors(remote)...)
 	}
-	if err := c.Client.List(ctx, list, &server); err != nil {
-		return err
-	}
-	items, err := apimeta.ExtractList(list)
+	items, err := c.listServer(ctx, gvk, list, &server)
 	if err != nil {
 		return err
 	}
-	kept := items[:0]
+	kept := make([]runtime.Object, 0, len(items))
 	for _, item := range items {
 		if obj, ok := item.(client.Object); ok && matches(obj, indexes, local) {
 			kept = append(kept, item)

@@ -179,6 +179,11 @@ func (r *WorkloadReconciler) watchBaselines(mgr ctrl.Manager) error {
 			return err
 		}
 	}
+	if r.live() {
+		// No informer to hear deletes: a deleted workload's baselines go when the process
+		// does (they are kept only for workloads without record whose sources changed).
+		return nil
+	}
 	informer, err := mgr.GetCache().GetInformer(ctx, r.Kind.NewObject())
 	if err != nil {
 		return fmt.Errorf("watch %ss for baselines: %w", r.Kind.Name(), err)
@@ -274,6 +279,12 @@ func (r *WorkloadReconciler) changedFrom(ctx context.Context, st SourceType, o, 
 	id := source.ID{Kind: st.Kind, Name: o.GetName()}
 	r.affected(ctx, o.GetNamespace(), id, o.GetAnnotations(), o.GetLabels(), func(w client.Object) {
 		if _, recorded := w.GetAnnotations()[reload.RecordAnnotation]; recorded {
+			return
+		}
+		if old == nil && r.live() && !w.GetCreationTimestamp().Time.Before(o.GetCreationTimestamp().Time) {
+			// A live list, taken after the event, also shows workloads created since: one
+			// created with the source or after it did not see it absent (the times are in
+			// whole seconds; within one, the creation counts as part of its first sighting).
 			return
 		}
 		r.Baselines.before(w.GetUID(), id, old)

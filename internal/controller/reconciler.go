@@ -89,6 +89,9 @@ type WorkloadReconciler struct {
 	// Baselines, shared by the reconcilers of one manager (NewBaselines), note the changes
 	// that workloads without record missed; nil gives this reconciler its own.
 	Baselines *Baselines
+	// Unwatched, when set, names the kinds read without watch (degraded mode, unwatched.go);
+	// nil watches every kind.
+	Unwatched *Unwatched
 	Now       func() time.Time
 
 	jobs      pendingJobs
@@ -310,6 +313,9 @@ func (r *WorkloadReconciler) execute(ctx context.Context, obj client.Object, w s
 	if err := r.write(ctx, obj, updated, w, d.reloaded, plan.Record); err != nil {
 		d.failed = err
 		r.report(ctx, obj, d)
+		if what, ok := rbacRefusal(err); ok {
+			return reconcile.Result{}, "", r.refused(ctx, obj, d, what)
+		}
 		return reconcile.Result{}, "", fmt.Errorf("write %s: %w", k, err)
 	}
 	d.wrote = true

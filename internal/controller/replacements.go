@@ -181,7 +181,7 @@ func (r *WorkloadReconciler) recordOf(o client.Object) (_ types.NamespacedName, 
 // seen is remembered and its object reconciled, so that a replacement left half done by a
 // process that died is finished by the next.
 func (r *WorkloadReconciler) watchReplacements(b *builder.Builder) *builder.Builder {
-	if _, ok := r.Kind.(workload.Recreated); !ok {
+	if _, ok := r.Kind.(workload.Recreated); !ok || r.Unwatched != nil && r.Unwatched.Records {
 		return b
 	}
 	seen := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {

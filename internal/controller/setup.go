@@ -35,14 +35,19 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(strings.ToLower(r.Kind.Name())).
-		For(r.Kind.NewObject(), builder.WithPredicates(workloadChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1),
 			NewQueue: r.newQueue, ReconciliationTimeout: r.ReconcileTimeout})
+	if r.live() {
+		// No watch: one list at start; later, only source changes bring a workload in.
+		b = b.WatchesRawSource(r.firstList())
+	} else {
+		b = b.For(r.Kind.NewObject(), builder.WithPredicates(workloadChanged()))
+	}
 	for _, st := range r.Sources {
 		b = b.Watches(st.NewObject(), handler.EnqueueRequestsFromMapFunc(r.mapSource(st)),
 			builder.WithPredicates(sourceChanged(r.Policy.Keys, r.Configs != nil), laterSources()))
 	}
-	if _, ok := r.Kind.(workload.Referencing); ok {
+	if _, ok := r.Kind.(workload.Referencing); ok && !r.Unwatched.Has("Deployment") {
 		b = b.Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.mapReferenced),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	}

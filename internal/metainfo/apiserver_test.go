@@ -13,6 +13,8 @@ import (
 	"github.com/go-logr/logr/testr"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,10 +25,14 @@ import (
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
-var admin client.Client
+var (
+	cluster *localcluster.Cluster
+	admin   client.Client
+)
 
 func TestMain(m *testing.M) {
-	cluster, err := localcluster.Start(context.Background(), localcluster.Options{})
+	var err error
+	cluster, err = localcluster.Start(context.Background(), localcluster.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start control plane:", err)
 		os.Exit(1)
@@ -148,5 +154,56 @@ func TestConfigMapInUpstreamsLayout(t *testing.T) {
 	strict(t, "instanceInfo", cm.Data["instanceInfo"], &inst)
 	if inst.Pod != "reloader-0" || inst.StartedAt == "" {
 		t.Errorf("instanceInfo %+v", inst)
+	}
+}
+
+// Under upstream's metadata Role (get, list, watch, create and update on ConfigMaps in its
+// namespace; no patch, so no server-side apply) the ConfigMap is still written: created when
+// absent, updated in place when upstream left one, its other keys kept.
+func TestWrittenUnderUpstreamsMetadataRole(t *testing.T) {
+	ctx := context.Background()
+	ns := "meta-" + rand.String(5)
+	testutil.Must(t, admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	t.Cleanup(func() { _ = admin.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}) })
+	name := "upstream-meta-" + rand.String(5)
+	cfg, _, err := cluster.AddUser(name)
+	testutil.Must(t, err)
+	for _, o := range []client.Object{
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
+				Verbs: []string{"list", "get", "watch", "create", "update"}}}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}}},
+	} {
+		testutil.Must(t, admin.Create(ctx, o))
+	}
+	user, err := client.New(cfg, client.Options{})
+	testutil.Must(t, err)
+	p := &metainfo.Publisher{Client: user, Namespace: ns, FieldOwner: "reloader", Log: testr.New(t),
+		Deployment: metainfo.Deployment{Name: "reloader-reloader", Namespace: ns, Pod: "reloader-0"},
+		Options:    metainfo.OptionsOf(options.Default())}
+	key := client.ObjectKey{Namespace: ns, Name: metainfo.Name}
+
+	// The role really refuses the apply: without the fallback nothing would be written.
+	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}}
+	if err := user.Patch(ctx, probe, client.Merge); !apierrors.IsForbidden(err) {
+		t.Fatalf("the role grants patch (%v): the test would not show the fallback", err)
+	}
+
+	testutil.Must(t, p.Start(ctx))
+	created := &corev1.ConfigMap{}
+	testutil.Must(t, admin.Get(ctx, key, created))
+	if created.Labels[metainfo.LabelKey] != metainfo.LabelValue || !strings.Contains(created.Data["deploymentInfo"], "reloader-reloader") {
+		t.Fatalf("created ConfigMap %v %v", created.Labels, created.Data)
+	}
+
+	created.Data = map[string]string{"buildInfo": `{"releaseVersion":"v1.4.21"}`, "upstreamOnly": "kept"}
+	testutil.Must(t, admin.Update(ctx, created))
+	testutil.Must(t, p.Start(ctx))
+	updated := &corev1.ConfigMap{}
+	testutil.Must(t, admin.Get(ctx, key, updated))
+	if updated.Data["upstreamOnly"] != "kept" || strings.Contains(updated.Data["buildInfo"], "v1.4.21") || updated.Data["instanceInfo"] == "" {
+		t.Errorf("updated ConfigMap %v", updated.Data)
 	}
 }

@@ -7,11 +7,15 @@ package metainfo
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/version"
@@ -101,12 +105,45 @@ func (p *Publisher) Start(ctx context.Context) error {
 		return nil
 	}
 	cm := corev1ac.ConfigMap(Name, p.Namespace).WithLabels(map[string]string{LabelKey: LabelValue}).WithData(data)
-	if err := p.Client.Apply(ctx, cm, client.FieldOwner(p.FieldOwner), client.ForceOwnership); err != nil {
+	err = p.Client.Apply(ctx, cm, client.FieldOwner(p.FieldOwner), client.ForceOwnership)
+	if apierrors.IsForbidden(err) {
+		// Upstream's chart grants get, create and update on ConfigMaps in its namespace, not
+		// patch: an image swapped in under it writes the ConfigMap as upstream does.
+		err = p.createOrUpdate(ctx, data)
+	}
+	if err != nil {
 		p.Log.Error(err, "meta-info ConfigMap not written", "namespace", p.Namespace)
 		return nil
 	}
 	p.Log.Info("meta-info ConfigMap written", "namespace", p.Namespace, "name", Name)
 	return nil
+}
+
+// createOrUpdate writes the ConfigMap with create, or get and update: our keys and label
+// over what is there, other keys kept, as the apply would.
+func (p *Publisher) createOrUpdate(ctx context.Context, data map[string]string) error {
+	key := client.ObjectKey{Namespace: p.Namespace, Name: Name}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm := &corev1.ConfigMap{}
+		err := p.Client.Get(ctx, key, cm)
+		if apierrors.IsNotFound(err) {
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: Name,
+				Labels: map[string]string{LabelKey: LabelValue}}, Data: data}
+			return p.Client.Create(ctx, cm, client.FieldOwner(p.FieldOwner))
+		}
+		if err != nil {
+			return err
+		}
+		if cm.Labels == nil {
+			cm.Labels = map[string]string{}
+		}
+		cm.Labels[LabelKey] = LabelValue
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		maps.Copy(cm.Data, data)
+		return p.Client.Update(ctx, cm, client.FieldOwner(p.FieldOwner))
+	})
 }
 
 // Data is the ConfigMap's content: one JSON document per key.

@@ -1,4 +1,4 @@
-// Command image builds reloader's OCI image for linux/amd64 and linux/arm64 without a
+// Command image builds reloader's OCI image for linux/amd64, linux/arm64 and linux/arm/v7 without a
 // container engine: an OCI layout and one `docker load`-able tarball per architecture.
 //
 //	go run ./cmd/image --out ../dist --version v1.2.3 --commit <sha>
@@ -88,8 +88,8 @@ func report(w io.Writer, r *image.Result, o *image.Outputs) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "  linux/%-5s %s  layer %.1f MB gzip  %s (%.1f MB)\n",
-			arch, d, float64(size)/1e6, o.Tarballs[arch], float64(fi.Size())/1e6)
+		fmt.Fprintf(w, "  %-12s %s  layer %.1f MB gzip  %s (%.1f MB)\n",
+			image.Platform(arch), d, float64(size)/1e6, o.Tarballs[arch], float64(fi.Size())/1e6)
 	}
 	return nil
 }

@@ -24,7 +24,7 @@ func TestRun(t *testing.T) {
 	for _, want := range []string{
 		"ghcr.io/reloader-operator/reloader:v9.8.7-meta (created 2026-01-02T03:04:05Z)",
 		"index  sha256:",
-		"linux/amd64 sha256:",
+		"linux/amd64  sha256:",
 	} {
 		if !strings.Contains(report, want) {
 			t.Errorf("report lacks %q", want)

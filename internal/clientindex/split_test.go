@@ -1,0 +1,107 @@
+package clientindex_test
+
+import (
+	"context"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/reloader-operator/reloader/internal/clientindex"
+	"github.com/reloader-operator/reloader/internal/localcluster"
+)
+
+// TestSplitReadsLiveKindsThroughTheIndexAndReusesFreshLists: reads of the kinds named go to
+// the live client with its indexes, others to the other client; lookups by index within the
+// reuse period share one list from the API server, and a later one lists again and sees what
+// was created meanwhile.
+func TestSplitReadsLiveKindsThroughTheIndexAndReusesFreshLists(t *testing.T) {
+	ctx := context.Background()
+	cluster, err := localcluster.Start(ctx, localcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.Stop() })
+	direct, err := client.New(cluster.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var liveLists, otherLists atomic.Int32
+	live, err := client.NewWithWatch(cluster.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	liveCounted := interceptor.NewClient(live, interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, o ...client.ListOption) error {
+		liveLists.Add(1)
+		return c.List(ctx, l, o...)
+	}})
+	otherCounted := interceptor.NewClient(live, interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, o ...client.ListOption) error {
+		otherLists.Add(1)
+		return c.List(ctx, l, o...)
+	}})
+	split, err := clientindex.NewSplit(otherCounted, liveCounted, &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byTeam := func(o client.Object) []string { return []string{o.GetLabels()["team"]} }
+	if err := split.Live.IndexField(ctx, &corev1.ConfigMap{}, "by-team", byTeam); err != nil {
+		t.Fatal(err)
+	}
+	const reuse = 300 * time.Millisecond
+	split.Live.ReuseLists(reuse)
+	create := func(name, team string) {
+		t.Helper()
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Labels: map[string]string{"team": team}}}
+		if err := direct.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	team := func(name string) []string {
+		t.Helper()
+		var list corev1.ConfigMapList
+		if err := split.List(ctx, &list, client.InNamespace("default"), client.MatchingFields{"by-team": name}); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, cm := range list.Items {
+			out = append(out, cm.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	create("a-1", "a")
+	create("b-1", "b")
+	if got := team("a"); !slices.Equal(got, []string{"a-1"}) {
+		t.Errorf("team a: %v", got)
+	}
+	if got := team("b"); !slices.Equal(got, []string{"b-1"}) {
+		t.Errorf("team b: %v", got)
+	}
+	if n := liveLists.Load(); n != 1 {
+		t.Errorf("%d lists from the API server for two lookups within the reuse period; want 1", n)
+	}
+	create("a-2", "a")
+	time.Sleep(reuse)
+	if got := team("a"); !slices.Equal(got, []string{"a-1", "a-2"}) {
+		t.Errorf("team a after the reuse period: %v", got)
+	}
+	if n := liveLists.Load(); n != 2 {
+		t.Errorf("%d lists from the API server; want 2", n)
+	}
+	var cm corev1.ConfigMap
+	if err := split.Get(ctx, client.ObjectKey{Namespace: "default", Name: "a-2"}, &cm); err != nil {
+		t.Errorf("live Get: %v", err)
+	}
+	var secrets corev1.SecretList
+	if err := split.List(ctx, &secrets, client.InNamespace("default")); err != nil {
+		t.Fatal(err)
+	}
+	if otherLists.Load() != 1 || liveLists.Load() != 2 {
+		t.Errorf("a Secret list went to the live client (other %d, live %d)", otherLists.Load(), liveLists.Load())
+	}
+}
