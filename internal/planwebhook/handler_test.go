@@ -129,7 +129,9 @@ func TestWarningsAndRefusalOnARealAPIServer(t *testing.T) {
 	// The API server may take a moment to call a webhook just registered: label-only writes,
 	// which roll nothing, until it does.
 	testutil.Eventually(t, "the webhook called", func() error {
-		testutil.Must(t, update(func(l *corev1.ConfigMap) { l.Labels = map[string]string{MaxRollsLabel: "1", "try": fmt.Sprint(calls.Load())} }))
+		testutil.Must(t, update(func(l *corev1.ConfigMap) {
+			l.Labels = map[string]string{MaxRollsLabel: "1", "try": fmt.Sprint(calls.Load())}
+		}))
 		if calls.Load() == 0 {
 			return fmt.Errorf("not called yet")
 		}
