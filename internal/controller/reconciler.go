@@ -92,7 +92,10 @@ type WorkloadReconciler struct {
 	// Unwatched, when set, names the kinds read without watch (degraded mode, unwatched.go);
 	// nil watches every kind.
 	Unwatched *Unwatched
-	Now       func() time.Time
+	// EnableEvict runs the evict restart strategy (--enable-evict-strategy, evict.go); without
+	// it a workload that asks for it is told, and its reloads wait.
+	EnableEvict bool
+	Now         func() time.Time
 
 	jobs      pendingJobs
 	waits     waiting
@@ -188,7 +191,14 @@ func (r *WorkloadReconciler) reconcileCopy(ctx context.Context, obj client.Objec
 	}
 	r.invalid(ctx, obj, w.invalid...)
 	plan := reload.MakePlan(r.input(ctx, obj, w, k))
-	return r.execute(ctx, obj, w, plan, k, started)
+	if w.restart = r.restartMode(ctx, obj, plan.Reloads()); w.restart == restartEvictOff && plan.Reloads() {
+		return r.evictOff(ctx, obj)
+	}
+	res, outcome, err := r.execute(ctx, obj, w, plan, k, started)
+	if err != nil {
+		return res, outcome, err
+	}
+	return r.evictStep(ctx, obj, w, res, outcome)
 }
 
 // seen is a workload and the sources that concern it, as one reconcile reads them.
@@ -199,6 +209,8 @@ type seen struct {
 	invalid []error
 	// settings are the flags' behaviour, with the overrides of the ReloaderConfigs applied.
 	settings settings
+	// restart is how the workload's pods restart (evict.go).
+	restart restartMode
 }
 
 // observe reads the pod template of obj and the sources that concern it.
@@ -289,6 +301,7 @@ func (r *WorkloadReconciler) execute(ctx context.Context, obj client.Object, w s
 	if plan.WriteRecord {
 		setAnnotation(updated, reload.RecordAnnotation, plan.Record.Encode())
 	}
+	r.markEviction(updated, w, d.reloaded, plan.Record)
 	d.pause = r.pause(ctx, updated, len(d.reloaded) > 0, started, w.settings.pausePeriod)
 	requeue, outcome := d.pause.Requeue, ""
 	switch {

@@ -54,6 +54,9 @@ func (r *WorkloadReconciler) template(ctx context.Context, obj client.Object) (p
 // reports whether the pods will roll: a change that leaves the template as it was reloads
 // nothing, and is not reported as a reload.
 func (r *WorkloadReconciler) apply(ctx context.Context, updated client.Object, w seen, changes []reload.Change) bool {
+	if w.restart == restartEvict {
+		return true // the template stays; markEviction starts the restart
+	}
 	if rs, ok := r.Kind.(workload.Restartable); ok && r.restarts(ctx, updated) {
 		rs.Restart(updated, r.Now())
 		return true

@@ -1,0 +1,258 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/reloader-operator/reloader/internal/metrics"
+	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/workload"
+)
+
+// The evict restart strategy (reloader.dev/restart-strategy: evict) restarts a workload's pods
+// through the Eviction API, for workloads whose pod template an operator resets. The reload
+// itself is written as for any strategy, record included, in one patch that leaves the
+// template alone and adds reload.EvictingAnnotation: the pods created before its time are to
+// go. Each later reconcile makes one step (reload.PlanEviction): evict the oldest such pod
+// once every pod is Ready again, wait, or remove the annotation when none is left. The state
+// is on the workload and in its pods, so a reloader that restarts carries on, and a pod
+// created after the restart began is never evicted by it.
+
+// Event reasons of the evict strategy.
+const (
+	ReasonEvicting              = "EvictingPods"
+	ReasonEvictionBlocked       = "EvictionBlocked"
+	ReasonRestarted             = "Restarted"
+	ReasonEvictStrategyDisabled = "EvictStrategyDisabled"
+)
+
+// evictRetry is the wait after an eviction a PodDisruptionBudget refused, unless the API
+// server suggests another.
+const evictRetry = 5 * time.Second
+
+type restartMode int
+
+const (
+	restartRollout restartMode = iota
+	restartEvict
+	// restartEvictOff: evict is asked for, but --enable-evict-strategy is not set.
+	restartEvictOff
+)
+
+// restartMode reads the workload's restart strategy. Bad input is reported (only when a reload
+// is due, the moment it matters) and the template is changed as usual.
+func (r *WorkloadReconciler) restartMode(ctx context.Context, obj client.Object, reloads bool) restartMode {
+	evict, err := reload.ParseRestartStrategy(obj.GetAnnotations()[reload.RestartStrategyAnnotation])
+	if _, evictable := r.Kind.(workload.Evictable); evict && !evictable {
+		evict, err = false, fmt.Errorf("annotation %s: a %s can't be restarted by eviction; changing the pod template", reload.RestartStrategyAnnotation, r.Kind.Name())
+	}
+	switch {
+	case err != nil:
+		if reloads {
+			r.invalid(ctx, obj, err)
+		}
+		return restartRollout
+	case !evict:
+		return restartRollout
+	case !r.EnableEvict:
+		return restartEvictOff
+	}
+	return restartEvict
+}
+
+// evictOff reports a reload held back because the evict strategy is not enabled. Nothing is
+// written, record included: once it is enabled, the change is still due.
+func (r *WorkloadReconciler) evictOff(ctx context.Context, obj client.Object) (reconcile.Result, string, error) {
+	log.FromContext(ctx).Info("reload due, but the evict restart strategy is not enabled")
+	r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonEvictStrategyDisabled, "Reload",
+		"%s %s asks for %s: evict, which this reloader does not run: start it with --enable-evict-strategy (chart value reloader.enableEvictStrategy), or remove the annotation; the reload waits",
+		r.Kind.Name(), obj.GetName(), reload.RestartStrategyAnnotation)
+	return reconcile.Result{}, metrics.OutcomeHeld, nil
+}
+
+// markEviction starts an evict restart on the copy to write, when the reload is one.
+func (r *WorkloadReconciler) markEviction(updated client.Object, w seen, reloaded []reload.Change, next reload.Record) {
+	if w.restart == restartEvict && len(reloaded) > 0 {
+		setAnnotation(updated, reload.EvictingAnnotation, reload.StartEvicting(r.Now(), next).Encode())
+	}
+}
+
+// evictStep makes one step of the workload's evict restart, if one is under way, after the
+// reconcile's own execution res, outcome.
+func (r *WorkloadReconciler) evictStep(ctx context.Context, obj client.Object, w seen, res reconcile.Result, outcome string) (reconcile.Result, string, error) {
+	if outcome == metrics.OutcomeReloaded && w.restart == restartEvict {
+		// Just started; the next reconcile reads the copy written.
+		return sooner(res, time.Second), outcome, nil
+	}
+	v, ok := obj.GetAnnotations()[reload.EvictingAnnotation]
+	if !ok {
+		return res, outcome, nil
+	}
+	logger := log.FromContext(ctx)
+	if w.restart != restartEvict {
+		logger.Info("restart strategy is no longer evict; ending the evict restart")
+		return res, outcome, r.endEviction(ctx, obj)
+	}
+	e, err := reload.ParseEvicting(v, r.Now())
+	if err != nil {
+		r.invalid(ctx, obj, err)
+		return res, outcome, r.endEviction(ctx, obj)
+	}
+	if e.Record != reload.RecordDigest(obj.GetAnnotations()[reload.RecordAnnotation]) {
+		// Not the restart of the record on the workload: stale, or not written by reloader.
+		logger.Info("evict restart does not belong to the current record; ending it")
+		return res, outcome, r.endEviction(ctx, obj)
+	}
+	ev := r.Kind.(workload.Evictable)
+	pods, err := r.podsOf(ctx, obj, ev)
+	if err != nil {
+		return res, outcome, err
+	}
+	state := make([]reload.EvictPod, 0, len(pods))
+	for _, p := range pods {
+		state = append(state, reload.EvictPod{Name: p.Name, Created: p.CreationTimestamp.Time, Ready: podReady(p), Terminating: p.DeletionTimestamp != nil})
+	}
+	step := reload.PlanEviction(e, state, ev.Desired(obj), r.Now())
+	switch {
+	case step.Done:
+		if err := r.endEviction(ctx, obj); err != nil {
+			return res, outcome, err
+		}
+		r.Metrics.Actions.WithLabelValues(r.Kind.Name(), "evict-done").Inc()
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonRestarted, "Evict",
+			"Restarted %s %s by eviction: no pod created before %s is left", r.Kind.Name(), obj.GetName(), e.Since.Format(time.RFC3339))
+		return res, outcome, nil
+	case step.Evict == "":
+		logger.V(1).Info("evict restart waiting", "why", step.Why, "left", step.Left)
+		return sooner(res, step.Wait), outcome, nil
+	}
+	return r.evict(ctx, obj, pods, step, res, outcome)
+}
+
+// evict evicts the pod step names, exactly that one (its UID is a precondition: a
+// StatefulSet's replacement has the same name).
+func (r *WorkloadReconciler) evict(ctx context.Context, obj client.Object, pods []corev1.Pod, step reload.EvictStep, res reconcile.Result, outcome string) (reconcile.Result, string, error) {
+	var pod corev1.Pod
+	for _, p := range pods {
+		if p.Name == step.Evict {
+			pod = p
+		}
+	}
+	eviction := &policyv1.Eviction{
+		ObjectMeta:    metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name},
+		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}},
+	}
+	err := r.Client.SubResource("eviction").Create(ctx, &pod, eviction)
+	switch {
+	case apierrors.IsTooManyRequests(err):
+		wait := evictRetry
+		if s, ok := apierrors.SuggestsClientDelay(err); ok && s > 0 && time.Duration(s)*time.Second < time.Minute {
+			wait = time.Duration(s) * time.Second
+		}
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonEvictionBlocked, "Evict",
+			"Eviction of pod %s refused for now (%v); retrying in %s", pod.Name, err, wait)
+		return sooner(res, wait), outcome, nil
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		// Gone or replaced meanwhile: look again.
+		return sooner(res, time.Second), outcome, nil
+	case err != nil:
+		if what, ok := rbacRefusal(err); ok {
+			return res, outcome, fmt.Errorf("evict pod %s: reloader may not %s (--enable-evict-strategy grants it): %w", pod.Name, what, err)
+		}
+		return res, outcome, fmt.Errorf("evict pod %s: %w", pod.Name, err)
+	}
+	r.Metrics.Actions.WithLabelValues(r.Kind.Name(), "evict-pod").Inc()
+	log.FromContext(ctx).Info("evicted pod", "pod", pod.Name, "left", step.Left-1)
+	r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonEvicting, "Evict",
+		"Evicted pod %s to restart it with the new configuration (strategy evict); %d more to go", pod.Name, step.Left-1)
+	return sooner(res, time.Second), metrics.OutcomeReloaded, nil
+}
+
+// endEviction removes the evict restart's state from the workload, in one patch on the copy
+// read: a restart written meanwhile is not removed.
+func (r *WorkloadReconciler) endEviction(ctx context.Context, obj client.Object) error {
+	updated := obj.DeepCopyObject().(client.Object)
+	ann := updated.GetAnnotations()
+	delete(ann, reload.EvictingAnnotation)
+	updated.SetAnnotations(ann)
+	patch := client.MergeFromWithOptions(obj, client.MergeFromWithOptimisticLock{})
+	if err := r.Client.Patch(ctx, updated, patch, client.FieldOwner(FieldOwner)); err != nil {
+		return fmt.Errorf("end evict restart: %w", err)
+	}
+	return nil
+}
+
+// podsOf reads the workload's pods from the API server (pods are not cached: only a workload
+// restarting reads them): those its selector finds that it controls, directly or through a
+// ReplicaSet it controls.
+func (r *WorkloadReconciler) podsOf(ctx context.Context, obj client.Object, ev workload.Evictable) ([]corev1.Pod, error) {
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	sel, err := metav1.LabelSelectorAsSelector(ev.Selector(obj))
+	if err != nil {
+		return nil, fmt.Errorf("selector: %w", err)
+	}
+	in := []client.ListOption{client.InNamespace(obj.GetNamespace()), client.MatchingLabelsSelector{Selector: sel}}
+	pods := &corev1.PodList{}
+	if err := reader.List(ctx, pods, in...); err != nil {
+		return nil, fmt.Errorf("list pods: %w", err)
+	}
+	owners := map[types.UID]bool{obj.GetUID(): true}
+	viaReplicaSet := false
+	for _, p := range pods.Items {
+		if c := metav1.GetControllerOf(&p); c != nil && c.Kind == "ReplicaSet" {
+			viaReplicaSet = true
+		}
+	}
+	if viaReplicaSet {
+		rss := &metav1.PartialObjectMetadataList{}
+		rss.SetGroupVersionKind(schemaReplicaSetList)
+		if err := reader.List(ctx, rss, in...); err != nil {
+			return nil, fmt.Errorf("list replicasets: %w", err)
+		}
+		for _, rs := range rss.Items {
+			if c := metav1.GetControllerOf(&rs); c != nil && c.UID == obj.GetUID() {
+				owners[rs.UID] = true
+			}
+		}
+	}
+	out := pods.Items[:0]
+	for _, p := range pods.Items {
+		if c := metav1.GetControllerOf(&p); c != nil && owners[c.UID] {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+func podReady(p corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// sooner returns res, coming back after d at the latest.
+func sooner(res reconcile.Result, d time.Duration) reconcile.Result {
+	if res.RequeueAfter <= 0 || d < res.RequeueAfter {
+		res.RequeueAfter = d
+	}
+	return res
+}
+
+var schemaReplicaSetList = appsv1.SchemeGroupVersion.WithKind("ReplicaSetList")
