@@ -22,6 +22,7 @@ var matrix = []struct{ name, values string }{
 	{"HA with 2 replicas", `reloader: {enableHA: true, deployment: {replicas: 2}}`},
 	{"sharded over 4 replicas", `reloader: {sharding: {enabled: true, replicas: 4, shards: 16}}`},
 	{"CSI", `reloader: {enableCSIIntegration: true}`},
+	{"evict", `reloader: {enableEvictStrategy: true}`},
 	{"Argo Rollouts", `reloader: {isArgoRollouts: true}`},
 	{"OpenShift", `reloader: {isOpenshift: true}`},
 	{"Jobs and CronJobs ignored", `reloader: {ignoreJobs: true, ignoreCronJobs: true}`},

@@ -119,6 +119,7 @@ func NewReconciler(conf options.Config, c client.Client, kind workload.Kind, sou
 		Now:              time.Now,
 		// Pacer is the caller's: explain reserves no slots.
 		MinReloadInterval: conf.MinReloadInterval,
+		EnableEvict:       conf.EnableEvictStrategy,
 	}
 }
 

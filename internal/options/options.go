@@ -43,8 +43,10 @@ type Options struct {
 	IsOpenShift          string
 	EnableHA             bool
 	EnableCSIIntegration bool
-	EnablePprof          bool
-	PprofAddr            string
+	// EnableEvictStrategy runs reloader.dev/restart-strategy: evict (and needs its RBAC).
+	EnableEvictStrategy bool
+	EnablePprof         bool
+	PprofAddr           string
 
 	LogFormat   string
 	LogLevel    string
@@ -209,6 +211,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.IsOpenShift, "is-openshift", o.IsOpenShift, "reload OpenShift DeploymentConfigs: auto (when the cluster serves apps.openshift.io/v1 DeploymentConfigs), true or false")
 	fs.BoolVar(&o.EnableHA, "enable-ha", o.EnableHA, "run several replicas; a Lease elects the one that reloads")
 	fs.BoolVar(&o.EnableCSIIntegration, "enable-csi-integration", o.EnableCSIIntegration, "reload on Secrets Store CSI driver secret rotation")
+	fs.BoolVar(&o.EnableEvictStrategy, "enable-evict-strategy", o.EnableEvictStrategy, "restart workloads annotated reloader.dev/restart-strategy: evict by evicting their pods one at a time (needs list pods and replicasets, create pods/eviction)")
 	fs.BoolVar(&o.EnablePprof, "enable-pprof", o.EnablePprof, "serve pprof on --pprof-addr (without /debug/pprof/cmdline, which would show the flags)")
 	fs.StringVar(&o.PprofAddr, "pprof-addr", o.PprofAddr, "address of the pprof server; the default is loopback only (reach it with kubectl port-forward)")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format: json, or empty for text")

@@ -131,6 +131,11 @@ func For(opts options.Config, p Platform) Rules {
 	if writes {
 		r.Watched = append(r.Watched, rule(v1alpha1.GroupVersion.Group, "reloaderconfigs/status", "patch"))
 	}
+	if writes && opts.EnableEvictStrategy {
+		// The evict restart strategy reads a restarting workload's pods (and a Deployment's
+		// ReplicaSets, which own them) live, without watch, and evicts them one at a time.
+		r.Watched = append(r.Watched, rule("", "pods", "list"), rule("", "pods/eviction", "create"), rule("apps", "replicasets", "list"))
+	}
 	if writes {
 		// Events are written through the core API (internal/coreevents), as upstream's, in
 		// the workload's namespace; a repeated Event becomes a patch of its series.

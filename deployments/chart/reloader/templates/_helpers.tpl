@@ -188,6 +188,7 @@ rolloutStrategy: rollout-strategy-annotation
 {{- if ne $r.reloadStrategy "default" }}{{ $args = append $args (printf "--reload-strategy=%s" $r.reloadStrategy) }}{{ end -}}
 {{- if $r.isArgoRollouts }}{{ $args = append $args "--is-Argo-Rollouts=true" }}{{ end -}}
 {{- if $r.enableCSIIntegration }}{{ $args = append $args "--enable-csi-integration=true" }}{{ end -}}
+{{- if $r.enableEvictStrategy }}{{ $args = append $args "--enable-evict-strategy=true" }}{{ end -}}
 {{- if and $r.sharding $r.sharding.enabled }}
 {{- $args = append $args (printf "--shards=%d" (int $r.sharding.shards)) -}}
 {{- /* The release's own Leases: two sharded releases in one namespace never share members. */ -}}
@@ -271,6 +272,12 @@ Watched rules apply where reloader watches: a ClusterRole, or a Role per watched
 {{- /* ReloaderConfigs (the CRD in crds/): read always; their status patched by the leader. */ -}}
 {{- $rules = append $rules (dict "apiGroups" (list "reloader.dev") "resources" (list "reloaderconfigs") "verbs" $read) -}}
 {{- if $writes }}{{ $rules = append $rules (dict "apiGroups" (list "reloader.dev") "resources" (list "reloaderconfigs/status") "verbs" (list "patch")) }}{{ end -}}
+{{- if and $writes $r.enableEvictStrategy }}
+{{- /* restart-strategy: evict reads a restarting workload's pods and ReplicaSets live and evicts the pods one at a time. */ -}}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "pods") "verbs" (list "list")) -}}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "pods/eviction") "verbs" (list "create")) -}}
+{{- $rules = append $rules (dict "apiGroups" (list "apps") "resources" (list "replicasets") "verbs" (list "list")) -}}
+{{- end -}}
 {{- if $writes }}{{ $rules = append $rules (dict "apiGroups" (list "") "resources" (list "events") "verbs" (list "create" "patch")) }}{{ end -}}
 {{- toYaml $rules -}}
 {{- end -}}
