@@ -1,0 +1,350 @@
+package e2e
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/internal/localcluster"
+	"github.com/reloader-operator/reloader/internal/proc"
+	"github.com/reloader-operator/reloader/internal/reload"
+)
+
+// A Deployment whose template a (fake) operator resets, restarted by eviction: each change
+// replaces every pod exactly once, one at a time within its PodDisruptionBudget, the template
+// untouched; a refusal by the budget waits; a reloader killed mid-way resumes without evicting
+// a pod twice; a change during a restart restarts to the newest content; an unknown strategy
+// value is reported.
+func TestEvictStrategyRestartsPodsAnOperatorOwns(t *testing.T) {
+	bin := buildReloader(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cluster, cl := startCluster(t, ctx, localcluster.Options{Rollouts: true, Nodes: 1})
+	out := &proc.Output{}
+	defer func() {
+		if t.Failed() {
+			t.Log(out.String())
+		}
+	}()
+	const ns, own = "evict", "reloader-own"
+	for _, n := range []string{ns, own} {
+		if err := cluster.EnsureNamespace(ctx, cl, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := func() *proc.Process {
+		p, _ := startReady(t, ctx, bin, cluster.Kubeconfig, own, "reloader | ", out, "--enable-evict-strategy", "--coalesce-window=100ms")
+		return p
+	}
+	first := start()
+
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cfg"}, Data: map[string]string{"k": "v0"}}
+	web := deploymentUsing(ns, "web", "cfg")
+	web.Annotations[reload.RestartStrategyAnnotation] = reload.RestartEvict
+	web.Spec.Replicas = ptr.To[int32](3)
+	bad := deploymentUsing(ns, "bad", "cfg")
+	bad.Annotations[reload.RestartStrategyAnnotation] = "bogus"
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: policyv1.PodDisruptionBudgetSpec{Selector: web.Spec.Selector,
+			MaxUnavailable: ptr.To(intstr.FromInt32(0))}, // refuses every eviction, until relaxed
+	}
+	for _, o := range []client.Object{cm, web, bad, pdb} {
+		if err := cl.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	template := *web.Spec.Template.DeepCopy()
+	resets := fakeOperator(ctx, cl, client.ObjectKeyFromObject(web), template)
+	pods := watchPods(t, ctx, cluster, ns, "web")
+	waitRecorded(t, ctx, cl, web)
+	waitRecorded(t, ctx, cl, bad)
+	waitFor(t, ctx, "3 ready pods", func() (bool, error) { return len(pods.ready()) == 3, nil })
+
+	change := func(v string) {
+		t.Helper()
+		cm.Data["k"] = v
+		if err := cl.Update(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restarted := func(round string) {
+		t.Helper()
+		waitFor(t, ctx, round+": restart over", func() (bool, error) {
+			d := &appsv1.Deployment{}
+			err := cl.Get(ctx, client.ObjectKeyFromObject(web), d)
+			_, evicting := d.Annotations[reload.EvictingAnnotation]
+			return err == nil && !evicting && len(pods.ready()) == 3, err
+		})
+	}
+
+	// Round 1: the budget refuses at first; nothing goes until it is relaxed.
+	r1 := pods.start("round 1")
+	change("v1")
+	waitFor(t, ctx, "EvictionBlocked", func() (bool, error) { return hasEvent(ctx, cl, ns, "web", "EvictionBlocked") })
+	waitFor(t, ctx, "bad's InvalidAnnotation", func() (bool, error) { return hasEvent(ctx, cl, ns, "bad", "InvalidAnnotation") })
+	if n := len(pods.deleted()); n != 0 {
+		t.Fatalf("%d pods deleted while the budget allows none", n)
+	}
+	pdb.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(1))
+	if err := cl.Update(ctx, pdb); err != nil {
+		t.Fatal(err)
+	}
+	restarted("round 1")
+	pods.check(t, r1, true)
+
+	// Round 2: reloader killed after the first eviction; the next one finishes, evicting no
+	// pod twice and none of the new ones.
+	r2 := pods.start("round 2")
+	change("v2")
+	waitFor(t, ctx, "round 2: first eviction", func() (bool, error) { return len(pods.deletedOf(r2.before)) >= 1, nil })
+	first.Kill()
+	start()
+	restarted("round 2")
+	pods.check(t, r2, true)
+
+	// Round 3: a second change while the restart of the first is under way restarts to it.
+	r3 := pods.start("round 3")
+	change("v3")
+	waitFor(t, ctx, "round 3: first eviction", func() (bool, error) { return len(pods.deletedOf(r3.before)) >= 1, nil })
+	d := &appsv1.Deployment{}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(web), d); err != nil {
+		t.Fatal(err)
+	}
+	v3 := d.Annotations[reload.RecordAnnotation]
+	change("v4")
+	var since time.Time
+	waitFor(t, ctx, "round 3: restart of v4", func() (bool, error) {
+		d := &appsv1.Deployment{}
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(web), d); err != nil {
+			return false, err
+		}
+		e, err := reload.ParseEvicting(d.Annotations[reload.EvictingAnnotation], time.Now())
+		if err != nil || d.Annotations[reload.RecordAnnotation] == v3 || e.Record != reload.RecordDigest(d.Annotations[reload.RecordAnnotation]) {
+			return false, nil
+		}
+		since = e.Since
+		return true, nil
+	})
+	restarted("round 3")
+	for _, uid := range pods.check(t, r3, false) {
+		if p := pods.pod(uid); !p.CreationTimestamp.Time.Before(since) {
+			t.Errorf("pod %s created %s, after the restart for v4 began (%s), was evicted", p.Name, p.CreationTimestamp, since)
+		}
+	}
+	for _, p := range pods.ready() {
+		if p.CreationTimestamp.Time.Before(since) {
+			t.Errorf("pod %s created %s, before the restart for v4 began (%s)", p.Name, p.CreationTimestamp, since)
+		}
+	}
+
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(web), d); err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(d.Spec.Template, template) || d.Generation != 1 {
+		t.Errorf("template changed (generation %d): %+v", d.Generation, d.Spec.Template)
+	}
+	if n := resets(); n != 0 {
+		t.Errorf("the operator reset the template %d times, want 0", n)
+	}
+	t.Logf("pods created %d, deleted %d over 3 rounds of 3 replicas; template resets by the operator: %d", len(pods.created()), len(pods.deleted()), resets())
+}
+
+// fakeOperator resets the Deployment's template to tpl whenever it differs, as operators do,
+// and counts its resets.
+func fakeOperator(ctx context.Context, cl client.Client, key types.NamespacedName, tpl corev1.PodTemplateSpec) func() int {
+	var mu sync.Mutex
+	resets := 0
+	go func() {
+		for ctx.Err() == nil {
+			d := &appsv1.Deployment{}
+			if cl.Get(ctx, key, d) == nil && !equality.Semantic.DeepEqual(d.Spec.Template, tpl) {
+				d.Spec.Template = tpl
+				if cl.Update(ctx, d) == nil {
+					mu.Lock()
+					resets++
+					mu.Unlock()
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	return func() int { mu.Lock(); defer mu.Unlock(); return resets }
+}
+
+// podLog follows the pods labelled app=name from a watch: each created and deleted once.
+type podLog struct {
+	mu       sync.Mutex
+	pods     map[types.UID]corev1.Pod
+	order    []types.UID
+	deletes  map[types.UID]int
+	delOrder []types.UID
+	minAvail int
+}
+
+func watchPods(t *testing.T, ctx context.Context, cluster *localcluster.Cluster, ns, name string) *podLog {
+	t.Helper()
+	wc, err := client.NewWithWatch(cluster.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(ctx, &corev1.PodList{}, client.InNamespace(ns), client.MatchingLabels{"app": name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &podLog{pods: map[types.UID]corev1.Pod{}, deletes: map[types.UID]int{}, minAvail: -1}
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			l.mu.Lock()
+			if _, known := l.pods[p.UID]; !known {
+				l.order = append(l.order, p.UID)
+			}
+			l.pods[p.UID] = *p
+			if ev.Type == watch.Deleted {
+				l.deletes[p.UID]++
+				l.delOrder = append(l.delOrder, p.UID)
+			}
+			if avail := l.available(); l.minAvail >= 0 && avail < l.minAvail || l.minAvail < 0 && avail == 3 {
+				l.minAvail = avail
+			}
+			l.mu.Unlock()
+		}
+	}()
+	return l
+}
+
+// available counts the pods Ready and not terminating; the caller holds mu.
+func (l *podLog) available() int {
+	n := 0
+	for uid, p := range l.pods {
+		if l.deletes[uid] == 0 && p.DeletionTimestamp == nil && isReady(p) {
+			n++
+		}
+	}
+	return n
+}
+
+func isReady(p corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func (l *podLog) ready() []corev1.Pod {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []corev1.Pod
+	for uid, p := range l.pods {
+		if l.deletes[uid] == 0 && p.DeletionTimestamp == nil && isReady(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// live are the UIDs of the pods not deleted.
+func (l *podLog) live() []types.UID {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []types.UID
+	for _, uid := range l.order {
+		if l.deletes[uid] == 0 {
+			out = append(out, uid)
+		}
+	}
+	return out
+}
+
+func (l *podLog) created() []types.UID {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.order)
+}
+
+func (l *podLog) deleted() []types.UID { return l.deletedOf(nil) }
+
+func (l *podLog) pod(uid types.UID) corev1.Pod {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.pods[uid]
+}
+
+// deletedOf are the deleted pods among uids (all when nil).
+func (l *podLog) deletedOf(uids []types.UID) []types.UID {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []types.UID
+	for _, uid := range l.order {
+		if l.deletes[uid] > 0 && (uids == nil || slices.Contains(uids, uid)) {
+			out = append(out, uid)
+		}
+	}
+	return out
+}
+
+// round is the state when a round starts: the pods live and the deletions so far.
+type round struct {
+	name   string
+	before []types.UID
+	n0     int
+}
+
+func (l *podLog) start(name string) round {
+	l.mu.Lock()
+	n0 := len(l.delOrder)
+	l.mu.Unlock()
+	return round{name: name, before: l.live(), n0: n0}
+}
+
+// check says what a round replaced: every pod live before it, each once, one at a time;
+// exact means nothing else (no pod created during the round).
+func (l *podLog) check(t *testing.T, r round, exact bool) (gone []types.UID) {
+	t.Helper()
+	after := l.live()
+	l.mu.Lock()
+	gone = slices.Clone(l.delOrder[r.n0:])
+	minAvail := l.minAvail
+	l.mu.Unlock()
+	t.Logf("%s: %d pods before, %d deleted (evicted), %d live after; fewest available at once so far: %d", r.name, len(r.before), len(gone), len(after), minAvail)
+	for _, uid := range r.before {
+		if !slices.Contains(gone, uid) {
+			t.Errorf("%s: pod %s from before was not replaced", r.name, uid)
+		}
+	}
+	if exact && len(gone) != len(r.before) {
+		t.Errorf("%s: %d pods deleted, want the %d from before, each once: %v", r.name, len(gone), len(r.before), gone)
+	}
+	for _, uid := range after {
+		if slices.Contains(r.before, uid) {
+			t.Errorf("%s: pod %s still runs from before", r.name, uid)
+		}
+	}
+	if len(after) != 3 {
+		t.Errorf("%s: %d pods live, want 3", r.name, len(after))
+	}
+	if minAvail < 2 {
+		t.Errorf("%s: only %d pods available at one time; the budget allows 1 unavailable", r.name, minAvail)
+	}
+	return gone
+}
