@@ -80,6 +80,9 @@ type Explanation struct {
 	// Conflicts say which settings two of them disagree on.
 	Configs   []string
 	Conflicts []string
+	// Restart is how the pods restart when not by a template change (evict), and Eviction
+	// how far an evict restart under way has come (evict_explain.go).
+	Restart, Eviction string
 }
 
 // Explain plans the next reconcile of obj without writing anything. The coalescing window is
@@ -136,6 +139,7 @@ func (r *WorkloadReconciler) Explain(ctx context.Context, obj client.Object, unk
 		plan = reload.MakePlan(in)
 	}
 	e.Input, e.Plan = in, plan
+	r.explainRestart(ctx, obj, plan.Reloads(), &e)
 	if plan.Reloads() {
 		e.Hold = reload.PlanHold(r.holdState(obj, w.settings), now)
 		e.Invalid = append(e.Invalid, e.Hold.Invalid...)

@@ -13,7 +13,8 @@ import (
 )
 
 // reloadReasons are the reasons of the Events that tell a workload's reloads.
-var reloadReasons = []string{"Reloaded", "ReloadFail", "ReloadSkipped", "Resumed", "RolloutComplete", "RolloutStalled"}
+var reloadReasons = []string{"Reloaded", "ReloadFail", "ReloadSkipped", "Resumed", "RolloutComplete", "RolloutStalled",
+	"EvictingPods", "EvictionBlocked", "Restarted", "EvictStrategyDisabled"}
 
 // maxEvents is how many of the newest reload Events are shown.
 const maxEvents = 5

@@ -137,6 +137,12 @@ func (e *Explainer) workload(kind workload.Kind, obj client.Object, ex controlle
 	}
 	w.ReloaderConfigs = ex.Configs
 	w.Notes = append(w.Notes, ex.Conflicts...)
+	if ex.Restart != "" {
+		w.Notes = append(w.Notes, "restart strategy: "+ex.Restart)
+	}
+	if ex.Eviction != "" {
+		w.Notes = append(w.Notes, "evict restart under way: "+ex.Eviction)
+	}
 	listed := map[source.ID]bool{}
 	for _, d := range ex.Weighed {
 		// With a named entry, every source of the namespace is weighed: only the ones the
