@@ -1,0 +1,97 @@
+package controller_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testutil"
+)
+
+func enableEvict(o *options.Options) { o.EnableEvictStrategy = true }
+
+// Without --enable-evict-strategy, a workload that asks for evict is told, and its reload
+// waits, record included; once enabled, the reload happens, without a template change, and
+// the restart (no pods here: no controller-manager) ends at once.
+func TestEvictStrategyWaitsUntilEnabled(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
+	d := deployment(ns, "web", map[string]string{auto: "true", reload.RestartStrategyAnnotation: "evict"}, podSpec("cfg"))
+	create(t, cm, d)
+	stop := startReloader(t, ns)
+	recorded(t, d)
+	before := get(t, d).DeepCopy()
+
+	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
+	eventuallyEvent(t, ns, "web", controller.ReasonEvictStrategyDisabled)
+	settle()
+	if after := get(t, d); after.Annotations[reload.RecordAnnotation] != before.Annotations[reload.RecordAnnotation] {
+		t.Fatalf("record written while the reload waits: %s", after.Annotations[reload.RecordAnnotation])
+	}
+	stop()
+
+	startReloader(t, ns, enableEvict)
+	eventuallyEvent(t, ns, "web", controller.ReasonRestarted)
+	after := get(t, d)
+	if after.Annotations[reload.RecordAnnotation] == before.Annotations[reload.RecordAnnotation] {
+		t.Errorf("record not updated")
+	}
+	if _, ok := after.Annotations[reload.EvictingAnnotation]; ok {
+		t.Errorf("restart not ended: %s", after.Annotations[reload.EvictingAnnotation])
+	}
+	if !equality.Semantic.DeepEqual(after.Spec.Template, before.Spec.Template) {
+		t.Errorf("template changed: %+v", after.Spec.Template)
+	}
+	if got := eventReasons(t, ns, "web"); !contains(got, controller.ReasonReloaded) {
+		t.Errorf("no Reloaded Event: %v", got)
+	}
+}
+
+// The evicting annotation is input: one whose time lies in the future (it would evict the
+// replacements too) is refused with an Event and removed; one that belongs to another record
+// is removed.
+func TestEvictingAnnotationIsInput(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
+	d := deployment(ns, "web", map[string]string{auto: "true", reload.RestartStrategyAnnotation: "evict"}, podSpec("cfg"))
+	create(t, cm, d)
+	startReloader(t, ns, enableEvict)
+	recorded(t, d)
+	for name, forge := range map[string]func(record string) string{
+		"future": func(record string) string {
+			return fmt.Sprintf(`{"since":%q,"record":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339), reload.RecordDigest(record))
+		},
+		"other record": func(string) string { return reload.StartEvicting(time.Now(), reload.Record{"configmap/x": "y"}).Encode() },
+		"not JSON":     func(string) string { return "evict them all" },
+	} {
+		update(t, d, func(d *appsv1.Deployment) {
+			d.Annotations[reload.EvictingAnnotation] = forge(d.Annotations[reload.RecordAnnotation])
+		})
+		testutil.Eventually(t, name+": annotation removed", func() error {
+			if v, ok := get(t, d).Annotations[reload.EvictingAnnotation]; ok {
+				return fmt.Errorf("still %s", v)
+			}
+			return nil
+		})
+	}
+	eventuallyEvent(t, ns, "web", controller.ReasonInvalidAnnotation)
+	if got := eventReasons(t, ns, "web"); contains(got, controller.ReasonRestarted) || contains(got, controller.ReasonEvicting) {
+		t.Errorf("a forged restart was acted on: %v", got)
+	}
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
