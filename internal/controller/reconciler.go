@@ -332,7 +332,10 @@ func (r *WorkloadReconciler) execute(ctx context.Context, obj client.Object, w s
 		return reconcile.Result{}, "", fmt.Errorf("write %s: %w", k, err)
 	}
 	d.wrote = true
-	r.Rollouts.Follow(r.Kind, updated, d.reloaded)
+	if w.restart != restartEvict {
+		// An evict restart reports its own progress (evict.go); no rollout follows.
+		r.Rollouts.Follow(r.Kind, updated, d.reloaded)
+	}
 	if first, ok := r.Window.FirstChange(k); ok {
 		d.latency = r.Now().Sub(first)
 	}
