@@ -67,7 +67,7 @@ func TestEvictStrategyRestartsPodsAnOperatorOwns(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pods := watchPods(t, ctx, cluster, ns, "web")
+	pods := watchPods(t, ctx, cluster, ns, "web", 3)
 	waitRecorded(t, ctx, cl, web)
 	waitRecorded(t, ctx, cl, bad)
 	template := *web.Spec.Template.DeepCopy() // as the API server defaulted it
@@ -204,9 +204,10 @@ type podLog struct {
 	deletes  map[types.UID]int
 	delOrder []types.UID
 	minAvail int
+	replicas int
 }
 
-func watchPods(t *testing.T, ctx context.Context, cluster *localcluster.Cluster, ns, name string) *podLog {
+func watchPods(t *testing.T, ctx context.Context, cluster *localcluster.Cluster, ns, name string, replicas int) *podLog {
 	t.Helper()
 	wc, err := client.NewWithWatch(cluster.Config, client.Options{})
 	if err != nil {
@@ -216,7 +217,7 @@ func watchPods(t *testing.T, ctx context.Context, cluster *localcluster.Cluster,
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &podLog{pods: map[types.UID]corev1.Pod{}, deletes: map[types.UID]int{}, minAvail: -1}
+	l := &podLog{pods: map[types.UID]corev1.Pod{}, deletes: map[types.UID]int{}, minAvail: -1, replicas: replicas}
 	go func() {
 		defer w.Stop()
 		for ev := range w.ResultChan() {
@@ -233,7 +234,7 @@ func watchPods(t *testing.T, ctx context.Context, cluster *localcluster.Cluster,
 				l.deletes[p.UID]++
 				l.delOrder = append(l.delOrder, p.UID)
 			}
-			if avail := l.available(); l.minAvail >= 0 && avail < l.minAvail || l.minAvail < 0 && avail == 3 {
+			if avail := l.available(); l.minAvail >= 0 && avail < l.minAvail || l.minAvail < 0 && avail == l.replicas {
 				l.minAvail = avail
 			}
 			l.mu.Unlock()
@@ -351,11 +352,72 @@ func (l *podLog) check(t *testing.T, r round, exact bool) (gone []types.UID) {
 			t.Errorf("%s: pod %s still runs from before", r.name, uid)
 		}
 	}
-	if len(after) != 3 {
-		t.Errorf("%s: %d pods live, want 3", r.name, len(after))
+	if len(after) != l.replicas {
+		t.Errorf("%s: %d pods live, want %d", r.name, len(after), l.replicas)
 	}
-	if minAvail < 2 {
+	if minAvail < l.replicas-1 {
 		t.Errorf("%s: only %d pods available at one time; the budget allows 1 unavailable", r.name, minAvail)
 	}
 	return gone
+}
+
+// A StatefulSet's replacement pod has the name of the pod it replaces: each is evicted once
+// all the same (the eviction names the pod's UID), and the StatefulSet keeps its revision.
+func TestEvictStrategyRestartsStatefulSetPodsOnce(t *testing.T) {
+	bin := buildReloader(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cluster, cl := startCluster(t, ctx, localcluster.Options{Rollouts: true, Nodes: 1})
+	out := &proc.Output{}
+	defer func() {
+		if t.Failed() {
+			t.Log(out.String())
+		}
+	}()
+	const ns, own = "evict-sts", "reloader-own"
+	for _, n := range []string{ns, own} {
+		if err := cluster.EnsureNamespace(ctx, cl, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startReady(t, ctx, bin, cluster.Kubeconfig, own, "reloader | ", out, "--enable-evict-strategy", "--coalesce-window=100ms")
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cfg"}, Data: map[string]string{"k": "v0"}}
+	labels := map[string]string{"app": "db"}
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db", Annotations: map[string]string{
+			"reloader.stakater.com/auto": "true", reload.RestartStrategyAnnotation: reload.RestartEvict}},
+		Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: usingConfigMap("cfg", corev1.RestartPolicyAlways)}},
+	}
+	for _, o := range []client.Object{cm, sts} {
+		if err := cl.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pods := watchPods(t, ctx, cluster, ns, "db", 2)
+	waitRecorded(t, ctx, cl, sts)
+	waitFor(t, ctx, "2 ready pods", func() (bool, error) { return len(pods.ready()) == 2, nil })
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(sts), sts); err != nil {
+		t.Fatal(err)
+	}
+	revision := sts.Status.CurrentRevision
+	r := pods.start("statefulset")
+	cm.Data["k"] = "v1"
+	if err := cl.Update(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "restart over", func() (bool, error) {
+		err := cl.Get(ctx, client.ObjectKeyFromObject(sts), sts)
+		_, evicting := sts.Annotations[reload.EvictingAnnotation]
+		return err == nil && len(pods.deletedOf(r.before)) == 2 && !evicting && len(pods.ready()) == 2, err
+	})
+	pods.check(t, r, true)
+	if sts.Status.CurrentRevision != revision || sts.Status.UpdateRevision != revision {
+		t.Errorf("revision %s -> current %s, update %s: the template changed", revision, sts.Status.CurrentRevision, sts.Status.UpdateRevision)
+	}
+	names := map[string]int{}
+	for _, p := range pods.ready() {
+		names[p.Name]++
+	}
+	t.Logf("statefulset: pods now %v, deleted %d", names, len(pods.deleted()))
 }
