@@ -116,6 +116,9 @@ func (r *WorkloadReconciler) evictStep(ctx context.Context, obj client.Object, w
 	}
 	ev := r.Kind.(workload.Evictable)
 	pods, err := r.podsOf(ctx, obj, ev)
+	if what, refused := rbacRefusal(err); refused {
+		return r.evictRefused(ctx, obj, what, err), outcome, nil
+	}
 	if err != nil {
 		return res, outcome, err
 	}
@@ -168,7 +171,7 @@ func (r *WorkloadReconciler) evict(ctx context.Context, obj client.Object, pods 
 		return sooner(res, time.Second), outcome, nil
 	case err != nil:
 		if what, ok := rbacRefusal(err); ok {
-			return res, outcome, fmt.Errorf("evict pod %s: reloader may not %s (--enable-evict-strategy grants it): %w", pod.Name, what, err)
+			return r.evictRefused(ctx, obj, what, err), outcome, nil
 		}
 		return res, outcome, fmt.Errorf("evict pod %s: %w", pod.Name, err)
 	}
@@ -177,6 +180,18 @@ func (r *WorkloadReconciler) evict(ctx context.Context, obj client.Object, pods 
 	r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonEvicting, "Evict",
 		"Evicted pod %s to restart it with the new configuration (strategy evict); %d more to go", pod.Name, step.Left-1)
 	return sooner(res, time.Second), metrics.OutcomeReloaded, nil
+}
+
+// evictRefusedRetry is how long a restart that reloader's RBAC refuses waits before it tries
+// again: it carries on by itself once the RBAC is granted.
+const evictRefusedRetry = time.Minute
+
+// evictRefused reports a step of an evict restart that reloader's RBAC does not allow.
+func (r *WorkloadReconciler) evictRefused(ctx context.Context, obj client.Object, what string, err error) reconcile.Result {
+	log.FromContext(ctx).Info("WARNING: evict restart refused by RBAC; trying again later", "refused", what, "error", err.Error(), "retryIn", evictRefusedRetry.String())
+	r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonReloadFail, "Evict",
+		"Restart by eviction refused: reloader's RBAC does not allow %s; the chart grants it with reloader.enableEvictStrategy (--enable-evict-strategy). Trying again in %s", what, evictRefusedRetry)
+	return reconcile.Result{RequeueAfter: evictRefusedRetry}
 }
 
 // endEviction removes the evict restart's state from the workload, in one patch on the copy

@@ -1,13 +1,17 @@
 package controller_test
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/options"
@@ -68,8 +72,10 @@ func TestEvictingAnnotationIsInput(t *testing.T) {
 		"future": func(record string) string {
 			return fmt.Sprintf(`{"since":%q,"record":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339), reload.RecordDigest(record))
 		},
-		"other record": func(string) string { return reload.StartEvicting(time.Now(), reload.Record{"configmap/x": "y"}).Encode() },
-		"not JSON":     func(string) string { return "evict them all" },
+		"other record": func(string) string {
+			return reload.StartEvicting(time.Now(), reload.Record{"configmap/x": "y"}).Encode()
+		},
+		"not JSON": func(string) string { return "evict them all" },
 	} {
 		update(t, d, func(d *appsv1.Deployment) {
 			d.Annotations[reload.EvictingAnnotation] = forge(d.Annotations[reload.RecordAnnotation])
@@ -94,4 +100,29 @@ func contains(s []string, v string) bool {
 		}
 	}
 	return false
+}
+
+// A restart that reloader's RBAC does not allow (no list on pods) is reported with what to
+// grant; the restart stays on the workload, to carry on once granted.
+func TestEvictRefusedByRBAC(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
+	d := deployment(ns, "web", map[string]string{auto: "true", reload.RestartStrategyAnnotation: "evict"}, podSpec("cfg"))
+	create(t, cm, d)
+	startReloaderAs(t, reloaderUser(t, ns, enableEvict, "pods"), ns, enableEvict)
+	recorded(t, d)
+	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
+	testutil.Eventually(t, "ReloadFail naming list pods", func() error {
+		var list eventsv1.EventList
+		testutil.Must(t, k8s.List(context.Background(), &list, client.InNamespace(ns)))
+		for _, e := range list.Items {
+			if e.Regarding.Name == "web" && e.Reason == controller.ReasonReloadFail && strings.Contains(e.Note, "does not allow list pods") {
+				return nil
+			}
+		}
+		return fmt.Errorf("events: %v", eventReasons(t, ns, "web"))
+	})
+	if _, ok := get(t, d).Annotations[reload.EvictingAnnotation]; !ok {
+		t.Errorf("the restart was dropped")
+	}
 }
