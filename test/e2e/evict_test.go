@@ -116,6 +116,14 @@ func TestEvictStrategyRestartsPodsAnOperatorOwns(t *testing.T) {
 	change("v2")
 	waitFor(t, ctx, "round 2: first eviction", func() (bool, error) { return len(pods.deletedOf(r2.before)) >= 1, nil })
 	first.Kill()
+	mid := &appsv1.Deployment{}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(web), mid); err != nil {
+		t.Fatal(err)
+	}
+	if _, evicting := mid.Annotations[reload.EvictingAnnotation]; !evicting || len(pods.deletedOf(r2.before)) == len(r2.before) {
+		t.Fatalf("reloader was not killed mid-restart: %d of %d evicted", len(pods.deletedOf(r2.before)), len(r2.before))
+	}
+	t.Logf("round 2: reloader killed after %d of %d evictions", len(pods.deletedOf(r2.before)), len(r2.before))
 	start()
 	restarted("round 2")
 	pods.check(t, r2, true)
