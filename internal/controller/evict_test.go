@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/controller"
@@ -124,5 +125,47 @@ func TestEvictRefusedByRBAC(t *testing.T) {
 	})
 	if _, ok := get(t, d).Annotations[reload.EvictingAnnotation]; !ok {
 		t.Errorf("the restart was dropped")
+	}
+}
+
+// With exactly the RBAC the table declares, a restart reads the pods through the Deployment's
+// ReplicaSet, evicts each pod from before it once (a pod it does not control stays), and ends.
+// (No controller-manager here: the pods are made by hand, Ready, never replaced; the
+// Deployment wants one, so the second goes once the first is gone.)
+func TestEvictWithTheTableRBAC(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
+	d := deployment(ns, "web", map[string]string{auto: "true", reload.RestartStrategyAnnotation: "evict"}, podSpec("cfg"))
+	create(t, cm, d)
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-1", Labels: d.Spec.Template.Labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(d, appsv1.SchemeGroupVersion.WithKind("Deployment"))}},
+		Spec: appsv1.ReplicaSetSpec{Selector: d.Spec.Selector, Template: d.Spec.Template},
+	}
+	create(t, rs)
+	pod := func(name string, owned bool) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: d.Spec.Template.Labels}, Spec: d.Spec.Template.Spec}
+		if owned {
+			p.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))}
+		}
+		create(t, p)
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		testutil.Must(t, k8s.Status().Update(ctx, p))
+		return p
+	}
+	a, b, stray := pod("web-1-a", true), pod("web-1-b", true), pod("stray", false)
+	startReloaderAs(t, reloaderUser(t, ns, enableEvict), ns, enableEvict)
+	recorded(t, d)
+	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
+	eventuallyEvent(t, ns, "web", controller.ReasonRestarted)
+	for _, p := range []*corev1.Pod{a, b} {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{}); err == nil {
+			t.Errorf("pod %s was not evicted", p.Name)
+		}
+	}
+	testutil.Must(t, k8s.Get(ctx, client.ObjectKeyFromObject(stray), &corev1.Pod{}))
+	if got := eventReasons(t, ns, "web"); contains(got, controller.ReasonReloadFail) {
+		t.Errorf("refused: %v", got)
 	}
 }
