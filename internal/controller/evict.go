@@ -93,6 +93,8 @@ func (r *WorkloadReconciler) markEviction(updated client.Object, w seen, reloade
 func (r *WorkloadReconciler) evictStep(ctx context.Context, obj client.Object, w seen, res reconcile.Result, outcome string) (reconcile.Result, string, error) {
 	if outcome == metrics.OutcomeReloaded && w.restart == restartEvict {
 		// Just started; the next reconcile reads the copy written.
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonEvicting, "Evict",
+			"Restarting %s %s by eviction (strategy evict): its pods go one at a time, the pod template is left as it is", r.Kind.Name(), obj.GetName())
 		return sooner(res, time.Second), outcome, nil
 	}
 	v, ok := obj.GetAnnotations()[reload.EvictingAnnotation]
