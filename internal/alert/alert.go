@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/reloader-operator/reloader/internal/notify"
+	"github.com/reloader-operator/reloader/internal/whatchanged"
 )
 
 // Reload is what an alert reports.
@@ -24,15 +25,18 @@ type Reload struct {
 	Time      time.Time
 }
 
-// Source is one changed source of a reload.
+// Source is one changed source of a reload, with the names of the keys its change added,
+// removed and changed, and who wrote it (never values).
 type Source struct {
 	Kind    string `json:"kind"`
 	Name    string `json:"name"`
 	Hash    string `json:"hash"`
 	Deleted bool   `json:"deleted,omitempty"`
+	whatchanged.Report
 }
 
-// Describe names changed sources for people: "ConfigMap app, Secret creds (deleted)".
+// Describe names changed sources for people, with what is known of their change:
+// "ConfigMap app (keys changed: LOG_LEVEL) by kubectl-edit (Update) at ..., Secret creds (deleted)".
 func Describe(sources []Source) string {
 	parts := make([]string, len(sources))
 	for i, s := range sources {
@@ -40,6 +44,7 @@ func Describe(sources []Source) string {
 		if s.Deleted {
 			parts[i] += " (deleted)"
 		}
+		parts[i] += s.Report.Text()
 	}
 	return strings.Join(parts, ", ")
 }

@@ -1,0 +1,217 @@
+package controller
+
+import (
+	"strings"
+	"sync"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/whatchanged"
+)
+
+// writerToken is the newest writer of a full source object, for the cache (packed.writer).
+func writerToken(o client.Object) string {
+	w, ok := whatchanged.Newest(o.GetManagedFields())
+	if !ok {
+		return ""
+	}
+	return w.Token()
+}
+
+// writer reads the newest writer of a source from a cached object, or from a full one.
+func (t SourceType) writer(o client.Object) (whatchanged.Writer, bool) {
+	p, ok := cached(o)
+	if !ok {
+		return whatchanged.Newest(o.GetManagedFields())
+	}
+	_, rest, _ := strings.Cut(p, " ")
+	_, rest, _ = strings.Cut(rest, " ")
+	token, _, _ := strings.Cut(rest, " ")
+	return whatchanged.ParseToken(token)
+}
+
+// Changes keeps, for the sources that changed while reloader ran, what their latest change
+// was: the per-key digests before it, so that a reload names the keys it changed (the record
+// on a workload holds one hash per source, not per key). It is fed by the sources' event
+// handlers (Observe), before a change reaches any reconciler, and read when a reload is
+// reported. It holds the packed string the cache held before the change (no copy, and no
+// values: digests), or, for a source of more than maxBeforeBytes of it, the key names of the
+// change already bounded; and at most maxChanges sources: past that, an entry is dropped and
+// its next reload names no keys.
+type Changes struct {
+	mu      sync.Mutex
+	entries map[changeKey]keyChange
+	max     int
+}
+
+type changeKey struct {
+	namespace string
+	id        source.ID
+}
+
+// keyChange is one source's latest change: from one content hash to another.
+type keyChange struct {
+	from, to string
+	// before is the packed content before the change, or, when too long, keys holds the
+	// change's key names.
+	before string
+	keys   whatchanged.Keys
+}
+
+const (
+	defaultMaxChanges = 4096
+	maxBeforeBytes    = 8 << 10
+)
+
+// NewChanges returns a table of the latest changes of up to max sources (a default when 0).
+func NewChanges(max int) *Changes {
+	if max <= 0 {
+		max = defaultMaxChanges
+	}
+	return &Changes{entries: map[changeKey]keyChange{}, max: max}
+}
+
+// Observe is a predicate that lets every event through and notes the content changes of
+// st's sources. Each workload controller's watch runs it; the first notes, the others find
+// the change noted.
+func (c *Changes) Observe(st SourceType) predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			if c != nil && st.KeyDigests != nil {
+				c.note(st, e.ObjectOld, e.ObjectNew)
+			}
+			return true
+		},
+		DeleteFunc: func(e event.DeleteEvent) bool {
+			if c != nil && st.KeyDigests != nil {
+				c.mu.Lock()
+				delete(c.entries, changeKey{e.Object.GetNamespace(), source.ID{Kind: st.Kind, Name: e.Object.GetName()}})
+				c.mu.Unlock()
+			}
+			return true
+		},
+	}
+}
+
+func (c *Changes) note(st SourceType, old, cur client.Object) {
+	from, to := cachedHash(old), cachedHash(cur)
+	before, ok := cached(old)
+	if from == to || !ok {
+		return
+	}
+	k := changeKey{cur.GetNamespace(), source.ID{Kind: st.Kind, Name: cur.GetName()}}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries[k]; ok && e.from == from && e.to == to {
+		return
+	}
+	e := keyChange{from: from, to: to}
+	if len(before) <= maxBeforeBytes {
+		e.before = before
+	} else {
+		e.keys = whatchanged.Diff(st.keyDigests(old), st.keyDigests(cur), nil)
+	}
+	if _, known := c.entries[k]; !known && len(c.entries) >= c.max {
+		for drop := range c.entries { // any one: the table only informs reports
+			delete(c.entries, drop)
+			break
+		}
+	}
+	c.entries[k] = e
+}
+
+// keys names the keys of the latest change of a source whose content is now o, restricted to
+// only when not nil; ok is false when the change is not known (not seen, or not the one that
+// made the content of o).
+func (c *Changes) keys(st SourceType, ns string, id source.ID, o client.Object, only []string) (whatchanged.Keys, bool) {
+	if c == nil {
+		return whatchanged.Keys{}, false
+	}
+	c.mu.Lock()
+	e, ok := c.entries[changeKey{ns, id}]
+	c.mu.Unlock()
+	if !ok || e.to != st.contentHash(o) {
+		return whatchanged.Keys{}, false
+	}
+	if e.before == "" {
+		return e.keys, true
+	}
+	return whatchanged.Diff(packedDigests(e.before), st.keyDigests(o), only), true
+}
+
+// whatChanged reports, per change of a reload, the key names and the writer of the source's
+// change; obj is the workload as read, its record what was last applied. A source created since (Absent
+// recorded) is reported with all its keys added, a deleted one with no keys.
+func (r *WorkloadReconciler) whatChanged(w seen, obj client.Object, changes []reload.Change) []whatchanged.Report {
+	// Parsed again, quietly: the plan reads the record, and logs it when unreadable.
+	last, _ := reload.ParseRecord(obj.GetAnnotations()[reload.RecordAnnotation])
+	out := make([]whatchanged.Report, len(changes))
+	for i, ch := range changes {
+		o, ok := w.sources[ch.ID]
+		st := r.sourceType(ch.ID.Kind)
+		if !ok || o.obj == nil || st == nil || st.Pool != nil {
+			continue
+		}
+		var keys whatchanged.Keys
+		if st.KeyDigests != nil {
+			var only []string
+			if o.restricted {
+				only = append([]string{}, o.keys...)
+			}
+			if was, recorded := last[ch.ID.String()]; recorded && was == reload.Absent {
+				keys = whatchanged.Diff(nil, st.keyDigests(o.obj), only)
+			} else {
+				keys, _ = r.Changes.keys(*st, o.obj.GetNamespace(), ch.ID, o.obj, only)
+			}
+		}
+		wr, known := st.writer(o.obj)
+		out[i] = whatchanged.NewReport(keys, wr, known)
+	}
+	return out
+}
+
+// sourceType is the type of the sources of kind; nil when not watched.
+func (r *WorkloadReconciler) sourceType(kind source.Kind) *SourceType {
+	for i := range r.Sources {
+		if r.Sources[i].Kind == kind {
+			return &r.Sources[i]
+		}
+	}
+	return nil
+}
+
+// triggerManager is the metric label of a reload's writer: the manager of the newest change
+// it carries (whatchanged.Label bounds the values).
+func triggerManager(what []whatchanged.Report) string {
+	var newest *whatchanged.Writer
+	for _, w := range what {
+		if c := w.ChangedBy; c != nil && (newest == nil || !c.Time.Before(newest.Time)) {
+			newest = c
+		}
+	}
+	if newest == nil {
+		return whatchanged.Label("")
+	}
+	return whatchanged.Label(newest.Manager)
+}
+
+// whatChanged reports the keys and writer of a change of source s, created when new.
+func (n *Notifier) whatChanged(st SourceType, s snapshot, created bool) whatchanged.Report {
+	if s.obj == nil || st.Pool != nil {
+		return whatchanged.Report{}
+	}
+	var keys whatchanged.Keys
+	switch {
+	case st.KeyDigests == nil:
+	case created:
+		keys = whatchanged.Diff(nil, st.keyDigests(s.obj), nil)
+	default:
+		keys, _ = n.Changes.keys(st, s.obj.GetNamespace(), source.ID{Kind: st.Kind, Name: s.obj.GetName()}, s.obj, nil)
+	}
+	w, known := st.writer(s.obj)
+	return whatchanged.NewReport(keys, w, known)
+}
