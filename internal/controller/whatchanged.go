@@ -215,3 +215,16 @@ func (n *Notifier) whatChanged(st SourceType, s snapshot, created bool) whatchan
 	w, known := st.writer(s.obj)
 	return whatchanged.NewReport(keys, w, known)
 }
+
+// writers are who wrote each existing source of w last, for explain.
+func (r *WorkloadReconciler) writers(w seen) map[source.ID]whatchanged.Writer {
+	out := map[source.ID]whatchanged.Writer{}
+	for id, o := range w.sources {
+		if st := r.sourceType(id.Kind); st != nil && o.obj != nil && st.Pool == nil {
+			if wr, ok := st.writer(o.obj); ok {
+				out[id] = wr
+			}
+		}
+	}
+	return out
+}
