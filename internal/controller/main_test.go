@@ -49,7 +49,7 @@ var (
 func TestMain(m *testing.M) {
 	var err error
 	cluster, err = localcluster.Start(context.Background(), localcluster.Options{
-		CRDDirectoryPaths: []string{filepath.Join("..", "..", "test", "crds"), filepath.Join("..", "..", "deployments", "chart", "reloader", "crds")},
+		CRDDirectoryPaths: []string{filepath.Join("..", "..", "test", "crds"), filepath.Join("..", "..", "deployments", "chart", "reloader", "files", "crds")},
 		// OpenShift's default: setting blockOwnerDeletion needs update on the owner's
 		// finalizers. Admins are allowed anything; tests running reloader as a user of its
 		// own RBAC meet it (admission_test.go).
