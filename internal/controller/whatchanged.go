@@ -40,12 +40,13 @@ func (t SourceType) writer(o client.Object) (whatchanged.Writer, bool) {
 // handlers (Observe), before a change reaches any reconciler, and read when a reload is
 // reported. It holds the packed string the cache held before the change (no copy, and no
 // values: digests), or, for a source of more than maxBeforeBytes of it, the key names of the
-// change already bounded; and at most maxChanges sources: past that, an entry is dropped and
-// its next reload names no keys.
+// change already bounded (at most 3*MaxNamed names); and at most max sources: past that, the
+// oldest change is dropped, and a reload that still carries it names no keys.
 type Changes struct {
 	mu      sync.Mutex
 	entries map[changeKey]keyChange
 	max     int
+	seq     uint64
 }
 
 type changeKey struct {
@@ -55,6 +56,8 @@ type changeKey struct {
 
 // keyChange is one source's latest change: from one content hash to another.
 type keyChange struct {
+	// seq orders the entries by the time of their change: the oldest goes first.
+	seq      uint64
 	from, to string
 	// before is the packed content before the change, or, when too long, keys holds the
 	// change's key names.
@@ -64,7 +67,7 @@ type keyChange struct {
 
 const (
 	defaultMaxChanges = 4096
-	maxBeforeBytes    = 8 << 10
+	maxBeforeBytes    = 4 << 10
 )
 
 // NewChanges returns a table of the latest changes of up to max sources (a default when 0).
@@ -109,19 +112,31 @@ func (c *Changes) note(st SourceType, old, cur client.Object) {
 	if e, ok := c.entries[k]; ok && e.from == from && e.to == to {
 		return
 	}
-	e := keyChange{from: from, to: to}
+	c.seq++
+	e := keyChange{seq: c.seq, from: from, to: to}
 	if len(before) <= maxBeforeBytes {
 		e.before = before
 	} else {
 		e.keys = whatchanged.Diff(st.keyDigests(old), st.keyDigests(cur), nil)
 	}
 	if _, known := c.entries[k]; !known && len(c.entries) >= c.max {
-		for drop := range c.entries { // any one: the table only informs reports
-			delete(c.entries, drop)
-			break
-		}
+		c.dropOldest()
 	}
 	c.entries[k] = e
+}
+
+// dropOldest makes room: the change longest ago was reported long since. A full scan, only
+// when full.
+func (c *Changes) dropOldest() {
+	var oldest changeKey
+	var seq uint64
+	first := true
+	for k, e := range c.entries {
+		if first || e.seq < seq {
+			oldest, seq, first = k, e.seq, false
+		}
+	}
+	delete(c.entries, oldest)
 }
 
 // keys names the keys of the latest change of a source whose content is now o, restricted to

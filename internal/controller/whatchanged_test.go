@@ -100,6 +100,7 @@ func TestReloadNamesChangedKeysAndWriter(t *testing.T) {
 	applyConfigMap(t, ns, "app-config", "team-a", map[string]string{"LOG_LEVEL": "debug", "NEW": "y", "SAME": "s"})
 
 	note := reloadedNote(t, ns, "web")
+	t.Logf("Event: %s", note)
 	for _, want := range []string{
 		"Reloaded Deployment web after change of ConfigMap app-config (keys changed: LOG_LEVEL; added: NEW; removed: OLD) by team-a (Apply) at ",
 	} {
@@ -173,6 +174,7 @@ func TestSecretChangeNamesKeysNeverValues(t *testing.T) {
 	testutil.Must(t, k8s.Update(context.Background(), s, client.FieldOwner("kubectl-edit")))
 
 	note := reloadedNote(t, ns, "web")
+	t.Logf("Event: %s", note)
 	if want := "after change of Secret creds (keys changed: password; added: token) by kubectl-edit (Update) at "; !strings.Contains(note, want) {
 		t.Errorf("Event note %q\nwant it to contain %q", note, want)
 	}
@@ -256,6 +258,7 @@ func TestWhatChangedIsBounded(t *testing.T) {
 	testutil.Must(t, k8s.Update(context.Background(), cm, client.FieldOwner(hostile)))
 
 	note := reloadedNote(t, ns, "web")
+	t.Logf("Event: %s", note)
 	if len(note) > termsafe.MaxNote {
 		t.Errorf("Event note of %d bytes", len(note))
 	}
