@@ -76,8 +76,8 @@ func (r *WorkloadReconciler) report(ctx context.Context, obj client.Object, d do
 	if d.pause.Pause {
 		r.Metrics.Actions.WithLabelValues(kind, "pause").Inc()
 	}
-	for _, ch := range d.reloaded {
-		logger.Info("reloaded", "source", ch.ID.String(), "hash", ch.Hash, "containers", ch.Containers)
+	for i, ch := range d.reloaded {
+		logger.Info("reloaded", append([]any{"source", ch.ID.String(), "hash", ch.Hash, "containers", ch.Containers}, whatLogged(d.what, i)...)...)
 	}
 	reloaded := sourcesOf(d.reloaded, d.what...)
 	r.Metrics.ReloadedBy(kind, triggerManager(d.what))

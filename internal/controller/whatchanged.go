@@ -243,3 +243,18 @@ func (r *WorkloadReconciler) writers(w seen) map[source.ID]whatchanged.Writer {
 	}
 	return out
 }
+
+// whatLogged are the log fields of the i-th change's report: keys and changedBy, when known.
+func whatLogged(what []whatchanged.Report, i int) []any {
+	if i >= len(what) {
+		return nil
+	}
+	var kv []any
+	if k := what[i].Keys().String(); k != "" {
+		kv = append(kv, "keys", k)
+	}
+	if w := what[i].ChangedBy; w != nil {
+		kv = append(kv, "changedBy", w.String())
+	}
+	return kv
+}

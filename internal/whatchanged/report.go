@@ -43,3 +43,6 @@ func (r Report) Manager() string {
 	}
 	return r.ChangedBy.Manager
 }
+
+// Keys are the key names the report was made from.
+func (r Report) Keys() Keys { return r.keys }
