@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/reloader-operator/reloader/internal/source"
@@ -143,5 +144,30 @@ func TestChangesNameTheKeysOfTheLatestChange(t *testing.T) {
 	p.Delete(event.DeleteEvent{Object: cur})
 	if _, ok := c.keys(ConfigMaps, "ns", id, cur, nil); ok {
 		t.Error("a deleted source's change is still kept")
+	}
+}
+
+// TestPackedKeepsTheWriter: the writer token sits between the hashes and the digests, and
+// every part reads back as it went in, with and without a writer.
+func TestPackedKeepsTheWriter(t *testing.T) {
+	for _, p := range []packed{
+		{hash: "ab12", writer: "team-a|Apply|1764190800|"},
+		{hash: "k1:ab12", uidHash: "cd34", writer: "kubectl-edit|Update||", digests: map[string]string{"password": "04", "user": "05"}},
+		{hash: "ab12", digests: map[string]string{"a": "01"}},
+	} {
+		o := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{SelfLink: p.marked()}}
+		st := SourceType{UIDHash: func(client.Object) string { return "full object" }}
+		if st.contentHash(o) != p.hash || st.uidHash(o) != p.uidHash || len(st.keyDigests(o)) != len(p.digests) {
+			t.Errorf("%q: hash %q, UID-keyed %q, digests %v", p.marked(), st.contentHash(o), st.uidHash(o), st.keyDigests(o))
+		}
+		for k, d := range p.digests {
+			if st.keyDigests(o)[k] != d {
+				t.Errorf("%q: digest of %s %q, want %q", p.marked(), k, st.keyDigests(o)[k], d)
+			}
+		}
+		w, ok := st.writer(o)
+		if ok != (p.writer != "") || w.Token() != p.writer {
+			t.Errorf("%q: writer %q (%v), want %q", p.marked(), w.Token(), ok, p.writer)
+		}
 	}
 }
