@@ -62,16 +62,23 @@ func (r Reload) Text(additional string) string {
 func Body(sink string, r Reload, additional string) ([]byte, error) {
 	text := r.Text(additional)
 	switch sink {
-	case "slack", "gchat":
-		// Both incoming-webhook APIs take a plain message as {"text": ...}.
+	case "slack":
+		// The text is the notification's fallback; the blocks show each change's keys and writer.
+		if len(detailed(r)) == 0 {
+			return json.Marshal(map[string]string{"text": text})
+		}
+		return json.Marshal(map[string]any{"text": text, "blocks": slackBlocks(r, text)})
+	case "gchat":
+		// Google Chat's incoming webhooks take a plain message as {"text": ...}.
 		return json.Marshal(map[string]string{"text": text})
 	case "teams":
-		// A Workflows ("When a Teams webhook request is received") message with one Adaptive Card.
+		// A Workflows ("When a Teams webhook request is received") message with one Adaptive
+		// Card: the text, then each change's keys and writer as facts.
 		card := map[string]any{
 			"$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
 			"type":    "AdaptiveCard",
 			"version": "1.4",
-			"body":    []map[string]any{{"type": "TextBlock", "text": text, "wrap": true}},
+			"body":    append([]map[string]any{{"type": "TextBlock", "text": text, "wrap": true}}, teamsFacts(r)...),
 		}
 		return json.Marshal(map[string]any{
 			"type": "message",

@@ -46,3 +46,51 @@ func TestBodiesNameKeysAndWriter(t *testing.T) {
 		t.Errorf("raw alert without a report: %s", body)
 	}
 }
+
+// Slack gets a section per known change, Teams a fact set, each naming keys and writer;
+// markup in names is escaped for Slack.
+func TestChatBlocksNameKeysAndWriter(t *testing.T) {
+	keys := whatchanged.Diff(nil, map[string]string{"TOKEN": "d"}, nil)
+	r := sample
+	r.Name = "api<!here>"
+	r.Sources = []Source{{Kind: "Secret", Name: "creds", Report: whatchanged.NewReport(keys, whatchanged.Writer{Manager: "helm", Operation: "Apply"}, true)}}
+	body, err := Body("slack", r, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var slack struct {
+		Text   string
+		Blocks []struct{ Text struct{ Text string } }
+	}
+	if err := json.Unmarshal(body, &slack); err != nil {
+		t.Fatal(err)
+	}
+	if len(slack.Blocks) != 2 || strings.Contains(slack.Blocks[0].Text.Text, "<!here>") ||
+		slack.Blocks[1].Text.Text != "*Secret creds*\nkeys added: TOKEN\nchanged by: helm (Apply)" {
+		t.Errorf("Slack blocks %s", body)
+	}
+	body, _ = Body("teams", r, "")
+	var teams struct {
+		Attachments []struct {
+			Content struct {
+				Body []struct {
+					Type  string
+					Facts []struct{ Title, Value string }
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal(body, &teams); err != nil {
+		t.Fatal(err)
+	}
+	b := teams.Attachments[0].Content.Body
+	if len(b) != 2 || b[1].Type != "FactSet" || len(b[1].Facts) != 2 || b[1].Facts[0].Title != "Secret creds keys added" || b[1].Facts[0].Value != "TOKEN" ||
+		b[1].Facts[1].Value != "helm (Apply)" {
+		t.Errorf("Teams card %s", body)
+	}
+	// Nothing known: Slack's message is the plain text, as before.
+	body, _ = Body("slack", sample, "")
+	if strings.Contains(string(body), "blocks") {
+		t.Errorf("Slack message without a report: %s", body)
+	}
+}
