@@ -18,6 +18,7 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/termsafe"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
@@ -270,5 +271,22 @@ func TestWhatChangedIsBounded(t *testing.T) {
 	}
 	if want := "by __channel___bold___code___x__http:/"; !strings.Contains(note, want) {
 		t.Errorf("Event note %q\nwant the manager reduced to safe characters: %q", note, want)
+	}
+}
+
+// A workload restricted to some keys is told of those only: a write that changes keys a and b
+// reloads the workload that reads a, and its Event names a alone.
+func TestRestrictedReloadNamesItsKeysOnly(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "cfg", map[string]string{"a": "1", "b": "1"})
+	d := deployment(ns, "web", map[string]string{auto: "true", reload.ConfigMapKeysAnnotation: "cfg/a"}, podSpec("cfg"))
+	create(t, cm, d)
+	startReloader(t, ns)
+	recorded(t, d)
+	update(t, cm, func(c *corev1.ConfigMap) { c.Data["a"], c.Data["b"], c.Data["c"] = "2", "2", "new" })
+	note := reloadedNote(t, ns, "web")
+	t.Logf("Event: %s", note)
+	if !strings.Contains(note, "(keys changed: a) by ") || strings.Contains(note, "added") {
+		t.Errorf("Event note %q, want keys changed: a alone", note)
 	}
 }
