@@ -36,9 +36,9 @@ func (t SourceType) writer(o client.Object) (whatchanged.Writer, bool) {
 
 // Changes keeps, for the sources that changed while reloader ran, what their latest change
 // was: the per-key digests before it, so that a reload names the keys it changed (the record
-// on a workload holds one hash per source, not per key). It is fed by the sources' event
-// handlers (Observe), before a change reaches any reconciler, and read when a reload is
-// reported. It holds the packed string the cache held before the change (no copy, and no
+// on a workload holds one hash per source, not per key). It is fed by a predicate on each
+// source watch (Observe), which runs before the event is queued for its reconciler, and read
+// when a reload is reported. It holds the packed string the cache held before the change (no copy, and no
 // values: digests), or, for a source of more than maxBeforeBytes of it, the key names of the
 // change already bounded (at most 3*MaxNamed names); and at most max sources: past that, the
 // oldest change is dropped, and a reload that still carries it names no keys.
