@@ -114,7 +114,7 @@ func (n *Notifier) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		notifying = len(change.Workloads) > 0
 	}
 	if notifying {
-		change.Report = n.whatChanged(*st, s, !known)
+		change.Report = n.whatChanged(*st, s, !known, last)
 		err := n.Send(ctx, change)
 		n.Metrics.Notified(metrics.TargetWebhook, err == nil)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/whatchanged"
@@ -34,13 +35,15 @@ func (t SourceType) writer(o client.Object) (whatchanged.Writer, bool) {
 	return whatchanged.ParseToken(token)
 }
 
-// Changes keeps, for the sources that changed while reloader ran, what their latest change
-// was: the per-key digests before it, so that a reload names the keys it changed (the record
-// on a workload holds one hash per source, not per key). It is fed by a predicate on each
+// Changes keeps, for the sources that changed while reloader ran, the per-key digests they
+// had before their latest changes, so that a reload names the keys it changed (the record on
+// a workload holds one hash per source, not per key): from the state the workload last
+// applied when it is among those kept, so that a reload that coalesced several writes names
+// the keys of all of them, else from the state before the latest write. It is fed by a predicate on each
 // source watch (Observe), which runs before the event is queued for its reconciler, and read
 // when a reload is reported. It holds the packed string the cache held before the change (no copy, and no
-// values: digests), or, for a source of more than maxBeforeBytes of it, the key names of the
-// change already bounded (at most 3*MaxNamed names); and at most max sources: past that, the
+// values: digests) before each of its latest writes, newest first, up to maxBeforeBytes in
+// all; or, for a source of more than that, the key names of its latest change already bounded (at most 3*MaxNamed names); and at most max sources: past that, the
 // oldest change is dropped, and a reload that still carries it names no keys.
 type Changes struct {
 	mu      sync.Mutex
@@ -54,20 +57,23 @@ type changeKey struct {
 	id        source.ID
 }
 
-// keyChange is one source's latest change: from one content hash to another.
+// keyChange is one source's latest changes, up to the content of hash to.
 type keyChange struct {
 	// seq orders the entries by the time of their change: the oldest goes first.
-	seq      uint64
-	from, to string
-	// before is the packed content before the change, or, when too long, keys holds the
-	// change's key names.
-	before string
-	keys   whatchanged.Keys
+	seq uint64
+	to  string
+	// befores are the packed contents before the latest writes, newest first (each starts
+	// with its content hash); when the source is too large for one, keys holds the key names
+	// of the latest change.
+	befores []string
+	keys    whatchanged.Keys
 }
 
 const (
 	defaultMaxChanges = 4096
 	maxBeforeBytes    = 4 << 10
+	// maxStates bounds the states kept before a source's latest writes.
+	maxStates = 4
 )
 
 // NewChanges returns a table of the latest changes of up to max sources (a default when 0).
@@ -109,17 +115,28 @@ func (c *Changes) note(st SourceType, old, cur client.Object) {
 	k := changeKey{cur.GetNamespace(), source.ID{Kind: st.Kind, Name: cur.GetName()}}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.entries[k]; ok && e.from == from && e.to == to {
-		return
+	prev, known := c.entries[k]
+	if known && prev.to == to && len(prev.befores) > 0 && stateHash(prev.befores[0]) == from {
+		return // noted by another controller's watch
 	}
 	c.seq++
-	e := keyChange{seq: c.seq, from: from, to: to}
+	e := keyChange{seq: c.seq, to: to}
 	if len(before) <= maxBeforeBytes {
-		e.before = before
+		e.befores = []string{before}
+		size := len(before)
+		if known && prev.to == from {
+			// A write on top of the one noted: keep the states before, while they fit.
+			for _, b := range prev.befores {
+				if size += len(b); size > maxBeforeBytes || len(e.befores) == maxStates {
+					break
+				}
+				e.befores = append(e.befores, b)
+			}
+		}
 	} else {
 		e.keys = whatchanged.Diff(st.keyDigests(old), st.keyDigests(cur), nil)
 	}
-	if _, known := c.entries[k]; !known && len(c.entries) >= c.max {
+	if !known && len(c.entries) >= c.max {
 		c.dropOldest()
 	}
 	c.entries[k] = e
@@ -139,10 +156,18 @@ func (c *Changes) dropOldest() {
 	delete(c.entries, oldest)
 }
 
-// keys names the keys of the latest change of a source whose content is now o, restricted to
-// only when not nil; ok is false when the change is not known (not seen, or not the one that
+// stateHash is the content hash a packed content starts with.
+func stateHash(p string) string {
+	h, _, _ := cachedHashes(p)
+	return h
+}
+
+// keys names the keys a source whose content is now o changed since the state whose hash is
+// applied (the workload's record: the whole content's hash, or with only, the hash of those
+// keys), or, when that state is not kept, since the state before its latest write; restricted
+// to only when not nil. ok is false when no change is known (not seen, or not the one that
 // made the content of o).
-func (c *Changes) keys(st SourceType, ns string, id source.ID, o client.Object, only []string) (whatchanged.Keys, bool) {
+func (c *Changes) keys(st SourceType, ns string, id source.ID, o client.Object, only []string, applied string) (whatchanged.Keys, bool) {
 	if c == nil {
 		return whatchanged.Keys{}, false
 	}
@@ -152,10 +177,21 @@ func (c *Changes) keys(st SourceType, ns string, id source.ID, o client.Object, 
 	if !ok || e.to != st.contentHash(o) {
 		return whatchanged.Keys{}, false
 	}
-	if e.before == "" {
+	if len(e.befores) == 0 {
 		return e.keys, true
 	}
-	return whatchanged.Diff(packedDigests(e.before), st.keyDigests(o), only), true
+	from := e.befores[0]
+	for _, b := range e.befores {
+		h := stateHash(b)
+		if only != nil {
+			h = hash.Subset(h, packedDigests(b), only)
+		}
+		if h == applied {
+			from = b
+			break
+		}
+	}
+	return whatchanged.Diff(packedDigests(from), st.keyDigests(o), only), true
 }
 
 // whatChanged reports, per change of a reload, the key names and the writer of the source's
@@ -180,7 +216,7 @@ func (r *WorkloadReconciler) whatChanged(w seen, obj client.Object, changes []re
 			if was, recorded := last[ch.ID.String()]; recorded && was == reload.Absent {
 				keys = whatchanged.Diff(nil, st.keyDigests(o.obj), only)
 			} else {
-				keys, _ = r.Changes.keys(*st, o.obj.GetNamespace(), ch.ID, o.obj, only)
+				keys, _ = r.Changes.keys(*st, o.obj.GetNamespace(), ch.ID, o.obj, only, last[ch.ID.String()])
 			}
 		}
 		wr, known := st.writer(o.obj)
@@ -214,8 +250,9 @@ func triggerManager(what []whatchanged.Report) string {
 	return whatchanged.Label(newest.Manager)
 }
 
-// whatChanged reports the keys and writer of a change of source s, created when new.
-func (n *Notifier) whatChanged(st SourceType, s snapshot, created bool) whatchanged.Report {
+// whatChanged reports the keys and writer of a change of source s since the content of hash
+// seen, created when new.
+func (n *Notifier) whatChanged(st SourceType, s snapshot, created bool, seen string) whatchanged.Report {
 	if s.obj == nil || st.Pool != nil {
 		return whatchanged.Report{}
 	}
@@ -225,7 +262,7 @@ func (n *Notifier) whatChanged(st SourceType, s snapshot, created bool) whatchan
 	case created:
 		keys = whatchanged.Diff(nil, st.keyDigests(s.obj), nil)
 	default:
-		keys, _ = n.Changes.keys(st, s.obj.GetNamespace(), source.ID{Kind: st.Kind, Name: s.obj.GetName()}, s.obj, nil)
+		keys, _ = n.Changes.keys(st, s.obj.GetNamespace(), source.ID{Kind: st.Kind, Name: s.obj.GetName()}, s.obj, nil, seen)
 	}
 	w, known := st.writer(s.obj)
 	return whatchanged.NewReport(keys, w, known)

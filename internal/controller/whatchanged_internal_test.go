@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -100,19 +101,19 @@ func TestChangesNameTheKeysOfTheLatestChange(t *testing.T) {
 	cur = transform(cur)
 	c := NewChanges(0)
 	id := source.ID{Kind: source.ConfigMap, Name: "c"}
-	if _, ok := c.keys(ConfigMaps, "ns", id, cur, nil); ok {
+	if _, ok := c.keys(ConfigMaps, "ns", id, cur, nil, ""); ok {
 		t.Fatal("keys named before any change was seen")
 	}
 	p := c.Observe(ConfigMaps)
 	p.Update(event.UpdateEvent{ObjectOld: old, ObjectNew: cur})
-	k, ok := c.keys(ConfigMaps, "ns", id, cur, nil)
+	k, ok := c.keys(ConfigMaps, "ns", id, cur, nil, "")
 	if got := k.String(); !ok || got != "keys changed: key-03; added: new; removed: key-07" {
 		t.Errorf("keys %q, %v", got, ok)
 	}
-	if k, _ := c.keys(ConfigMaps, "ns", id, cur, []string{"key-07"}); k.String() != "keys removed: key-07" {
+	if k, _ := c.keys(ConfigMaps, "ns", id, cur, []string{"key-07"}, ""); k.String() != "keys removed: key-07" {
 		t.Errorf("restricted to key-07: %q", k.String())
 	}
-	if _, ok := c.keys(ConfigMaps, "ns", id, old, nil); ok {
+	if _, ok := c.keys(ConfigMaps, "ns", id, old, nil, ""); ok {
 		t.Error("keys named for content the change did not make")
 	}
 	retained := testutil.RetainedBy(func() any {
@@ -137,12 +138,12 @@ func TestChangesNameTheKeysOfTheLatestChange(t *testing.T) {
 	for i, want := range []bool{false, true, true} {
 		n := cur.DeepCopy()
 		n.Name = fmt.Sprintf("c-%d", i)
-		if _, ok := small.keys(ConfigMaps, "ns", source.ID{Kind: source.ConfigMap, Name: n.Name}, n, nil); ok != want {
+		if _, ok := small.keys(ConfigMaps, "ns", source.ID{Kind: source.ConfigMap, Name: n.Name}, n, nil, ""); ok != want {
 			t.Errorf("a full table of 2 after 3 changes: c-%d kept %v, want %v (the oldest goes)", i, ok, want)
 		}
 	}
 	p.Delete(event.DeleteEvent{Object: cur})
-	if _, ok := c.keys(ConfigMaps, "ns", id, cur, nil); ok {
+	if _, ok := c.keys(ConfigMaps, "ns", id, cur, nil, ""); ok {
 		t.Error("a deleted source's change is still kept")
 	}
 }
@@ -168,6 +169,49 @@ func TestPackedKeepsTheWriter(t *testing.T) {
 		w, ok := st.writer(o)
 		if ok != (p.writer != "") || w.Token() != p.writer {
 			t.Errorf("%q: writer %q (%v), want %q", p.marked(), w.Token(), ok, p.writer)
+		}
+	}
+}
+
+// TestChangesNameTheKeysSinceWhatTheWorkloadApplied: three writes (a, then b, then c
+// changed); a workload that applied the first state is told of a, b and c, one that applied
+// the second of b and c, one whose state is not kept of the latest write. A workload that
+// reads key a only matches its recorded subset hash.
+func TestChangesNameTheKeysSinceWhatTheWorkloadApplied(t *testing.T) {
+	states := []map[string]string{{"a": "1", "b": "1", "c": "1"}}
+	for _, k := range []string{"a", "b", "c"} {
+		next := maps.Clone(states[len(states)-1])
+		next[k] = "2"
+		states = append(states, next)
+	}
+	objs := make([]*corev1.ConfigMap, len(states))
+	for i, d := range states {
+		out, err := ConfigMaps.Transform(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}, Data: d})
+		testutil.Must(t, err)
+		objs[i] = out.(*corev1.ConfigMap)
+	}
+	c := NewChanges(0)
+	p := c.Observe(ConfigMaps)
+	for i := 1; i < len(objs); i++ {
+		p.Update(event.UpdateEvent{ObjectOld: objs[i-1], ObjectNew: objs[i]})
+		p.Update(event.UpdateEvent{ObjectOld: objs[i-1], ObjectNew: objs[i]}) // a second controller's watch
+	}
+	id, now := source.ID{Kind: source.ConfigMap, Name: "c"}, objs[3]
+	for _, tc := range []struct {
+		applied string
+		only    []string
+		want    string
+	}{
+		{ConfigMaps.contentHash(objs[0]), nil, "keys changed: a, b, c"},
+		{ConfigMaps.contentHash(objs[1]), nil, "keys changed: b, c"},
+		{"not kept", nil, "keys changed: c"},
+		{ConfigMaps.hashOf(objs[0], []string{"a"}, true), []string{"a"}, "keys changed: a"},
+		// a=2 applied already: nothing of a changed since.
+		{ConfigMaps.hashOf(objs[1], []string{"a"}, true), []string{"a"}, ""},
+	} {
+		k, ok := c.keys(ConfigMaps, "ns", id, now, tc.only, tc.applied)
+		if !ok || k.String() != tc.want {
+			t.Errorf("applied %.12s, only %v: %q (%v), want %q", tc.applied, tc.only, k.String(), ok, tc.want)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -288,5 +289,27 @@ func TestRestrictedReloadNamesItsKeysOnly(t *testing.T) {
 	t.Logf("Event: %s", note)
 	if !strings.Contains(note, "(keys changed: a) by ") || strings.Contains(note, "added") {
 		t.Errorf("Event note %q, want keys changed: a alone", note)
+	}
+}
+
+// Two writes within the coalescing window make one reload, and its Event names the keys of
+// both: what changed since the state the workload last applied.
+func TestCoalescedWritesNameAllTheirKeys(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "cfg", map[string]string{"a": "1", "b": "1", "c": "1"})
+	d := deployment(ns, "web", map[string]string{auto: "true"}, podSpec("cfg"))
+	create(t, cm, d)
+	startReloader(t, ns, func(o *options.Options) { o.CoalesceWindow = 2 * time.Second })
+	recorded(t, d)
+	changes := templateChanges(t, d)
+	update(t, cm, func(c *corev1.ConfigMap) { c.Data["a"] = "2" })
+	update(t, cm, func(c *corev1.ConfigMap) { c.Data["b"] = "2"; delete(c.Data, "c") })
+	note := reloadedNote(t, ns, "web")
+	t.Logf("Event: %s", note)
+	if n := changes(); n != 1 {
+		t.Errorf("%d template changes, want one reload", n)
+	}
+	if !strings.Contains(note, "(keys changed: a, b; removed: c) by ") {
+		t.Errorf("Event note %q, want the keys of both writes", note)
 	}
 }
