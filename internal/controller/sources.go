@@ -137,7 +137,8 @@ func mountVersions(o client.Object) []string {
 // Transform replaces a source's content by its hash and, for the types made of keys, each
 // value by a short digest (KeyDigests), before the object enters the cache, so that
 // reloader's memory grows with the number of objects and keys, not with their bytes. The
-// managed fields and kubectl's last-applied copy of the content go too, the labels with
+// managed fields (but for their newest writer, packed with the hashes) and kubectl's
+// last-applied copy of the content go too, the labels with
 // DropLabels, and the strings that repeat across objects are shared (intern.Meta).
 //
 // The informer may hand the same object to Transform more than once (objects of the initial
@@ -160,7 +161,10 @@ func (t SourceType) Transform(obj any) (any, error) {
 		if t.KeyDigests != nil {
 			p.digests = t.KeyDigests(o)
 		}
-		p.writer = writerToken(o)
+		if t.Pool == nil {
+			// Reported with each change; a pooled source's objects are the CSI driver's.
+			p.writer = writerToken(o)
+		}
 		o.SetSelfLink(p.marked())
 	}
 	// Cleared on both passes: a mark that came from elsewhere never keeps content in memory.
