@@ -2,7 +2,9 @@ package installtest
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,9 +111,6 @@ func runUpgrade(t *testing.T, c upgradeCase) {
 	before.checkKept(t, ctx, "after the upgrade")
 	waitReloaderConfigAPI(t, ctx)
 	deploy := checkOurPods(t, ctx, ns, upgraded.Manifest, ours, values)
-	if t.Failed() {
-		return
-	}
 
 	r := &installRun{t: t, ctx: ctx, releaseNS: ns, release: c.release, watched: watched, before: map[client.Object]string{},
 		in: install{name: c.name, values: values, kinds: []string{Deployment}, watched: watched, unwatched: unwatched}}
@@ -124,6 +123,15 @@ func runUpgrade(t *testing.T, c upgradeCase) {
 	}
 	before.checkKept(t, ctx, "after the rollback to upstream's revision")
 	before.checkContainers(t, ctx)
+	history, err := action.NewHistory(cfg).Run(c.release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var revisions []string
+	for _, h := range history {
+		revisions = append(revisions, fmt.Sprintf("%d %s %s: %s", h.Version, h.Chart.Metadata.Name, h.Chart.Metadata.Version, h.Info.Status))
+	}
+	t.Logf("release %s/%s: %s", ns, c.release, strings.Join(revisions, "; "))
 }
 
 // valuesMap is the case's values, read from its file if it has one.
