@@ -39,6 +39,13 @@ var upgrades = []upgradeCase{
 	{name: "namespaces", release: "team",
 		values:  reloaderValues(map[string]any{"watchGlobally": false, "namespaces": []any{"upgrade-a", "upgrade-b"}}),
 		watched: []string{"upgrade-a", "upgrade-b"}, unwatched: true},
+	// The optional objects, and selector labels through tpl, as upstream renders them.
+	{name: "extras", release: "cfg", values: reloaderValues(map[string]any{
+		"matchLabels":         map[string]any{"team": "{{ .Release.Name }}-ops"},
+		"service":             map[string]any{"port": 9090},
+		"podDisruptionBudget": map[string]any{"enabled": true, "minAvailable": 1},
+		"netpol":              map[string]any{"enabled": true},
+	})},
 	{name: "ha", release: "reloader", values: reloaderValues(map[string]any{"enableHA": true, "deployment": map[string]any{"replicas": 2}})},
 	// `helm show values` of upstream's chart 2.2.16 (Reloader v1.4.21) without its comments:
 	// what users who copied the whole file pass. It pins stakater's image.
