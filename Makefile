@@ -96,8 +96,9 @@ clean:
 	rm -rf bin
 
 # Regenerates the deepcopy functions of internal/extapi and api/, and the ReloaderConfig CRD
-# (into the chart's crds/); the output is committed, and a test fails when it is stale.
+# (into deployments/chart/reloader/files/crds/, which templates/crds.yaml renders); the output is
+# committed, and a test fails when it is stale.
 CONTROLLER_GEN := sigs.k8s.io/controller-tools/cmd/controller-gen@v0.20.0
 generate:
 	go run $(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./internal/extapi/...
-	go run $(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt crd paths=./api/... output:crd:dir=deployments/chart/reloader/crds
+	go run $(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt crd paths=./api/... output:crd:dir=deployments/chart/reloader/files/crds

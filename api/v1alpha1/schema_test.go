@@ -17,7 +17,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/localcluster"
 )
 
-const crdDir = "../../deployments/chart/reloader/crds"
+const crdDir = "../../deployments/chart/reloader/files/crds"
 
 // The API server itself refuses bad specs, with the schema's message, before reloader
 // ever sees them.

@@ -110,7 +110,7 @@ func newRun() *cobra.Command {
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "run on this existing cluster instead of local control planes (no audit log: API counts are left out)")
 	fs.StringVar(&metricsFlag, "metrics-addr-flag", "--metrics-addr", "the flag that sets a binary's metrics address; empty if it has none (it then must listen on :9090, and --parallelism must be 1)")
 	fs.IntVar(&nodes, "nodes", 3, "fake kwok nodes per local control plane")
-	fs.StringVar(&crdDir, "crd-dir", "deployments/chart/reloader/crds", "the ReloaderConfig CRD, installed into each local control plane (scenarios S16 and S17 need it)")
+	fs.StringVar(&crdDir, "crd-dir", "deployments/chart/reloader/files/crds", "the ReloaderConfig CRD, installed into each local control plane (scenarios S16 and S17 need it)")
 	bindGates(fs, &gates)
 	return cmd
 }

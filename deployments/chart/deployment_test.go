@@ -21,10 +21,10 @@ func TestUpstreamValuesRenderFlags(t *testing.T) {
 	}{
 		{values: ``, args: []string{"--ignored-workload-types=deploymentconfigs"}},
 		{values: `reloader: {watchGlobally: false}`, env: map[string]string{"KUBERNETES_NAMESPACE": namespace}},
-		{values: `reloader: {namespaces: [a, b]}`, args: []string{"--namespaces=a,b"}},
-		{values: `reloader: {namespaces: "a,b"}`, args: []string{"--namespaces=a,b"}},
+		{values: `reloader: {watchGlobally: false, namespaces: [b, a, b]}`, args: []string{"--namespaces=a,b," + namespace}},
+		{values: `reloader: {watchGlobally: false, namespaces: "b, a,` + namespace + `"}`, args: []string{"--namespaces=a,b," + namespace}},
 		{values: `reloader: {ignoreNamespaces: "kube-system,kube-public"}`, args: []string{"--namespaces-to-ignore=kube-system,kube-public"}},
-		{values: `reloader: {namespaceSelector: "env=test"}`, args: []string{"--namespace-selector=env=test"}},
+		{values: `reloader: {namespaceSelector: "env=test"}`, args: []string{`--namespace-selector="env=test"`}},
 		{values: `reloader: {resourceLabelSelector: "reload:yes"}`, args: []string{"--resource-label-selector=reload:yes"}},
 		{values: `reloader: {ignoreSecrets: true}`, args: []string{"--resources-to-ignore=secrets"}},
 		{values: `reloader: {ignoreConfigMaps: true}`, args: []string{"--resources-to-ignore=configMaps"}},
@@ -151,9 +151,12 @@ func TestImage(t *testing.T) {
 	for _, tt := range []struct{ values, want string }{
 		{``, "ghcr.io/reloader-operator/reloader:0.1.0"},
 		{`image: {tag: v9}`, "ghcr.io/reloader-operator/reloader:v9"},
-		{`image: {name: example.com/r, tag: v9}`, "example.com/r:v9"},
+		// image.name is the path under global.imageRegistry, and nothing without one.
+		{`image: {name: example.com/r, tag: v9}`, "ghcr.io/reloader-operator/reloader:v9"},
+		{"global: {imageRegistry: mirror.local}\n" + `image: {name: team/reloader, tag: v9}`, "mirror.local/team/reloader:v9"},
+		{"global: {imageRegistry: mirror.local}\n" + `image: {digest: "sha256:` + strings.Repeat("ab", 32) + `"}`, "mirror.local/reloader-operator/reloader:0.1.0"},
 		{`reloader: {deployment: {image: {name: example.com/old, tag: v1.0.97}}}`, "example.com/old:v1.0.97"},
-		{`global: {imageRegistry: mirror.local}`, "mirror.local/ghcr.io/reloader-operator/reloader:0.1.0"},
+		{`global: {imageRegistry: mirror.local}`, "mirror.local/reloader-operator/reloader:0.1.0"},
 		{`image: {digest: "sha256:` + strings.Repeat("ab", 32) + `"}`, "ghcr.io/reloader-operator/reloader@sha256:" + strings.Repeat("ab", 32)},
 	} {
 		if _, c := container(t, renderChart(t, tt.values)); c.Image != tt.want {
@@ -234,11 +237,11 @@ reloader:
 
 func TestVerticalPodAutoscaler(t *testing.T) {
 	objs := renderChart(t, `reloader: {verticalPodAutoscaler: {enabled: true, controlledResources: [memory], maxAllowed: {memory: 1Gi}}}`)
-	vpa := render.Find(objs, "VerticalPodAutoscaler", release)
+	vpa := render.Find(objs, "VerticalPodAutoscaler", fullname)
 	if vpa == nil {
 		t.Fatal("no VerticalPodAutoscaler")
 	}
-	if name, _, _ := unstructured.NestedString(vpa.Object, "spec", "targetRef", "name"); name != release {
+	if name, _, _ := unstructured.NestedString(vpa.Object, "spec", "targetRef", "name"); name != fullname {
 		t.Errorf("VPA targets %q", name)
 	}
 }
@@ -294,7 +297,7 @@ func TestSecureMetricsProbesAndScrape(t *testing.T) {
 	if conf := parseOptions(t, objs); !conf.MetricsSecure || conf.HealthAddr != ":8081" {
 		t.Errorf("the binary reads secure %v, health %q", conf.MetricsSecure, conf.HealthAddr)
 	}
-	sm := render.Find(objs, "ServiceMonitor", release)
+	sm := render.Find(objs, "ServiceMonitor", fullname)
 	if sm == nil {
 		t.Fatal("no ServiceMonitor")
 	}

@@ -21,7 +21,21 @@ const (
 	release   = "reloader"
 	namespace = "reloader-system"
 	podName   = "reloader-7d4f9-abcde"
+	// fullname is the name of the release's objects: <release>-<chart name>, as upstream's chart.
+	fullname = release + "-reloader"
+
+	monitoringAPI = "monitoring.coreos.com/v1"
+	vpaAPI        = "autoscaling.k8s.io/v1"
 )
+
+// servedAPIs are the optional APIs the tests' cluster serves unless a test says otherwise:
+// every one the chart can use.
+var servedAPIs = []string{monitoringAPI, vpaAPI}
+
+// renderValues renders the chart as the tests' release, for a cluster serving servedAPIs.
+func renderValues(v map[string]any) ([]*unstructured.Unstructured, error) {
+	return render.Chart(chartDir(), v, release, namespace, servedAPIs...)
+}
 
 // chartDir is deployments/chart/reloader, wherever the tests run from.
 func chartDir() string {
@@ -41,7 +55,7 @@ func values(t *testing.T, doc string) map[string]any {
 
 func renderChart(t *testing.T, doc string) []*unstructured.Unstructured {
 	t.Helper()
-	objs, err := render.Chart(chartDir(), values(t, doc), release, namespace)
+	objs, err := renderValues(values(t, doc))
 	if err != nil {
 		t.Fatalf("render with values %q: %v", doc, err)
 	}

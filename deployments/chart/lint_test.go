@@ -6,8 +6,6 @@ import (
 
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
-
-	"github.com/reloader-operator/reloader/deployments/render"
 )
 
 // TestLint runs Helm's own linter (`helm lint`) over every values set of the matrix.
@@ -45,7 +43,7 @@ func TestSchemaRejects(t *testing.T) {
 		{`imge: {tag: v1}`, "imge"},
 		{`reloader: {namespaces: 3}`, "namespaces"},
 	} {
-		_, err := render.Chart(chartDir(), values(t, tt.values), release, namespace)
+		_, err := renderValues(values(t, tt.values))
 		if err == nil {
 			t.Errorf("%s: rendered, want a schema error", tt.values)
 			continue
@@ -59,7 +57,7 @@ func TestSchemaRejects(t *testing.T) {
 
 // Ignoring both source kinds leaves nothing to watch: the chart refuses, as the binary would.
 func TestIgnoreBothSourceKindsFails(t *testing.T) {
-	_, err := render.Chart(chartDir(), values(t, `reloader: {ignoreSecrets: true, ignoreConfigMaps: true}`), release, namespace)
+	_, err := renderValues(values(t, `reloader: {ignoreSecrets: true, ignoreConfigMaps: true}`))
 	if err == nil || !strings.Contains(err.Error(), "ignoreConfigMaps") {
 		t.Errorf("err = %v, want one naming ignoreSecrets and ignoreConfigMaps", err)
 	}

@@ -16,7 +16,7 @@ import (
 // the dashboard or rules is a reviewed change of it.
 func TestMonitoringMetrics(t *testing.T) {
 	objs := renderChart(t, `reloader: {enableHA: true, grafanaDashboard: {enabled: true}, prometheusRule: {enabled: true}}`)
-	if render.Find(objs, "ConfigMap", release+"-dashboard") == nil || render.Find(objs, "PrometheusRule", release) == nil {
+	if render.Find(objs, "ConfigMap", fullname+"-dashboard") == nil || render.Find(objs, "PrometheusRule", fullname) == nil {
 		t.Fatal("dashboard ConfigMap or PrometheusRule not rendered")
 	}
 	queries, err := render.Queries(objs)
@@ -81,7 +81,7 @@ func TestHashKeyAlertFollowsTheKey(t *testing.T) {
 		{"Jobs ignored", `reloader: {ignoreJobs: true, prometheusRule: {enabled: true}}`, true},
 	} {
 		objs := renderChart(t, tc.values)
-		rule := render.Find(objs, "PrometheusRule", release)
+		rule := render.Find(objs, "PrometheusRule", fullname)
 		if rule == nil {
 			t.Fatalf("%s: no PrometheusRule", tc.name)
 		}
@@ -118,12 +118,12 @@ func TestHashKeyAlertFollowsTheKey(t *testing.T) {
 // one only from bearerTokenSecret: without it the chart refuses to render rather than ship a
 // PodMonitor whose every scrape gets 401.
 func TestPodMonitorWithSecureMetricsNeedsAToken(t *testing.T) {
-	_, err := render.Chart(chartDir(), values(t, `reloader: {secureMetrics: true, podMonitor: {enabled: true}}`), release, namespace)
+	_, err := renderValues(values(t, `reloader: {secureMetrics: true, podMonitor: {enabled: true}}`))
 	if err == nil || !strings.Contains(err.Error(), "bearerTokenSecret") {
 		t.Fatalf("secureMetrics and a PodMonitor without a token: %v, want an error naming bearerTokenSecret", err)
 	}
 	objs := renderChart(t, `reloader: {secureMetrics: true, podMonitor: {enabled: true, bearerTokenSecret: {name: scraper-token, key: token}}}`)
-	pm := render.Find(objs, "PodMonitor", release)
+	pm := render.Find(objs, "PodMonitor", fullname)
 	if pm == nil {
 		t.Fatal("no PodMonitor")
 	}
@@ -139,7 +139,7 @@ func TestPodMonitorWithSecureMetricsNeedsAToken(t *testing.T) {
 		t.Errorf("endpoint %v: want https with the token from scraper-token/token", ep)
 	}
 	// Without secureMetrics no token is needed.
-	if render.Find(renderChart(t, `reloader: {podMonitor: {enabled: true}}`), "PodMonitor", release) == nil {
+	if render.Find(renderChart(t, `reloader: {podMonitor: {enabled: true}}`), "PodMonitor", fullname) == nil {
 		t.Error("no PodMonitor without secureMetrics")
 	}
 }

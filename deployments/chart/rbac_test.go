@@ -61,7 +61,7 @@ func TestRBACMatchesTable(t *testing.T) {
 				if o.GetKind() != "ClusterRole" && o.GetKind() != "Role" {
 					continue
 				}
-				if o.GetName() == release+"-metrics-reader" {
+				if o.GetName() == fullname+"-metrics-reader" {
 					continue // for scrapers, not reloader (TestMetricsReaderRole)
 				}
 				var r rbacv1.Role // a ClusterRole's rules decode the same
@@ -76,12 +76,12 @@ func TestRBACMatchesTable(t *testing.T) {
 			}
 			expect := map[string][]string{}
 			if len(clusterWide) > 0 {
-				expect["/"+release+"-role"] = rbac.Grants(clusterWide)
+				expect["/"+fullname+"-role"] = rbac.Grants(clusterWide)
 			}
 			for _, ns := range want.Namespaces {
-				expect[ns+"/"+release+"-role"] = rbac.Grants(want.Watched)
+				expect[ns+"/"+fullname+"-role"] = rbac.Grants(want.Watched)
 			}
-			expect[namespace+"/"+release+"-metadata-role"] = rbac.Grants(want.Own)
+			expect[namespace+"/"+fullname+"-metadata-role"] = rbac.Grants(want.Own)
 
 			for key, grants := range expect {
 				got, ok := roles[key]
@@ -118,7 +118,7 @@ func checkBindings(t *testing.T, objs []*unstructured.Unstructured, roles map[st
 			ns = ""
 		}
 		bound[ns+"/"+b.RoleRef.Name] = true
-		want := []rbacv1.Subject{{Kind: "ServiceAccount", Name: release, Namespace: namespace}}
+		want := []rbacv1.Subject{{Kind: "ServiceAccount", Name: fullname, Namespace: namespace}}
 		if !slices.Equal(b.Subjects, want) {
 			t.Errorf("%s %s binds %v, want %v", o.GetKind(), o.GetName(), b.Subjects, want)
 		}
@@ -189,7 +189,7 @@ func TestRBACDisabled(t *testing.T) {
 // internal/rbac's MetricsReader, bound to nobody; without it, no such role.
 func TestMetricsReaderRole(t *testing.T) {
 	objs := renderChart(t, `reloader: {secureMetrics: true}`)
-	o := render.Find(objs, "ClusterRole", release+"-metrics-reader")
+	o := render.Find(objs, "ClusterRole", fullname+"-metrics-reader")
 	if o == nil {
 		t.Fatal("no metrics-reader ClusterRole")
 	}
@@ -205,7 +205,7 @@ func TestMetricsReaderRole(t *testing.T) {
 			}
 		}
 	}
-	if render.Find(renderChart(t, ``), "ClusterRole", release+"-metrics-reader") != nil {
+	if render.Find(renderChart(t, ``), "ClusterRole", fullname+"-metrics-reader") != nil {
 		t.Error("metrics-reader rendered without secureMetrics")
 	}
 }

@@ -38,8 +38,8 @@ func TestURLsStayInSecrets(t *testing.T) {
 		}
 		_, c := container(t, objs)
 		for _, name := range []string{"WEBHOOK_URL", "ALERT_WEBHOOK_URL"} {
-			if ref := secretRef(c, name); ref == nil || ref.Name != release || ref.Key != name {
-				t.Errorf("%s: env %s is not read from Secret %s key %s: %+v", doc, name, release, name, ref)
+			if ref := secretRef(c, name); ref == nil || ref.Name != fullname || ref.Key != name {
+				t.Errorf("%s: env %s is not read from Secret %s key %s: %+v", doc, name, fullname, name, ref)
 			}
 		}
 		conf := parseOptions(t, objs)
@@ -64,11 +64,11 @@ func TestWebhookURLFromExistingSecret(t *testing.T) {
 	}
 	// Notifying only, as with webhookUrl: the same read-only grants.
 	byURL := renderChart(t, `reloader: {webhookUrl: "https://h.example/x"}`)
-	got, want := render.Find(objs, "ClusterRole", release+"-role"), render.Find(byURL, "ClusterRole", release+"-role")
+	got, want := render.Find(objs, "ClusterRole", fullname+"-role"), render.Find(byURL, "ClusterRole", fullname+"-role")
 	if got == nil || want == nil || !reflect.DeepEqual(got.Object["rules"], want.Object["rules"]) {
 		t.Errorf("ClusterRole with webhookUrlSecret %v, want as with webhookUrl %v", got, want)
 	}
-	if _, err := render.Chart(chartDir(), values(t, `reloader: {webhookUrl: "https://h.example/x", webhookUrlSecret: {name: hooks}}`), release, namespace); err == nil {
+	if _, err := renderValues(values(t, `reloader: {webhookUrl: "https://h.example/x", webhookUrlSecret: {name: hooks}}`)); err == nil {
 		t.Error("webhookUrl and webhookUrlSecret both accepted")
 	}
 }
@@ -88,8 +88,8 @@ func TestAdmissionPolicyNamesReloadersServiceAccount(t *testing.T) {
 		t.Errorf("%d policies rendered by default", n)
 	}
 	objs := renderChart(t, `reloader: {admissionPolicy: {enabled: true}, serviceAccount: {name: custom}}`)
-	p := render.Find(objs, "ValidatingAdmissionPolicy", release+"-workload-writes")
-	b := render.Find(objs, "ValidatingAdmissionPolicyBinding", release+"-workload-writes")
+	p := render.Find(objs, "ValidatingAdmissionPolicy", fullname+"-workload-writes")
+	b := render.Find(objs, "ValidatingAdmissionPolicyBinding", fullname+"-workload-writes")
 	if p == nil || b == nil {
 		t.Fatal("policy or binding not rendered")
 	}

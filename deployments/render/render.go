@@ -11,15 +11,22 @@ import (
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
+// KubeVersion is the Kubernetes version the chart is rendered for, as `helm template
+// --kube-version`: the version of hack/kube-binaries.sh.
+const KubeVersion = "v1.37.0"
+
 // Chart renders the chart in dir with values (nil for the defaults) as release releaseName in
 // namespace, client-side, and returns the objects in Helm's install order. values.schema.json
-// is enforced: a value the schema rejects is an error naming it.
-func Chart(dir string, values map[string]any, releaseName, namespace string) ([]*unstructured.Unstructured, error) {
-	manifest, err := Manifest(dir, values, releaseName, namespace)
+// is enforced: a value the schema rejects is an error naming it. The cluster is taken to serve
+// Helm's built-in API versions plus apiVersions (as `helm template --api-versions`), e.g.
+// "monitoring.coreos.com/v1".
+func Chart(dir string, values map[string]any, releaseName, namespace string, apiVersions ...string) ([]*unstructured.Unstructured, error) {
+	manifest, err := Manifest(dir, values, releaseName, namespace, apiVersions...)
 	if err != nil {
 		return nil, err
 	}
@@ -27,7 +34,7 @@ func Chart(dir string, values map[string]any, releaseName, namespace string) ([]
 }
 
 // Manifest is Chart's rendered YAML, as `helm template` prints it.
-func Manifest(dir string, values map[string]any, releaseName, namespace string) (string, error) {
+func Manifest(dir string, values map[string]any, releaseName, namespace string, apiVersions ...string) (string, error) {
 	chrt, err := loader.Load(dir)
 	if err != nil {
 		return "", fmt.Errorf("load chart %s: %w", dir, err)
@@ -40,6 +47,10 @@ func Manifest(dir string, values map[string]any, releaseName, namespace string) 
 	install.IncludeCRDs = false
 	install.ReleaseName = releaseName
 	install.Namespace = namespace
+	install.APIVersions = chartutil.VersionSet(apiVersions)
+	// The SDK's default (v1.20, a value the helm binary overrides at build) is older than the
+	// chart's kubeVersion; the tests' control plane runs this one.
+	install.KubeVersion = &chartutil.KubeVersion{Version: KubeVersion, Major: "1", Minor: "37"}
 	if values == nil {
 		values = map[string]any{}
 	}
@@ -50,22 +61,14 @@ func Manifest(dir string, values map[string]any, releaseName, namespace string) 
 	return rel.Manifest, nil
 }
 
-// CRDs returns the chart's CustomResourceDefinitions (its crds/ directory), as `helm install`
-// applies them before the templates unless --skip-crds is given.
+// CRDs returns the CustomResourceDefinitions the chart renders with its default values (its
+// templates, not crds/: Helm applies crds/ on install only, never on upgrade).
 func CRDs(dir string) ([]*unstructured.Unstructured, error) {
-	chrt, err := loader.Load(dir)
+	objs, err := Chart(dir, nil, "crds", "default")
 	if err != nil {
-		return nil, fmt.Errorf("load chart %s: %w", dir, err)
+		return nil, err
 	}
-	var out []*unstructured.Unstructured
-	for _, crd := range chrt.CRDObjects() {
-		objs, err := Decode(string(crd.File.Data))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", crd.Filename, err)
-		}
-		out = append(out, objs...)
-	}
-	return out, nil
+	return OfKind(objs, "CustomResourceDefinition"), nil
 }
 
 // Decode splits a multi-document YAML stream into objects, skipping empty documents.

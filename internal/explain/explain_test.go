@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	var err error
 	cluster, err = localcluster.Start(context.Background(), localcluster.Options{
-		CRDDirectoryPaths: []string{filepath.Join("..", "..", "deployments", "chart", "reloader", "crds"), filepath.Join("..", "..", "test", "crds")},
+		CRDDirectoryPaths: []string{filepath.Join("..", "..", "deployments", "chart", "reloader", "files", "crds"), filepath.Join("..", "..", "test", "crds")},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start control plane:", err)

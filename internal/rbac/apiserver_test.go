@@ -53,7 +53,7 @@ var (
 func TestMain(m *testing.M) {
 	var err error
 	cluster, err = localcluster.Start(context.Background(), localcluster.Options{
-		CRDDirectoryPaths: []string{filepath.Join("..", "..", "test", "crds"), filepath.Join("..", "..", "deployments", "chart", "reloader", "crds")},
+		CRDDirectoryPaths: []string{filepath.Join("..", "..", "test", "crds"), filepath.Join("..", "..", "deployments", "chart", "reloader", "files", "crds")},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start control plane:", err)

@@ -43,12 +43,11 @@ func generate(chartDir string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The CRDs come first, as Helm installs them, so that one `kubectl apply` serves the API
-	// before reloader starts and looks for it.
-	crds, err := render.CRDs(chartDir)
-	if err != nil {
-		return nil, err
-	}
+	// The CRDs come first, so that one `kubectl apply` serves the API before reloader starts
+	// and looks for it.
+	isCRD := func(o *unstructured.Unstructured) bool { return o.GetKind() == "CustomResourceDefinition" }
+	crds := slices.DeleteFunc(slices.Clone(objs), func(o *unstructured.Unstructured) bool { return !isCRD(o) })
+	objs = slices.DeleteFunc(objs, isCRD)
 	ns := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": namespace},
 	}}
@@ -85,16 +84,24 @@ func generate(chartDir string) (map[string][]byte, error) {
 	return files, nil
 }
 
-// dropHelmLabels removes the labels that say Helm manages an object, which is not true of
-// these files.
+// dropHelmLabels removes the labels and the annotation that speak of Helm, which does not
+// manage these files.
 func dropHelmLabels(o *unstructured.Unstructured) {
+	if a := o.GetAnnotations(); a != nil {
+		delete(a, "helm.sh/resource-policy")
+		if len(a) == 0 {
+			a = nil
+		}
+		o.SetAnnotations(a)
+	}
 	drop := func(fields ...string) {
 		labels, found, _ := unstructured.NestedStringMap(o.Object, fields...)
 		if !found {
 			return
 		}
-		delete(labels, "helm.sh/chart")
-		delete(labels, "app.kubernetes.io/managed-by")
+		for _, k := range []string{"helm.sh/chart", "chart", "heritage", "app.kubernetes.io/managed-by"} {
+			delete(labels, k)
+		}
 		_ = unstructured.SetNestedStringMap(o.Object, labels, fields...)
 	}
 	drop("metadata", "labels")

@@ -1,37 +1,72 @@
-{{/* The chart's name, as used in labels. */}}
+{{/* The chart's name, as used in labels: nameOverride, else the chart's. */}}
 {{- define "reloader.name" -}}
-{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- default .Chart.Name .Values.nameOverride | lower | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
-{{/* The release's full name: the prefix of every object name. */}}
+{{/*
+The release's full name, the name of its Deployment and the prefix of every other object:
+fullnameOverride, else "<release>-<name>" whatever the release is called, as upstream's chart
+names it, so that `helm upgrade` of an upstream release finds and replaces its objects.
+*/}}
 {{- define "reloader.fullname" -}}
 {{- if .Values.fullnameOverride -}}
 {{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- $name := default .Chart.Name .Values.nameOverride -}}
-{{- if contains $name .Release.Name -}}
-{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
-{{- else -}}
-{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
-{{- end -}}
+{{- printf "%s-%s" .Release.Name (include "reloader.name" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 {{- end -}}
 
-{{/* Labels that select the pods; stable across upgrades. */}}
+{{/* The namespace of the chart's namespaced objects: the value namespace, else the release's. */}}
+{{- define "reloader.namespace" -}}
+{{- .Values.namespace | default .Release.Namespace -}}
+{{- end -}}
+
+{{/*
+A map of the values, passed through tpl, each value a string, as YAML ("{}" when empty).
+Called with (list $ map).
+*/}}
+{{- define "reloader.tplMap" -}}
+{{- $ctx := index . 0 -}}
+{{- $out := dict -}}
+{{- with index . 1 -}}
+{{- range $k, $v := tpl (toYaml .) $ctx | fromYaml }}{{ $_ := set $out $k (toString $v) }}{{ end -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/*
+Labels that select the pods, upstream's: a Deployment's selector can't change, so an upgrade
+of an upstream release keeps it exactly: app, release and every reloader.matchLabels entry.
+*/}}
 {{- define "reloader.selectorLabels" -}}
-app.kubernetes.io/name: {{ include "reloader.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
-{{- with .Values.reloader.matchLabels }}
-{{ toYaml . }}
-{{- end }}
+{{- $l := include "reloader.tplMap" (list . .Values.reloader.matchLabels) | fromYaml -}}
+{{- $_ := set $l "app" (include "reloader.fullname" .) -}}
+{{- $_ := set $l "release" .Release.Name -}}
+{{- toYaml $l -}}
 {{- end -}}
 
-{{/* Labels of every object. */}}
+{{/* Labels of every object: the selector's and upstream's chart labels. */}}
 {{- define "reloader.labels" -}}
-{{ include "reloader.selectorLabels" . }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- $l := include "reloader.selectorLabels" . | fromYaml -}}
+{{- $chart := printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" -}}
+{{- $_ := set $l "app.kubernetes.io/name" (include "reloader.name" .) -}}
+{{- $_ := set $l "app.kubernetes.io/instance" .Release.Name -}}
+{{- $_ := set $l "app.kubernetes.io/version" (.Chart.AppVersion | toString) -}}
+{{- $_ := set $l "app.kubernetes.io/managed-by" .Release.Service -}}
+{{- $_ := set $l "heritage" .Release.Service -}}
+{{- $_ := set $l "helm.sh/chart" $chart -}}
+{{- $_ := set $l "chart" $chart -}}
+{{- toYaml $l -}}
+{{- end -}}
+
+{{/*
+The chart's labels plus extra ones (a map of values, through tpl); the chart's win a clash.
+Called with (list $ map).
+*/}}
+{{- define "reloader.labelsWith" -}}
+{{- $ctx := index . 0 -}}
+{{- $extra := include "reloader.tplMap" . | fromYaml -}}
+{{- toYaml (merge (include "reloader.labels" $ctx | fromYaml) $extra) -}}
 {{- end -}}
 
 {{- define "reloader.serviceAccountName" -}}
@@ -42,15 +77,24 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 {{- end -}}
 
-{{/* image.*, or upstream's older reloader.deployment.image.* when set. */}}
+{{/*
+The image, as upstream's chart computes it: with global.imageRegistry,
+<registry>/<image.name>:<tag>; else <image.repository>@<digest>, or <image.repository>:<tag>.
+Upstream's older keys reloader.deployment.image.{name,tag} stand for name (or repository)
+and tag when set.
+*/}}
 {{- define "reloader.image" -}}
 {{- $old := .Values.reloader.deployment.image | default dict -}}
-{{- $repo := $old.name | default .Values.image.name | default .Values.image.repository -}}
-{{- with .Values.global.imageRegistry }}{{ $repo = printf "%s/%s" (trimSuffix "/" .) $repo }}{{ end -}}
+{{- $tag := $old.tag | default .Values.image.tag | default .Chart.AppVersion | toString -}}
+{{- with .Values.global.imageRegistry -}}
+{{- printf "%s/%s:%s" (trimSuffix "/" .) ($old.name | default $.Values.image.name) $tag -}}
+{{- else -}}
+{{- $repo := $old.name | default .Values.image.repository -}}
 {{- if .Values.image.digest -}}
 {{- printf "%s@%s" $repo .Values.image.digest -}}
 {{- else -}}
-{{- printf "%s:%s" $repo ($old.tag | default .Values.image.tag | default .Chart.AppVersion | toString) -}}
+{{- printf "%s:%s" $repo $tag -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
@@ -64,17 +108,32 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
 {{/*
-The namespaces reloader watches, as a JSON list: reloader.namespaces (a list or a
-comma-separated string), else the release namespace when watchGlobally is false, else none
-(all namespaces, a cluster-wide install).
+The namespaces reloader watches, as a JSON list: with reloader.namespaces (a list or a
+comma-separated string), those and the release's own, deduplicated and sorted, as upstream's
+chart passes them; else the release namespace when watchGlobally is false; else none (all
+namespaces, a cluster-wide install).
 */}}
 {{- define "reloader.watchedNamespaces" -}}
+{{- $own := include "reloader.namespace" . -}}
 {{- $ns := .Values.reloader.namespaces | default list -}}
 {{- if kindIs "string" $ns }}{{ $ns = splitList "," $ns }}{{ end -}}
 {{- $out := list -}}
-{{- range $ns }}{{ $t := trim . }}{{ if $t }}{{ $out = append $out $t }}{{ end }}{{ end -}}
-{{- if and (not $out) (not .Values.reloader.watchGlobally) }}{{ $out = list .Release.Namespace }}{{ end -}}
-{{- toJson ($out | uniq) -}}
+{{- range $ns }}{{ $t := toString . | trim }}{{ if $t }}{{ $out = append $out $t }}{{ end }}{{ end -}}
+{{- if $out }}{{ $out = append $out $own }}{{ else if not .Values.reloader.watchGlobally }}{{ $out = list $own }}{{ end -}}
+{{- toJson ($out | uniq | sortAlpha) -}}
+{{- end -}}
+
+{{/* "true" when reloader watches every namespace (no Role per namespace), else "". */}}
+{{- define "reloader.global" -}}
+{{- if not (include "reloader.watchedNamespaces" . | fromJsonArray) }}true{{ end -}}
+{{- end -}}
+
+{{/*
+reloader.namespaceSelector, passed only to a cluster-wide install (watchGlobally true and no
+namespaces), as upstream's chart does: a namespaced install needs no namespace list.
+*/}}
+{{- define "reloader.namespaceSelector" -}}
+{{- if and .Values.reloader.watchGlobally (include "reloader.global" .) }}{{ .Values.reloader.namespaceSelector }}{{ end -}}
 {{- end -}}
 
 {{/* The workload kinds left alone (--ignored-workload-types). */}}
@@ -113,8 +172,11 @@ rolloutStrategy: rollout-strategy-annotation
 {{- $args := list -}}
 {{- $ns := include "reloader.watchedNamespaces" . | fromJsonArray -}}
 {{- if $r.namespaces }}{{ $args = append $args (printf "--namespaces=%s" (join "," $ns)) }}{{ end -}}
+{{- if include "reloader.global" . }}
 {{- with $r.ignoreNamespaces }}{{ $args = append $args (printf "--namespaces-to-ignore=%s" .) }}{{ end -}}
-{{- with $r.namespaceSelector }}{{ $args = append $args (printf "--namespace-selector=%s" .) }}{{ end -}}
+{{- end -}}
+{{- /* In double quotes, as upstream's chart writes it; the binary takes them off. */ -}}
+{{- with include "reloader.namespaceSelector" . }}{{ $args = append $args (printf "--namespace-selector=%q" .) }}{{ end -}}
 {{- with $r.resourceLabelSelector }}{{ $args = append $args (printf "--resource-label-selector=%s" .) }}{{ end -}}
 {{- if $r.ignoreSecrets }}{{ $args = append $args "--resources-to-ignore=secrets" }}{{ end -}}
 {{- if $r.ignoreConfigMaps }}{{ $args = append $args "--resources-to-ignore=configMaps" }}{{ end -}}
@@ -221,7 +283,7 @@ Watched rules apply where reloader watches: a ClusterRole, or a Role per watched
 {{/* Rules on cluster-scoped resources: always in a ClusterRole. */}}
 {{- define "reloader.clusterRules" -}}
 {{- $rules := list -}}
-{{- if or .Values.reloader.namespaceSelector (include "reloader.sharded" .) -}}
+{{- if or (include "reloader.namespaceSelector" .) (include "reloader.sharded" .) -}}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "namespaces") "verbs" (list "get" "list" "watch")) -}}
 {{- end -}}
 {{- /* secureMetrics: who a scraper is, and whether it may get /metrics, asked of the API server. */ -}}
