@@ -129,6 +129,13 @@ func (u *upstreamRelease) checkContainers(t *testing.T, ctx context.Context) {
 	}
 }
 
+func firstImage(d *appsv1.Deployment) string {
+	if cs := d.Spec.Template.Spec.Containers; len(cs) > 0 {
+		return cs[0].Image
+	}
+	return ""
+}
+
 // containerImages lists a Deployment's containers as name=image.
 func containerImages(d *appsv1.Deployment) []string {
 	var out []string
@@ -140,9 +147,9 @@ func containerImages(d *appsv1.Deployment) []string {
 
 // checkOurPods checks that the pod template of the Deployment the upgrade left is the one our
 // chart rendered (containers, images, args: nothing of upstream's left by the upgrade's
-// merge), and that its image is our chart's unless the values pin one. It returns that
-// Deployment.
-func checkOurPods(t *testing.T, ctx context.Context, namespace, manifest string, ours *chart.Chart, values map[string]any) *unstructured.Unstructured {
+// merge), and that it runs our chart's image, or, when the values pin an image, the one
+// upstream's chart made of them: the values keep their meaning. It returns that Deployment.
+func checkOurPods(t *testing.T, ctx context.Context, before *appsv1.Deployment, manifest string, ours *chart.Chart, values map[string]any) *unstructured.Unstructured {
 	t.Helper()
 	objs, err := render.Decode(manifest)
 	if err != nil {
@@ -156,7 +163,7 @@ func checkOurPods(t *testing.T, ctx context.Context, namespace, manifest string,
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(rendered[0].Object, &want); err != nil {
 		t.Fatal(err)
 	}
-	if err := admin.Get(ctx, client.ObjectKey{Namespace: namespace, Name: want.Name}, &live); err != nil {
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: before.Namespace, Name: want.Name}, &live); err != nil {
 		t.Fatalf("the Deployment our chart renders: %v", err)
 	}
 	if got, w := containerImages(&live), containerImages(&want); !slices.Equal(got, w) {
@@ -169,19 +176,19 @@ func checkOurPods(t *testing.T, ctx context.Context, namespace, manifest string,
 		}
 	}
 
-	image := ""
-	if cs := live.Spec.Template.Spec.Containers; len(cs) > 0 {
-		image = cs[0].Image
-	}
+	image, upstreamImage := firstImage(&live), firstImage(before)
 	ourImage, _ := ours.Values["image"].(map[string]any)
 	repo, _ := ourImage["repository"].(string)
 	if pinned, ok := values["image"].(map[string]any); ok {
-		// Upstream's values file names its own image; what the chart makes of it is told, not judged.
-		t.Logf("NOTE: the values pin image %v; after the upgrade the Deployment runs %s", pinned, image)
+		if image != upstreamImage {
+			t.Errorf("the values pin image %v: upstream's chart ran %s, ours runs %s", pinned, upstreamImage, image)
+		} else {
+			t.Logf("NOTE: the values pin image %v: after the upgrade the Deployment still runs %s, with our chart's args", pinned, image)
+		}
 	} else if repo == "" || !strings.HasPrefix(image, repo+":") && !strings.HasPrefix(image, repo+"@") {
 		t.Errorf("after the upgrade the Deployment runs %s, not our chart's image %s", image, repo)
 	} else {
-		t.Logf("after the upgrade the Deployment runs %s", image)
+		t.Logf("after the upgrade the Deployment runs %s (was %s)", image, upstreamImage)
 	}
 
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&live)

@@ -93,6 +93,7 @@ func runUpgrade(t *testing.T, c upgradeCase) {
 
 	inst := action.NewInstall(cfg)
 	inst.ReleaseName, inst.Namespace = c.release, ns
+	refreshCapabilities(t, cfg)
 	installed, err := inst.Run(loadChart(t, upstreamChartDir()), values)
 	if err != nil {
 		t.Fatalf("helm install %s with upstream's chart: %v", c.release, err)
@@ -107,6 +108,7 @@ func runUpgrade(t *testing.T, c upgradeCase) {
 	upgrade := action.NewUpgrade(cfg)
 	upgrade.Namespace = ns
 	ours := loadChart(t, chartDir)
+	refreshCapabilities(t, cfg)
 	upgraded, err := upgrade.Run(c.release, ours, values)
 	if err != nil {
 		t.Fatalf("helm upgrade %s from upstream's chart onto ours, same values: %v", c.release, err)
@@ -117,7 +119,7 @@ func runUpgrade(t *testing.T, c upgradeCase) {
 
 	before.checkKept(t, ctx, "after the upgrade")
 	waitReloaderConfigAPI(t, ctx)
-	deploy := checkOurPods(t, ctx, ns, upgraded.Manifest, ours, values)
+	deploy := checkOurPods(t, ctx, before.deploy, upgraded.Manifest, ours, values)
 
 	r := &installRun{t: t, ctx: ctx, releaseNS: ns, release: c.release, watched: watched, before: map[client.Object]string{},
 		in: install{name: c.name, values: values, kinds: []string{Deployment}, watched: watched, unwatched: unwatched}}
