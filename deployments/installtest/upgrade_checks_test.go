@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
@@ -32,10 +33,15 @@ var crdGVK = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1
 var versionLabels = []string{"helm.sh/chart", "chart", "app.kubernetes.io/version", "version"}
 
 // upstreamRelease is what the upgrade starts from: the objects upstream's chart rendered
-// (namespaces filled in) and its Deployment as the API server holds it.
+// (namespaces filled in), the UID of each, and its Deployment as the API server holds it.
 type upstreamRelease struct {
 	objects []*unstructured.Unstructured
+	uids    map[string]types.UID
 	deploy  *appsv1.Deployment
+}
+
+func describeObject(o *unstructured.Unstructured) string {
+	return fmt.Sprintf("%s %s", o.GetKind(), client.ObjectKeyFromObject(o))
 }
 
 func recordUpstream(t *testing.T, ctx context.Context, manifest, namespace string) *upstreamRelease {
@@ -44,6 +50,7 @@ func recordUpstream(t *testing.T, ctx context.Context, manifest, namespace strin
 	if err != nil {
 		t.Fatal(err)
 	}
+	uids := map[string]types.UID{}
 	for _, o := range objs {
 		mapping, err := admin.RESTMapper().RESTMapping(o.GroupVersionKind().GroupKind(), o.GroupVersionKind().Version)
 		if err != nil {
@@ -52,6 +59,12 @@ func recordUpstream(t *testing.T, ctx context.Context, manifest, namespace strin
 		if mapping.Scope.Name() == meta.RESTScopeNameNamespace && o.GetNamespace() == "" {
 			o.SetNamespace(namespace)
 		}
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(o.GroupVersionKind())
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(o), live); err != nil {
+			t.Fatalf("%s, created by upstream's chart: %v", describeObject(o), err)
+		}
+		uids[describeObject(o)] = live.GetUID()
 	}
 	deployments := render.OfKind(objs, "Deployment")
 	if len(deployments) != 1 {
@@ -61,36 +74,40 @@ func recordUpstream(t *testing.T, ctx context.Context, manifest, namespace strin
 	if err := admin.Get(ctx, client.ObjectKeyFromObject(deployments[0]), &d); err != nil {
 		t.Fatal(err)
 	}
-	return &upstreamRelease{objects: objs, deploy: &d}
+	return &upstreamRelease{objects: objs, uids: uids, deploy: &d}
 }
 
-// checkKept checks that every object upstream's chart created is still there, that its
-// Deployment is the same object with the same selector, and that the pod template keeps
-// every label upstream's gave, with its value (but for versionLabels).
+// checkKept checks that every object upstream's chart created is still there, the same
+// object (a ServiceAccount created anew would void the tokens of running pods; a Deployment
+// the pods), that the Deployment keeps its selector, and that the pod template keeps every
+// label upstream's gave, with its value (but for versionLabels).
 func (u *upstreamRelease) checkKept(t *testing.T, ctx context.Context, when string) {
 	t.Helper()
-	var gone []string
+	var gone, replaced []string
 	for _, o := range u.objects {
 		live := &unstructured.Unstructured{}
 		live.SetGroupVersionKind(o.GroupVersionKind())
 		err := admin.Get(ctx, client.ObjectKeyFromObject(o), live)
-		if apierrors.IsNotFound(err) {
-			gone = append(gone, fmt.Sprintf("%s %s", o.GetKind(), client.ObjectKeyFromObject(o)))
-		} else if err != nil {
+		switch {
+		case apierrors.IsNotFound(err):
+			gone = append(gone, describeObject(o))
+		case err != nil:
 			t.Fatal(err)
+		case live.GetUID() != u.uids[describeObject(o)]:
+			replaced = append(replaced, describeObject(o))
 		}
 	}
 	if len(gone) > 0 {
 		t.Errorf("%s, %d of the %d objects of upstream's release are gone (renamed, or not rendered by the chart now installed): %s",
 			when, len(gone), len(u.objects), strings.Join(gone, ", "))
 	}
+	if len(replaced) > 0 {
+		t.Errorf("%s, these objects of upstream's release were deleted and created again (another UID): %s", when, strings.Join(replaced, ", "))
+	}
 	var d appsv1.Deployment
 	if err := admin.Get(ctx, client.ObjectKeyFromObject(u.deploy), &d); err != nil {
 		t.Errorf("%s, upstream's Deployment %s: %v", when, u.deploy.Name, err)
 		return
-	}
-	if d.UID != u.deploy.UID {
-		t.Errorf("%s, Deployment %s is another object (UID %s, was %s)", when, d.Name, d.UID, u.deploy.UID)
 	}
 	if !equality.Semantic.DeepEqual(d.Spec.Selector, u.deploy.Spec.Selector) {
 		t.Errorf("%s, the selector of Deployment %s is %v, was %v", when, d.Name, d.Spec.Selector, u.deploy.Spec.Selector)
