@@ -1,6 +1,8 @@
 package chart_test
 
 import (
+	"encoding/json"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -141,5 +143,71 @@ func TestPodMonitorWithSecureMetricsNeedsAToken(t *testing.T) {
 	// Without secureMetrics no token is needed.
 	if render.Find(renderChart(t, `reloader: {podMonitor: {enabled: true}}`), "PodMonitor", fullname) == nil {
 		t.Error("no PodMonitor without secureMetrics")
+	}
+}
+
+// The dashboard and the alerts look at this release's pods only: every metric they select
+// is restricted to the release's namespace and to pods named after its Deployment, so that a
+// second reloader, or anything else, in the namespace doesn't count.
+func TestMonitoringSelectsTheReleasePods(t *testing.T) {
+	objs := renderRelease(t, `reloader: {enableHA: true, grafanaDashboard: {enabled: true}, prometheusRule: {enabled: true}}`, "cfg", "ops")
+	var queries []string
+	dash := render.Find(objs, "ConfigMap", "cfg-reloader-dashboard")
+	text, _, _ := unstructured.NestedString(dash.Object, "data", "reloader.json")
+	var board struct {
+		Templating struct {
+			List []struct{ Name, Type, Query string }
+		}
+	}
+	if err := json.Unmarshal([]byte(text), &board); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{}
+	for _, v := range board.Templating.List {
+		if v.Type == "constant" {
+			vars["$"+v.Name] = v.Query
+		}
+	}
+	dashQueries, err := render.Queries([]*unstructured.Unstructured{dash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range dashQueries {
+		for name, value := range vars {
+			q = strings.ReplaceAll(q, name, value)
+		}
+		queries = append(queries, q)
+	}
+	ruleQueries, err := render.Queries([]*unstructured.Unstructured{render.Find(objs, "PrometheusRule", "cfg-reloader")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queries = append(queries, ruleQueries...)
+	if len(dashQueries) == 0 || len(ruleQueries) == 0 {
+		t.Fatalf("%d dashboard and %d rule queries", len(dashQueries), len(ruleQueries))
+	}
+
+	matchers := regexp.MustCompile(`\{([^}]*)\}`)
+	podMatcher := regexp.MustCompile(`pod=~"([^"]*)"`)
+	for _, q := range queries {
+		for _, name := range render.MetricNames([]string{q}) {
+			if !strings.Contains(q, name+"{") {
+				t.Errorf("%s: metric %s selected without label matchers", q, name)
+			}
+		}
+		for _, m := range matchers.FindAllStringSubmatch(q, -1) {
+			if !strings.Contains(m[1], `namespace="ops"`) {
+				t.Errorf("%s: selector {%s} is not restricted to namespace ops", q, m[1])
+			}
+			pm := podMatcher.FindStringSubmatch(m[1])
+			if pm == nil {
+				t.Errorf("%s: selector {%s} has no pod matcher", q, m[1])
+				continue
+			}
+			re := regexp.MustCompile("^(?:" + pm[1] + ")$") // PromQL anchors its regular expressions
+			if !re.MatchString("cfg-reloader-7d4f9c8b5-x2x9q") || re.MatchString("web-7d4f9c8b5-x2x9q") || re.MatchString("cfg-7d4f9c8b5-x2x9q") {
+				t.Errorf("%s: pod=~%q does not select exactly the release's pods", q, pm[1])
+			}
+		}
 	}
 }

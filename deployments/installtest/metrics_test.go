@@ -71,13 +71,13 @@ var observabilityValues = reloaderValues(map[string]any{
 	"prometheusRule":   map[string]any{"enabled": true},
 })
 
-// checkDashboardMetrics renders the install's values with the dashboard and the rules on
-// (their APIs need not exist: the objects are only read) and checks that every metric they
-// query is in the exposition of a running, reloading reloader.
+// checkDashboardMetrics renders the install's values with the dashboard and the rules on (as
+// for a cluster serving the Prometheus Operator's API; the objects are only read) and checks
+// that every metric they query is in the exposition of a running, reloading reloader.
 func checkDashboardMetrics(t *testing.T, in install, release, namespace, exposition string) {
 	t.Helper()
 	values := mergeValues(in.values, observabilityValues)
-	objs, err := render.Chart(chartDir, values, release, namespace)
+	objs, err := render.Chart(chartDir, values, release, namespace, "monitoring.coreos.com/v1")
 	if err != nil {
 		t.Fatal(err)
 	}
