@@ -12,7 +12,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -52,12 +51,8 @@ func recordUpstream(t *testing.T, ctx context.Context, manifest, namespace strin
 	}
 	uids := map[string]types.UID{}
 	for _, o := range objs {
-		mapping, err := admin.RESTMapper().RESTMapping(o.GroupVersionKind().GroupKind(), o.GroupVersionKind().Version)
-		if err != nil {
+		if err := defaultNamespace(o, namespace); err != nil {
 			t.Fatal(err)
-		}
-		if mapping.Scope.Name() == meta.RESTScopeNameNamespace && o.GetNamespace() == "" {
-			o.SetNamespace(namespace)
 		}
 		live := &unstructured.Unstructured{}
 		live.SetGroupVersionKind(o.GroupVersionKind())
