@@ -12,7 +12,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -210,6 +212,52 @@ func checkOurPods(t *testing.T, ctx context.Context, before *appsv1.Deployment, 
 	u := &unstructured.Unstructured{Object: obj}
 	u.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
 	return u
+}
+
+// checkSelectorsReachPods checks that the Service, PodDisruptionBudget and NetworkPolicy of
+// the upgraded release select the pods of its Deployment as the API server holds it.
+func checkSelectorsReachPods(t *testing.T, ctx context.Context, manifest, namespace string) {
+	t.Helper()
+	objs, err := render.Decode(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deployments := render.OfKind(objs, "Deployment")
+	if len(deployments) != 1 {
+		t.Fatalf("our chart rendered %d Deployments, want 1", len(deployments))
+	}
+	var d appsv1.Deployment
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: namespace, Name: deployments[0].GetName()}, &d); err != nil {
+		t.Fatal(err)
+	}
+	pods := labels.Set(d.Spec.Template.Labels)
+	for _, o := range objs {
+		var sel *metav1.LabelSelector
+		switch o.GetKind() {
+		case "Service":
+			m, _, _ := unstructured.NestedStringMap(o.Object, "spec", "selector")
+			sel = &metav1.LabelSelector{MatchLabels: m}
+		case "PodDisruptionBudget", "NetworkPolicy":
+			field := "selector"
+			if o.GetKind() == "NetworkPolicy" {
+				field = "podSelector"
+			}
+			m, _, _ := unstructured.NestedMap(o.Object, "spec", field)
+			sel = &metav1.LabelSelector{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, sel); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			continue
+		}
+		s, err := metav1.LabelSelectorAsSelector(sel)
+		if err != nil {
+			t.Fatalf("%s: %v", describeObject(o), err)
+		}
+		if s.Empty() || !s.Matches(pods) {
+			t.Errorf("after the upgrade %s selects %q, which the pods of Deployment %s (%v) do not match", describeObject(o), s, d.Name, pods)
+		}
+	}
 }
 
 // removeReloaderConfigCRD deletes the ReloaderConfig CRD, if there, and waits until it is

@@ -34,6 +34,7 @@ var upgrades = []upgradeCase{
 	{name: "defaults", release: "reloader"},
 	{name: "release-cfg", release: "cfg"},
 	{name: "fullname-override", release: "reloader", values: map[string]any{"fullnameOverride": "reloader"}},
+	{name: "name-override", release: "cfg", values: map[string]any{"nameOverride": "hot-reload"}},
 	{name: "namespaced", release: "reloader", values: reloaderValues(map[string]any{"watchGlobally": false}), unwatched: true},
 	// Upstream's Roles go to these namespaces: they must exist before the install.
 	{name: "namespaces", release: "team",
@@ -120,6 +121,7 @@ func runUpgrade(t *testing.T, c upgradeCase) {
 	before.checkKept(t, ctx, "after the upgrade")
 	waitReloaderConfigAPI(t, ctx)
 	deploy := checkOurPods(t, ctx, before.deploy, upgraded.Manifest, ours, values)
+	checkSelectorsReachPods(t, ctx, upgraded.Manifest, ns)
 
 	r := &installRun{t: t, ctx: ctx, releaseNS: ns, release: c.release, watched: watched, before: map[client.Object]string{},
 		in: install{name: c.name, values: values, kinds: []string{Deployment}, watched: watched, unwatched: unwatched}}
