@@ -28,8 +28,11 @@ func renderRelease(t *testing.T, doc, rel, ns string) []*unstructured.Unstructur
 const everything = `reloader:
   service: {port: 9090}
   serviceMonitor: {enabled: true}
-  podMonitor: {enabled: true}
+  podMonitor: {enabled: true, bearerTokenSecret: {name: scraper, key: token}}
   podDisruptionBudget: {enabled: true}
+  admissionPolicy: {enabled: true}
+  secureMetrics: true
+  enableHA: true
   netpol: {enabled: true}
   verticalPodAutoscaler: {enabled: true}
   prometheusRule: {enabled: true}
@@ -161,7 +164,7 @@ func TestNamespaceValue(t *testing.T) {
 	objs := renderChart(t, everything+"namespace: elsewhere\n")
 	for _, o := range objs {
 		switch o.GetKind() {
-		case "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition":
+		case "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding": // cluster-scoped
 			continue
 		}
 		if o.GetNamespace() != "elsewhere" {

@@ -42,6 +42,11 @@ func TestSchemaRejects(t *testing.T) {
 		{`reloader: {webhookUrl: "ftp://x"}`, "webhookUrl"},
 		{`imge: {tag: v1}`, "imge"},
 		{`reloader: {namespaces: 3}`, "namespaces"},
+		{`reloader: {logLevel: loud}`, "logLevel"},
+		{`reloader: {deployment: {hostUsers: "no"}}`, "hostUsers"},
+		{`reloader: {serviceAccount: {automountServiceAccountToken: "no"}}`, "automountServiceAccountToken"},
+		{`crds: {instal: false}`, "instal"},
+		{`reloader: {leaderElection: {leaseDuration: 15}}`, "leaseDuration"},
 	} {
 		_, err := renderValues(values(t, tt.values))
 		if err == nil {

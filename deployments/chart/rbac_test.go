@@ -31,6 +31,7 @@ var matrix = []struct{ name, values string }{
 	{"annotations strategy", `reloader: {reloadStrategy: annotations}`},
 	{"namespace selector", `reloader: {namespaceSelector: "env=test"}`},
 	{"namespace selector, namespaced", `reloader: {namespaceSelector: "env:test", namespaces: [a]}`},
+	{"namespace selector and ignored namespaces, watchGlobally=false", `reloader: {watchGlobally: false, namespaceSelector: "env=test", ignoreNamespaces: kube-system}`},
 	{"webhook", `reloader: {webhookUrl: "https://hooks.example.com/reloader"}`},
 	{"webhook from a Secret", `reloader: {webhookUrlSecret: {name: hooks, key: url}}`},
 	{"secure metrics", `reloader: {secureMetrics: true}`},

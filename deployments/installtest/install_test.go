@@ -124,7 +124,8 @@ func (r *installRun) installChart() (*appsv1.Deployment, corev1.Container) {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	// The CRDs first, as `helm install` applies crds/: reloader looks for their API at start.
+	// The CRD first, as Helm installs a CustomResourceDefinition before the rest: reloader looks
+	// for its API at start.
 	crds, err := render.CRDs(chartDir)
 	if err != nil {
 		r.t.Fatal(err)

@@ -7,13 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
 )
 
 // KubeVersion is the Kubernetes version the chart is rendered for, as `helm template
@@ -110,4 +113,40 @@ func OfKind(objs []*unstructured.Unstructured, kind string) []*unstructured.Unst
 		}
 	}
 	return out
+}
+
+// ChartOnCluster renders the chart as Chart does, but against the cluster cfg reaches, as
+// `helm upgrade --dry-run=server` would: the templates' `lookup` reads that cluster. The
+// capabilities are Chart's (Helm's built-in APIs plus apiVersions), not the cluster's.
+func ChartOnCluster(dir string, values map[string]any, releaseName, namespace string, cfg *rest.Config, apiVersions ...string) ([]*unstructured.Unstructured, error) {
+	chrt, err := loader.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("load chart %s: %w", dir, err)
+	}
+	caps := chartutil.DefaultCapabilities.Copy()
+	caps.KubeVersion = chartutil.KubeVersion{Version: KubeVersion, Major: "1", Minor: "37"}
+	caps.APIVersions = append(caps.APIVersions, apiVersions...)
+	if values == nil {
+		values = map[string]any{}
+	}
+	vals, err := chartutil.ToRenderValues(chrt, values, chartutil.ReleaseOptions{Name: releaseName, Namespace: namespace, IsUpgrade: true, Revision: 2}, caps)
+	if err != nil {
+		return nil, fmt.Errorf("values for chart %s: %w", dir, err)
+	}
+	files, err := engine.New(cfg).Render(chrt, vals)
+	if err != nil {
+		return nil, fmt.Errorf("render chart %s: %w", dir, err)
+	}
+	names := make([]string, 0, len(files))
+	for name := range files {
+		if strings.HasSuffix(name, ".yaml") {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	var manifest strings.Builder
+	for _, name := range names {
+		manifest.WriteString("---\n" + files[name] + "\n")
+	}
+	return Decode(manifest.String())
 }
