@@ -90,51 +90,25 @@ func runUpgrade(t *testing.T, c upgradeCase) {
 		}
 	}
 	removeReloaderConfigCRD(t, ctx)
-	cfg := helmConfig(t, ns)
+	u := installAndUpgrade(t, ctx, c.release, ns, values)
 
-	inst := action.NewInstall(cfg)
-	inst.ReleaseName, inst.Namespace = c.release, ns
-	refreshCapabilities(t, cfg)
-	installed, err := inst.Run(loadChart(t, upstreamChartDir()), values)
-	if err != nil {
-		t.Fatalf("helm install %s with upstream's chart: %v", c.release, err)
-	}
-	t.Cleanup(func() {
-		if _, err := action.NewUninstall(cfg).Run(c.release); err != nil {
-			t.Logf("helm uninstall %s: %v", c.release, err)
-		}
-	})
-	before := recordUpstream(t, ctx, installed.Manifest, ns)
-
-	upgrade := action.NewUpgrade(cfg)
-	upgrade.Namespace = ns
-	ours := loadChart(t, chartDir)
-	refreshCapabilities(t, cfg)
-	upgraded, err := upgrade.Run(c.release, ours, values)
-	if err != nil {
-		t.Fatalf("helm upgrade %s from upstream's chart onto ours, same values: %v", c.release, err)
-	}
-	if upgraded.Info.Status != release.StatusDeployed {
-		t.Fatalf("helm upgrade %s: release status %s, want %s", c.release, upgraded.Info.Status, release.StatusDeployed)
-	}
-
-	before.checkKept(t, ctx, "after the upgrade")
+	u.before.checkKept(t, ctx, "after the upgrade")
 	waitReloaderConfigAPI(t, ctx)
-	deploy := checkOurPods(t, ctx, before.deploy, upgraded.Manifest, ours, values)
-	checkSelectorsReachPods(t, ctx, upgraded.Manifest, ns)
+	deploy := checkOurPods(t, ctx, u.before.deploy, u.upgraded.Manifest, u.ours, values)
+	checkSelectorsReachPods(t, ctx, u.upgraded.Manifest, ns)
 
 	r := &installRun{t: t, ctx: ctx, releaseNS: ns, release: c.release, watched: watched, before: map[client.Object]string{},
 		in: install{name: c.name, values: values, kinds: []string{Deployment}, watched: watched, unwatched: unwatched}}
 	r.runUpgraded(deploy)
 
-	rollback := action.NewRollback(cfg)
-	rollback.Version = installed.Version
+	rollback := action.NewRollback(u.cfg)
+	rollback.Version = u.installed.Version
 	if err := rollback.Run(c.release); err != nil {
-		t.Fatalf("helm rollback %s to revision %d (upstream's chart): %v", c.release, installed.Version, err)
+		t.Fatalf("helm rollback %s to revision %d (upstream's chart): %v", c.release, u.installed.Version, err)
 	}
-	before.checkKept(t, ctx, "after the rollback to upstream's revision")
-	before.checkContainers(t, ctx)
-	history, err := action.NewHistory(cfg).Run(c.release)
+	u.before.checkKept(t, ctx, "after the rollback to upstream's revision")
+	u.before.checkContainers(t, ctx)
+	history, err := action.NewHistory(u.cfg).Run(c.release)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,6 +117,63 @@ func runUpgrade(t *testing.T, c upgradeCase) {
 		revisions = append(revisions, fmt.Sprintf("%d %s %s: %s", h.Version, h.Chart.Metadata.Name, h.Chart.Metadata.Version, h.Info.Status))
 	}
 	t.Logf("release %s/%s: %s", ns, c.release, strings.Join(revisions, "; "))
+}
+
+// upgradeRun is a release of upstream's chart upgraded onto ours.
+type upgradeRun struct {
+	cfg                 *action.Configuration
+	installed, upgraded *release.Release
+	before              *upstreamRelease
+	ours                *chart.Chart
+}
+
+// installAndUpgrade installs upstream's chart as release name in namespace ns, notes what it
+// created, and upgrades it onto our chart with the same values; the release is uninstalled
+// when the test ends.
+func installAndUpgrade(t *testing.T, ctx context.Context, name, ns string, values map[string]any) upgradeRun {
+	t.Helper()
+	u := upgradeRun{cfg: helmConfig(t, ns), ours: loadChart(t, chartDir)}
+	inst := action.NewInstall(u.cfg)
+	inst.ReleaseName, inst.Namespace = name, ns
+	refreshCapabilities(t, u.cfg)
+	var err error
+	if u.installed, err = inst.Run(loadChart(t, upstreamChartDir()), values); err != nil {
+		t.Fatalf("helm install %s with upstream's chart: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if _, err := action.NewUninstall(u.cfg).Run(name); err != nil {
+			t.Logf("helm uninstall %s: %v", name, err)
+		}
+	})
+	u.before = recordUpstream(t, ctx, u.installed.Manifest, ns)
+
+	upgrade := action.NewUpgrade(u.cfg)
+	upgrade.Namespace = ns
+	refreshCapabilities(t, u.cfg)
+	if u.upgraded, err = upgrade.Run(name, u.ours, values); err != nil {
+		t.Fatalf("helm upgrade %s from upstream's chart onto ours, same values: %v", name, err)
+	}
+	if u.upgraded.Info.Status != release.StatusDeployed {
+		t.Fatalf("helm upgrade %s: release status %s, want %s", name, u.upgraded.Info.Status, release.StatusDeployed)
+	}
+	return u
+}
+
+// TestUpgradeTwoReleasesInOneCluster upgrades two namespaced releases of upstream's chart,
+// one after the other, as a cluster with one per team has them: the ReloaderConfig CRD is
+// cluster-wide, and the second upgrade must not fail on the one the first installed.
+func TestUpgradeTwoReleasesInOneCluster(t *testing.T) {
+	needCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	removeReloaderConfigCRD(t, ctx)
+	values := reloaderValues(map[string]any{"watchGlobally": false})
+	for _, ns := range []string{"upgrade-team-1", "upgrade-team-2"} {
+		ensureNamespace(t, ctx, ns)
+		u := installAndUpgrade(t, ctx, "reloader", ns, values)
+		u.before.checkKept(t, ctx, "after the upgrade in "+ns)
+		waitReloaderConfigAPI(t, ctx)
+	}
 }
 
 // valuesMap is the case's values, read from its file if it has one.
