@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -61,5 +62,30 @@ func TestChartRendersTheReloaderConfigCRD(t *testing.T) {
 func TestCRDInstallOff(t *testing.T) {
 	if crd := render.Find(renderChart(t, `crds: {install: false}`), "CustomResourceDefinition", ""); crd != nil {
 		t.Errorf("crds.install false renders CRD %s", crd.GetName())
+	}
+}
+
+// Chart.yaml's Artifact Hub annotations name the image the chart installs by default and
+// its CRD, and say which Kubernetes versions it supports.
+func TestChartMetadata(t *testing.T) {
+	chrt, err := loader.Load(chartDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := chrt.Metadata
+	if md.KubeVersion == "" {
+		t.Error("Chart.yaml has no kubeVersion")
+	}
+	_, c := container(t, renderChart(t, ``))
+	if images := md.Annotations["artifacthub.io/images"]; !strings.Contains(images, "image: "+c.Image+"\n") {
+		t.Errorf("artifacthub.io/images %q does not name the default image %s", images, c.Image)
+	}
+	if crds := md.Annotations["artifacthub.io/crds"]; !strings.Contains(crds, "name: "+crdName) {
+		t.Errorf("artifacthub.io/crds %q does not name %s", crds, crdName)
+	}
+	for _, k := range []string{"artifacthub.io/license", "artifacthub.io/links", "artifacthub.io/crdsExamples", "artifacthub.io/changes", "artifacthub.io/prerelease"} {
+		if md.Annotations[k] == "" {
+			t.Errorf("Chart.yaml has no annotation %s", k)
+		}
 	}
 }
