@@ -35,7 +35,7 @@ func TestUpstreamValuesRenderFlags(t *testing.T) {
 		{values: `reloader: {reloadStrategy: annotations}`, args: []string{"--reload-strategy=annotations"}},
 		{values: `reloader: {reloadStrategy: env-vars}`, args: []string{"--reload-strategy=env-vars"}},
 		{values: `reloader: {isArgoRollouts: true, enableCSIIntegration: true}`, args: []string{"--is-Argo-Rollouts=true", "--enable-csi-integration=true"}},
-		{values: `reloader: {enableHA: true}`, args: []string{"--enable-ha=true", "--leader-election-id=stakater-reloader-lock"},
+		{values: `reloader: {enableHA: true}`, args: []string{"--enable-ha=true"},
 			env: map[string]string{"POD_NAME": podName, "POD_NAMESPACE": namespace}},
 		{values: `reloader: {enablePProf: true, pprofAddr: ":7070"}`, args: []string{"--enable-pprof=true", "--pprof-addr=:7070"}},
 		{values: `reloader: {enablePProf: true}`, args: []string{"--enable-pprof=true", "--pprof-addr=127.0.0.1:6060"}},

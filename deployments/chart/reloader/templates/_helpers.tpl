@@ -197,7 +197,9 @@ rolloutStrategy: rollout-strategy-annotation
 {{- with $r.leaderElection.retryPeriod }}{{ $args = append $args (printf "--leader-election-retry-period=%s" .) }}{{ end -}}
 {{- else if $r.enableHA }}
 {{- $args = append $args "--enable-ha=true" -}}
-{{- $args = append $args (printf "--leader-election-id=%s" $r.leaderElection.id) -}}
+{{- /* Only when changed: the binary's default is upstream's Lease, and upstream's own binary
+(a values file pinning its image) knows no such flag. */ -}}
+{{- if ne $r.leaderElection.id "stakater-reloader-lock" }}{{ $args = append $args (printf "--leader-election-id=%s" $r.leaderElection.id) }}{{ end -}}
 {{- with $r.leaderElection.leaseDuration }}{{ $args = append $args (printf "--leader-election-lease-duration=%s" .) }}{{ end -}}
 {{- with $r.leaderElection.renewDeadline }}{{ $args = append $args (printf "--leader-election-renew-deadline=%s" .) }}{{ end -}}
 {{- with $r.leaderElection.retryPeriod }}{{ $args = append $args (printf "--leader-election-retry-period=%s" .) }}{{ end -}}
