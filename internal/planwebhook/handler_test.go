@@ -1,18 +1,24 @@
-package planwebhook
+package planwebhook_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
+	"math/big"
+	"net"
 	"os"
-	"slices"
+	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +31,8 @@ import (
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/localcluster"
 	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/planwebhook"
+	"github.com/reloader-operator/reloader/internal/proc"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
@@ -63,10 +71,48 @@ func (w *warnings) take() []string {
 	return out
 }
 
-// TestWarningsAndRefusalOnARealAPIServer: registered with the API server for ConfigMap writes
-// (failurePolicy Ignore), the webhook warns what an update rolls, says nothing of a write that
-// rolls nothing, and refuses one that rolls more than the source's max-rolls label allows.
-func TestWarningsAndRefusalOnARealAPIServer(t *testing.T) {
+// selfSigned writes a self-signed serving certificate for 127.0.0.1 as tls.crt and tls.key
+// into dir, and returns it in PEM, the webhook configuration's caBundle.
+func selfSigned(t *testing.T, dir string) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	testutil.Must(t, err)
+	tpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "reloader-plan-webhook"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tpl, tpl, &key.PublicKey, key)
+	testutil.Must(t, err)
+	k, err := x509.MarshalECPrivateKey(key)
+	testutil.Must(t, err)
+	crt := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	testutil.Must(t, os.WriteFile(filepath.Join(dir, "tls.crt"), crt, 0o600))
+	testutil.Must(t, os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: k}), 0o600))
+	return crt
+}
+
+// deployment uses ConfigMap cm through envFrom, with the auto annotation and the record of
+// cm's current content (as reloader writes it on first sight).
+func deployment(ns, name string, replicas int32, cm *corev1.ConfigMap) *appsv1.Deployment {
+	tpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox",
+			EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name}}}}}}}}
+	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{
+		"reloader.stakater.com/auto": "true",
+		reload.RecordAnnotation:      reload.Record{"configmap/" + cm.Name: hash.ConfigMap(cm)}.Encode(),
+	}}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To(replicas), Selector: &metav1.LabelSelector{MatchLabels: tpl.Labels}, Template: tpl}}
+}
+
+// TestServedByTheControllerOnARealAPIServer runs reloader's manager with --plan-webhook-addr
+// and a self-signed certificate, registers it with the API server as the chart does
+// (failurePolicy Ignore, by url here), and checks what users see: a ConfigMap update used by
+// three Deployments is admitted with the warning of what it rolls; a label-only write with
+// none; under a max-rolls label of 1 the update is refused, saying why; with reloader stopped
+// the same update is admitted.
+func TestServedByTheControllerOnARealAPIServer(t *testing.T) {
 	ctx := context.Background()
 	ns := "hook"
 	scheme, err := app.NewScheme()
@@ -77,39 +123,50 @@ func TestWarningsAndRefusalOnARealAPIServer(t *testing.T) {
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	testutil.Must(t, err)
 
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cfg"}, Data: map[string]string{"k": "v1"}}
 	testutil.Must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cfg"}, Data: map[string]string{"k": "v1"}}
+	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe", Labels: map[string]string{planwebhook.MaxRollsLabel: "0"}}, Data: map[string]string{"k": "0"}}
 	testutil.Must(t, c.Create(ctx, cm))
-	for name, n := range map[string]int32{"a": 2, "b": 3} {
-		tpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox",
-				EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}}}}}
-		testutil.Must(t, c.Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{
-			"reloader.stakater.com/auto": "true",
-			reload.RecordAnnotation:      reload.Record{"configmap/cfg": hash.ConfigMap(cm)}.Encode(),
-		}}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To(n), Selector: &metav1.LabelSelector{MatchLabels: tpl.Labels}, Template: tpl}}))
+	testutil.Must(t, c.Create(ctx, probe))
+	for name, n := range map[string]int32{"a": 2, "b": 3, "c": 4} {
+		testutil.Must(t, c.Create(ctx, deployment(ns, name, n, cm)))
 	}
+	testutil.Must(t, c.Create(ctx, deployment(ns, "p", 1, probe)))
 
+	// The controller, serving the webhook with a self-signed certificate.
+	dir := t.TempDir()
+	caBundle := selfSigned(t, dir)
+	addr, err := proc.FreeAddr()
+	testutil.Must(t, err)
 	o := options.Default()
+	o.MetricsAddr = "0"
 	o.CoalesceWindow = 0
 	o.ReloadRate, o.ReloadBurst = 1, 1
+	o.PlanWebhookAddr, o.PlanWebhookCertDir = addr, dir
+	o.Namespaces = []string{ns}
 	conf, err := options.Parse(o)
 	testutil.Must(t, err)
-	hook := NewHTTPHandler(&Handler{Config: cluster.Config, Conf: conf, KeyNamespace: "nowhere"})
-	var calls atomic.Int32
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls.Add(1)
-		hook.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	url := srv.URL + "/plan"
+	mctx, stop := context.WithCancel(ctx)
+	mgr, err := app.New(mctx, cluster.Config, conf, logr.Discard(), planwebhook.Serve)
+	testutil.Must(t, err)
+	stopped := make(chan error, 1)
+	go func() { stopped <- mgr.Start(mctx) }()
+	stopReloader := func() {
+		if stop != nil {
+			stop()
+			<-stopped
+			stop = nil
+		}
+	}
+	t.Cleanup(stopReloader)
+
+	url := "https://" + addr + planwebhook.Path
 	ignore, none := admissionv1.Ignore, admissionv1.SideEffectClassNone
 	testutil.Must(t, c.Create(ctx, &admissionv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "reloader-plan"},
 		Webhooks: []admissionv1.ValidatingWebhook{{
-			Name: "plan.reloader.dev",
-			ClientConfig: admissionv1.WebhookClientConfig{URL: &url,
-				CABundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})},
+			Name:         "plan.reloader.dev",
+			ClientConfig: admissionv1.WebhookClientConfig{URL: &url, CABundle: caBundle},
 			Rules: []admissionv1.RuleWithOperations{{Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update},
 				Rule: admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps", "secrets"}}}},
 			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
@@ -119,37 +176,64 @@ func TestWarningsAndRefusalOnARealAPIServer(t *testing.T) {
 			TimeoutSeconds:          ptr.To[int32](5),
 		}},
 	}))
+	t.Cleanup(func() {
+		_ = c.Delete(ctx, &admissionv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "reloader-plan"}})
+	})
 
-	update := func(change func(*corev1.ConfigMap)) error {
+	update := func(obj *corev1.ConfigMap, change func(*corev1.ConfigMap)) error {
 		live := &corev1.ConfigMap{}
-		testutil.Must(t, c.Get(ctx, client.ObjectKeyFromObject(cm), live))
+		testutil.Must(t, c.Get(ctx, client.ObjectKeyFromObject(obj), live))
 		change(live)
 		return c.Update(ctx, live)
 	}
-	// The API server may take a moment to call a webhook just registered: label-only writes,
-	// which roll nothing, until it does.
-	testutil.Eventually(t, "the webhook called", func() error {
-		testutil.Must(t, update(func(l *corev1.ConfigMap) {
-			l.Labels = map[string]string{MaxRollsLabel: "1", "try": fmt.Sprint(calls.Load())}
-		}))
-		if calls.Load() == 0 {
-			return fmt.Errorf("not called yet")
+	// Until the API server calls the webhook, and reloader's cache has synced, a change of the
+	// probe (max-rolls 0, used by one Deployment) is admitted; then it is refused.
+	try := 0
+	testutil.Eventually(t, "the webhook refuses the probe's change", func() error {
+		try++
+		err := update(probe, func(l *corev1.ConfigMap) { l.Data["k"] = fmt.Sprint(try) })
+		if err == nil {
+			return fmt.Errorf("admitted (warnings %q)", seen.take())
+		}
+		if want := "this update will roll 1 workload, 1 pod, in 1 namespace, over the 0 its reloader.dev/max-rolls label allows"; !strings.Contains(err.Error(), want) {
+			t.Fatalf("refused with %v, want %q", err, want)
 		}
 		return nil
 	})
-	if w := seen.take(); len(w) > 0 {
-		t.Errorf("label-only writes warned %q", w)
-	}
-	err = update(func(l *corev1.ConfigMap) { l.Data["k"] = "v2" })
-	want := "this update will roll 2 workloads, 5 pods, in 1 namespace; paced over 1s, over the 1 its reloader.dev/max-rolls label allows"
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Fatalf("an update rolling 2 workloads over max-rolls 1: %v, want refused with %q", err, want)
-	}
-	// The limit lifted on its own, then the update admitted with its warning.
-	testutil.Must(t, update(func(l *corev1.ConfigMap) { l.Labels = nil }))
 	seen.take()
-	testutil.Must(t, update(func(l *corev1.ConfigMap) { l.Data["k"] = "v2" }))
-	if w := seen.take(); !slices.Contains(w, "this update will roll 2 workloads, 5 pods, in 1 namespace; paced over 1s") {
-		t.Errorf("warnings %q", w)
+
+	testutil.Must(t, update(cm, func(l *corev1.ConfigMap) { l.Labels = map[string]string{"team": "shop"} }))
+	if w := seen.take(); len(w) > 0 {
+		t.Errorf("a label-only write warned %q", w)
+	}
+	testutil.Must(t, update(cm, func(l *corev1.ConfigMap) { l.Data["k"] = "v2" }))
+	want := "this update will roll 3 workloads, 9 pods, in 1 namespace; paced over 2s"
+	if w := seen.take(); len(w) != 1 || w[0] != want {
+		t.Errorf("warnings %q, want [%q]", w, want)
+	}
+
+	// A limit of 1: the label is set (a write that rolls nothing), then the update refused.
+	testutil.Must(t, update(cm, func(l *corev1.ConfigMap) { l.Labels = map[string]string{planwebhook.MaxRollsLabel: "1"} }))
+	err = update(cm, func(l *corev1.ConfigMap) { l.Data["k"] = "v3" })
+	refused := "this update will roll 3 workloads, 9 pods, in 1 namespace; paced over 2s, over the 1 its reloader.dev/max-rolls label allows (`reloader plan` lists them)"
+	if err == nil || !strings.Contains(err.Error(), refused) {
+		t.Fatalf("an update rolling 3 workloads under max-rolls 1: %v, want refused with %q", err, refused)
+	}
+	// A write can't lift its own limit: the live object's label counts.
+	err = update(cm, func(l *corev1.ConfigMap) { l.Data["k"] = "v3"; l.Labels = nil })
+	if err == nil || !strings.Contains(err.Error(), "over the 1 its") {
+		t.Fatalf("an update lifting its own max-rolls: %v, want refused", err)
+	}
+	seen.take()
+
+	// reloader stopped: failurePolicy Ignore admits the write.
+	stopReloader()
+	if err := update(cm, func(l *corev1.ConfigMap) { l.Data["k"] = "v3" }); err != nil {
+		t.Fatalf("with reloader stopped: %v, want admitted (failurePolicy Ignore)", err)
+	}
+	live := &corev1.ConfigMap{}
+	testutil.Must(t, c.Get(ctx, client.ObjectKeyFromObject(cm), live))
+	if live.Data["k"] != "v3" {
+		t.Errorf("stored %q, want v3", live.Data["k"])
 	}
 }
