@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -54,13 +55,8 @@ type Handler struct {
 	// Timeout bounds one plan; 0 is DefaultTimeout.
 	Timeout time.Duration
 
+	once     sync.Once
 	inFlight chan struct{}
-}
-
-// NewHandler returns h ready to serve.
-func NewHandler(h Handler) *Handler {
-	h.inFlight = make(chan struct{}, maxInFlight)
-	return &h
 }
 
 // Handle implements admission.Handler.
@@ -93,6 +89,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if obj.GetNamespace() == "" {
 		obj.SetNamespace(ns)
 	}
+	h.once.Do(func() { h.inFlight = make(chan struct{}, maxInFlight) })
 	select {
 	case h.inFlight <- struct{}{}:
 	default:

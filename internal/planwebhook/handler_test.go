@@ -106,64 +106,56 @@ func deployment(ns, name string, replicas int32, cm *corev1.ConfigMap) *appsv1.D
 	}}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To(replicas), Selector: &metav1.LabelSelector{MatchLabels: tpl.Labels}, Template: tpl}}
 }
 
-// TestServedByTheControllerOnARealAPIServer runs reloader's manager with --plan-webhook-addr
-// and a self-signed certificate, registers it with the API server as the chart does
-// (failurePolicy Ignore, by url here), and checks what users see: a ConfigMap update used by
-// three Deployments is admitted with the warning of what it rolls; a label-only write with
-// none; under a max-rolls label of 1 the update is refused, saying why; with reloader stopped
-// the same update is admitted.
-func TestServedByTheControllerOnARealAPIServer(t *testing.T) {
+// served is reloader's manager serving the webhook, registered with the API server for the
+// writes of one namespace.
+type served struct {
+	c    client.Client // the admin, whose warnings land in seen
+	seen *warnings
+	dir  string // the certificate's directory
+	addr string
+	hook string // the ValidatingWebhookConfiguration's name
+	stop func()
+}
+
+// serve runs reloader's manager with --plan-webhook-addr and a self-signed certificate, and
+// registers it as the chart does (failurePolicy Ignore; by url here) for namespace ns, which
+// it creates.
+func serve(t *testing.T, ns string) *served {
+	t.Helper()
 	ctx := context.Background()
-	ns := "hook"
 	scheme, err := app.NewScheme()
 	testutil.Must(t, err)
-	seen := &warnings{}
+	s := &served{seen: &warnings{}, dir: t.TempDir(), hook: "reloader-plan-" + ns}
 	cfg := rest.CopyConfig(cluster.Config)
-	cfg.WarningHandler = seen
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	cfg.WarningHandler = s.seen
+	s.c, err = client.New(cfg, client.Options{Scheme: scheme})
 	testutil.Must(t, err)
+	testutil.Must(t, s.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 
-	testutil.Must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cfg"}, Data: map[string]string{"k": "v1"}}
-	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe", Labels: map[string]string{planwebhook.MaxRollsLabel: "0"}}, Data: map[string]string{"k": "0"}}
-	testutil.Must(t, c.Create(ctx, cm))
-	testutil.Must(t, c.Create(ctx, probe))
-	for name, n := range map[string]int32{"a": 2, "b": 3, "c": 4} {
-		testutil.Must(t, c.Create(ctx, deployment(ns, name, n, cm)))
-	}
-	testutil.Must(t, c.Create(ctx, deployment(ns, "p", 1, probe)))
-
-	// The controller, serving the webhook with a self-signed certificate.
-	dir := t.TempDir()
-	caBundle := selfSigned(t, dir)
-	addr, err := proc.FreeAddr()
+	caBundle := selfSigned(t, s.dir)
+	s.addr, err = proc.FreeAddr()
 	testutil.Must(t, err)
 	o := options.Default()
 	o.MetricsAddr = "0"
 	o.CoalesceWindow = 0
 	o.ReloadRate, o.ReloadBurst = 1, 1
-	o.PlanWebhookAddr, o.PlanWebhookCertDir = addr, dir
+	o.PlanWebhookAddr, o.PlanWebhookCertDir = s.addr, s.dir
 	o.Namespaces = []string{ns}
 	conf, err := options.Parse(o)
 	testutil.Must(t, err)
-	mctx, stop := context.WithCancel(ctx)
+	mctx, cancel := context.WithCancel(ctx)
 	mgr, err := app.New(mctx, cluster.Config, conf, logr.Discard(), planwebhook.Serve)
 	testutil.Must(t, err)
 	stopped := make(chan error, 1)
 	go func() { stopped <- mgr.Start(mctx) }()
-	stopReloader := func() {
-		if stop != nil {
-			stop()
-			<-stopped
-			stop = nil
-		}
-	}
-	t.Cleanup(stopReloader)
+	var once sync.Once
+	s.stop = func() { once.Do(func() { cancel(); <-stopped }) }
+	t.Cleanup(s.stop)
 
-	url := "https://" + addr + planwebhook.Path
+	url := "https://" + s.addr + planwebhook.Path
 	ignore, none := admissionv1.Ignore, admissionv1.SideEffectClassNone
-	testutil.Must(t, c.Create(ctx, &admissionv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "reloader-plan"},
+	testutil.Must(t, s.c.Create(ctx, &admissionv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: s.hook},
 		Webhooks: []admissionv1.ValidatingWebhook{{
 			Name:         "plan.reloader.dev",
 			ClientConfig: admissionv1.WebhookClientConfig{URL: &url, CABundle: caBundle},
@@ -177,21 +169,46 @@ func TestServedByTheControllerOnARealAPIServer(t *testing.T) {
 		}},
 	}))
 	t.Cleanup(func() {
-		_ = c.Delete(ctx, &admissionv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "reloader-plan"}})
+		_ = s.c.Delete(ctx, &admissionv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: s.hook}})
 	})
+	return s
+}
 
-	update := func(obj *corev1.ConfigMap, change func(*corev1.ConfigMap)) error {
-		live := &corev1.ConfigMap{}
-		testutil.Must(t, c.Get(ctx, client.ObjectKeyFromObject(obj), live))
-		change(live)
-		return c.Update(ctx, live)
+// update changes the live object of obj and writes it.
+func update[T client.Object](t *testing.T, c client.Client, obj T, change func(T)) error {
+	t.Helper()
+	live := obj.DeepCopyObject().(T)
+	testutil.Must(t, c.Get(context.Background(), client.ObjectKeyFromObject(obj), live))
+	change(live)
+	return c.Update(context.Background(), live)
+}
+
+// TestServedByTheControllerOnARealAPIServer runs reloader's manager with --plan-webhook-addr
+// and a self-signed certificate, registers it with the API server as the chart does
+// (failurePolicy Ignore, by url here), and checks what users see: a ConfigMap update used by
+// three Deployments is admitted with the warning of what it rolls; a label-only write with
+// none; under a max-rolls label of 1 the update is refused, saying why; with reloader stopped
+// the same update is admitted.
+func TestServedByTheControllerOnARealAPIServer(t *testing.T) {
+	ctx := context.Background()
+	ns := "hook"
+	s := serve(t, ns)
+	c, seen := s.c, s.seen
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cfg"}, Data: map[string]string{"k": "v1"}}
+	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe", Labels: map[string]string{planwebhook.MaxRollsLabel: "0"}}, Data: map[string]string{"k": "0"}}
+	testutil.Must(t, c.Create(ctx, cm))
+	testutil.Must(t, c.Create(ctx, probe))
+	for name, n := range map[string]int32{"a": 2, "b": 3, "c": 4} {
+		testutil.Must(t, c.Create(ctx, deployment(ns, name, n, cm)))
 	}
+	testutil.Must(t, c.Create(ctx, deployment(ns, "p", 1, probe)))
+
 	// Until the API server calls the webhook, and reloader's cache has synced, a change of the
 	// probe (max-rolls 0, used by one Deployment) is admitted; then it is refused.
 	try := 0
 	testutil.Eventually(t, "the webhook refuses the probe's change", func() error {
 		try++
-		err := update(probe, func(l *corev1.ConfigMap) { l.Data["k"] = fmt.Sprint(try) })
+		err := update(t, c, probe, func(l *corev1.ConfigMap) { l.Data["k"] = fmt.Sprint(try) })
 		if err == nil {
 			return fmt.Errorf("admitted (warnings %q)", seen.take())
 		}
@@ -202,33 +219,33 @@ func TestServedByTheControllerOnARealAPIServer(t *testing.T) {
 	})
 	seen.take()
 
-	testutil.Must(t, update(cm, func(l *corev1.ConfigMap) { l.Labels = map[string]string{"team": "shop"} }))
+	testutil.Must(t, update(t, c, cm, func(l *corev1.ConfigMap) { l.Labels = map[string]string{"team": "shop"} }))
 	if w := seen.take(); len(w) > 0 {
 		t.Errorf("a label-only write warned %q", w)
 	}
-	testutil.Must(t, update(cm, func(l *corev1.ConfigMap) { l.Data["k"] = "v2" }))
+	testutil.Must(t, update(t, c, cm, func(l *corev1.ConfigMap) { l.Data["k"] = "v2" }))
 	want := "this update will roll 3 workloads, 9 pods, in 1 namespace; paced over 2s"
 	if w := seen.take(); len(w) != 1 || w[0] != want {
 		t.Errorf("warnings %q, want [%q]", w, want)
 	}
 
 	// A limit of 1: the label is set (a write that rolls nothing), then the update refused.
-	testutil.Must(t, update(cm, func(l *corev1.ConfigMap) { l.Labels = map[string]string{planwebhook.MaxRollsLabel: "1"} }))
-	err = update(cm, func(l *corev1.ConfigMap) { l.Data["k"] = "v3" })
+	testutil.Must(t, update(t, c, cm, func(l *corev1.ConfigMap) { l.Labels = map[string]string{planwebhook.MaxRollsLabel: "1"} }))
+	err := update(t, c, cm, func(l *corev1.ConfigMap) { l.Data["k"] = "v3" })
 	refused := "this update will roll 3 workloads, 9 pods, in 1 namespace; paced over 2s, over the 1 its reloader.dev/max-rolls label allows (`reloader plan` lists them)"
 	if err == nil || !strings.Contains(err.Error(), refused) {
 		t.Fatalf("an update rolling 3 workloads under max-rolls 1: %v, want refused with %q", err, refused)
 	}
 	// A write can't lift its own limit: the live object's label counts.
-	err = update(cm, func(l *corev1.ConfigMap) { l.Data["k"] = "v3"; l.Labels = nil })
+	err = update(t, c, cm, func(l *corev1.ConfigMap) { l.Data["k"] = "v3"; l.Labels = nil })
 	if err == nil || !strings.Contains(err.Error(), "over the 1 its") {
 		t.Fatalf("an update lifting its own max-rolls: %v, want refused", err)
 	}
 	seen.take()
 
 	// reloader stopped: failurePolicy Ignore admits the write.
-	stopReloader()
-	if err := update(cm, func(l *corev1.ConfigMap) { l.Data["k"] = "v3" }); err != nil {
+	s.stop()
+	if err := update(t, c, cm, func(l *corev1.ConfigMap) { l.Data["k"] = "v3" }); err != nil {
 		t.Fatalf("with reloader stopped: %v, want admitted (failurePolicy Ignore)", err)
 	}
 	live := &corev1.ConfigMap{}
@@ -236,4 +253,57 @@ func TestServedByTheControllerOnARealAPIServer(t *testing.T) {
 	if live.Data["k"] != "v3" {
 		t.Errorf("stored %q, want v3", live.Data["k"])
 	}
+}
+
+// TestSecretsAndARenewedCertificate: a Secret's update is planned with the install's hash key
+// (the Deployments recorded by reloader itself), and a renewed certificate, with the webhook
+// configuration's caBundle changed to its CA alone, is served without a restart.
+func TestSecretsAndARenewedCertificate(t *testing.T) {
+	ctx := context.Background()
+	ns := "hook-secret"
+	s := serve(t, ns)
+	c, seen := s.c, s.seen
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Data: map[string][]byte{"password": []byte("one")}}
+	testutil.Must(t, c.Create(ctx, sec))
+	var deps []*appsv1.Deployment
+	for _, name := range []string{"a", "b"} {
+		tpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox",
+				EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: sec.Name}}}}}}}}
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{"reloader.stakater.com/auto": "true"}},
+			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: tpl.Labels}, Template: tpl}}
+		testutil.Must(t, c.Create(ctx, d))
+		deps = append(deps, d)
+	}
+	for _, d := range deps {
+		testutil.Eventually(t, d.Name+" recorded by reloader", func() error {
+			live := &appsv1.Deployment{}
+			testutil.Must(t, c.Get(ctx, client.ObjectKeyFromObject(d), live))
+			if _, ok := live.Annotations[reload.RecordAnnotation]; !ok {
+				return fmt.Errorf("no record yet")
+			}
+			return nil
+		})
+	}
+	want := "this update will roll 2 workloads, 2 pods, in 1 namespace; paced over 1s"
+	n := 0
+	warned := func() error {
+		n++
+		seen.take()
+		testutil.Must(t, update(t, c, sec, func(l *corev1.Secret) { l.Data["password"] = []byte(fmt.Sprint("v", n)) }))
+		if w := seen.take(); len(w) != 1 || w[0] != want {
+			return fmt.Errorf("warnings %q, want [%q]", w, want)
+		}
+		return nil
+	}
+	testutil.Eventually(t, "the Secret's update planned", warned)
+
+	// A renewed certificate of a new CA: the configuration trusts only the new CA, so a
+	// warning means the new certificate is served.
+	caBundle := selfSigned(t, s.dir)
+	hook := &admissionv1.ValidatingWebhookConfiguration{}
+	testutil.Must(t, c.Get(ctx, client.ObjectKey{Name: s.hook}, hook))
+	hook.Webhooks[0].ClientConfig.CABundle = caBundle
+	testutil.Must(t, c.Update(ctx, hook))
+	testutil.Eventually(t, "the renewed certificate served", warned)
 }

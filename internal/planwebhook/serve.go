@@ -24,12 +24,12 @@ func Serve(p app.Parts) error {
 		return fmt.Errorf("--plan-webhook-addr: %w", err)
 	}
 	srv := webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: p.Conf.PlanWebhookCertDir})
-	h := NewHandler(Handler{
+	h := &Handler{
 		Controller: explain.Controller{Reader: p.Manager.GetClient(), Sources: p.Sources, Kinds: p.Kinds, Configs: p.Configs},
 		Conf:       p.Conf,
 		Ready:      p.Ready,
 		Shard:      p.Shard,
-	})
+	}
 	srv.Register(Path, NewHTTPHandler(h))
 	return p.Manager.Add(srv)
 }
