@@ -21,7 +21,9 @@ import (
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -120,7 +122,7 @@ type served struct {
 // serve runs reloader's manager with --plan-webhook-addr and a self-signed certificate, and
 // registers it as the chart does (failurePolicy Ignore; by url here) for namespace ns, which
 // it creates.
-func serve(t *testing.T, ns string) *served {
+func serve(t *testing.T, ns string, opts ...func(*options.Options)) *served {
 	t.Helper()
 	ctx := context.Background()
 	scheme, err := app.NewScheme()
@@ -130,7 +132,9 @@ func serve(t *testing.T, ns string) *served {
 	cfg.WarningHandler = s.seen
 	s.c, err = client.New(cfg, client.Options{Scheme: scheme})
 	testutil.Must(t, err)
-	testutil.Must(t, s.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	if err := s.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); !apierrors.IsAlreadyExists(err) {
+		testutil.Must(t, err)
+	}
 
 	caBundle := selfSigned(t, s.dir)
 	s.addr, err = proc.FreeAddr()
@@ -141,6 +145,9 @@ func serve(t *testing.T, ns string) *served {
 	o.ReloadRate, o.ReloadBurst = 1, 1
 	o.PlanWebhookAddr, o.PlanWebhookCertDir = s.addr, s.dir
 	o.Namespaces = []string{ns}
+	for _, f := range opts {
+		f(&o)
+	}
 	conf, err := options.Parse(o)
 	testutil.Must(t, err)
 	mctx, cancel := context.WithCancel(ctx)
@@ -306,4 +313,39 @@ func TestSecretsAndARenewedCertificate(t *testing.T) {
 	hook.Webhooks[0].ClientConfig.CABundle = caBundle
 	testutil.Must(t, c.Update(ctx, hook))
 	testutil.Eventually(t, "the renewed certificate served", warned)
+}
+
+// TestServedByAFollower: with --enable-ha, a replica that is not the leader (another holds the
+// Lease) serves the webhook from its own cache all the same.
+func TestServedByAFollower(t *testing.T) {
+	ctx := context.Background()
+	ns := "hook-ha"
+	admin, err := client.New(cluster.Config, client.Options{})
+	testutil.Must(t, err)
+	testutil.Must(t, admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	now := metav1.NewMicroTime(time.Now())
+	testutil.Must(t, admin.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: options.DefaultLeaderElectionID},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("another-replica"), LeaseDurationSeconds: ptr.To[int32](3600), AcquireTime: &now, RenewTime: &now}}))
+	s := serve(t, ns, func(o *options.Options) {
+		o.EnableHA, o.LeaderElectionNamespace, o.LeaderIdentity = true, ns, "follower"
+	})
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cfg"}, Data: map[string]string{"k": "v1"}}
+	testutil.Must(t, s.c.Create(ctx, cm))
+	testutil.Must(t, s.c.Create(ctx, deployment(ns, "a", 2, cm)))
+	want := "this update will roll 1 workload, 2 pods, in 1 namespace"
+	n := 0
+	testutil.Eventually(t, "the follower's warning", func() error {
+		n++
+		s.seen.take()
+		testutil.Must(t, update(t, s.c, cm, func(l *corev1.ConfigMap) { l.Data["k"] = fmt.Sprint("v", n+1) }))
+		if w := s.seen.take(); len(w) != 1 || w[0] != want {
+			return fmt.Errorf("warnings %q, want [%q]", w, want)
+		}
+		return nil
+	})
+	lease := &coordinationv1.Lease{}
+	testutil.Must(t, admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: options.DefaultLeaderElectionID}, lease))
+	if h := ptr.Deref(lease.Spec.HolderIdentity, ""); h != "another-replica" {
+		t.Errorf("the Lease is held by %q: the webhook was not served by a follower", h)
+	}
 }
