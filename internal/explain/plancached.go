@@ -40,7 +40,7 @@ func NewControllerPlanner(ctx context.Context, c Controller, conf options.Config
 			read = wrap(read)
 		}
 		// No index is registered on the wrapper: lists by index go to the cache, which has them.
-		return &Explainer{conf: conf, namespace: ns, client: clientindex.New(scopeSources(read, conf)),
+		return &Explainer{conf: conf, namespace: ns, client: clientindex.New(scopeCached(read, conf)),
 			sources: c.Sources, kinds: c.Kinds, configs: c.Configs,
 			unknownHash: map[source.Kind]bool{}, now: time.Now}, nil
 	}

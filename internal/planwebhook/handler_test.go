@@ -349,3 +349,33 @@ func TestServedByAFollower(t *testing.T) {
 		t.Errorf("the Lease is held by %q: the webhook was not served by a follower", h)
 	}
 }
+
+// TestResourceLabelSelector: with --resource-label-selector (and no ReloaderConfig API, so the
+// cache keeps no source's labels) a selected source is planned from the cache, and one the
+// selector leaves out rolls nothing, as the controller sees them.
+func TestResourceLabelSelector(t *testing.T) {
+	ctx := context.Background()
+	ns := "hook-selector"
+	s := serve(t, ns, func(o *options.Options) { o.ResourceLabelSelector = "team=shop" })
+	selected := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "selected", Labels: map[string]string{"team": "shop"}}, Data: map[string]string{"k": "v1"}}
+	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"}, Data: map[string]string{"k": "v1"}}
+	testutil.Must(t, s.c.Create(ctx, selected))
+	testutil.Must(t, s.c.Create(ctx, other))
+	testutil.Must(t, s.c.Create(ctx, deployment(ns, "a", 2, selected)))
+	testutil.Must(t, s.c.Create(ctx, deployment(ns, "b", 3, other)))
+	want := "this update will roll 1 workload, 2 pods, in 1 namespace"
+	n := 0
+	testutil.Eventually(t, "the selected source's update planned", func() error {
+		n++
+		s.seen.take()
+		testutil.Must(t, update(t, s.c, selected, func(l *corev1.ConfigMap) { l.Data["k"] = fmt.Sprint("v", n+1) }))
+		if w := s.seen.take(); len(w) != 1 || w[0] != want {
+			return fmt.Errorf("warnings %q, want [%q]", w, want)
+		}
+		return nil
+	})
+	testutil.Must(t, update(t, s.c, other, func(l *corev1.ConfigMap) { l.Data["k"] = "v2" }))
+	if w := s.seen.take(); len(w) > 0 {
+		t.Errorf("a source the selector leaves out warned %q", w)
+	}
+}
