@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -104,6 +105,12 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	done := make(chan planned, 1)
 	go func() {
 		defer func() { <-h.inFlight }()
+		// A panic here would end reloader, not only this answer.
+		defer func() {
+			if r := recover(); r != nil {
+				done <- planned{err: fmt.Errorf("planning failed: %v", r)}
+			}
+		}()
 		done <- h.plan(ctx, ns, obj, old)
 	}()
 	var res planned
@@ -146,8 +153,14 @@ func (h *Handler) plan(ctx context.Context, ns string, obj, old client.Object) p
 	return planned{plan: plan, err: err}
 }
 
+// maxWhy bounds the reason a warning gives: an error may quote the object.
+const maxWhy = 300
+
 // notPlanned admits a write the webhook could not plan, saying why.
 func notPlanned(why string) admission.Response {
+	if len(why) > maxWhy {
+		why = strings.ToValidUTF8(why[:maxWhy], "") + "..."
+	}
 	return admission.Allowed("").WithWarnings("reloader could not plan this change: " + why)
 }
 

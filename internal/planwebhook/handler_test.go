@@ -236,6 +236,19 @@ func TestServedByTheControllerOnARealAPIServer(t *testing.T) {
 		t.Errorf("warnings %q, want [%q]", w, want)
 	}
 
+	// A server-side dry run gets the same warning, and writes nothing.
+	live := &corev1.ConfigMap{}
+	testutil.Must(t, c.Get(ctx, client.ObjectKeyFromObject(cm), live))
+	live.Data["k"] = "dry"
+	testutil.Must(t, c.Update(ctx, live, client.DryRunAll))
+	if w := seen.take(); len(w) != 1 || w[0] != want {
+		t.Errorf("dry run: warnings %q, want [%q]", w, want)
+	}
+	testutil.Must(t, c.Get(ctx, client.ObjectKeyFromObject(cm), live))
+	if live.Data["k"] != "v2" {
+		t.Errorf("the dry run stored %q", live.Data["k"])
+	}
+
 	// A limit of 1: the label is set (a write that rolls nothing), then the update refused.
 	testutil.Must(t, update(t, c, cm, func(l *corev1.ConfigMap) { l.Labels = map[string]string{planwebhook.MaxRollsLabel: "1"} }))
 	err := update(t, c, cm, func(l *corev1.ConfigMap) { l.Data["k"] = "v3" })
@@ -255,7 +268,6 @@ func TestServedByTheControllerOnARealAPIServer(t *testing.T) {
 	if err := update(t, c, cm, func(l *corev1.ConfigMap) { l.Data["k"] = "v3" }); err != nil {
 		t.Fatalf("with reloader stopped: %v, want admitted (failurePolicy Ignore)", err)
 	}
-	live := &corev1.ConfigMap{}
 	testutil.Must(t, c.Get(ctx, client.ObjectKeyFromObject(cm), live))
 	if live.Data["k"] != "v3" {
 		t.Errorf("stored %q, want v3", live.Data["k"])
