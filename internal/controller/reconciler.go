@@ -92,7 +92,10 @@ type WorkloadReconciler struct {
 	// Unwatched, when set, names the kinds read without watch (degraded mode, unwatched.go);
 	// nil watches every kind.
 	Unwatched *Unwatched
-	Now       func() time.Time
+	// Changes, shared by the reconcilers of one manager (NewChanges), tell which keys a
+	// source's latest change added, removed and changed, for the reports; nil names none.
+	Changes *Changes
+	Now     func() time.Time
 
 	jobs      pendingJobs
 	waits     waiting
@@ -282,6 +285,7 @@ func (r *WorkloadReconciler) execute(ctx context.Context, obj client.Object, w s
 	updated := obj.DeepCopyObject().(client.Object)
 	if plan.Reloads() && r.apply(ctx, updated, w, plan.Changes) {
 		d.reloaded = plan.Changes
+		d.what = r.whatChanged(w, obj, plan.Changes)
 		if hold.MinInterval > 0 {
 			setAnnotation(updated, reload.LastReloadAnnotation, started.UTC().Format(time.RFC3339))
 		}
