@@ -233,6 +233,7 @@ rolloutStrategy: rollout-strategy-annotation
 {{- if not (kindIs "invalid" $r.workers) }}{{ $args = append $args (printf "--workers=%d" (int $r.workers)) }}{{ end -}}
 {{- if $r.runCronJobsOnReload }}{{ $args = append $args "--run-cronjobs-on-reload=true" }}{{ end -}}
 {{- if not (kindIs "invalid" $r.recreateFinishedJobs) }}{{ $args = append $args (printf "--recreate-finished-jobs=%t" $r.recreateFinishedJobs) }}{{ end -}}
+{{- if .Values.planWebhook.enabled }}{{ $args = concat $args (list (printf "--plan-webhook-addr=:%d" (int .Values.planWebhook.port)) "--plan-webhook-cert-dir=/var/run/reloader/plan-webhook") }}{{ end -}}
 {{- toJson $args -}}
 {{- end -}}
 
@@ -360,4 +361,15 @@ The RBAC on the key and the ReloaderHashKeyFallback alert follow it.
 {{- define "reloader.usesHashKey" -}}
 {{- $r := .Values.reloader -}}
 {{- if or (not $r.ignoreSecrets) (and (not $r.ignoreJobs) (not (include "reloader.webhook" .))) }}true{{ end -}}
+{{- end -}}
+
+{{/* The plan webhook's Service, certificate and configuration name. */}}
+{{- define "reloader.planWebhookName" -}}
+{{- printf "%s-plan-webhook" (include "reloader.fullname" . | trunc 50 | trimSuffix "-") -}}
+{{- end -}}
+
+{{/* "true" when the plan webhook's TLS comes from cert-manager: asked for, and its API served. */}}
+{{- define "reloader.planWebhookCertManager" -}}
+{{- $pw := .Values.planWebhook -}}
+{{- if and $pw.enabled $pw.certManager.enabled (.Capabilities.APIVersions.Has "cert-manager.io/v1") }}true{{ end -}}
 {{- end -}}
