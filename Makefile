@@ -76,7 +76,7 @@ manifests:
 
 # Pure-logic tests only; no control plane.
 unit:
-	$(GO) test -count=1 ./internal/source/ ./internal/hash/ ./internal/reload/ ./internal/coalesce/ ./internal/workload/
+	$(GO) test -count=1 ./internal/source/ ./internal/hash/ ./internal/reload/ ./internal/coalesce/ ./internal/workload/ ./internal/whatchanged/
 
 # Start a local cluster, run reloader, change a ConfigMap, watch the Deployment roll.
 demo: build kube-binaries

@@ -22,6 +22,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/app"
 	"github.com/reloader-operator/reloader/internal/gctune"
 	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/planwebhook"
 	"github.com/reloader-operator/reloader/internal/version"
 )
 
@@ -85,7 +86,7 @@ func run(_ context.Context, conf options.Config) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := app.New(ctx, cfg, conf, logger)
+	mgr, err := app.New(ctx, cfg, conf, logger, planwebhook.Serve)
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,7 @@ func TestUpstreamValuesRenderFlags(t *testing.T) {
 		{values: `reloader: {reloadStrategy: env-vars}`, args: []string{"--reload-strategy=env-vars"}},
 		{values: `reloader: {isArgoRollouts: true, enableCSIIntegration: true}`, args: []string{"--is-Argo-Rollouts=true", "--enable-csi-integration=true"}},
 		{values: `reloader: {enableEvictStrategy: true}`, args: []string{"--enable-evict-strategy=true"}},
-		{values: `reloader: {enableHA: true}`, args: []string{"--enable-ha=true", "--leader-election-id=stakater-reloader-lock"},
+		{values: `reloader: {enableHA: true}`, args: []string{"--enable-ha=true"},
 			env: map[string]string{"POD_NAME": podName, "POD_NAMESPACE": namespace}},
 		{values: `reloader: {enablePProf: true, pprofAddr: ":7070"}`, args: []string{"--enable-pprof=true", "--pprof-addr=:7070"}},
 		{values: `reloader: {enablePProf: true}`, args: []string{"--enable-pprof=true", "--pprof-addr=127.0.0.1:6060"}},
@@ -101,8 +101,8 @@ func TestContainerContract(t *testing.T) {
 			}
 		}
 		if len(c.Ports) == 0 || c.Ports[0].ContainerPort != 9090 || c.Ports[0].Name != "http" ||
-			(len(c.Ports) > 1 && (len(c.Ports) != 2 || c.Ports[1].Name != "probes")) {
-			t.Errorf("%s: ports %+v, want 9090 named http (and probes, with secureMetrics)", m.name, c.Ports)
+			slices.ContainsFunc(c.Ports[1:], func(p corev1.ContainerPort) bool { return p.Name != "probes" && p.Name != "plan-webhook" }) {
+			t.Errorf("%s: ports %+v, want 9090 named http (and probes, with secureMetrics; plan-webhook, with planWebhook)", m.name, c.Ports)
 		}
 		if p := c.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/live" {
 			t.Errorf("%s: liveness probe %+v, want GET /live", m.name, p)

@@ -37,6 +37,7 @@ var matrix = []struct{ name, values string }{
 	{"webhook from a Secret", `reloader: {webhookUrlSecret: {name: hooks, key: url}}`},
 	{"secure metrics", `reloader: {secureMetrics: true}`},
 	{"secure metrics, namespaced", `reloader: {secureMetrics: true, watchGlobally: false}`},
+	{"plan webhook", `{planWebhook: {enabled: true, certManager: {enabled: true}}, reloader: {enableHA: true, deployment: {replicas: 2}, netpol: {enabled: true}}}`},
 	{"everything", `reloader: {enableHA: true, deployment: {replicas: 3}, enableCSIIntegration: true, isArgoRollouts: true,
 		isOpenshift: true, namespaceSelector: "team:*", reloadOnCreate: true, reloadOnDelete: true, autoReloadAll: true,
 		leaderElection: {id: my-lock, leaseDuration: 20s, renewDeadline: 15s, retryPeriod: 3s}, coalesceWindow: 1s, workers: 8,

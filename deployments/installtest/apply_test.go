@@ -21,16 +21,25 @@ import (
 func applyAll(ctx context.Context, objs []*unstructured.Unstructured, namespace string) error {
 	for _, o := range objs {
 		o = o.DeepCopy()
-		mapping, err := admin.RESTMapper().RESTMapping(o.GroupVersionKind().GroupKind(), o.GroupVersionKind().Version)
-		if err != nil {
-			return fmt.Errorf("%s %s: its API is not installed on the test cluster: %w", o.GetKind(), o.GetName(), err)
-		}
-		if mapping.Scope.Name() == meta.RESTScopeNameNamespace && o.GetNamespace() == "" {
-			o.SetNamespace(namespace)
+		if err := defaultNamespace(o, namespace); err != nil {
+			return err
 		}
 		if err := admin.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("installtest"), client.ForceOwnership); err != nil {
 			return fmt.Errorf("apply %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
 		}
+	}
+	return nil
+}
+
+// defaultNamespace puts a namespaced object without a namespace in namespace, as Helm does
+// with the release's.
+func defaultNamespace(o *unstructured.Unstructured, namespace string) error {
+	mapping, err := admin.RESTMapper().RESTMapping(o.GroupVersionKind().GroupKind(), o.GroupVersionKind().Version)
+	if err != nil {
+		return fmt.Errorf("%s %s: its API is not installed on the test cluster: %w", o.GetKind(), o.GetName(), err)
+	}
+	if mapping.Scope.Name() == meta.RESTScopeNameNamespace && o.GetNamespace() == "" {
+		o.SetNamespace(namespace)
 	}
 	return nil
 }

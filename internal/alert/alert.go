@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/reloader-operator/reloader/internal/notify"
+	"github.com/reloader-operator/reloader/internal/whatchanged"
 )
 
 // Reload is what an alert reports.
@@ -24,15 +25,18 @@ type Reload struct {
 	Time      time.Time
 }
 
-// Source is one changed source of a reload.
+// Source is one changed source of a reload, with the names of the keys its change added,
+// removed and changed, and who wrote it (never values).
 type Source struct {
 	Kind    string `json:"kind"`
 	Name    string `json:"name"`
 	Hash    string `json:"hash"`
 	Deleted bool   `json:"deleted,omitempty"`
+	whatchanged.Report
 }
 
-// Describe names changed sources for people: "ConfigMap app, Secret creds (deleted)".
+// Describe names changed sources for people, with what is known of their change:
+// "ConfigMap app (keys changed: LOG_LEVEL) by kubectl-edit (Update) at ..., Secret creds (deleted)".
 func Describe(sources []Source) string {
 	parts := make([]string, len(sources))
 	for i, s := range sources {
@@ -40,6 +44,7 @@ func Describe(sources []Source) string {
 		if s.Deleted {
 			parts[i] += " (deleted)"
 		}
+		parts[i] += s.Report.Text()
 	}
 	return strings.Join(parts, ", ")
 }
@@ -57,16 +62,23 @@ func (r Reload) Text(additional string) string {
 func Body(sink string, r Reload, additional string) ([]byte, error) {
 	text := r.Text(additional)
 	switch sink {
-	case "slack", "gchat":
-		// Both incoming-webhook APIs take a plain message as {"text": ...}.
+	case "slack":
+		// The text is the notification's fallback; the blocks show each change's keys and writer.
+		if len(detailed(r)) == 0 {
+			return json.Marshal(map[string]string{"text": text})
+		}
+		return json.Marshal(map[string]any{"text": text, "blocks": slackBlocks(r, text)})
+	case "gchat":
+		// Google Chat's incoming webhooks take a plain message as {"text": ...}.
 		return json.Marshal(map[string]string{"text": text})
 	case "teams":
-		// A Workflows ("When a Teams webhook request is received") message with one Adaptive Card.
+		// A Workflows ("When a Teams webhook request is received") message with one Adaptive
+		// Card: the text, then each change's keys and writer as facts.
 		card := map[string]any{
 			"$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
 			"type":    "AdaptiveCard",
 			"version": "1.4",
-			"body":    []map[string]any{{"type": "TextBlock", "text": text, "wrap": true}},
+			"body":    append([]map[string]any{{"type": "TextBlock", "text": text, "wrap": true}}, teamsFacts(r)...),
 		}
 		return json.Marshal(map[string]any{
 			"type": "message",

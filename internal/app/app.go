@@ -28,7 +28,9 @@ import (
 
 // New returns a manager with a reconciler for every workload kind the options leave in. Each
 // step below is a function of its own, in the order the later ones need the earlier ones.
-func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr.Logger) (manager.Manager, error) {
+// Each of with adds what it serves beside the reconcilers, from the parts New built (the plan
+// webhook is one).
+func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr.Logger, with ...With) (manager.Manager, error) {
 	cfg = withClientRate(cfg, conf)
 	scheme, apis, err := schemeAndAPIs(ctx, cfg, conf, logger)
 	if err != nil {
@@ -101,6 +103,13 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 	}
 	if err := addServices(mgr, conf, &ready, m, logger); err != nil {
 		return nil, err
+	}
+	parts := Parts{Manager: mgr, Conf: conf, Sources: sources, Kinds: degraded.watched(kinds), Configs: configs,
+		Ready: ready.Load, Shard: shards.ready()}
+	for _, w := range with {
+		if err := w(parts); err != nil {
+			return nil, err
+		}
 	}
 	return mgr, nil
 }

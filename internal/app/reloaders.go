@@ -48,6 +48,8 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 	// One set of baselines for every kind: the sources' handlers run once per event.
 	baselines := controller.NewBaselines()
 	baselines.Relisted = shards.relisted()
+	// One table of the sources' latest changes, for the keys named in reports.
+	changes := controller.NewChanges(0)
 	if key != nil && !key.Own() && replacesJobs(conf, kinds) {
 		logger.Info("WARNING: no namespace of reloader's own (RELOADER_NAMESPACE, POD_NAMESPACE): the install key's Secret is in a namespace others may write, so Job replacement records are neither signed nor trusted from the cluster; if reloader stops between a Job's delete and its re-create, no other process re-creates it")
 	}
@@ -58,7 +60,7 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 		if r.Unwatched = degraded.unwatched; r.Unwatched.Has(kind.Name()) {
 			r.Rollouts = nil // followed through the status an informer brings
 		}
-		r.Shard, r.Pacer, r.Baselines = shard, pacer, baselines
+		r.Shard, r.Pacer, r.Baselines, r.Changes = shard, pacer, baselines, changes
 		if key != nil {
 			// A nil *Loader in the interface would not read as "no key".
 			r.RecordKey = key
@@ -72,7 +74,7 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 		}
 		hook := &notify.Webhook{URL: conf.WebhookURL, Poster: poster}
 		n := &controller.Notifier{Client: reader, Sources: sources, Workloads: reconcilers,
-			Events: reconcilers[0].Behaviour.Events, Send: hook.Send, Metrics: m, Now: time.Now}
+			Events: reconcilers[0].Behaviour.Events, Send: hook.Send, Metrics: m, Changes: changes, Now: time.Now}
 		return n.SetupWithManager(mgr)
 	}
 	if configStatus {

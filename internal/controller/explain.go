@@ -10,6 +10,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/coalesce"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/whatchanged"
 )
 
 // Weighed is one source the decision looked at for a workload, and its answer.
@@ -80,6 +81,8 @@ type Explanation struct {
 	// Conflicts say which settings two of them disagree on.
 	Configs   []string
 	Conflicts []string
+	// Writers are, for the sources that exist, who wrote each last (its managedFields).
+	Writers map[source.ID]whatchanged.Writer
 	// Restart is how the pods restart when not by a template change (evict), and Eviction
 	// how far an evict restart under way has come (evict_explain.go).
 	Restart, Eviction string
@@ -103,6 +106,7 @@ func (r *WorkloadReconciler) Explain(ctx context.Context, obj client.Object, unk
 		return e, err
 	}
 	e.Invalid = w.invalid
+	e.Writers = r.writers(w)
 	for id, o := range w.sources {
 		if o.restricted {
 			if e.Keys == nil {

@@ -34,7 +34,9 @@ type Notifier struct {
 	Events    reload.Events
 	Send      func(context.Context, notify.Change) error
 	Metrics   *metrics.Metrics
-	Now       func() time.Time
+	// Changes tell the keys of each change, for the document; nil names none.
+	Changes *Changes
+	Now     func() time.Time
 
 	started time.Time
 	mu      sync.Mutex
@@ -54,7 +56,7 @@ func (n *Notifier) SetupWithManager(mgr ctrl.Manager) error {
 				return nil
 			}
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: string(st.Kind) + "/" + name}}}
-		}), builder.WithPredicates(sourceChanged(n.Workloads[0].Policy.Keys, n.Workloads[0].Configs != nil)))
+		}), builder.WithPredicates(n.Changes.Observe(st), sourceChanged(n.Workloads[0].Policy.Keys, n.Workloads[0].Configs != nil)))
 	}
 	return b.Complete(n)
 }
@@ -112,6 +114,7 @@ func (n *Notifier) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		notifying = len(change.Workloads) > 0
 	}
 	if notifying {
+		change.Report = n.whatChanged(*st, s, !known, last)
 		err := n.Send(ctx, change)
 		n.Metrics.Notified(metrics.TargetWebhook, err == nil)
 		if err != nil {

@@ -92,6 +92,9 @@ type WorkloadReconciler struct {
 	// Unwatched, when set, names the kinds read without watch (degraded mode, unwatched.go);
 	// nil watches every kind.
 	Unwatched *Unwatched
+	// Changes, shared by the reconcilers of one manager (NewChanges), tell which keys a
+	// source's latest change added, removed and changed, for the reports; nil names none.
+	Changes *Changes
 	// EnableEvict runs the evict restart strategy (--enable-evict-strategy, evict.go); without
 	// it a workload that asks for it is told, and its reloads wait.
 	EnableEvict bool
@@ -294,6 +297,7 @@ func (r *WorkloadReconciler) execute(ctx context.Context, obj client.Object, w s
 	updated := obj.DeepCopyObject().(client.Object)
 	if plan.Reloads() && r.apply(ctx, updated, w, plan.Changes) {
 		d.reloaded = plan.Changes
+		d.what = r.whatChanged(w, obj, plan.Changes)
 		if hold.MinInterval > 0 {
 			setAnnotation(updated, reload.LastReloadAnnotation, started.UTC().Format(time.RFC3339))
 		}

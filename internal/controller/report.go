@@ -15,6 +15,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/termsafe"
+	"github.com/reloader-operator/reloader/internal/whatchanged"
 )
 
 // done is what an execution did, for report.
@@ -22,7 +23,9 @@ type done struct {
 	plan reload.Plan
 	// reloaded are the changes written into the template: pods roll.
 	reloaded []reload.Change
-	pause    reload.PauseStep
+	// what tells, per reloaded change, its keys and writer.
+	what  []whatchanged.Report
+	pause reload.PauseStep
 	// failed is the write's error; nothing else is reported then.
 	failed error
 	// wrote is true when the workload was written.
@@ -73,10 +76,11 @@ func (r *WorkloadReconciler) report(ctx context.Context, obj client.Object, d do
 	if d.pause.Pause {
 		r.Metrics.Actions.WithLabelValues(kind, "pause").Inc()
 	}
-	for _, ch := range d.reloaded {
-		logger.Info("reloaded", "source", ch.ID.String(), "hash", ch.Hash, "containers", ch.Containers)
+	for i, ch := range d.reloaded {
+		logger.Info("reloaded", append([]any{"source", ch.ID.String(), "hash", ch.Hash, "containers", ch.Containers}, whatLogged(d.what, i)...)...)
 	}
-	reloaded := sourcesOf(d.reloaded)
+	reloaded := sourcesOf(d.reloaded, d.what...)
+	r.Metrics.ReloadedBy(kind, triggerManager(d.what))
 	r.Recorder.Eventf(obj, d.related, corev1.EventTypeNormal, ReasonReloaded, "Reload",
 		"%s", termsafe.ClipNote(fmt.Sprintf("Reloaded %s %s after change of %s", kind, obj.GetName(), alert.Describe(reloaded))))
 	r.Alerts.Queue(alert.Reload{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), Sources: reloaded, Time: r.Now()})
@@ -87,10 +91,14 @@ func (r *WorkloadReconciler) report(ctx context.Context, obj client.Object, d do
 }
 
 // sourcesOf names the changed sources of a reload, as Events and alerts show them.
-func sourcesOf(changes []reload.Change) []alert.Source {
+// what, when not nil, tells each change's keys and writer.
+func sourcesOf(changes []reload.Change, what ...whatchanged.Report) []alert.Source {
 	out := make([]alert.Source, len(changes))
 	for i, ch := range changes {
 		out[i] = alert.Source{Kind: ch.ID.Kind.Title(), Name: ch.ID.Name, Hash: ch.Hash, Deleted: ch.Hash == reload.Absent}
+		if i < len(what) {
+			out[i].Report = what[i]
+		}
 	}
 	return out
 }

@@ -137,7 +137,8 @@ func mountVersions(o client.Object) []string {
 // Transform replaces a source's content by its hash and, for the types made of keys, each
 // value by a short digest (KeyDigests), before the object enters the cache, so that
 // reloader's memory grows with the number of objects and keys, not with their bytes. The
-// managed fields and kubectl's last-applied copy of the content go too, the labels with
+// managed fields (but for their newest writer, packed with the hashes) and kubectl's
+// last-applied copy of the content go too, the labels with
 // DropLabels, and the strings that repeat across objects are shared (intern.Meta).
 //
 // The informer may hand the same object to Transform more than once (objects of the initial
@@ -160,6 +161,10 @@ func (t SourceType) Transform(obj any) (any, error) {
 		if t.KeyDigests != nil {
 			p.digests = t.KeyDigests(o)
 		}
+		if t.Pool == nil {
+			// Reported with each change; a pooled source's objects are the CSI driver's.
+			p.writer = writerToken(o)
+		}
 		o.SetSelfLink(p.marked())
 	}
 	// Cleared on both passes: a mark that came from elsewhere never keeps content in memory.
@@ -181,18 +186,20 @@ func (t SourceType) Transform(obj any) (any, error) {
 }
 
 // packed is what the cache keeps of a source's content. Its string form is space-separated:
-// hash, UID-keyed hash (empty for all but Secrets), then key and digest pairs in key order.
-// No part holds a space: hashes and digests are hex (a Secret's prefixed by its key ID, a
-// CSI mount's comma-separated), and the API server admits only [-._a-zA-Z0-9] in keys.
+// hash, UID-keyed hash (empty for all but Secrets), the newest writer (whatchanged.Token,
+// empty when unknown), then key and digest pairs in key order. No part holds a space: hashes
+// and digests are hex (a Secret's prefixed by its key ID, a CSI mount's comma-separated), a
+// writer token is made of safe characters only, and the API server admits only
+// [-._a-zA-Z0-9] in keys.
 type packed struct {
-	hash, uidHash string
-	digests       map[string]string
+	hash, uidHash, writer string
+	digests               map[string]string
 }
 
 // marked is the packed string as Transform stores it, behind cacheMark, in one allocation of
 // its exact size: the cache keeps it, and would keep any spare capacity with it.
 func (p packed) marked() string {
-	n := len(cacheMark) + len(p.hash) + 1 + len(p.uidHash)
+	n := len(cacheMark) + len(p.hash) + 1 + len(p.uidHash) + 1 + len(p.writer)
 	for k, d := range p.digests {
 		n += 2 + len(k) + len(d)
 	}
@@ -202,6 +209,8 @@ func (p packed) marked() string {
 	b.WriteString(p.hash)
 	b.WriteByte(' ')
 	b.WriteString(p.uidHash)
+	b.WriteByte(' ')
+	b.WriteString(p.writer)
 	for _, k := range slices.Sorted(maps.Keys(p.digests)) {
 		b.WriteByte(' ')
 		b.WriteString(k)
@@ -221,6 +230,7 @@ func cached(o client.Object) (string, bool) {
 func cachedHashes(p string) (hash, uidHash, rest string) {
 	hash, rest, _ = strings.Cut(p, " ")
 	uidHash, rest, _ = strings.Cut(rest, " ")
+	_, rest, _ = strings.Cut(rest, " ") // the writer: see cachedWriter
 	return hash, uidHash, rest
 }
 
@@ -260,6 +270,11 @@ func (t SourceType) keyDigests(o client.Object) map[string]string {
 	if !ok {
 		return t.KeyDigests(o)
 	}
+	return packedDigests(p)
+}
+
+// packedDigests reads the key and digest pairs of a packed content.
+func packedDigests(p string) map[string]string {
 	_, _, rest := cachedHashes(p)
 	pairs := strings.Fields(rest)
 	out := make(map[string]string, len(pairs)/2)

@@ -139,8 +139,8 @@ func TestCachedConfigMapHoldsKeysAndDigestsOnly(t *testing.T) {
 	if d := ConfigMaps.keyDigests(got); len(d) != keys {
 		t.Errorf("cache holds %d key digests, want %d", len(d), keys)
 	}
-	// The mark, the hash, an empty UID-keyed hash, and per key its name and a digest.
-	if want := len(cacheMark) + 64 + 1 + keys*(1+6+1+32); len(got.SelfLink) != want || got.Data != nil {
+	// The mark, the hash, an empty UID-keyed hash, no writer, and per key its name and a digest.
+	if want := len(cacheMark) + 64 + 1 + 1 + keys*(1+6+1+32); len(got.SelfLink) != want || got.Data != nil {
 		t.Errorf("cache holds %d bytes of hashes and digests, want %d, and %d keys of data", len(got.SelfLink), want, len(got.Data))
 	}
 	full, cached := testutil.RetainedBy(func() any { return big() }), testutil.RetainedBy(transformed)

@@ -37,6 +37,8 @@ type Explainer struct {
 	namespace string
 	client    *clientindex.Client
 	sources   []controller.SourceType
+	// kinds are the workload kinds weighed; nil: every kind reloader knows.
+	kinds []workload.Kind
 	// configs compiles the ReloaderConfigs; nil when their API is not served or readable.
 	configs *reloaderconfig.Cache
 	// unknownHash are the source kinds whose hashes can't be computed here.

@@ -41,7 +41,25 @@ func NewPlanner(ctx context.Context, cfg *rest.Config, conf options.Config, ns, 
 	if err != nil {
 		return nil, err
 	}
-	p := &Planner{live: live, namespace: ns, current: map[source.ID]client.Object{}, now: live.now()}
+	current := func(id source.ID, st controller.SourceType) (client.Object, error) {
+		cur := st.NewObject()
+		switch err := live.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: id.Name}, cur); {
+		case apierrors.IsNotFound(err):
+			return nil, nil
+		case err != nil:
+			return nil, fmt.Errorf("get %s %s/%s: %w", id.Kind.Title(), ns, id.Name, err)
+		}
+		return cur, nil
+	}
+	return newPlanner(live, proposed, current, func(wrap func(client.Client) client.Client) (*Explainer, error) {
+		return newExplainer(ctx, cfg, conf, ns, keyNamespace, wrap)
+	})
+}
+
+// newPlanner plans proposed over live: current reads the live object of a proposed one (nil
+// when absent), next builds the explainer of the cluster as it would be, reading through wrap.
+func newPlanner(live *Explainer, proposed []client.Object, current func(source.ID, controller.SourceType) (client.Object, error), next func(wrap func(client.Client) client.Client) (*Explainer, error)) (*Planner, error) {
+	p := &Planner{live: live, namespace: live.namespace, current: map[source.ID]client.Object{}, now: live.now()}
 	for _, obj := range proposed {
 		id, err := p.idOf(obj)
 		if err != nil {
@@ -54,17 +72,15 @@ func NewPlanner(ctx context.Context, cfg *rest.Config, conf options.Config, ns, 
 		if !ok {
 			return nil, fmt.Errorf("%ss can't be read: %s", id.Kind.Title(), strings.Join(live.notes, "; "))
 		}
-		cur := st.NewObject()
-		switch err := live.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: id.Name}, cur); {
-		case apierrors.IsNotFound(err):
-			cur = nil
-		case err != nil:
-			return nil, fmt.Errorf("get %s %s/%s: %w", id.Kind.Title(), ns, id.Name, err)
+		cur, err := current(id, st)
+		if err != nil {
+			return nil, err
 		}
 		p.current[id] = cur
 		p.proposed = append(p.proposed, p.applied(obj, cur))
 	}
-	p.next, err = newExplainer(ctx, cfg, conf, ns, keyNamespace, func(c client.Client) client.Client {
+	var err error
+	p.next, err = next(func(c client.Client) client.Client {
 		return newOverlay(c, p.proposed)
 	})
 	if err != nil {
@@ -144,7 +160,7 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, error) {
 		}
 	}
 	slices.SortFunc(out.Sources, func(a, b SourceChange) int { return strings.Compare(a.Kind+"/"+a.Name, b.Kind+"/"+b.Name) })
-	for _, wk := range allKinds() {
+	for _, wk := range p.live.workloadKinds() {
 		if p.live.ignoredKind(wk) != "" {
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/whatchanged"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
@@ -50,6 +51,10 @@ type SourceDecision struct {
 	Recorded string `json:"recorded,omitempty"`
 	// State compares them: see the State constants.
 	State string `json:"state,omitempty"`
+	// ChangedBy is who wrote the source last, from its managedFields: the newest entry's
+	// field manager, operation and time. Which keys a change touched is known only to the
+	// controller: its Reloaded Events name them.
+	ChangedBy *whatchanged.Writer `json:"changedBy,omitempty"`
 }
 
 // The states of a source that reloads the workload.
@@ -160,6 +165,9 @@ func (e *Explainer) workload(kind workload.Kind, obj client.Object, ex controlle
 			if d.ID.Kind == source.Secret && e.keyNote != "" && !slices.Contains(w.Notes, e.keyNote) {
 				w.Notes = append(w.Notes, e.keyNote)
 			}
+		}
+		if wr, ok := ex.Writers[d.ID]; ok {
+			s.ChangedBy = &wr
 		}
 		w.Sources = append(w.Sources, s)
 	}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/options"
 )
 
@@ -19,10 +20,18 @@ type scoped struct {
 	client.Client
 	// selector is --resource-label-selector; nil selects all.
 	selector labels.Selector
+	// cache: c reads reloader's own cache, which selected its sources already (and may have
+	// dropped their labels); only the full objects beside them (proposed ones) are judged.
+	cache bool
 }
 
 func scopeSources(c client.Client, conf options.Config) client.Client {
 	return scoped{Client: c, selector: conf.SourceLabels}
+}
+
+// scopeCached is scopeSources over reloader's cache.
+func scopeCached(c client.Client, conf options.Config) client.Client {
+	return scoped{Client: c, selector: conf.SourceLabels, cache: true}
 }
 
 func (s scoped) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -39,7 +48,7 @@ func (s scoped) List(ctx context.Context, list client.ObjectList, opts ...client
 	if !isSource(list) {
 		return s.Client.List(ctx, list, opts...)
 	}
-	if s.selector != nil {
+	if s.selector != nil && !s.cache {
 		opts = append(opts, client.MatchingLabelsSelector{Selector: s.selector})
 	}
 	if err := s.Client.List(ctx, list, opts...); err != nil {
@@ -48,7 +57,16 @@ func (s scoped) List(ctx context.Context, list client.ObjectList, opts ...client
 	if l, ok := list.(*corev1.SecretList); ok {
 		kept := l.Items[:0]
 		for _, item := range l.Items {
-			if item.Type != corev1.SecretTypeServiceAccountToken {
+			if !s.hidden(&item) {
+				kept = append(kept, item)
+			}
+		}
+		l.Items = kept
+	}
+	if l, ok := list.(*corev1.ConfigMapList); ok && s.cache {
+		kept := l.Items[:0]
+		for _, item := range l.Items {
+			if !s.hidden(&item) {
 				kept = append(kept, item)
 			}
 		}
@@ -58,6 +76,9 @@ func (s scoped) List(ctx context.Context, list client.ObjectList, opts ...client
 }
 
 func (s scoped) hidden(obj client.Object) bool {
+	if s.cache && controller.FromCache(obj) {
+		return false
+	}
 	if sec, ok := obj.(*corev1.Secret); ok && sec.Type == corev1.SecretTypeServiceAccountToken {
 		return true
 	}

@@ -28,6 +28,9 @@ func (w *Workload) WriteText(out io.Writer) error {
 			if len(s.Keys) > 0 {
 				why += "; only keys " + strings.Join(s.Keys, ", ")
 			}
+			if s.ChangedBy != nil {
+				why += "; last written by " + s.ChangedBy.String()
+			}
 			p.row(t, sourceID(s.Kind, s.Name), yesNo(s.Reloads), short(s.Hash, s.Reloads), short(s.Recorded, s.Reloads), dash(s.State), why)
 		}
 		p.flush(t)

@@ -45,6 +45,9 @@ type Metrics struct {
 	// RecordsRefused counts Job replacement records not acted on, by workload kind and reason
 	// (unauthenticated, misplaced, oversized): forged or damaged ControllerRevisions.
 	RecordsRefused *prometheus.CounterVec
+	// ReloadsByManager counts workload reloads by workload kind and the field manager that
+	// wrote the change (a bounded set of names, whatchanged.Label).
+	ReloadsByManager *prometheus.CounterVec
 	// CachesSynced is 1 once every watched kind's cache has synced (when /ready turns ok).
 	CachesSynced prometheus.Gauge
 
@@ -118,6 +121,10 @@ func New(reg prometheus.Registerer, countByNamespace bool) *Metrics {
 			Name: "reloader_replacement_records_refused_total",
 			Help: "Job replacement records (ControllerRevisions) not acted on, by workload kind and reason (unauthenticated, misplaced, oversized).",
 		}, []string{"kind", "reason"})),
+		ReloadsByManager: Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reloader_reloads_total",
+			Help: "Workload reloads, by workload kind and the field manager that wrote the change (well-known managers by name, others as \"other\", none known as \"unknown\").",
+		}, []string{"kind", "trigger_manager"})),
 		CachesSynced: Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "reloader_caches_synced",
 			Help: "1 once the cache of every watched kind has synced (when /ready turns ok), 0 before.",
@@ -174,6 +181,12 @@ func (m *Metrics) Reconciled(kind, outcome string, took time.Duration) {
 	}
 	m.Upstream.Reconciles.WithLabelValues(result).Inc()
 	m.Upstream.ReconcileDuration.WithLabelValues(result).Observe(took.Seconds())
+}
+
+// ReloadedBy counts one workload reload by the manager that wrote its change; manager is a
+// bounded label value (whatchanged.Label).
+func (m *Metrics) ReloadedBy(kind, manager string) {
+	m.ReloadsByManager.WithLabelValues(kind, manager).Inc()
 }
 
 // Reloaded counts one workload reload. latency, from the first source change it carries to

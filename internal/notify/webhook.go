@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/reloader-operator/reloader/internal/whatchanged"
 )
 
 // Change is the document --webhook-url receives when a source changes: what changed, and the
@@ -17,6 +19,9 @@ type Change struct {
 	Hash    string `json:"hash"`
 	Created bool   `json:"created,omitempty"`
 	Deleted bool   `json:"deleted,omitempty"`
+	// Report names the keys the change added, removed and changed, and who wrote it; never
+	// values.
+	whatchanged.Report
 	// Workloads would be reloaded by the change.
 	Workloads []Workload `json:"workloads"`
 	Time      time.Time  `json:"time"`

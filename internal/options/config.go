@@ -171,6 +171,7 @@ func Parse(o Options) (Config, error) {
 			fail(fmt.Errorf("--health-addr: %w; 0 turns the probes off", err))
 		}
 	}
+	errs = append(errs, checkPlanWebhook(o)...)
 	if o.EnablePprof {
 		if err := checkAddr(o.PprofAddr); err != nil {
 			fail(fmt.Errorf("--pprof-addr: %w", err))

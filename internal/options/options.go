@@ -57,6 +57,11 @@ type Options struct {
 	// HealthAddr serves /live and /ready on their own plain HTTP address; empty: on the
 	// metrics port, unless MetricsSecure, where the kubelet's probes could not authenticate.
 	HealthAddr string
+	// PlanWebhookAddr serves the plan admission webhook (internal/planwebhook) over TLS on
+	// every replica; empty: off. PlanWebhookCertDir holds its tls.crt and tls.key, re-read
+	// when they change.
+	PlanWebhookAddr    string
+	PlanWebhookCertDir string
 
 	// RunCronJobsOnReload also starts a Job when a CronJob reloads.
 	RunCronJobsOnReload bool
@@ -113,16 +118,17 @@ type Options struct {
 // Default returns the options a bare `reloader` runs with.
 func Default() Options {
 	return Options{
-		ReloadStrategy: reload.StrategyEnvVars,
-		KubeAPIQPS:     200,
-		KubeAPIBurst:   300,
-		PprofAddr:      DefaultPprofAddr,
-		LogLevel:       "info",
-		MetricsAddr:    ":9090",
-		CoalesceWindow: 300 * time.Millisecond,
-		ReloadBurst:    10,
-		FirstSightRate: 50,
-		Workers:        4,
+		ReloadStrategy:     reload.StrategyEnvVars,
+		KubeAPIQPS:         200,
+		KubeAPIBurst:       300,
+		PprofAddr:          DefaultPprofAddr,
+		PlanWebhookCertDir: DefaultPlanWebhookCertDir,
+		LogLevel:           "info",
+		MetricsAddr:        ":9090",
+		CoalesceWindow:     300 * time.Millisecond,
+		ReloadBurst:        10,
+		FirstSightRate:     50,
+		Workers:            4,
 		// Far above a reconcile's few API calls, each bounded by the client's own retries.
 		ReconcileTimeout: 2 * time.Minute,
 		// As a Deployment's default progressDeadlineSeconds.
@@ -219,6 +225,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", o.MetricsAddr, "address of /metrics, and of /live and /ready unless --health-addr moves them; 0 turns it off")
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "serve /metrics over HTTPS, only to callers allowed get on the non-resource URL /metrics (checked with TokenReview and SubjectAccessReview); /live and /ready move to --health-addr")
 	fs.StringVar(&o.HealthAddr, "health-addr", o.HealthAddr, "address of /live and /ready over plain HTTP; empty: the metrics port, or "+DefaultSecureHealthAddr+" with --metrics-secure")
+	o.bindPlanWebhookFlags(fs)
 	fs.BoolVar(&o.RunCronJobsOnReload, "run-cronjobs-on-reload", o.RunCronJobsOnReload, "when a CronJob reloads, also start a Job from it at once, as upstream does (per CronJob: annotation "+reload.RunOnReloadAnnotation+")")
 	fs.BoolVar(&o.RecreateFinishedJobs, "recreate-finished-jobs", o.RecreateFinishedJobs, "also replace Jobs that have completed or failed when their config changes, as upstream does; =false leaves finished Jobs alone (per Job: annotation "+reload.RecreateFinishedAnnotation+": \"false\" or \"true\")")
 	fs.DurationVar(&o.CoalesceWindow, "coalesce-window", o.CoalesceWindow, "wait until a workload's sources have been quiet this long, so changes landing together reload once; 0 turns it off")

@@ -1,12 +1,12 @@
 // Package planwebhook answers ConfigMap and Secret writes at admission with what they will
 // roll: `reloader plan` for the object being written, as admission warnings ("this update will
 // roll 37 workloads, 212 pods, in 1 namespace; paced over 14m0s"), and a refusal above the
-// threshold a source carries in its MaxRollsLabel. It plans with explain.Planner, the
-// controller's own decision code, and never blocks a write it can't plan.
+// threshold a source carries in its MaxRollsLabel. It plans with explain's Planner over the
+// controller's own cache and decision code, and never blocks a write it can't plan: that one
+// is admitted, with a warning saying why.
 //
-// The handler is proven against a real API server (handler_test.go); serving it from the
-// controller (a flag, its TLS from cert-manager or a self-managed certificate, the chart's
-// ValidatingWebhookConfiguration with failurePolicy Ignore) is not wired yet.
+// The controller serves it with --plan-webhook-addr (serve.go); the chart registers it with
+// failurePolicy Ignore.
 package planwebhook
 
 import (
@@ -14,11 +14,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -31,33 +33,97 @@ import (
 // its own limit), else the written one's.
 const MaxRollsLabel = "reloader.dev/max-rolls"
 
+// Path is where the webhook is served.
+const Path = "/plan"
+
+// DefaultTimeout bounds one plan, well under the webhook configuration's timeoutSeconds (5 in
+// the chart): a plan not made by then is admitted with a warning.
+const DefaultTimeout = 2 * time.Second
+
+// maxInFlight bounds the plans made at once; a write past it is admitted unplanned.
+const maxInFlight = 8
+
 // Handler plans the ConfigMap or Secret of each admission request.
 type Handler struct {
-	// Config reaches the API server with read access to what a plan reads.
-	Config *rest.Config
+	// Controller lends the cache, source types, kinds and ReloaderConfigs the plan reads.
+	Controller explain.Controller
 	// Conf is the controller's configuration: the plan decides as it does.
 	Conf options.Config
-	// KeyNamespace is where reloader's Secret hash key is.
-	KeyNamespace string
+	// Ready reports whether the cache has synced; nil: always.
+	Ready func() bool
+	// Shard, with --shards, reports whether this replica holds a namespace; nil: all.
+	Shard func(namespace string) (own, ready bool)
+	// Timeout bounds one plan; 0 is DefaultTimeout.
+	Timeout time.Duration
+
+	once     sync.Once
+	inFlight chan struct{}
 }
 
 // Handle implements admission.Handler.
 func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	ns := req.Namespace
+	switch {
+	case req.Operation != "CREATE" && req.Operation != "UPDATE":
+		return admission.Allowed("")
+	case len(h.Conf.Namespaces) > 0 && !slices.Contains(h.Conf.Namespaces, ns),
+		slices.Contains(h.Conf.NamespacesToIgnore, ns):
+		return admission.Allowed("") // reloader rolls nothing there
+	case h.Ready != nil && !h.Ready():
+		return notPlanned("reloader is starting (its cache has not synced)")
+	}
+	if h.Shard != nil {
+		if own, ready := h.Shard(ns); !own || !ready {
+			return notPlanned("namespace " + ns + " is in a shard this replica does not hold (--shards)")
+		}
+	}
 	obj, err := decode(req.Kind.Kind, req.Object.Raw)
 	if err != nil {
-		return admission.Allowed("").WithWarnings("reloader: " + err.Error())
+		return notPlanned(err.Error())
+	}
+	var old client.Object
+	if req.OldObject.Raw != nil {
+		if old, err = decode(req.Kind.Kind, req.OldObject.Raw); err != nil {
+			return notPlanned(err.Error())
+		}
 	}
 	if obj.GetNamespace() == "" {
-		obj.SetNamespace(req.Namespace)
+		obj.SetNamespace(ns)
 	}
-	p, err := explain.NewPlanner(ctx, h.Config, h.Conf, req.Namespace, h.KeyNamespace, []client.Object{obj})
-	var plan *explain.Plan
-	if err == nil {
-		plan, err = p.Plan(ctx)
+	h.once.Do(func() { h.inFlight = make(chan struct{}, maxInFlight) })
+	select {
+	case h.inFlight <- struct{}{}:
+	default:
+		return notPlanned("too many writes planned at once")
 	}
-	if err != nil {
-		return admission.Allowed("").WithWarnings("reloader could not plan this change: " + err.Error())
+	timeout := h.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
 	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	done := make(chan planned, 1)
+	go func() {
+		defer func() { <-h.inFlight }()
+		// A panic here would end reloader, not only this answer.
+		defer func() {
+			if r := recover(); r != nil {
+				done <- planned{err: fmt.Errorf("planning failed: %v", r)}
+			}
+		}()
+		done <- h.plan(ctx, ns, obj, old)
+	}()
+	var res planned
+	select {
+	case res = <-done:
+	case <-ctx.Done():
+		// The plan reads only the cache: it ends soon, and holds its slot until then.
+		return notPlanned("not planned within " + timeout.String())
+	}
+	if res.err != nil {
+		return notPlanned(res.err.Error())
+	}
+	plan := res.plan
 	if !plan.Rolls() {
 		return admission.Allowed("")
 	}
@@ -67,10 +133,35 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if s.Last != nil && s.Last.After(plan.Now) {
 		msg += "; paced over " + s.Last.Sub(plan.Now).Round(time.Second).String()
 	}
-	if limit, ok := maxRolls(req, obj); ok && s.Workloads > limit {
+	if limit, ok := maxRolls(old, obj); ok && s.Workloads > limit {
 		return admission.Denied(fmt.Sprintf("%s, over the %d its %s label allows (`reloader plan` lists them)", msg, limit, MaxRollsLabel))
 	}
 	return admission.Allowed("").WithWarnings(msg)
+}
+
+type planned struct {
+	plan *explain.Plan
+	err  error
+}
+
+func (h *Handler) plan(ctx context.Context, ns string, obj, old client.Object) planned {
+	p, err := explain.NewControllerPlanner(ctx, h.Controller, h.Conf, ns, obj, old)
+	if err != nil {
+		return planned{err: err}
+	}
+	plan, err := p.Plan(ctx)
+	return planned{plan: plan, err: err}
+}
+
+// maxWhy bounds the reason a warning gives: an error may quote the object.
+const maxWhy = 300
+
+// notPlanned admits a write the webhook could not plan, saying why.
+func notPlanned(why string) admission.Response {
+	if len(why) > maxWhy {
+		why = strings.ToValidUTF8(why[:maxWhy], "") + "..."
+	}
+	return admission.Allowed("").WithWarnings("reloader could not plan this change: " + why)
 }
 
 func verb(req admission.Request) string {
@@ -81,30 +172,18 @@ func verb(req admission.Request) string {
 }
 
 // maxRolls reads MaxRollsLabel from the live object, else the written one.
-func maxRolls(req admission.Request, obj client.Object) (int, bool) {
-	for _, labels := range []map[string]string{oldLabels(req), obj.GetLabels()} {
-		if v, ok := labels[MaxRollsLabel]; ok {
+func maxRolls(old, obj client.Object) (int, bool) {
+	for _, o := range []client.Object{old, obj} {
+		if o == nil {
+			continue
+		}
+		if v, ok := o.GetLabels()[MaxRollsLabel]; ok {
 			if n, err := strconv.Atoi(v); err == nil && n >= 0 {
 				return n, true
 			}
 		}
 	}
 	return 0, false
-}
-
-func oldLabels(req admission.Request) map[string]string {
-	if req.OldObject.Raw == nil {
-		return nil
-	}
-	var old struct {
-		Metadata struct {
-			Labels map[string]string `json:"labels"`
-		} `json:"metadata"`
-	}
-	if json.Unmarshal(req.OldObject.Raw, &old) != nil {
-		return nil
-	}
-	return old.Metadata.Labels
 }
 
 func decode(kind string, raw []byte) (client.Object, error) {
@@ -130,5 +209,6 @@ func plural(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-// NewHTTPHandler serves h as a validating webhook.
+// NewHTTPHandler serves h as a validating webhook. controller-runtime's admission.Webhook
+// reads at most 7 MiB of a request (a ConfigMap and its old object are at most 1 MiB each).
 func NewHTTPHandler(h *Handler) http.Handler { return &admission.Webhook{Handler: h} }

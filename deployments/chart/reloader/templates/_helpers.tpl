@@ -198,7 +198,9 @@ rolloutStrategy: rollout-strategy-annotation
 {{- with $r.leaderElection.retryPeriod }}{{ $args = append $args (printf "--leader-election-retry-period=%s" .) }}{{ end -}}
 {{- else if $r.enableHA }}
 {{- $args = append $args "--enable-ha=true" -}}
-{{- $args = append $args (printf "--leader-election-id=%s" $r.leaderElection.id) -}}
+{{- /* Only when changed: the binary's default is upstream's Lease, and upstream's own binary
+(a values file pinning its image) knows no such flag. */ -}}
+{{- if ne $r.leaderElection.id "stakater-reloader-lock" }}{{ $args = append $args (printf "--leader-election-id=%s" $r.leaderElection.id) }}{{ end -}}
 {{- with $r.leaderElection.leaseDuration }}{{ $args = append $args (printf "--leader-election-lease-duration=%s" .) }}{{ end -}}
 {{- with $r.leaderElection.renewDeadline }}{{ $args = append $args (printf "--leader-election-renew-deadline=%s" .) }}{{ end -}}
 {{- with $r.leaderElection.retryPeriod }}{{ $args = append $args (printf "--leader-election-retry-period=%s" .) }}{{ end -}}
@@ -232,6 +234,7 @@ rolloutStrategy: rollout-strategy-annotation
 {{- if not (kindIs "invalid" $r.workers) }}{{ $args = append $args (printf "--workers=%d" (int $r.workers)) }}{{ end -}}
 {{- if $r.runCronJobsOnReload }}{{ $args = append $args "--run-cronjobs-on-reload=true" }}{{ end -}}
 {{- if not (kindIs "invalid" $r.recreateFinishedJobs) }}{{ $args = append $args (printf "--recreate-finished-jobs=%t" $r.recreateFinishedJobs) }}{{ end -}}
+{{- if .Values.planWebhook.enabled }}{{ $args = concat $args (list (printf "--plan-webhook-addr=:%d" (int .Values.planWebhook.port)) "--plan-webhook-cert-dir=/var/run/reloader/plan-webhook") }}{{ end -}}
 {{- toJson $args -}}
 {{- end -}}
 
@@ -365,4 +368,15 @@ The RBAC on the key and the ReloaderHashKeyFallback alert follow it.
 {{- define "reloader.usesHashKey" -}}
 {{- $r := .Values.reloader -}}
 {{- if or (not $r.ignoreSecrets) (and (not $r.ignoreJobs) (not (include "reloader.webhook" .))) }}true{{ end -}}
+{{- end -}}
+
+{{/* The plan webhook's Service, certificate and configuration name. */}}
+{{- define "reloader.planWebhookName" -}}
+{{- printf "%s-plan-webhook" (include "reloader.fullname" . | trunc 50 | trimSuffix "-") -}}
+{{- end -}}
+
+{{/* "true" when the plan webhook's TLS comes from cert-manager: asked for, and its API served. */}}
+{{- define "reloader.planWebhookCertManager" -}}
+{{- $pw := .Values.planWebhook -}}
+{{- if and $pw.enabled $pw.certManager.enabled (.Capabilities.APIVersions.Has "cert-manager.io/v1") }}true{{ end -}}
 {{- end -}}

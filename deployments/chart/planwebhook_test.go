@@ -1,0 +1,238 @@
+package chart_test
+
+import (
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/reloader-operator/reloader/deployments/render"
+)
+
+const (
+	certManagerAPI = "cert-manager.io/v1"
+	planWebhook    = fullname + "-plan-webhook"
+)
+
+// planWebhookConfig returns the rendered ValidatingWebhookConfiguration, typed.
+func planWebhookConfig(t *testing.T, objs []*unstructured.Unstructured) *admissionv1.ValidatingWebhookConfiguration {
+	t.Helper()
+	o := render.Find(objs, "ValidatingWebhookConfiguration", planWebhook)
+	if o == nil {
+		t.Fatal("no ValidatingWebhookConfiguration " + planWebhook)
+	}
+	vwc := &admissionv1.ValidatingWebhookConfiguration{}
+	if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(o.Object, vwc); err != nil {
+		t.Fatal(err)
+	}
+	if len(vwc.Webhooks) != 1 {
+		t.Fatalf("%d webhooks, want 1", len(vwc.Webhooks))
+	}
+	return vwc
+}
+
+// TestPlanWebhookOffByDefault: no webhook, Service, certificate or flag unless asked for.
+func TestPlanWebhookOffByDefault(t *testing.T) {
+	for _, apis := range [][]string{nil, {certManagerAPI}} {
+		objs, err := render.Chart(chartDir(), nil, release, namespace, apis...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kind := range []string{"ValidatingWebhookConfiguration", "Issuer", "Certificate"} {
+			if got := render.OfKind(objs, kind); len(got) > 0 {
+				t.Errorf("APIs %v: rendered a %s by default", apis, kind)
+			}
+		}
+		for _, o := range objs {
+			if strings.Contains(o.GetName(), "plan-webhook") {
+				t.Errorf("APIs %v: rendered %s %s by default", apis, o.GetKind(), o.GetName())
+			}
+		}
+		_, c := container(t, objs)
+		if _, ok := argWithPrefix(c, "--plan-webhook"); ok {
+			t.Errorf("APIs %v: args %q", apis, c.Args)
+		}
+	}
+}
+
+// checkServing: the pods serve the webhook on the port the Service sends 443 to, with the
+// certificate of Secret secret mounted where the flag says, and the configuration calls that
+// Service with failurePolicy Ignore, on ConfigMap and Secret writes, outside reloader's
+// namespace and kube-system.
+func checkServing(t *testing.T, objs []*unstructured.Unstructured, vwc *admissionv1.ValidatingWebhookConfiguration, secret string) {
+	t.Helper()
+	conf := parseOptions(t, objs)
+	if conf.PlanWebhookAddr != ":9443" {
+		t.Errorf("--plan-webhook-addr %q, want :9443", conf.PlanWebhookAddr)
+	}
+	d, c := container(t, objs)
+	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "plan-webhook" && p.ContainerPort == 9443 }) {
+		t.Errorf("container ports %+v, want plan-webhook 9443", c.Ports)
+	}
+	i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == conf.PlanWebhookCertDir })
+	if i < 0 {
+		t.Fatalf("nothing mounted at --plan-webhook-cert-dir %s: %+v", conf.PlanWebhookCertDir, c.VolumeMounts)
+	}
+	j := slices.IndexFunc(d.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == c.VolumeMounts[i].Name })
+	if j < 0 || d.Spec.Template.Spec.Volumes[j].Secret == nil || d.Spec.Template.Spec.Volumes[j].Secret.SecretName != secret {
+		t.Errorf("the cert dir's volume is not Secret %s: %+v", secret, d.Spec.Template.Spec.Volumes)
+	}
+
+	svc := render.Find(objs, "Service", planWebhook)
+	if svc == nil {
+		t.Fatal("no Service " + planWebhook)
+	}
+	ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
+	if len(ports) != 1 || ports[0].(map[string]any)["targetPort"] != "plan-webhook" || fmt.Sprint(ports[0].(map[string]any)["port"]) != "443" {
+		t.Errorf("Service ports %v, want 443 to plan-webhook", ports)
+	}
+
+	w := vwc.Webhooks[0]
+	ref := w.ClientConfig.Service
+	if ref == nil || ref.Name != planWebhook || ref.Namespace != namespace || ref.Path == nil || *ref.Path != "/plan" || ref.Port == nil || *ref.Port != 443 {
+		t.Errorf("clientConfig.service %+v", ref)
+	}
+	if w.FailurePolicy == nil || *w.FailurePolicy != admissionv1.Ignore {
+		t.Errorf("failurePolicy %v, want Ignore", w.FailurePolicy)
+	}
+	if w.SideEffects == nil || *w.SideEffects != admissionv1.SideEffectClassNone {
+		t.Errorf("sideEffects %v, want None", w.SideEffects)
+	}
+	if w.TimeoutSeconds == nil || *w.TimeoutSeconds != 5 {
+		t.Errorf("timeoutSeconds %v, want 5", w.TimeoutSeconds)
+	}
+	if len(w.Rules) != 1 || !slices.Equal(w.Rules[0].Resources, []string{"configmaps", "secrets"}) ||
+		!slices.Equal(w.Rules[0].Operations, []admissionv1.OperationType{admissionv1.Create, admissionv1.Update}) {
+		t.Errorf("rules %+v", w.Rules)
+	}
+	sel := w.NamespaceSelector
+	if sel == nil || len(sel.MatchExpressions) != 1 || sel.MatchExpressions[0].Key != "kubernetes.io/metadata.name" ||
+		sel.MatchExpressions[0].Operator != "NotIn" || !slices.Equal(sel.MatchExpressions[0].Values, []string{namespace, "kube-system"}) {
+		t.Errorf("namespaceSelector %+v, want reloader's namespace and kube-system left out", sel)
+	}
+}
+
+// TestPlanWebhookSelfManagedCertificate: without cert-manager, a CA and a serving certificate
+// for the Service's DNS names are generated into a Secret, and the CA is the caBundle.
+func TestPlanWebhookSelfManagedCertificate(t *testing.T) {
+	// certManager.enabled without cert-manager's API served: the chart's own certificate.
+	for _, doc := range []string{`planWebhook: {enabled: true}`, `planWebhook: {enabled: true, certManager: {enabled: true}}`} {
+		objs := renderChart(t, doc)
+		if len(render.OfKind(objs, "Certificate")) > 0 || len(render.OfKind(objs, "Issuer")) > 0 {
+			t.Errorf("%s: cert-manager objects rendered on a cluster without its API", doc)
+		}
+		secret := render.Find(objs, "Secret", planWebhook+"-tls")
+		if secret == nil {
+			t.Fatalf("%s: no Secret %s-tls", doc, planWebhook)
+		}
+		data := map[string][]byte{}
+		for _, k := range []string{"ca.crt", "tls.crt", "tls.key"} {
+			v, _, _ := unstructured.NestedString(secret.Object, "data", k)
+			b, err := base64.StdEncoding.DecodeString(v)
+			if err != nil || len(b) == 0 {
+				t.Fatalf("%s: Secret key %s: %v", doc, k, err)
+			}
+			data[k] = b
+		}
+		vwc := planWebhookConfig(t, objs)
+		if got := vwc.Webhooks[0].ClientConfig.CABundle; string(got) != string(data["ca.crt"]) {
+			t.Errorf("%s: caBundle is not the Secret's ca.crt", doc)
+		}
+		if _, ok := vwc.Annotations["cert-manager.io/inject-ca-from"]; ok {
+			t.Errorf("%s: cainjector annotation without cert-manager", doc)
+		}
+		// The API server checks the serving certificate against the caBundle for the name
+		// of the Service it calls.
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(data["ca.crt"]) {
+			t.Fatalf("%s: ca.crt is no PEM certificate", doc)
+		}
+		block, _ := pem.Decode(data["tls.crt"])
+		if block == nil {
+			t.Fatalf("%s: tls.crt is no PEM", doc)
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: planWebhook + "." + namespace + ".svc"}); err != nil {
+			t.Errorf("%s: the serving certificate does not verify for the Service: %v", doc, err)
+		}
+		checkServing(t, objs, vwc, planWebhook+"-tls")
+	}
+}
+
+// TestPlanWebhookCertManager: with cert-manager's API served, a self-signed Issuer and a
+// Certificate write the Secret the pods mount, and cainjector fills the caBundle.
+func TestPlanWebhookCertManager(t *testing.T) {
+	objs, err := render.Chart(chartDir(), values(t, `planWebhook: {enabled: true, certManager: {enabled: true}}`), release, namespace, certManagerAPI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if render.Find(objs, "Secret", planWebhook+"-tls") != nil {
+		t.Error("the chart writes the Secret cert-manager owns")
+	}
+	issuer := render.Find(objs, "Issuer", planWebhook+"-selfsigned")
+	if issuer == nil {
+		t.Fatal("no Issuer")
+	}
+	if _, ok, _ := unstructured.NestedMap(issuer.Object, "spec", "selfSigned"); !ok {
+		t.Errorf("Issuer %v, want selfSigned", issuer.Object["spec"])
+	}
+	cert := render.Find(objs, "Certificate", planWebhook)
+	if cert == nil {
+		t.Fatal("no Certificate")
+	}
+	secretName, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
+	dns, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
+	issuerRef, _, _ := unstructured.NestedString(cert.Object, "spec", "issuerRef", "name")
+	if secretName != planWebhook+"-tls" || !slices.Contains(dns, planWebhook+"."+namespace+".svc") || issuerRef != issuer.GetName() {
+		t.Errorf("Certificate spec %v", cert.Object["spec"])
+	}
+	vwc := planWebhookConfig(t, objs)
+	if got := vwc.Annotations["cert-manager.io/inject-ca-from"]; got != namespace+"/"+cert.GetName() {
+		t.Errorf("inject-ca-from %q, want %s/%s", got, namespace, cert.GetName())
+	}
+	if len(vwc.Webhooks[0].ClientConfig.CABundle) > 0 {
+		t.Error("a caBundle rendered beside cainjector's")
+	}
+	checkServing(t, objs, vwc, secretName)
+}
+
+// TestPlanWebhookOptions: the object selector, updates only, more namespaces left out, the
+// timeout; and the schema refuses what it does not know.
+func TestPlanWebhookOptions(t *testing.T) {
+	objs := renderChart(t, `planWebhook: {enabled: true, onCreate: false, timeoutSeconds: 3, excludeNamespaces: [monitoring],
+  objectSelector: {matchLabels: {reloader.dev/plan: "true"}}}`)
+	w := planWebhookConfig(t, objs).Webhooks[0]
+	if !slices.Equal(w.Rules[0].Operations, []admissionv1.OperationType{admissionv1.Update}) {
+		t.Errorf("operations %v, want UPDATE only", w.Rules[0].Operations)
+	}
+	if w.ObjectSelector == nil || w.ObjectSelector.MatchLabels["reloader.dev/plan"] != "true" {
+		t.Errorf("objectSelector %+v", w.ObjectSelector)
+	}
+	if *w.TimeoutSeconds != 3 {
+		t.Errorf("timeoutSeconds %d, want 3", *w.TimeoutSeconds)
+	}
+	if v := w.NamespaceSelector.MatchExpressions[0].Values; !slices.Equal(v, []string{namespace, "kube-system", "monitoring"}) {
+		t.Errorf("namespaces left out %v", v)
+	}
+	for _, tt := range []struct{ values, mention string }{
+		{`planWebhook: {enabeld: true}`, "enabeld"},
+		{`planWebhook: {timeoutSeconds: 60}`, "timeoutSeconds"},
+		{`planWebhook: {certManager: {issuer: x}}`, "issuer"},
+	} {
+		_, err := renderValues(values(t, tt.values))
+		if err == nil || !strings.Contains(err.Error(), tt.mention) {
+			t.Errorf("%s: %v, want a schema error naming %s", tt.values, err, tt.mention)
+		}
+	}
+}

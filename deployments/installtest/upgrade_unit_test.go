@@ -1,0 +1,99 @@
+package installtest
+
+import (
+	"maps"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/reloader-operator/reloader/deployments/render"
+)
+
+func TestUpgradeLostLabels(t *testing.T) {
+	upstream := map[string]string{"app": "reloader-reloader", "release": "reloader", "helm.sh/chart": "reloader-2.2.16", "provider": "stakater"}
+	for _, tc := range []struct {
+		name string
+		got  map[string]string
+		want []string
+	}{
+		{"kept, one added, chart version changed", map[string]string{"app": "reloader-reloader", "release": "reloader", "helm.sh/chart": "reloader-0.2.0", "provider": "stakater", "extra": "x"}, nil},
+		{"dropped", map[string]string{"app": "reloader-reloader", "release": "reloader", "helm.sh/chart": "reloader-2.2.16"}, []string{"provider=stakater dropped"}},
+		{"changed", map[string]string{"app": "reloader", "release": "reloader", "helm.sh/chart": "reloader-2.2.16", "provider": "stakater"}, []string{"app=reloader-reloader changed to reloader"}},
+	} {
+		if got := lostLabels(upstream, tc.got); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: lostLabels = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestUpgradeFixtureIsUpstreamsChart checks the stand-in for upstream's chart against the facts read off
+// upstream's: names, selector, the args and env its values give.
+func TestUpgradeFixtureIsUpstreamsChart(t *testing.T) {
+	for _, tc := range []struct {
+		name, release string
+		values        map[string]any
+		objects       []string // Kind namespace/name, in any order
+		selector      map[string]string
+		args, env     []string // present in the container (env by name)
+	}{
+		{name: "defaults", release: "reloader",
+			objects: []string{"ServiceAccount rel/reloader-reloader", "ClusterRole /reloader-reloader-role", "ClusterRoleBinding /reloader-reloader-role-binding",
+				"Role rel/reloader-reloader-metadata-role", "RoleBinding rel/reloader-reloader-metadata-role-binding", "Deployment rel/reloader-reloader"},
+			selector: map[string]string{"app": "reloader-reloader", "release": "reloader"},
+			args:     []string{"--log-level=info"}, env: []string{"RELOADER_NAMESPACE", "RELOADER_DEPLOYMENT_NAME"}},
+		{name: "fullnameOverride", release: "cfg", values: map[string]any{"fullnameOverride": "reloader"},
+			objects: []string{"ServiceAccount rel/reloader", "ClusterRole /reloader-role", "ClusterRoleBinding /reloader-role-binding",
+				"Role rel/reloader-metadata-role", "RoleBinding rel/reloader-metadata-role-binding", "Deployment rel/reloader"},
+			selector: map[string]string{"app": "reloader", "release": "cfg"}},
+		{name: "namespaced", release: "cfg", values: reloaderValues(map[string]any{"watchGlobally": false}),
+			objects: []string{"ServiceAccount rel/cfg-reloader", "Role rel/cfg-reloader-role", "RoleBinding rel/cfg-reloader-role-binding",
+				"Role rel/cfg-reloader-metadata-role", "RoleBinding rel/cfg-reloader-metadata-role-binding", "Deployment rel/cfg-reloader"},
+			env: []string{"KUBERNETES_NAMESPACE"}},
+		{name: "namespaces", release: "cfg", values: reloaderValues(map[string]any{"watchGlobally": false, "namespaces": "b, a"}),
+			objects: []string{"ServiceAccount rel/cfg-reloader", "Role a/cfg-reloader-role", "Role b/cfg-reloader-role", "Role rel/cfg-reloader-role",
+				"RoleBinding a/cfg-reloader-role-binding", "RoleBinding b/cfg-reloader-role-binding", "RoleBinding rel/cfg-reloader-role-binding",
+				"Role rel/cfg-reloader-metadata-role", "RoleBinding rel/cfg-reloader-metadata-role-binding", "Deployment rel/cfg-reloader"},
+			args: []string{"--namespaces=a,b,rel"}},
+		{name: "namespaceSelector", release: "cfg", values: reloaderValues(map[string]any{"namespaceSelector": "env=prod", "enableHA": true, "matchLabels": map[string]any{"team": "{{ .Release.Name }}"}}),
+			selector: map[string]string{"app": "cfg-reloader", "release": "cfg", "team": "cfg"},
+			args:     []string{`--namespace-selector="env=prod"`, "--enable-ha=true"}, env: []string{"POD_NAME", "POD_NAMESPACE"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, err := render.Chart(upstreamChartDir(), tc.values, tc.release, "rel")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, o := range objs {
+				ns := o.GetNamespace()
+				got = append(got, o.GetKind()+" "+ns+"/"+o.GetName())
+			}
+			if tc.objects != nil {
+				want := slices.Clone(tc.objects)
+				slices.Sort(want)
+				slices.Sort(got)
+				if !slices.Equal(got, want) {
+					t.Errorf("objects\n got %q\nwant %q", got, want)
+				}
+			}
+			d, c := reloaderContainer(t, objs)
+			if tc.selector != nil && !maps.Equal(d.Spec.Selector.MatchLabels, tc.selector) {
+				t.Errorf("selector %v, want %v", d.Spec.Selector.MatchLabels, tc.selector)
+			}
+			if lost := lostLabels(d.Spec.Selector.MatchLabels, d.Spec.Template.Labels); lost != nil {
+				t.Errorf("the pod labels miss the selector's: %v", lost)
+			}
+			for _, a := range tc.args {
+				if !slices.Contains(c.Args, a) {
+					t.Errorf("args %q lack %q", c.Args, a)
+				}
+			}
+			for _, name := range tc.env {
+				if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == name }) {
+					t.Errorf("env lacks %s", name)
+				}
+			}
+		})
+	}
+}
