@@ -90,6 +90,48 @@ type ReloaderConfigSpec struct {
 	// RecreateFinishedJobs overrides --recreate-finished-jobs for Job targets.
 	// +optional
 	RecreateFinishedJobs *bool `json:"recreateFinishedJobs,omitempty"`
+
+	// GenericTargets are objects of any kind holding a pod template at a path (an operator's
+	// custom resource): reloader patches the template's annotation when a source chosen by
+	// name in sources changes. Reloader's ServiceAccount needs get and patch on their kind.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	GenericTargets []GenericTarget `json:"genericTargets,omitempty"`
+}
+
+// Bounds of a generic target's templatePath.
+const (
+	MaxTemplatePathSegments = 10
+	MaxTemplatePathLength   = 256
+)
+
+// GenericTarget is one object of any kind whose pod template lies at templatePath.
+type GenericTarget struct {
+	// APIVersion of the object, "group/version" (or "v1").
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?v[0-9]+((alpha|beta)[0-9]+)?$`
+	APIVersion string `json:"apiVersion"`
+
+	// Kind of the object.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Z][A-Za-z0-9]*$`
+	Kind string `json:"kind"`
+
+	// Name of the object, in the config's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// TemplatePath is the dotted path of the PodTemplateSpec in the object, like
+	// spec.deployment.spec.template: at most 10 field names.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62}){0,9}$`
+	TemplatePath string `json:"templatePath"`
 }
 
 // Bounds of a label selector: each one is compiled and matched on every event it concerns.
@@ -234,6 +276,11 @@ const (
 	ReasonKindNotWatched   = "KindNotWatched"
 	ReasonRolloutStalled   = "RolloutStalled"
 	ReasonConflictingRules = "ConflictingRules"
+
+	// ConditionGenericTargets is False while reloader may not get or patch a generic target.
+	ConditionGenericTargets = "GenericTargetsAccessible"
+	ReasonAccessDenied      = "AccessDenied"
+	ReasonAccessGranted     = "AccessGranted"
 )
 
 // ReloaderConfigStatus is what reloader sees of the rules now.

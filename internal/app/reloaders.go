@@ -88,6 +88,11 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 		if err := status.SetupWithManager(mgr); err != nil {
 			return err
 		}
+		generic := &controller.GenericTargetReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+			Configs: configs, Recorder: recorder, Sources: sources, Now: time.Now}
+		if err := generic.SetupWithManager(mgr); err != nil {
+			return err
+		}
 	}
 	for _, r := range reconcilers {
 		if err := r.SetupWithManager(mgr); err != nil {

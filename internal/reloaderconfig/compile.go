@@ -25,8 +25,10 @@ type Compiled struct {
 	UID        types.UID
 	Generation int64
 	Targets    []Target
-	Rules      []reload.ConfigRule
-	Overrides  reload.Overrides
+	// Generic are the generic targets (spec.genericTargets) that compiled.
+	Generic   []GenericTarget
+	Rules     []reload.ConfigRule
+	Overrides reload.Overrides
 	// Errs are the parts of the spec that could not be used (the schema refuses most bad
 	// specs; these are what it can't check). The rest of the config still applies.
 	Errs []error
@@ -98,6 +100,14 @@ func Compile(cfg *v1alpha1.ReloaderConfig) *Compiled {
 			Selector: selector(fmt.Sprintf("spec.sources[%d]", i), s.Selector, s.All),
 			Keys:     slices.Clone(bounded(s.Keys, v1alpha1.MaxKeys)), AutoKeys: s.AutoKeys,
 		})
+	}
+	for i, t := range bounded(cfg.Spec.GenericTargets, MaxGenericTargets) {
+		g, err := compileGeneric(t)
+		if err != nil {
+			c.Errs = append(c.Errs, fmt.Errorf("spec.genericTargets[%d]: %w", i, err))
+			continue
+		}
+		c.Generic = append(c.Generic, g)
 	}
 	c.Overrides, c.strategy = overrides(cfg, &c.Errs), cfg.Spec.Strategy
 	return c

@@ -44,7 +44,13 @@ func Conditions(old []metav1.Condition, issues []Issue, generation int64, now me
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, issues[0].Reason, messages(issues, nil)
 	}
 	out := []metav1.Condition{ready, degraded}
-	for i := range out {
+	// Conditions other controllers own (GenericTargetsAccessible) stay as they are.
+	for _, c := range old {
+		if c.Type != v1alpha1.ConditionReady && c.Type != v1alpha1.ConditionDegraded {
+			out = append(out, c)
+		}
+	}
+	for i := range out[:2] {
 		out[i].LastTransitionTime = now
 		if prev := apimeta.FindStatusCondition(old, out[i].Type); prev != nil &&
 			prev.Status == out[i].Status && prev.Reason == out[i].Reason {

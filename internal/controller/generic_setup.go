@@ -1,0 +1,60 @@
+package controller
+
+import (
+	"context"
+	"strings"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/reloader-operator/reloader/api/v1alpha1"
+)
+
+// GenericTargetController names the controller, in logs and metrics.
+const GenericTargetController = "reloaderconfig-generic"
+
+// SetupWithManager registers the generic targets' controller: a config's spec change, or a
+// content change of a source one of its generic targets' configs names, reconciles that config.
+func (r *GenericTargetReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named(GenericTargetController).
+		For(&v1alpha1.ReloaderConfig{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	for _, st := range r.Sources {
+		if st.Pool != nil {
+			continue // configs choose ConfigMaps and Secrets only
+		}
+		kind := string(st.Kind)
+		b = b.Watches(st.NewObject(), handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return r.configsNaming(ctx, kind, o)
+		}), builder.WithPredicates(sourceContentOrLabelsChanged()))
+	}
+	return b.Complete(r)
+}
+
+// configsNaming are the configs of o's namespace with generic targets and a source naming o.
+func (r *GenericTargetReconciler) configsNaming(ctx context.Context, kind string, o client.Object) []reconcile.Request {
+	list := &v1alpha1.ReloaderConfigList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
+		log.FromContext(ctx).Error(err, "listing ReloaderConfigs")
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		cfg := &list.Items[i]
+		if len(cfg.Spec.GenericTargets) == 0 {
+			continue
+		}
+		for _, s := range cfg.Spec.Sources {
+			if s.Name == o.GetName() && strings.EqualFold(s.Kind, kind) {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(cfg)})
+				break
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,65 @@
+package reloaderconfig
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/reloader-operator/reloader/api/v1alpha1"
+)
+
+// MaxGenericTargets bounds spec.genericTargets, as the CRD does.
+const MaxGenericTargets = 16
+
+// GenericTarget is one compiled generic target: an object of any kind with a pod template
+// at Path (field names, outermost first).
+type GenericTarget struct {
+	GVK  schema.GroupVersionKind
+	Name string
+	Path []string
+}
+
+var (
+	fieldName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+	kindName   = regexp.MustCompile(`^[A-Z][A-Za-z0-9]{0,62}$`)
+	objectName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
+)
+
+// ParseTemplatePath splits a dotted templatePath into its field names, holding it to the
+// CRD's bounds again (a config stored under an older CRD never met them).
+func ParseTemplatePath(p string) ([]string, error) {
+	if p == "" || len(p) > v1alpha1.MaxTemplatePathLength {
+		return nil, fmt.Errorf("templatePath must have 1 to %d characters", v1alpha1.MaxTemplatePathLength)
+	}
+	segs := strings.Split(p, ".")
+	if len(segs) > v1alpha1.MaxTemplatePathSegments {
+		return nil, fmt.Errorf("templatePath %q has %d field names, at most %d", p, len(segs), v1alpha1.MaxTemplatePathSegments)
+	}
+	for _, s := range segs {
+		if !fieldName.MatchString(s) {
+			return nil, fmt.Errorf("templatePath %q: %q is not a field name (letters, digits, _; at most 63)", p, s)
+		}
+	}
+	return segs, nil
+}
+
+// compileGeneric reads one generic target; an error names what to fix.
+func compileGeneric(t v1alpha1.GenericTarget) (GenericTarget, error) {
+	gv, err := schema.ParseGroupVersion(t.APIVersion)
+	if err != nil || gv.Version == "" || len(t.APIVersion) > 253 {
+		return GenericTarget{}, fmt.Errorf("apiVersion %q is not group/version", t.APIVersion)
+	}
+	if !kindName.MatchString(t.Kind) {
+		return GenericTarget{}, fmt.Errorf("kind %q is not a kind name", t.Kind)
+	}
+	if !objectName.MatchString(t.Name) {
+		return GenericTarget{}, fmt.Errorf("name %q is not an object name", t.Name)
+	}
+	path, err := ParseTemplatePath(t.TemplatePath)
+	if err != nil {
+		return GenericTarget{}, err
+	}
+	return GenericTarget{GVK: gv.WithKind(t.Kind), Name: t.Name, Path: path}, nil
+}
