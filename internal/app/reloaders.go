@@ -89,7 +89,7 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 			return err
 		}
 		generic := &controller.GenericTargetReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-			Configs: configs, Recorder: recorder, Sources: sources, Now: time.Now}
+			Configs: configs, Recorder: recorder, Sources: sources, Shard: shard, Now: time.Now}
 		if err := generic.SetupWithManager(mgr); err != nil {
 			return err
 		}

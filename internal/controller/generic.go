@@ -49,10 +49,20 @@ type GenericTargetReconciler struct {
 	Recorder  recorder.EventRecorder
 	Sources   []SourceType
 	Now       func() time.Time
+	// Shard is WorkloadReconciler.Shard: under --shards, only the namespace's owner acts.
+	Shard func(namespace string) (own, ready bool)
 }
 
 // Reconcile brings each generic target of one config to the current hash of its sources.
 func (r *GenericTargetReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if r.Shard != nil {
+		switch own, ready := r.Shard(req.Namespace); {
+		case !own:
+			return reconcile.Result{}, nil
+		case !ready:
+			return reconcile.Result{RequeueAfter: 500 * time.Millisecond}, nil
+		}
+	}
 	cfg := &v1alpha1.ReloaderConfig{}
 	if err := r.Client.Get(ctx, req.NamespacedName, cfg); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
