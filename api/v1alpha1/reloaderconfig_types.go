@@ -36,12 +36,14 @@ type ReloaderConfig struct {
 }
 
 // ReloaderConfigSpec is what to reload, on which changes, and how.
+//
+// +kubebuilder:validation:XValidation:rule="(has(self.targets) && size(self.targets) > 0) || (has(self.genericTargets) && size(self.genericTargets) > 0)",message="spec.targets or spec.genericTargets needs at least one entry"
 type ReloaderConfigSpec struct {
 	// Targets are the workloads of this namespace that these rules reload.
-	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
 	// +listType=atomic
-	Targets []Target `json:"targets"`
+	// +optional
+	Targets []Target `json:"targets,omitempty"`
 
 	// Sources are the ConfigMaps and Secrets of this namespace whose changes reload the targets.
 	// +kubebuilder:validation:MinItems=1

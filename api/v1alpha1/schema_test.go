@@ -54,6 +54,12 @@ func TestSchemaRefusesBadSpecs(t *testing.T) {
 			CoalesceWindow: &metav1.Duration{Duration: 2e9},
 		}, ""},
 		{"no targets", v1alpha1.ReloaderConfigSpec{Sources: []v1alpha1.Source{cfg}}, "spec.targets"},
+		{"generic targets only", v1alpha1.ReloaderConfigSpec{Sources: []v1alpha1.Source{cfg}, GenericTargets: []v1alpha1.GenericTarget{
+			{APIVersion: "grafana.integreatly.org/v1beta1", Kind: "Grafana", Name: "grafana", TemplatePath: "spec.deployment.spec.template"}}}, ""},
+		{"generic target path too deep", v1alpha1.ReloaderConfigSpec{Sources: []v1alpha1.Source{cfg}, GenericTargets: []v1alpha1.GenericTarget{
+			{APIVersion: "v1", Kind: "Grafana", Name: "grafana", TemplatePath: strings.TrimSuffix(strings.Repeat("a.", 11), ".")}}}, "spec.genericTargets[0].templatePath"},
+		{"generic target bad apiVersion", v1alpha1.ReloaderConfigSpec{Sources: []v1alpha1.Source{cfg}, GenericTargets: []v1alpha1.GenericTarget{
+			{APIVersion: "Grafana/x", Kind: "Grafana", Name: "grafana", TemplatePath: "spec.template"}}}, "spec.genericTargets[0].apiVersion"},
 		{"target with name and selector", v1alpha1.ReloaderConfigSpec{
 			Targets: []v1alpha1.Target{{Kind: "Deployment", Name: "web", Selector: sel}}, Sources: []v1alpha1.Source{cfg}},
 			"a target has exactly one of name, selector and all: true"},

@@ -36,7 +36,6 @@ func dashboard(ns, name string) *unstructured.Unstructured {
 func genericConfig(ns, name, target, cm string) *v1alpha1.ReloaderConfig {
 	return &v1alpha1.ReloaderConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: v1alpha1.ReloaderConfigSpec{
-			Targets: []v1alpha1.Target{{Kind: "Deployment", Name: "unused"}},
 			Sources: []v1alpha1.Source{{Kind: "ConfigMap", Name: cm}},
 			GenericTargets: []v1alpha1.GenericTarget{{APIVersion: "operator.reloader.test/v1beta1", Kind: "Dashboard",
 				Name: target, TemplatePath: "spec.deployment.spec.template"}},
@@ -100,7 +99,7 @@ func TestGenericTargetPatchedOncePerChange(t *testing.T) {
 		return nil
 	})
 	// The status controller's Ready and Degraded stay beside it.
-	if apimeta.FindStatusCondition(cfg.Status.Conditions, v1alpha1.ConditionReady) == nil {
+	if c := apimeta.FindStatusCondition(cfg.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
 		t.Fatalf("no Ready condition: %+v", cfg.Status.Conditions)
 	}
 }
