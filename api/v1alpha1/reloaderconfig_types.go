@@ -26,6 +26,7 @@ const (
 // +kubebuilder:printcolumn:name="Sources",type=integer,JSONPath=`.status.sourceCount`
 // +kubebuilder:printcolumn:name="Last Reload",type=date,JSONPath=`.status.lastReloadTime`
 // +kubebuilder:printcolumn:name="Reason",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Generic Targets",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="GenericTargetsAccessible")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ReloaderConfig struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -125,6 +126,12 @@ func TestGenericTargetRefusedAccessIsReported(t *testing.T) {
 		return nil
 	})
 	eventuallyEvent(t, ns, "rules", v1alpha1.ReasonAccessDenied)
+	// kubectl get reloaderconfigs -o wide says it too.
+	table := getTable(t, ns)
+	col := slices.IndexFunc(table.ColumnDefinitions, func(c metav1.TableColumnDefinition) bool { return c.Name == "Generic Targets" })
+	if col < 0 || len(table.Rows) != 1 || table.Rows[0].Cells[col] != v1alpha1.ReasonAccessDenied {
+		t.Fatalf("table: columns %v, rows %v", table.ColumnDefinitions, table.Rows)
+	}
 	if rec := annotationsOf(t, cr)[controller.GenericRecordAnnotation]; rec != "" {
 		t.Fatalf("a refused target was written: %q", rec)
 	}
