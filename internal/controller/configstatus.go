@@ -110,6 +110,11 @@ func statusPatch(cfg *v1alpha1.ReloaderConfig, status v1alpha1.ReloaderConfigSta
 	}
 	st["targetCount"], st["sourceCount"] = status.TargetCount, status.SourceCount
 	p["status"] = st
+	if _, ok := st["conditions"]; ok {
+		// A merge patch replaces the list whole, and the generic targets' controller writes
+		// a condition of it too: only over the version read (a conflict retries).
+		p["metadata"] = map[string]any{"resourceVersion": cfg.ResourceVersion}
+	}
 	if data, err = json.Marshal(p); err != nil {
 		return nil, fmt.Errorf("status patch: %w", err)
 	}

@@ -30,7 +30,9 @@ import (
 // operator derives from it) and the object's record of the sources' hash it was patched for.
 const (
 	GenericTemplateAnnotation = "reloader.dev/last-reloaded"
-	GenericRecordAnnotation   = "reloader.dev/source-hashes"
+	// Not reloader.dev/source-hashes: a generic target may be of a workload kind too, whose
+	// record (per source) the workload reconcilers keep there.
+	GenericRecordAnnotation = "reloader.dev/generic-source-hash"
 )
 
 // genericRetry is how soon a refused or missing generic target is looked at again: an admin
@@ -69,7 +71,7 @@ func (r *GenericTargetReconciler) Reconcile(ctx context.Context, req reconcile.R
 	}
 	c := r.Configs.Get(cfg)
 	if len(c.Generic) == 0 {
-		return reconcile.Result{}, nil
+		return reconcile.Result{}, r.dropAccessCondition(ctx, cfg)
 	}
 	hash, err := r.sourcesHash(ctx, cfg)
 	if err != nil {
@@ -205,6 +207,20 @@ func (r *GenericTargetReconciler) setAccessCondition(ctx context.Context, cfg *v
 	cond.LastTransitionTime = metav1.NewTime(r.Now()).Rfc3339Copy()
 	apimeta.SetStatusCondition(&cfg.Status.Conditions, cond)
 	// Optimistic lock: the list is replaced whole, and the status controller writes it too.
+	patch := client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
+	if err := r.Client.Status().Patch(ctx, cfg, patch, client.FieldOwner(FieldOwner)); err != nil {
+		return fmt.Errorf("patch status of ReloaderConfig %s/%s: %w", cfg.Namespace, cfg.Name, err)
+	}
+	return nil
+}
+
+// dropAccessCondition removes GenericTargetsAccessible from a config without generic targets.
+func (r *GenericTargetReconciler) dropAccessCondition(ctx context.Context, cfg *v1alpha1.ReloaderConfig) error {
+	if apimeta.FindStatusCondition(cfg.Status.Conditions, v1alpha1.ConditionGenericTargets) == nil {
+		return nil
+	}
+	base := cfg.DeepCopy()
+	apimeta.RemoveStatusCondition(&cfg.Status.Conditions, v1alpha1.ConditionGenericTargets)
 	patch := client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
 	if err := r.Client.Status().Patch(ctx, cfg, patch, client.FieldOwner(FieldOwner)); err != nil {
 		return fmt.Errorf("patch status of ReloaderConfig %s/%s: %w", cfg.Namespace, cfg.Name, err)

@@ -103,6 +103,17 @@ func TestGenericTargetPatchedOncePerChange(t *testing.T) {
 	if c := apimeta.FindStatusCondition(cfg.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
 		t.Fatalf("no Ready condition: %+v", cfg.Status.Conditions)
 	}
+
+	// Without generic targets, the condition goes.
+	update(t, cfg, func(c *v1alpha1.ReloaderConfig) {
+		c.Spec.GenericTargets, c.Spec.Targets = nil, []v1alpha1.Target{{Kind: "Deployment", Name: "web"}}
+	})
+	configStatus(t, ns, "rules", "no access condition", func(c *v1alpha1.ReloaderConfig) error {
+		if c := apimeta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionGenericTargets); c != nil {
+			return fmt.Errorf("still %+v", c)
+		}
+		return nil
+	})
 }
 
 func TestGenericTargetRefusedAccessIsReported(t *testing.T) {
