@@ -103,13 +103,32 @@ type ReloaderConfigSpec struct {
 	GenericTargets []GenericTarget `json:"genericTargets,omitempty"`
 }
 
+// MaxOwnerDepth bounds the ownerReferences followed from a generic target's ownerOf.
+const MaxOwnerDepth = 5
+
+// WorkloadRef names one workload of the config's namespace.
+type WorkloadRef struct {
+	// Kind of the workload.
+	// +kubebuilder:validation:Enum=Deployment;StatefulSet;DaemonSet
+	Kind string `json:"kind"`
+
+	// Name of the workload.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	Name string `json:"name"`
+}
+
 // Bounds of a generic target's templatePath.
 const (
 	MaxTemplatePathSegments = 10
 	MaxTemplatePathLength   = 256
 )
 
-// GenericTarget is one object of any kind whose pod template lies at templatePath.
+// GenericTarget is one object of any kind whose pod template lies at templatePath: by name,
+// or as the top-level owner of a workload (ownerOf).
+//
+// +kubebuilder:validation:XValidation:rule="(has(self.name) ? 1 : 0) + (has(self.ownerOf) ? 1 : 0) == 1",message="a generic target has exactly one of name and ownerOf"
 type GenericTarget struct {
 	// APIVersion of the object, "group/version" (or "v1").
 	// +kubebuilder:validation:MinLength=1
@@ -127,7 +146,14 @@ type GenericTarget struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
-	Name string `json:"name"`
+	// +optional
+	Name string `json:"name,omitempty"`
+
+	// OwnerOf chooses the object as the top-level owner of this workload: reloader follows
+	// controller ownerReferences up (at most 5) and patches the last, which must be of
+	// apiVersion and kind.
+	// +optional
+	OwnerOf *WorkloadRef `json:"ownerOf,omitempty"`
 
 	// TemplatePath is the dotted path of the PodTemplateSpec in the object, like
 	// spec.deployment.spec.template: at most 10 field names.

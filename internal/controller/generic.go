@@ -16,6 +16,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -80,6 +81,19 @@ func (r *GenericTargetReconciler) Reconcile(ctx context.Context, req reconcile.R
 	var denied []string
 	retry := false
 	for _, t := range c.Generic {
+		if t.OwnerOf != nil {
+			name, problem, err := r.topOwner(ctx, cfg.Namespace, t)
+			if err != nil {
+				return reconcile.Result{}, err
+			}
+			if problem != "" {
+				r.Recorder.Eventf(cfg, nil, corev1.EventTypeWarning, "GenericTargetMissing", "Reload",
+					"generic target %s: %s", t.Describe(), problem)
+				retry = true
+				continue
+			}
+			t.Name = name
+		}
 		missing, err := r.access(ctx, cfg.Namespace, t)
 		if err != nil {
 			return reconcile.Result{}, err
@@ -153,6 +167,39 @@ func (r *GenericTargetReconciler) apply(ctx context.Context, cfg *v1alpha1.Reloa
 			"patched %s %s at %s.metadata.annotations", t.GVK.Kind, t.Name, strings.Join(t.Path, "."))
 	}
 	return false, nil
+}
+
+// topOwner follows the controller ownerReferences up from the workload t.OwnerOf names, at
+// most v1alpha1.MaxOwnerDepth of them, and returns the last object's name when it is of t's
+// kind; problem says why not, for the user.
+func (r *GenericTargetReconciler) topOwner(ctx context.Context, ns string, t reloaderconfig.GenericTarget) (name, problem string, err error) {
+	gvk, name := *t.OwnerOf, t.OwnerOfName
+	for hop := 0; ; hop++ {
+		obj := &unstructured.Unstructured{}
+		obj.SetGroupVersionKind(gvk)
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
+			if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apimeta.IsNoMatchError(err) {
+				return "", fmt.Sprintf("reading %s %s: %v", gvk.Kind, name, err), nil
+			}
+			return "", "", fmt.Errorf("get %s %s/%s: %w", gvk.Kind, ns, name, err)
+		}
+		ref := metav1.GetControllerOf(obj)
+		if ref == nil {
+			break
+		}
+		if hop == v1alpha1.MaxOwnerDepth {
+			return "", fmt.Sprintf("more than %d controller owners above %s %s", v1alpha1.MaxOwnerDepth, t.OwnerOf.Kind, t.OwnerOfName), nil
+		}
+		gv, err := schema.ParseGroupVersion(ref.APIVersion)
+		if err != nil {
+			return "", fmt.Sprintf("%s %s has an owner of apiVersion %q", gvk.Kind, name, ref.APIVersion), nil
+		}
+		gvk, name = gv.WithKind(ref.Kind), ref.Name
+	}
+	if gvk.GroupKind() != t.GVK.GroupKind() {
+		return "", fmt.Sprintf("the top-level owner is %s %s, not a %s", gvk.Kind, name, t.GVK.GroupKind()), nil
+	}
+	return name, "", nil
 }
 
 // access asks the API server whether reloader may get and patch the target; missing names

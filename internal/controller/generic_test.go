@@ -164,3 +164,41 @@ func TestGenericTargetBadTemplatePathRefusedByCRD(t *testing.T) {
 		}
 	}
 }
+
+func TestGenericTargetTopLevelOwner(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "grafana-ini", map[string]string{"grafana.ini": "a"})
+	cr := dashboard(ns, "grafana")
+	create(t, cm, cr)
+	get(t, cr)
+	// The Deployment the operator made from the CR, controlled by it.
+	dep := deployment(ns, "grafana-deployment", nil, podSpec())
+	dep.OwnerReferences = []metav1.OwnerReference{{APIVersion: cr.GetAPIVersion(), Kind: cr.GetKind(), Name: cr.GetName(),
+		UID: cr.GetUID(), Controller: ptrTo(true)}}
+	cfg := genericConfig(ns, "rules", "", "grafana-ini")
+	cfg.Spec.GenericTargets[0].OwnerOf = &v1alpha1.WorkloadRef{Kind: "Deployment", Name: "grafana-deployment"}
+	create(t, dep, cfg)
+	tpl := []string{"spec", "deployment", "spec", "template"}
+	depChanges := templateChanges(t, dep)
+	startReloader(t, ns)
+
+	testutil.Eventually(t, "the record on the owner", func() error {
+		if annotationsOf(t, cr)[controller.GenericRecordAnnotation] == "" {
+			return fmt.Errorf("no record: %v", annotationsOf(t, cr))
+		}
+		return nil
+	})
+	update(t, cm, func(c *corev1.ConfigMap) { c.Data["grafana.ini"] = "b" })
+	testutil.Eventually(t, "the owner's template annotation", func() error {
+		if annotationsOf(t, cr, tpl...)[controller.GenericTemplateAnnotation] == "" {
+			return fmt.Errorf("template annotations: %v", annotationsOf(t, cr, tpl...))
+		}
+		return nil
+	})
+	settle()
+	if n := depChanges(); n != 0 {
+		t.Fatalf("the owned Deployment's template changed %d times: the operator's CR is the one to patch", n)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -19,6 +19,19 @@ type GenericTarget struct {
 	GVK  schema.GroupVersionKind
 	Name string
 	Path []string
+	// OwnerOf, when set in place of Name, is the workload (apps/v1) whose top-level
+	// controller owner is the target.
+	OwnerOf *schema.GroupVersionKind
+	// OwnerOfName names that workload.
+	OwnerOfName string
+}
+
+// Describe names the target for messages: "Grafana grafana" or "Grafana owning Deployment web".
+func (g GenericTarget) Describe() string {
+	if g.OwnerOf != nil {
+		return g.GVK.Kind + " owning " + g.OwnerOf.Kind + " " + g.OwnerOfName
+	}
+	return g.GVK.Kind + " " + g.Name
 }
 
 var (
@@ -54,12 +67,26 @@ func compileGeneric(t v1alpha1.GenericTarget) (GenericTarget, error) {
 	if !kindName.MatchString(t.Kind) {
 		return GenericTarget{}, fmt.Errorf("kind %q is not a kind name", t.Kind)
 	}
-	if !objectName.MatchString(t.Name) {
-		return GenericTarget{}, fmt.Errorf("name %q is not an object name", t.Name)
-	}
 	path, err := ParseTemplatePath(t.TemplatePath)
 	if err != nil {
 		return GenericTarget{}, err
 	}
-	return GenericTarget{GVK: gv.WithKind(t.Kind), Name: t.Name, Path: path}, nil
+	g := GenericTarget{GVK: gv.WithKind(t.Kind), Path: path}
+	switch {
+	case t.OwnerOf != nil && t.Name == "":
+		switch t.OwnerOf.Kind {
+		case "Deployment", "StatefulSet", "DaemonSet":
+		default:
+			return GenericTarget{}, fmt.Errorf("ownerOf.kind %q is none of Deployment, StatefulSet, DaemonSet", t.OwnerOf.Kind)
+		}
+		if !objectName.MatchString(t.OwnerOf.Name) {
+			return GenericTarget{}, fmt.Errorf("ownerOf.name %q is not an object name", t.OwnerOf.Name)
+		}
+		g.OwnerOf, g.OwnerOfName = &schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: t.OwnerOf.Kind}, t.OwnerOf.Name
+	case t.OwnerOf == nil && objectName.MatchString(t.Name):
+		g.Name = t.Name
+	default:
+		return GenericTarget{}, fmt.Errorf("needs exactly one of name (an object name, not %q) and ownerOf", t.Name)
+	}
+	return g, nil
 }
