@@ -58,6 +58,10 @@ func TestSchemaRefusesBadSpecs(t *testing.T) {
 			{APIVersion: "grafana.integreatly.org/v1beta1", Kind: "Grafana", Name: "grafana", TemplatePath: "spec.deployment.spec.template"}}}, ""},
 		{"generic target path too deep", v1alpha1.ReloaderConfigSpec{Sources: []v1alpha1.Source{cfg}, GenericTargets: []v1alpha1.GenericTarget{
 			{APIVersion: "v1", Kind: "Grafana", Name: "grafana", TemplatePath: strings.TrimSuffix(strings.Repeat("a.", 11), ".")}}}, "spec.genericTargets[0].templatePath"},
+		{"generic target by owner", v1alpha1.ReloaderConfigSpec{Sources: []v1alpha1.Source{cfg}, GenericTargets: []v1alpha1.GenericTarget{
+			{APIVersion: "v1", Kind: "Grafana", OwnerOf: &v1alpha1.WorkloadRef{Kind: "Deployment", Name: "web"}, TemplatePath: "spec.template"}}}, ""},
+		{"generic target name and owner", v1alpha1.ReloaderConfigSpec{Sources: []v1alpha1.Source{cfg}, GenericTargets: []v1alpha1.GenericTarget{
+			{APIVersion: "v1", Kind: "Grafana", Name: "g", OwnerOf: &v1alpha1.WorkloadRef{Kind: "Deployment", Name: "web"}, TemplatePath: "spec.template"}}}, "exactly one of name and ownerOf"},
 		{"generic target bad apiVersion", v1alpha1.ReloaderConfigSpec{Sources: []v1alpha1.Source{cfg}, GenericTargets: []v1alpha1.GenericTarget{
 			{APIVersion: "Grafana/x", Kind: "Grafana", Name: "grafana", TemplatePath: "spec.template"}}}, "spec.genericTargets[0].apiVersion"},
 		{"target with name and selector", v1alpha1.ReloaderConfigSpec{

@@ -28,6 +28,16 @@ func TestCompileGenericTargets(t *testing.T) {
 		{"no version", func(g *v1alpha1.GenericTarget) { g.APIVersion = "grafana.integreatly.org/" }, "apiVersion"},
 		{"lower kind", func(g *v1alpha1.GenericTarget) { g.Kind = "grafana" }, "kind"},
 		{"bad name", func(g *v1alpha1.GenericTarget) { g.Name = "Grafana" }, "name"},
+		{"owner of", func(g *v1alpha1.GenericTarget) {
+			g.Name, g.OwnerOf = "", &v1alpha1.WorkloadRef{Kind: "Deployment", Name: "grafana-deployment"}
+		}, ""},
+		{"name and owner of", func(g *v1alpha1.GenericTarget) {
+			g.OwnerOf = &v1alpha1.WorkloadRef{Kind: "Deployment", Name: "grafana-deployment"}
+		}, "exactly one of name"},
+		{"neither", func(g *v1alpha1.GenericTarget) { g.Name = "" }, "exactly one of name"},
+		{"owner of a Job", func(g *v1alpha1.GenericTarget) {
+			g.Name, g.OwnerOf = "", &v1alpha1.WorkloadRef{Kind: "Job", Name: "x"}
+		}, "ownerOf.kind"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
