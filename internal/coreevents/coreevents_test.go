@@ -3,7 +3,6 @@ package coreevents_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/coreevents"
 	"github.com/reloader-operator/reloader/internal/localcluster"
+	"github.com/reloader-operator/reloader/internal/localcluster/clustertest"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
@@ -29,20 +29,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	var err error
-	cluster, err = localcluster.Start(context.Background(), localcluster.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start control plane:", err)
-		os.Exit(1)
-	}
-	admin, err = client.New(cluster.Config, client.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = cluster.Stop()
-	os.Exit(code)
+	clustertest.Main(m, localcluster.Options{}, func(c *localcluster.Cluster) (err error) {
+		cluster = c
+		admin, err = client.New(c.Config, client.Options{})
+		return err
+	})
 }
 
 // upstreamUser is a user holding only what upstream's ClusterRole grants on Events: create

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/localcluster"
+	"github.com/reloader-operator/reloader/internal/localcluster/clustertest"
 	"github.com/reloader-operator/reloader/internal/metainfo"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/testutil"
@@ -31,20 +30,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	var err error
-	cluster, err = localcluster.Start(context.Background(), localcluster.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start control plane:", err)
-		os.Exit(1)
-	}
-	admin, err = client.New(cluster.Config, client.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = cluster.Stop()
-	os.Exit(code)
+	clustertest.Main(m, localcluster.Options{}, func(c *localcluster.Cluster) (err error) {
+		cluster = c
+		admin, err = client.New(c.Config, client.Options{})
+		return err
+	})
 }
 
 // upstreamBuild and upstreamOptions are upstream's buildInfo and reloaderOptions documents,
