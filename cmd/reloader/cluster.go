@@ -2,14 +2,29 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/reloader-operator/reloader/internal/options"
 )
+
+// connect loads the controller's flags a read-only command was given and finds its cluster
+// and namespace (cluster). The decision code logs what it skips (an unreadable record, a
+// failed lookup): to stderr, apart from the report.
+func connect(opts options.Options, kubeContext, namespace, keyNamespace string) (options.Config, *rest.Config, string, error) {
+	conf, err := options.Load(opts, os.Getenv)
+	if err != nil {
+		return options.Config{}, nil, "", err
+	}
+	ctrl.SetLogger(newLogger(conf))
+	cfg, namespace, err := cluster(conf, kubeContext, namespace, keyNamespace)
+	return conf, cfg, namespace, err
+}
 
 // cluster finds the cluster of the read-only commands as kubectl does (--kubeconfig,
 // KUBECONFIG, --context) and the namespace: the flag's, else the context's. The namespaces

@@ -4,12 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/reloader-operator/reloader/internal/explain"
 	"github.com/reloader-operator/reloader/internal/options"
@@ -96,14 +94,7 @@ rules, change times and holds, with each Secret's change marked unknown.`,
 			if output != "text" && output != "json" {
 				return fmt.Errorf("-o %q: want text or json", output)
 			}
-			conf, err := options.Load(opts, os.Getenv)
-			if err != nil {
-				return err
-			}
-			// The decision code logs what it skips (an unreadable record, a failed lookup):
-			// to stderr, apart from the report.
-			ctrl.SetLogger(newLogger(conf))
-			cfg, namespace, err := cluster(conf, kubeContext, namespace, keyNamespace)
+			conf, cfg, namespace, err := connect(opts, kubeContext, namespace, keyNamespace)
 			if err != nil {
 				return err
 			}

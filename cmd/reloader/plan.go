@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	sigsyaml "sigs.k8s.io/yaml"
 
@@ -111,12 +110,7 @@ never printed: only key names and hashes.`,
 			if err != nil {
 				return err
 			}
-			conf, err := options.Load(opts, os.Getenv)
-			if err != nil {
-				return err
-			}
-			ctrl.SetLogger(newLogger(conf))
-			cfg, ns, err := cluster(conf, kubeContext, ns, keyNamespace)
+			conf, cfg, ns, err := connect(opts, kubeContext, ns, keyNamespace)
 			if err != nil {
 				return err
 			}
