@@ -24,4 +24,11 @@ s = s.replace(old2, '''		releaseName = DefaultHelmReleaseName
 	stopLocalReloader()
 
 	cmd := exec.Command("helm", "uninstall"''', 1)
+old3 = '''	cmd := exec.Command("helm", args...)
+	output, err := Run(cmd)
+	if err != nil {
+		return fmt.Errorf("helm install failed'''
+assert old3 in s
+s = s.replace(old3, '''	args = append(args, extraHelmSets()...)
+''' + old3, 1)
 open(p, 'w').write(s)

@@ -10,6 +10,10 @@
 # Deployment (localproc.go.txt), and to stop it on uninstall.
 #
 # Usage: hack/upstream-e2e/run.sh [suite ...]   (default: advanced annotations flags core)
+# Env: KUBECONFIG (reuse a running cluster), FOCUS (ginkgo focus regexp), GINKGO_ARGS (more
+#      -ginkgo.* flags, no spaces), TAG (suffix of log/junit names in $OUT),
+#      RELOADER_EXTRA_SET="k=v,..." (extra helm --set for every install, e.g.
+#      reloader.runCronJobsOnReload=true).
 # Needs: helm v3 on PATH (or hack's cached ~/.cache/reloader/tools/helm-*), kubectl, curl,
 #        upstream's mirror at $UPSTREAM_GIT (bare git dir).
 set -euo pipefail
@@ -64,6 +68,6 @@ for s in "${suites[@]}"; do
 	echo "=== suite $s"
 	(cd "$UP" && go test "./test/e2e/$s/" -count=1 -timeout 60m -v \
 		-ginkgo.v -ginkgo.label-filter='!csi && !argo && !openshift' \
-		-ginkgo.junit-report="$OUT/junit-$s.xml") >"$OUT/suite-$s.log" 2>&1 || true
-	grep -E "^(Ran|PASS|FAIL|ok|---)|Passed.*Failed" "$OUT/suite-$s.log" | tail -5
+		-ginkgo.junit-report="$OUT/junit-$s${TAG:-}.xml" ${FOCUS:+"-ginkgo.focus=$FOCUS"} ${GINKGO_ARGS:-}) >"$OUT/suite-$s${TAG:-}.log" 2>&1 || true
+	grep -E "^(Ran|PASS|FAIL|ok|---)|Passed.*Failed" "$OUT/suite-$s${TAG:-}.log" | tail -5
 done
