@@ -1,0 +1,124 @@
+package faults
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+)
+
+// upstream answers 200, and streams a watch until the client goes away.
+func upstream(t *testing.T) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("watch") == "true" {
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			for {
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(50 * time.Millisecond):
+					_, _ = io.WriteString(w, "{}\n")
+					w.(http.Flusher).Flush()
+				}
+			}
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func start(t *testing.T) *Proxy {
+	p, err := Start(&rest.Config{Host: upstream(t).URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+func get(t *testing.T, url string) (*http.Response, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp, time.Since(start)
+}
+
+func TestFaults(t *testing.T) {
+	p := start(t)
+	if resp, _ := get(t, p.URL+"/api/v1/configmaps"); resp.StatusCode != 200 {
+		t.Fatalf("faults off: %d", resp.StatusCode)
+	}
+
+	p.Set(Config{TooManyRequests: 1, RetryAfterSeconds: 2})
+	resp, _ := get(t, p.URL+"/api/v1/configmaps")
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "2" {
+		t.Errorf("429 share 1: got %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+
+	p.Set(Config{ServerErrors: 1})
+	codes := map[int]int{}
+	for range 4 {
+		resp, _ := get(t, p.URL+"/api/v1/secrets")
+		codes[resp.StatusCode]++
+	}
+	if codes[500] != 2 || codes[503] != 2 {
+		t.Errorf("5xx share 1: codes %v, want two 500 and two 503", codes)
+	}
+
+	p.Set(Config{Latency: 200 * time.Millisecond})
+	if resp, took := get(t, p.URL+"/api/v1/pods"); resp.StatusCode != 200 || took < 200*time.Millisecond {
+		t.Errorf("latency: %d after %v", resp.StatusCode, took)
+	}
+
+	p.Set(Config{QPS: 1, Burst: 2})
+	codes = map[int]int{}
+	for range 5 {
+		resp, _ := get(t, p.URL+"/api/v1/nodes")
+		codes[resp.StatusCode]++
+	}
+	if codes[200] != 2 || codes[429] != 3 {
+		t.Errorf("QPS 1 burst 2, five requests at once: codes %v", codes)
+	}
+
+	p.Clear()
+	before := p.Stats()
+	if resp, _ := get(t, p.URL+"/api/v1/configmaps"); resp.StatusCode != 200 {
+		t.Errorf("after Clear: %d", resp.StatusCode)
+	}
+	st := p.Stats()
+	if st.Retries != before.Retries+1 {
+		t.Errorf("the same request after its 429 is a retry: %d then %d", before.Retries, st.Retries)
+	}
+	if st.TooManyRequests != 1 || st.ServerErrors != 4 || st.Throttled != 3 || st.Delayed != 1 || st.Injected != 8 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+func TestWatchCut(t *testing.T) {
+	p := start(t)
+	p.Set(Config{DropWatchAfter: time.Millisecond}) // cut after 1 s (the floor) plus at most 1 ms
+	start := time.Now()
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(p.URL + "/api/v1/configmaps?watch=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	took := time.Since(start)
+	if err == nil || took < time.Second || took > 5*time.Second {
+		t.Errorf("watch stream: ended after %v with %v; want cut (an error) after about 1 s", took, err)
+	}
+	if p.Stats().WatchesDropped != 1 {
+		t.Errorf("stats %+v", p.Stats())
+	}
+}
