@@ -7,11 +7,15 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"unicode/utf8"
 )
 
-// Gates are the pass/fail limits of a report.
+// Gates are the limits of a report. A comparative gate judges each side against the other:
+// a side FAILs above other×Ratio + Slack and WARNs above the point WarnAt of the way from the
+// other's figure to that limit. Correctness gates (missed, duplicate, unexpected, checks) have
+// no WARN.
 type Gates struct {
 	MaxMissed     int `json:"maxMissed"`
 	MaxDuplicates int `json:"maxDuplicates"`
@@ -20,21 +24,39 @@ type Gates struct {
 	// other's, plus LatencySlackMs.
 	LatencyRatio   float64 `json:"latencyRatio"`
 	LatencySlackMs float64 `json:"latencySlackMs"`
+	// The p99 from the last write covered.
+	P99Ratio   float64 `json:"p99Ratio"`
+	P99SlackMs float64 `json:"p99SlackMs"`
 	// Each side may make this many times the other's API requests (and writes), plus APISlack.
 	APIRatio float64 `json:"apiRatio"`
 	APISlack int     `json:"apiSlack"`
+	// LISTs (from the audit log).
+	ListRatio float64 `json:"listRatio"`
+	ListSlack float64 `json:"listSlack"`
+	// Errors the controller counted (reloader_errors_total): by default no more than the other.
+	ErrorRatio float64 `json:"errorRatio"`
+	ErrorSlack float64 `json:"errorSlack"`
+	// CPU seconds of the process.
+	CPURatio        float64 `json:"cpuRatio"`
+	CPUSlackSeconds float64 `json:"cpuSlackSeconds"`
 	// Each side's peak RSS may be this many times the other's, plus MemorySlackMiB.
 	MemoryRatio    float64 `json:"memoryRatio"`
 	MemorySlackMiB float64 `json:"memorySlackMiB"`
 	// After the load, repeated requests per second (on an object asked for more than once,
 	// watches aside) may exceed the rate before it by at most this: more is a hot loop.
 	MaxIdleRPSIncrease float64 `json:"maxIdleRpsIncrease"`
+	// The reconcile rate must be back at its rate before the load within this many seconds
+	// of the load settling (the run looks ReconcileReturnWindow long at most).
+	MaxReconcileReturnSeconds float64 `json:"maxReconcileReturnSeconds"`
+	// WarnAt places WARN between the other side's figure (0) and the FAIL limit (1).
+	WarnAt float64 `json:"warnAt"`
 }
 
 // DefaultGates: no missed, duplicate or unexpected reload; bounded regressions.
 func DefaultGates() Gates {
-	return Gates{LatencyRatio: 1.5, LatencySlackMs: 500, APIRatio: 1.25, APISlack: 20,
-		MemoryRatio: 1.25, MemorySlackMiB: 16, MaxIdleRPSIncrease: 0.5}
+	return Gates{LatencyRatio: 1.5, LatencySlackMs: 500, P99Ratio: 2, P99SlackMs: 1000, APIRatio: 1.25, APISlack: 20,
+		ListRatio: 1.25, ListSlack: 5, ErrorRatio: 1, ErrorSlack: 0, CPURatio: 1.5, CPUSlackSeconds: 2,
+		MemoryRatio: 1.25, MemorySlackMiB: 16, MaxIdleRPSIncrease: 0.5, MaxReconcileReturnSeconds: 60, WarnAt: 0.5}
 }
 
 // Row is one line of a scenario's comparison.
@@ -43,7 +65,7 @@ type Row struct {
 	Old      *float64 `json:"old,omitempty"`
 	New      *float64 `json:"new,omitempty"`
 	Expected string   `json:"expected"`
-	// OldVerdict and NewVerdict judge each side on the gate: pass, FAIL, or empty for
+	// OldVerdict and NewVerdict judge each side on the gate: pass, WARN, FAIL, or empty for
 	// figures with no gate and for a side that did not run.
 	OldVerdict string `json:"oldVerdict,omitempty"`
 	NewVerdict string `json:"newVerdict,omitempty"`
@@ -56,20 +78,37 @@ type Row struct {
 type Verdict struct {
 	Ran  bool `json:"ran"`
 	Pass bool `json:"pass"`
-	// Failed names each gate the side broke, with its figure: "missed 3".
+	// Failed names each gate the side broke, with its figure: "missed 3"; Warned each gate
+	// it came near.
 	Failed []string `json:"failed,omitempty"`
+	Warned []string `json:"warned,omitempty"`
 }
 
-// String is "PASS", "FAIL (missed 3, p95 from last write 2000 ms)", or "-" for a side that
-// did not run.
+// String is "PASS", "WARN (CPU seconds 9.1 s)", "FAIL (missed 3, p95 from last write
+// 2000 ms)", or "-" for a side that did not run.
 func (v Verdict) String() string {
 	switch {
 	case !v.Ran:
 		return "-"
-	case v.Pass:
+	case v.Pass && len(v.Warned) == 0:
 		return "PASS"
+	case v.Pass:
+		return "WARN (" + strings.Join(v.Warned, ", ") + ")"
 	}
 	return "FAIL (" + strings.Join(v.Failed, ", ") + ")"
+}
+
+// Level is PASS, WARN or FAIL ("-" for a side that did not run).
+func (v Verdict) Level() string {
+	switch {
+	case !v.Ran:
+		return "-"
+	case !v.Pass:
+		return "FAIL"
+	case len(v.Warned) > 0:
+		return "WARN"
+	}
+	return "PASS"
 }
 
 // Section is one scenario in a report.
@@ -164,10 +203,10 @@ func sideVerdict(r *Result, rows []Row, verdict func(Row) string, value func(Row
 	}
 	v := Verdict{Ran: true, Pass: true}
 	for _, row := range rows {
-		if verdict(row) != "FAIL" {
+		level := verdict(row)
+		if level != "FAIL" && level != "WARN" {
 			continue
 		}
-		v.Pass = false
 		what := row.short
 		if x := value(row); x != nil {
 			what += " " + format(x)
@@ -175,51 +214,70 @@ func sideVerdict(r *Result, rows []Row, verdict func(Row) string, value func(Row
 				what += " " + row.unit
 			}
 		}
-		v.Failed = append(v.Failed, what)
+		if level == "FAIL" {
+			v.Pass = false
+			v.Failed = append(v.Failed, what)
+		} else {
+			v.Warned = append(v.Warned, what)
+		}
 	}
 	return v
 }
 
 func rows(old, nu *Result, g Gates) []Row {
-	val := func(r *Result, f func(*Result) float64) *float64 {
+	// opt reads a figure a side may lack (a metric its binary does not expose).
+	opt := func(r *Result, f func(*Result) *float64) *float64 {
 		if r == nil || r.Error != "" {
 			return nil
 		}
-		v := f(r)
-		return &v
+		return f(r)
 	}
-	// judged sets a side's verdict where it has a figure.
-	judged := func(v *float64, fail bool) string {
+	val := func(r *Result, f func(*Result) float64) *float64 {
+		return opt(r, func(r *Result) *float64 { v := f(r); return &v })
+	}
+	// level is a side's verdict where it has a figure.
+	level := func(v *float64, fail, warn bool) string {
 		switch {
 		case v == nil:
 			return ""
 		case fail:
 			return "FAIL"
+		case warn:
+			return "WARN"
 		}
 		return "pass"
 	}
 	var out []Row
-	// atMost gates each side on its own.
-	atMost := func(metric, short string, limit float64, f func(*Result) float64) {
-		row := Row{Metric: metric, short: short, Old: val(old, f), New: val(nu, f), Expected: fmt.Sprintf("≤ %g", limit)}
-		row.OldVerdict = judged(row.Old, row.Old != nil && *row.Old > limit)
-		row.NewVerdict = judged(row.New, row.New != nil && *row.New > limit)
+	// atMost gates each side on its own, with no WARN.
+	atMost := func(metric, short string, limit float64, f func(*Result) *float64) {
+		row := Row{Metric: metric, short: short, Old: opt(old, f), New: opt(nu, f), Expected: fmt.Sprintf("≤ %g", limit)}
+		row.OldVerdict = level(row.Old, row.Old != nil && *row.Old > limit, false)
+		row.NewVerdict = level(row.New, row.New != nil && *row.New > limit, false)
 		out = append(out, row)
+	}
+	count := func(f func(*Result) int) func(*Result) *float64 {
+		return func(r *Result) *float64 { v := float64(f(r)); return &v }
 	}
 	// bounded gates each side against the other: new may be ratio times old plus slack, and
 	// so may old against new, so a build far behind the other fails whichever side it is on.
-	// With one side it is only shown.
-	bounded := func(metric, short, unit string, ratio, slack float64, f func(*Result) float64) {
-		row := Row{Metric: metric, short: short, Old: val(old, f), New: val(nu, f), unit: unit}
+	// With one side, or a figure one side lacks, it is only shown.
+	bounded := func(metric, short, unit string, ratio, slack float64, f func(*Result) *float64) {
+		row := Row{Metric: metric, short: short, Old: opt(old, f), New: opt(nu, f), unit: unit}
 		if row.Old != nil && row.New != nil {
 			row.Expected = fmt.Sprintf("≤ other×%g + %g", ratio, slack)
-			row.OldVerdict = judged(row.Old, *row.Old > *row.New*ratio+slack)
-			row.NewVerdict = judged(row.New, *row.New > *row.Old*ratio+slack)
+			judge := func(v, other float64) string {
+				limit := other*ratio + slack
+				return level(&v, v > limit, v > other+g.WarnAt*(limit-other))
+			}
+			row.OldVerdict, row.NewVerdict = judge(*row.Old, *row.New), judge(*row.New, *row.Old)
 		}
 		out = append(out, row)
 	}
-	info := func(metric, unit string, f func(*Result) float64) {
-		out = append(out, Row{Metric: metric, Old: val(old, f), New: val(nu, f), unit: unit})
+	info := func(metric, unit string, f func(*Result) *float64) {
+		out = append(out, Row{Metric: metric, Old: opt(old, f), New: opt(nu, f), unit: unit})
+	}
+	plain := func(f func(*Result) float64) func(*Result) *float64 {
+		return func(r *Result) *float64 { v := f(r); return &v }
 	}
 	for _, r := range []*Result{old, nu} {
 		if r != nil && r.Error != "" {
@@ -242,35 +300,203 @@ func rows(old, nu *Result, g Gates) []Row {
 	}
 	out = append(out, Row{Metric: RowReloads, Old: val(old, func(r *Result) float64 { return float64(r.Reloads) }),
 		New: val(nu, func(r *Result) float64 { return float64(r.Reloads) }), Expected: expected})
-	atMost("missed reloads", "missed", float64(g.MaxMissed), func(r *Result) float64 { return float64(r.Missed) })
-	atMost("duplicate reloads", "duplicates", float64(g.MaxDuplicates), func(r *Result) float64 { return float64(r.Duplicates) })
-	atMost("unexpected reloads", "unexpected", float64(g.MaxUnexpected), func(r *Result) float64 { return float64(r.Unexpected) })
+	atMost("missed reloads", "missed", float64(g.MaxMissed), count(func(r *Result) int { return r.Missed }))
+	atMost("duplicate reloads", "duplicates", float64(g.MaxDuplicates), count(func(r *Result) int { return r.Duplicates }))
+	atMost("unexpected reloads", "unexpected", float64(g.MaxUnexpected), count(func(r *Result) int { return r.Unexpected }))
+	for _, name := range checkNames(old, nu) {
+		f := func(r *Result) *float64 {
+			for _, c := range r.Checks {
+				if c.Name == name {
+					v := c.Value
+					return &v
+				}
+			}
+			return nil
+		}
+		if lim := checkMax(old, nu, name); lim != nil {
+			atMost("check: "+name, name, *lim, f)
+		} else {
+			info("check: "+name, "", f)
+		}
+	}
+	info(RowReloadsPerSecond, "/s", plain(func(r *Result) float64 { return r.ReloadsPerSecond }))
+	info("seconds from the end of the load to its last rollout", "s", plain(func(r *Result) float64 { return r.SettleSeconds }))
 	// Latency is gated from the last write each rollout covered, which judges a build that
 	// coalesces writes and one that rolls for each alike; from each write is shown beside it.
-	bounded(RowP50FromLast, "p50 from last write", "ms", g.LatencyRatio, g.LatencySlackMs, func(r *Result) float64 { return r.LatencyFromLastWrite.P50 })
-	bounded("latency p95 from last write covered (ms)", "p95 from last write", "ms", g.LatencyRatio, g.LatencySlackMs, func(r *Result) float64 { return r.LatencyFromLastWrite.P95 })
-	info("latency p99 from last write covered (ms)", "ms", func(r *Result) float64 { return r.LatencyFromLastWrite.P99 })
-	info(RowP50FromEach, "ms", func(r *Result) float64 { return r.Latency.P50 })
-	info("latency p95 from each write (ms)", "ms", func(r *Result) float64 { return r.Latency.P95 })
-	info("latency p99 from each write (ms)", "ms", func(r *Result) float64 { return r.Latency.P99 })
+	fromLast := func(q func(Latency) float64) func(*Result) *float64 {
+		return plain(func(r *Result) float64 { return q(r.LatencyFromLastWrite) })
+	}
+	bounded(RowP50FromLast, "p50 from last write", "ms", g.LatencyRatio, g.LatencySlackMs, fromLast(func(l Latency) float64 { return l.P50 }))
+	bounded("latency p95 from last write covered (ms)", "p95 from last write", "ms", g.LatencyRatio, g.LatencySlackMs, fromLast(func(l Latency) float64 { return l.P95 }))
+	bounded(RowP99FromLast, "p99 from last write", "ms", g.P99Ratio, g.P99SlackMs, fromLast(func(l Latency) float64 { return l.P99 }))
+	info(RowP50FromEach, "ms", plain(func(r *Result) float64 { return r.Latency.P50 }))
+	info("latency p95 from each write (ms)", "ms", plain(func(r *Result) float64 { return r.Latency.P95 }))
+	info("latency p99 from each write (ms)", "ms", plain(func(r *Result) float64 { return r.Latency.P99 }))
 	hasAPI := (old == nil || old.API != nil) && (nu == nil || nu.API != nil)
 	if hasAPI {
-		bounded(RowAPIRequests, "API requests", "", g.APIRatio, float64(g.APISlack), func(r *Result) float64 { return float64(r.API.Total) })
-		bounded(RowAPIWrites, "API writes", "", g.APIRatio, float64(g.APISlack), func(r *Result) float64 { return float64(r.API.Writes) })
-		info("API LISTs", "", func(r *Result) float64 { return float64(r.API.Lists) })
-		info("API WATCHes (and streamed lists)", "", func(r *Result) float64 { return float64(r.API.ByVerb["watch"]) })
-		info("API 409 conflicts", "", func(r *Result) float64 { return float64(r.API.Conflicts) })
-		info("idle req/s after load", "req/s", func(r *Result) float64 { return r.IdleRPSAfter })
-		row := Row{Metric: "repeated req/s after load (hot loop)", short: "hot loop", unit: "req/s",
-			Old: val(old, func(r *Result) float64 { return r.RepeatRPSAfter }), New: val(nu, func(r *Result) float64 { return r.RepeatRPSAfter }),
-			Expected: fmt.Sprintf("≤ before load + %g", g.MaxIdleRPSIncrease)}
-		hot := func(r *Result) bool { return r.RepeatRPSAfter > r.RepeatRPSBefore+g.MaxIdleRPSIncrease }
-		row.OldVerdict = judged(row.Old, row.Old != nil && hot(old))
-		row.NewVerdict = judged(row.New, row.New != nil && hot(nu))
-		out = append(out, row)
+		audited := (old == nil || old.API.Source == "") && (nu == nil || nu.API.Source == "")
+		src := ""
+		if !audited {
+			src = " (client metrics)"
+		}
+		bounded(RowAPIRequests+src, "API requests", "", g.APIRatio, float64(g.APISlack), count(func(r *Result) int { return r.API.Total }))
+		bounded(RowAPIWrites+src, "API writes", "", g.APIRatio, float64(g.APISlack), count(func(r *Result) int { return r.API.Writes }))
+		if audited {
+			bounded("API LISTs", "LISTs", "", g.ListRatio, g.ListSlack, count(func(r *Result) int { return r.API.Lists }))
+		}
+		for _, verb := range apiVerbs(old, nu) {
+			info("API "+verb+src, "", count(func(r *Result) int { return r.API.ByVerb[verb] }))
+		}
+		info("API 409 conflicts", "", count(func(r *Result) int { return r.API.Conflicts }))
+		if audited {
+			info("idle req/s after load", "req/s", plain(func(r *Result) float64 { return r.IdleRPSAfter }))
+			row := Row{Metric: "repeated req/s after load (hot loop)", short: "hot loop", unit: "req/s",
+				Old: val(old, func(r *Result) float64 { return r.RepeatRPSAfter }), New: val(nu, func(r *Result) float64 { return r.RepeatRPSAfter }),
+				Expected: fmt.Sprintf("≤ before load + %g", g.MaxIdleRPSIncrease)}
+			hot := func(r *Result, v *float64) string {
+				if v == nil {
+					return ""
+				}
+				return level(v, r.RepeatRPSAfter > r.RepeatRPSBefore+g.MaxIdleRPSIncrease, r.RepeatRPSAfter > r.RepeatRPSBefore+g.WarnAt*g.MaxIdleRPSIncrease)
+			}
+			row.OldVerdict, row.NewVerdict = hot(old, row.Old), hot(nu, row.New)
+			out = append(out, row)
+		}
 	}
-	info("CPU seconds", "s", func(r *Result) float64 { return r.CPUSeconds })
-	bounded(RowPeakRSS, "peak RSS", "MiB", g.MemoryRatio, g.MemorySlackMiB, func(r *Result) float64 { return r.PeakRSSMiB })
+	// The design's hot-loop check on the controller's own reconcile rate.
+	back := func(r *Result) *float64 {
+		switch {
+		case r.Runtime.ReconcileNotBack:
+			v := ReconcileReturnWindow.Seconds()
+			return &v
+		}
+		return r.Runtime.ReconcileReturnSeconds
+	}
+	row := Row{Metric: "seconds until reconciles/s is back at its rate before the load", short: "reconcile rate back after", unit: "s",
+		Old: opt(old, back), New: opt(nu, back), Expected: fmt.Sprintf("≤ %g", g.MaxReconcileReturnSeconds)}
+	for _, side := range []struct {
+		r       *Result
+		v       *float64
+		verdict *string
+	}{{old, row.Old, &row.OldVerdict}, {nu, row.New, &row.NewVerdict}} {
+		if side.v != nil {
+			*side.verdict = level(side.v, side.r.Runtime.ReconcileNotBack || *side.v > g.MaxReconcileReturnSeconds, *side.v > g.WarnAt*g.MaxReconcileReturnSeconds)
+		}
+	}
+	out = append(out, row)
+	rt := func(f func(Runtime) *float64) func(*Result) *float64 { return func(r *Result) *float64 { return f(r.Runtime) } }
+	info("reconciles/s before the load", "/s", rt(func(x Runtime) *float64 { return x.ReconcileBaseline }))
+	info("reconciles", "", rt(func(x Runtime) *float64 { return x.Reconciles }))
+	info(RowReconcilesPerSecond, "/s", rt(func(x Runtime) *float64 { return x.ReconcilesPerSecond }))
+	info("reconciles/s peak (5 s)", "/s", rt(func(x Runtime) *float64 { return x.ReconcilesPerSecondPeak }))
+	info("work-queue depth peak", "", rt(func(x Runtime) *float64 { return x.QueueDepthPeak }))
+	bounded(RowErrors, "errors", "", g.ErrorRatio, g.ErrorSlack, rt(func(x Runtime) *float64 { return x.Errors }))
+	info("workloads scanned", "", rt(func(x Runtime) *float64 { return x.WorkloadsScanned }))
+	info("workloads matched", "", rt(func(x Runtime) *float64 { return x.WorkloadsMatched }))
+	hist := func(name string, f func(Runtime) *Latency) {
+		for _, q := range []struct {
+			name string
+			get  func(Latency) float64
+		}{{"p50", func(l Latency) float64 { return l.P50 }}, {"p95", func(l Latency) float64 { return l.P95 }}, {"p99", func(l Latency) float64 { return l.P99 }}} {
+			info(name+" "+q.name+" (ms)", "ms", func(r *Result) *float64 {
+				l := f(r.Runtime)
+				if l == nil {
+					return nil
+				}
+				v := q.get(*l)
+				return &v
+			})
+		}
+	}
+	hist("reconcile duration", func(x Runtime) *Latency { return x.ReconcileDurationMs })
+	hist("action latency", func(x Runtime) *Latency { return x.ActionLatencyMs })
+	bounded(RowCPU, "CPU seconds", "s", g.CPURatio, g.CPUSlackSeconds, plain(func(r *Result) float64 { return r.CPUSeconds }))
+	info("CPU cores, average", "", plain(func(r *Result) float64 { return r.Usage.CPUAvgCores }))
+	info("CPU cores, steady state", "", plain(func(r *Result) float64 { return r.Usage.CPUSteadyCores }))
+	info("CPU cores, peak (5 s)", "", plain(func(r *Result) float64 { return r.Usage.CPUPeakCores }))
+	bounded(RowPeakRSS, "peak RSS", "MiB", g.MemoryRatio, g.MemorySlackMiB, plain(func(r *Result) float64 { return r.PeakRSSMiB }))
+	info("RSS average (MiB)", "MiB", plain(func(r *Result) float64 { return r.Usage.RSSAvgMiB }))
+	info("RSS steady state (MiB)", "MiB", plain(func(r *Result) float64 { return r.Usage.RSSSteadyMiB }))
+	info("heap steady state (MiB)", "MiB", rt(func(x Runtime) *float64 { return x.HeapSteadyMiB }))
+	info("heap peak (MiB)", "MiB", rt(func(x Runtime) *float64 { return x.HeapPeakMiB }))
+	info("goroutines steady state", "", rt(func(x Runtime) *float64 { return x.GoroutinesSteady }))
+	info("goroutines peak", "", rt(func(x Runtime) *float64 { return x.GoroutinesPeak }))
+	info("GC pause max (ms, bounds the p99)", "ms", rt(func(x Runtime) *float64 { return x.GCPauseMaxMs }))
+	if (old != nil && old.Faults != nil) || (nu != nil && nu.Faults != nil) {
+		ft := func(f func(FaultResult) float64) func(*Result) *float64 {
+			return func(r *Result) *float64 {
+				if r.Faults == nil {
+					return nil
+				}
+				v := f(*r.Faults)
+				return &v
+			}
+		}
+		info("faults: seconds on", "s", ft(func(x FaultResult) float64 { return x.Seconds }))
+		info("faults: requests through the proxy", "", ft(func(x FaultResult) float64 { return float64(x.Proxy.Requests) }))
+		info("faults: 429 injected (Retry-After)", "", ft(func(x FaultResult) float64 { return float64(x.Proxy.TooManyRequests) }))
+		info("faults: 500/503 injected", "", ft(func(x FaultResult) float64 { return float64(x.Proxy.ServerErrors) }))
+		info("faults: 429 over the QPS limit", "", ft(func(x FaultResult) float64 { return float64(x.Proxy.Throttled) }))
+		info("faults: requests delayed", "", ft(func(x FaultResult) float64 { return float64(x.Proxy.Delayed) }))
+		info("faults: watch streams cut", "", ft(func(x FaultResult) float64 { return float64(x.Proxy.WatchesDropped) }))
+		info("faults: retries (same request again)", "", ft(func(x FaultResult) float64 { return float64(x.Proxy.Retries) }))
+		info("faults: 429/5xx counted by the controller's client", "", func(r *Result) *float64 {
+			if r.Faults == nil {
+				return nil
+			}
+			return r.Faults.ClientErrors
+		})
+	}
+	return out
+}
+
+// checkNames lists the checks either side ran, in order.
+func checkNames(rs ...*Result) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, r := range rs {
+		if r == nil {
+			continue
+		}
+		for _, c := range r.Checks {
+			if !seen[c.Name] {
+				seen[c.Name] = true
+				out = append(out, c.Name)
+			}
+		}
+	}
+	return out
+}
+
+func checkMax(old, nu *Result, name string) *float64 {
+	for _, r := range []*Result{old, nu} {
+		if r == nil {
+			continue
+		}
+		for _, c := range r.Checks {
+			if c.Name == name && c.Max != nil {
+				return c.Max
+			}
+		}
+	}
+	return nil
+}
+
+// apiVerbs lists the verbs either side used, in a fixed order.
+func apiVerbs(rs ...*Result) []string {
+	set := map[string]bool{}
+	for _, r := range rs {
+		if r != nil && r.API != nil {
+			for v := range r.API.ByVerb {
+				set[v] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for v := range set {
+		out = append(out, v)
+	}
+	sort.Strings(out)
 	return out
 }
 
@@ -282,6 +508,12 @@ const (
 	RowAPIRequests = "API requests"
 	RowAPIWrites   = "API writes"
 	RowPeakRSS     = "peak RSS (MiB)"
+	RowP99FromLast = "latency p99 from last write covered (ms)"
+	RowCPU         = "CPU seconds"
+	RowErrors      = "errors (reloader_errors_total)"
+
+	RowReloadsPerSecond    = "rollouts/s (first write to last rollout)"
+	RowReconcilesPerSecond = "reconciles/s during the load"
 )
 
 func format(v *float64) string {

@@ -6,14 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -23,6 +26,7 @@ import (
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/audit"
+	"github.com/reloader-operator/reloader/internal/loadtest/faults"
 	"github.com/reloader-operator/reloader/internal/localcluster"
 )
 
@@ -107,7 +111,8 @@ func runCell(ctx context.Context, cfg Config, sc Scenario, side Side) Result {
 			fmt.Fprintf(cfg.Progress, "[%-3s %-3s %6.1fs] %s\n", sc.ID, side.Name, time.Since(c.started).Seconds(), msg)
 		}
 	}
-	r := Result{Scenario: sc.ID, Title: sc.Title, Side: side.Name, Binary: side.Bin, Scale: cfg.Params.Scale}
+	r := Result{Scenario: sc.ID, Title: sc.Title, Side: side.Name, Binary: side.Bin, Build: describe(side.Bin),
+		Scale: cfg.Params.scale(), DurationSeconds: cfg.Params.Duration.Seconds(), Cores: runtime.NumCPU()}
 	if err := c.run(ctx, &r); err != nil {
 		r.Error = err.Error()
 		c.progress("error: " + err.Error())
@@ -116,6 +121,11 @@ func runCell(ctx context.Context, cfg Config, sc Scenario, side Side) Result {
 	c.progress(fmt.Sprintf("done: %d reloads, %d missed, %d duplicates, %d unexpected", r.Reloads, r.Missed, r.Duplicates, r.Unexpected))
 	return r
 }
+
+// ReconcileReturnWindow is how long after the load settled the reconcile rate may take to
+// return to its rate before the load (the design's hot-loop check); the run looks that long
+// at most.
+const ReconcileReturnWindow = 60 * time.Second
 
 func (c *cell) run(ctx context.Context, r *Result) error {
 	dir := filepath.Join(c.cfg.ResultsDir, "runs", c.sc.ID+"-"+c.side.Name)
@@ -131,7 +141,7 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 	spec := c.sc.Build(c.cfg.Params)
 	user := "loadtest-" + c.side.Name
 	auditLog := filepath.Join(dir, "audit.log")
-	var admin *rest.Config
+	var admin, controllerConfig *rest.Config
 	var controllerKubeconfig string
 	if c.cfg.Kubeconfig == "" {
 		c.progress("starting control plane")
@@ -146,7 +156,7 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 		}
 		defer cluster.Stop()
 		admin = cluster.Config
-		if _, controllerKubeconfig, err = cluster.AddUser(user, "system:masters"); err != nil {
+		if controllerConfig, controllerKubeconfig, err = cluster.AddUser(user, "system:masters"); err != nil {
 			return err
 		}
 	} else {
@@ -155,7 +165,19 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 		if admin, err = clientcmd.BuildConfigFromFlags("", c.cfg.Kubeconfig); err != nil {
 			return err
 		}
+		controllerConfig = admin
 		prefixNamespaces(&spec, "loadtest-"+c.side.Name+"-")
+	}
+	var proxy *faults.Proxy
+	if spec.Faults != nil {
+		if proxy, err = faults.Start(controllerConfig); err != nil {
+			return err
+		}
+		defer proxy.Close()
+		if controllerKubeconfig, err = proxy.Kubeconfig(dir, user); err != nil {
+			return err
+		}
+		c.progress("controller talks to the API server through the fault proxy at " + proxy.URL)
 	}
 	cl, err := client.NewWithWatch(admin, client.Options{Scheme: scheme})
 	if err != nil {
@@ -174,7 +196,7 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 	if err != nil {
 		return err
 	}
-	if err := Poll(ctx, 60*time.Second, func() bool { return obs.Seen() >= len(spec.Workloads) }); err != nil {
+	if err := Poll(ctx, 60*time.Second+time.Duration(len(spec.Workloads))*10*time.Millisecond, func() bool { return obs.Seen() >= len(spec.Workloads) }); err != nil {
 		return fmt.Errorf("observer saw %d of %d workloads: %w", obs.Seen(), len(spec.Workloads), err)
 	}
 
@@ -182,9 +204,11 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 	side.Args = append(append([]string(nil), side.Args...), spec.Args...)
 	ctl := &Controller{Side: side, Kubeconfig: controllerKubeconfig, MetricsAddrFlag: c.cfg.MetricsAddrFlag, Out: logFile}
 	c.progress("starting " + filepath.Base(side.Bin))
+	runStart := time.Now()
 	if err := ctl.Start(ctx); err != nil {
 		return err
 	}
+	r.Build.Args = ctl.Args
 	defer ctl.Stop()
 	events := func() []audit.Event {
 		if auditLog == "" {
@@ -195,48 +219,186 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 	}
 	if auditLog != "" {
 		c.progress("waiting for the controller's start-up requests to settle")
-		_ = Poll(ctx, 60*time.Second, func() bool { return rate(events(), time.Now().Add(-2*time.Second), time.Now()) == 0 })
+		_ = Poll(ctx, 60*time.Second+time.Duration(len(spec.Workloads))*20*time.Millisecond, func() bool {
+			return rate(events(), time.Now().Add(-2*time.Second), time.Now()) == 0
+		})
 	}
-	idleFrom := time.Now()
-	_ = sleep(ctx, 3*time.Second)
-	idleTo := time.Now()
+	idle := window{from: time.Now()}
+	_ = sleep(ctx, 6*time.Second) // three scrapes: the reconcile rate at rest
+	idle.to = time.Now()
 	before := events()
-	r.IdleRPSBefore, r.RepeatRPSBefore = rate(before, idleFrom, idleTo), repeatRate(before, idleFrom, idleTo)
+	r.IdleRPSBefore, r.RepeatRPSBefore = rate(before, idle.from, idle.to), repeatRate(before, idle.from, idle.to)
 
-	c.progress(fmt.Sprintf("driving load for %v", c.cfg.Params.Duration))
-	d := newDriver(cl, spec, ctl, c.progress)
+	c.progress(fmt.Sprintf("driving load (%d writes booked so far)", 0))
+	d := newDriver(cl, spec, ctl, proxy, c.progress)
+	load := window{from: time.Now()}
 	if err := c.sc.Drive(ctx, d, spec, c.cfg.Params); err != nil {
 		return fmt.Errorf("drive: %w", err)
 	}
+	load.to = time.Now()
 	writes, tracked := d.Expected()
-	c.progress("waiting for reloads to land")
-	_ = Poll(ctx, 30*time.Second+c.cfg.Params.Duration, func() bool { return settled(writes, obs.Changes()) })
+	booked := 0
+	for _, ws := range writes {
+		booked += len(ws)
+	}
+	// A build that rolls once per write needs time in proportion to the writes booked.
+	settleTimeout := min(20*time.Minute, 60*time.Second+load.to.Sub(load.from)+time.Duration(booked)*10*time.Millisecond)
+	c.progress(fmt.Sprintf("waiting for reloads to land (%d writes booked on %d workloads; at most %v)", booked, len(writes), settleTimeout.Round(time.Second)))
+	if err := Poll(ctx, settleTimeout, func() bool { return settled(writes, obs.Changes()) }); err != nil {
+		r.NotSettled = true
+	}
+	settledAt := time.Now()
 	_ = sleep(ctx, 2*time.Second) // room for late duplicates
-	idleFrom = time.Now()
+	after := window{from: time.Now()}
 	c.progress("measuring idle requests")
 	_ = sleep(ctx, 5*time.Second)
-	idleTo = time.Now()
+	after.to = time.Now()
+
+	// The design's hot-loop check: the reconcile rate returns to its rate before the load
+	// within ReconcileReturnWindow of the load settling.
+	rt := runtimeFigures(ctl.Samples(), ctl.Totals(), load, load)
+	if rt.Reconciles != nil {
+		base := reconcileRate(ctl.Samples(), idle)
+		r.Runtime.ReconcileBaseline = &base
+		c.progress("waiting for the reconcile rate to return to its rate before the load")
+		var back *float64
+		_ = Poll(ctx, ReconcileReturnWindow+8*time.Second, func() bool {
+			back = returnedAt(ctl.Samples(), settledAt, base, 6*time.Second)
+			return back != nil || time.Since(settledAt) > ReconcileReturnWindow+6*time.Second
+		})
+		r.Runtime.ReconcileReturnSeconds, r.Runtime.ReconcileNotBack = back, back == nil
+	}
+	specs := map[string]Workload{}
+	for _, w := range spec.Workloads {
+		specs[w.Key()] = w
+	}
+	maps.Copy(specs, d.Created())
+	changes := obs.Changes()
+	if len(spec.Checks) > 0 {
+		if r.Checks, err = runChecks(ctx, cl, spec.Checks, tracked, specs, changes); err != nil {
+			return fmt.Errorf("checks: %w", err)
+		}
+	}
 	ctl.Stop()
+	runEnd := time.Now()
 	stopWatch()
 
-	judge(r, writes, tracked, obs.Changes())
+	judge(r, writes, tracked, changes)
+	r.ReloadsPerSecond, r.SettleSeconds = throughput(writes, changes, load.to)
+	if r.NotSettled {
+		r.SettleSeconds = settleTimeout.Seconds()
+	}
+	totals := ctl.Totals()
 	if auditLog != "" {
 		ev := events()
 		api := CountAPI(ev)
 		r.API = &api
-		r.IdleRPSAfter, r.RepeatRPSAfter = rate(ev, idleFrom, idleTo), repeatRate(ev, idleFrom, idleTo)
+		r.IdleRPSAfter, r.RepeatRPSAfter = rate(ev, after.from, after.to), repeatRate(ev, after.from, after.to)
+	} else if len(totals.Client) > 0 {
+		api := clientAPI(totals.Client)
+		r.API = &api
 	}
 	r.CPUSeconds = ctl.CPUSeconds
 	r.PeakRSSMiB = float64(ctl.PeakRSS) / (1 << 20)
-	r.Metrics = map[string]float64{}
-	// Upstream's names first, which both sides may expose; then reloader's own.
-	for _, name := range []string{"reloader_reload_executed_total", "reloader_reconcile_total", "reloader_action_total", "reloader_skipped_total",
-		"reloader_workload_reconcile_total", "reloader_workload_action_total", "reloader_workload_skipped_total", "rest_client_requests_total"} {
-		if v, ok := MetricValue(ctl.Metrics, name); ok {
-			r.Metrics[name] = v
+	steady := window{from: load.from.Add(load.to.Sub(load.from) / 2), to: load.to}
+	r.Usage = usage(ctl.Samples(), ctl.CPUSeconds, ctl.PeakRSS, window{runStart, runEnd}, steady)
+	base, back, notBack := r.Runtime.ReconcileBaseline, r.Runtime.ReconcileReturnSeconds, r.Runtime.ReconcileNotBack
+	r.Runtime = runtimeFigures(ctl.Samples(), totals, window{load.from, settledAt}, steady)
+	r.Runtime.ReconcileBaseline, r.Runtime.ReconcileReturnSeconds, r.Runtime.ReconcileNotBack = base, back, notBack
+	if proxy != nil {
+		on, off := d.FaultWindow()
+		fr := &FaultResult{Config: *spec.Faults, Proxy: proxy.Stats(), Seconds: off.Sub(on).Seconds()}
+		if len(totals.Client) > 0 {
+			n := 0.0
+			for k, v := range totals.Client {
+				if code := k[strings.LastIndexByte(k, ' ')+1:]; code == "429" || strings.HasPrefix(code, "5") {
+					n += v
+				}
+			}
+			fr.ClientErrors = &n
+		}
+		r.Faults = fr
+	}
+	return nil
+}
+
+// reconcileRate is the reconcile rate over w.
+func reconcileRate(samples []Sample, w window) float64 {
+	return rateOver(samples, w, reconcileCounter)
+}
+
+func reconcileCounter(s Sample) (float64, bool) {
+	if s.Metrics == nil {
+		return 0, false
+	}
+	_, v, ok := s.Metrics.first(reconcileMetrics...)
+	return v, ok
+}
+
+// returnedAt is the seconds from settled to the first span of width after it over which the
+// reconcile rate was back at base (plus 0.2/s and 10 %, for the odd periodic reconcile); nil
+// if there is none yet.
+func returnedAt(samples []Sample, settled time.Time, base float64, width time.Duration) *float64 {
+	for _, s := range samples {
+		if s.At.Before(settled) || s.Metrics == nil {
+			continue
+		}
+		w := window{from: s.At, to: s.At.Add(width)}
+		if samples[len(samples)-1].At.Before(w.to) {
+			return nil
+		}
+		if reconcileRate(samples, w) <= base*1.1+0.2 {
+			sec := s.At.Sub(settled).Seconds()
+			return &sec
 		}
 	}
 	return nil
+}
+
+// throughput is the rollouts per second from the first write to the last rollout, and the
+// seconds from the end of the load to that rollout.
+func throughput(writes, changes map[string][]time.Time, loadEnd time.Time) (perSecond, settle float64) {
+	var first, last time.Time
+	n := 0
+	for w, ws := range writes {
+		for _, t := range ws {
+			if first.IsZero() || t.Before(first) {
+				first = t
+			}
+		}
+		for _, t := range changes[w] {
+			n++
+			last = maxTime(last, t)
+		}
+	}
+	if n == 0 || first.IsZero() {
+		return 0, 0
+	}
+	if s := last.Sub(first).Seconds(); s > 0 {
+		perSecond = float64(n) / s
+	}
+	return perSecond, max(0, last.Sub(loadEnd).Seconds())
+}
+
+// clientAPI counts requests from the controller's client metrics ("METHOD CODE" -> count):
+// HTTP methods rather than verbs, so LISTs, GETs and WATCHes are one figure.
+func clientAPI(byMethodCode map[string]float64) API {
+	a := API{Source: "client metrics", ByVerb: map[string]int{}, ByCode: map[string]int{}}
+	for k, v := range byMethodCode {
+		method, code, _ := strings.Cut(k, " ")
+		n := int(v)
+		a.Total += n
+		a.ByVerb[method] += n
+		a.ByCode[code] += n
+		switch method {
+		case "POST", "PUT", "PATCH", "DELETE":
+			a.Writes += n
+		}
+		if code == "409" {
+			a.Conflicts += n
+		}
+	}
+	return a
 }
 
 func prefixNamespaces(s *Spec, prefix string) {
@@ -327,8 +489,8 @@ func crdDirs(dir string) []string {
 }
 
 // scheme reads and writes the built-in kinds and ReloaderConfigs.
-var scheme = func() *runtime.Scheme {
-	s := runtime.NewScheme()
+var scheme = func() *kruntime.Scheme {
+	s := kruntime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(v1alpha1.AddToScheme(s))
 	return s
