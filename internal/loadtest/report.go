@@ -132,6 +132,70 @@ type Report struct {
 	// only an old build ran. The other side's failures are shown, never counted.
 	Judged string `json:"judged"`
 	Pass   bool   `json:"pass"`
+	// Builds are each side's binary, version and arguments, and the machine: what it takes
+	// to run it again.
+	Builds []BuildLine `json:"builds"`
+}
+
+// BuildLine is one side of a run as the report states it.
+type BuildLine struct {
+	Side     string `json:"side"`
+	Binary   string `json:"binary"`
+	Version  string `json:"version"`
+	SHA256   string `json:"sha256"`
+	Args     string `json:"args"`
+	Cores    int    `json:"cores"`
+	Scale    string `json:"scale"`
+	Duration string `json:"duration"`
+}
+
+// builds states each side once, from its first result.
+func builds(results []Result) []BuildLine {
+	var out []BuildLine
+	seen := map[string]bool{}
+	for _, r := range results {
+		if seen[r.Side] {
+			continue
+		}
+		seen[r.Side] = true
+		d := "design"
+		if r.DurationSeconds > 0 {
+			d = fmt.Sprintf("%gs", r.DurationSeconds)
+		}
+		sum := r.Build.SHA256
+		if len(sum) > 12 {
+			sum = sum[:12]
+		}
+		out = append(out, BuildLine{Side: r.Side, Binary: r.Binary, Version: r.Build.Version, SHA256: sum,
+			Args: strings.Join(r.Build.Args, " "), Cores: r.Cores, Scale: fmt.Sprintf("%g", r.Scale), Duration: d})
+	}
+	return out
+}
+
+// Only is the report of the given scenarios (IDs, any case); the overall verdict is theirs.
+func (rep Report) Only(ids []string) (Report, error) {
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[strings.ToUpper(strings.TrimSpace(id))] = true
+	}
+	out := rep
+	out.Sections, out.Pass = nil, true
+	for _, s := range rep.Sections {
+		if want[s.Scenario] {
+			out.Sections = append(out.Sections, s)
+			out.Pass = out.Pass && s.Pass
+			delete(want, s.Scenario)
+		}
+	}
+	if len(want) > 0 {
+		var missing []string
+		for id := range want {
+			missing = append(missing, id)
+		}
+		sort.Strings(missing)
+		return out, fmt.Errorf("no results for %s", strings.Join(missing, ", "))
+	}
+	return out, nil
 }
 
 // LoadResults reads the per-scenario result files of a results directory.
@@ -179,7 +243,7 @@ func Build(results []Result, g Gates) Report {
 			judged = "new"
 		}
 	}
-	rep := Report{Gates: g, Judged: judged, Pass: true}
+	rep := Report{Gates: g, Judged: judged, Pass: true, Builds: builds(results)}
 	for _, id := range order {
 		s := by[id]
 		s.Rows = rows(s.Old, s.New, g)
@@ -384,7 +448,9 @@ func rows(old, nu *Result, g Gates) []Row {
 		}
 	}
 	out = append(out, row)
-	rt := func(f func(Runtime) *float64) func(*Result) *float64 { return func(r *Result) *float64 { return f(r.Runtime) } }
+	rt := func(f func(Runtime) *float64) func(*Result) *float64 {
+		return func(r *Result) *float64 { return f(r.Runtime) }
+	}
 	info("reconciles/s before the load", "/s", rt(func(x Runtime) *float64 { return x.ReconcileBaseline }))
 	info("reconciles", "", rt(func(x Runtime) *float64 { return x.Reconciles }))
 	info(RowReconcilesPerSecond, "/s", rt(func(x Runtime) *float64 { return x.ReconcilesPerSecond }))
@@ -536,6 +602,8 @@ func verdict(ok bool) string {
 // Text writes the summary, then each scenario as an aligned table.
 func (rep Report) Text(w io.Writer) {
 	rep.summaryText(w)
+	fmt.Fprintln(w)
+	rep.buildsText(w)
 	for _, s := range rep.Sections {
 		fmt.Fprintf(w, "\n%s  %s\n  new: %s   old: %s\n", s.Scenario, s.Title, s.NewVerdict, s.OldVerdict)
 		fmt.Fprintf(w, "  %-42s %10s %10s  %s  %-11s  %s\n", "metric", "old", "new", pad("gate", 20), "old verdict", "new verdict")
@@ -556,6 +624,11 @@ func (rep Report) Markdown(w io.Writer) {
 			cells = append(cells, p.Ratio())
 		}
 		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "| side | binary | --version | sha256 | arguments | cores | scale | duration |\n|---|---|---|---|---|---:|---:|---|\n")
+	for _, b := range rep.Builds {
+		fmt.Fprintf(w, "| %s | `%s` | %s | %s | `%s` | %d | %s | %s |\n", b.Side, b.Binary, b.Version, b.SHA256, b.Args, b.Cores, b.Scale, b.Duration)
 	}
 	fmt.Fprintln(w)
 	for _, s := range rep.Sections {
@@ -588,19 +661,72 @@ func mdRowVerdict(v string) string {
 	return v
 }
 
-// WriteAll writes report.txt, report.json, report.md and report.html into dir.
+// buildsText states each side's binary, version and arguments, and the machine.
+func (rep Report) buildsText(w io.Writer) {
+	for _, b := range rep.Builds {
+		fmt.Fprintf(w, "%s: %s (version %q, sha256 %s) args: %s; %d cores, scale %s, duration %s\n",
+			b.Side, b.Binary, b.Version, b.SHA256, b.Args, b.Cores, b.Scale, b.Duration)
+	}
+}
+
+// Formats are the report's file formats, by extension.
+var Formats = []string{"txt", "json", "md", "html"}
+
+// Render writes the report in one format: txt, json, md or html.
+func (rep Report) Render(w io.Writer, format string) error {
+	switch format {
+	case "txt":
+		rep.Text(w)
+	case "md":
+		rep.Markdown(w)
+	case "html":
+		rep.HTML(w)
+	case "json":
+		b, err := json.MarshalIndent(struct {
+			Report
+			Summary []SummaryRow `json:"summary"`
+		}{rep, rep.Summary()}, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(append(b, '\n'))
+		return err
+	default:
+		return fmt.Errorf("unknown report format %q; want one of %s", format, strings.Join(Formats, ", "))
+	}
+	return nil
+}
+
+// WriteFile writes the report to path in the format its extension names.
+func (rep Report) WriteFile(path string) error {
+	var b strings.Builder
+	if err := rep.Render(&b, strings.TrimPrefix(filepath.Ext(path), ".")); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// WriteAll writes report.{txt,json,md,html} into dir, and each scenario's own report as
+// scenarios/<ID>.{txt,json,md,html}.
 func (rep Report) WriteAll(dir string) error {
-	var txt, md, html strings.Builder
-	rep.Text(&txt)
-	rep.Markdown(&md)
-	rep.HTML(&html)
-	for name, content := range map[string]string{"report.txt": txt.String(), "report.md": md.String(), "report.html": html.String()} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+	for _, f := range Formats {
+		if err := rep.WriteFile(filepath.Join(dir, "report."+f)); err != nil {
 			return err
 		}
 	}
-	return writeJSON(filepath.Join(dir, "report.json"), struct {
-		Report
-		Summary []SummaryRow `json:"summary"`
-	}{rep, rep.Summary()})
+	if err := os.MkdirAll(filepath.Join(dir, "scenarios"), 0o755); err != nil {
+		return err
+	}
+	for _, s := range rep.Sections {
+		one, err := rep.Only([]string{s.Scenario})
+		if err != nil {
+			return err
+		}
+		for _, f := range Formats {
+			if err := one.WriteFile(filepath.Join(dir, "scenarios", s.Scenario+"."+f)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

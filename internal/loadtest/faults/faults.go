@@ -188,7 +188,9 @@ type decision struct {
 	delay      time.Duration
 }
 
-func isWatch(r *http.Request) bool { return r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1" }
+func isWatch(r *http.Request) bool {
+	return r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1"
+}
 
 func (p *Proxy) decide(r *http.Request) decision {
 	p.mu.Lock()
