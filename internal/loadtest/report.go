@@ -606,9 +606,13 @@ func (rep Report) Text(w io.Writer) {
 	rep.buildsText(w)
 	for _, s := range rep.Sections {
 		fmt.Fprintf(w, "\n%s  %s\n  new: %s   old: %s\n", s.Scenario, s.Title, s.NewVerdict, s.OldVerdict)
-		fmt.Fprintf(w, "  %-42s %10s %10s  %s  %-11s  %s\n", "metric", "old", "new", pad("gate", 20), "old verdict", "new verdict")
+		width := 42
 		for _, r := range s.Rows {
-			fmt.Fprintf(w, "  %-42s %10s %10s  %s  %-11s  %s\n", r.Metric, format(r.Old), format(r.New), pad(r.Expected, 20), r.OldVerdict, r.NewVerdict)
+			width = max(width, utf8.RuneCountInString(r.Metric))
+		}
+		fmt.Fprintf(w, "  %s %10s %10s  %s  %-11s  %s\n", pad("metric", width), "old", "new", pad("gate", 20), "old verdict", "new verdict")
+		for _, r := range s.Rows {
+			fmt.Fprintf(w, "  %s %10s %10s  %s  %-11s  %s\n", pad(r.Metric, width), format(r.Old), format(r.New), pad(r.Expected, 20), r.OldVerdict, r.NewVerdict)
 		}
 	}
 	fmt.Fprintf(w, "\n%s\n", rep.overall())

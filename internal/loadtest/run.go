@@ -229,7 +229,7 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 	before := events()
 	r.IdleRPSBefore, r.RepeatRPSBefore = rate(before, idle.from, idle.to), repeatRate(before, idle.from, idle.to)
 
-	c.progress(fmt.Sprintf("driving load (%d writes booked so far)", 0))
+	c.progress("driving load")
 	d := newDriver(cl, spec, ctl, proxy, c.progress)
 	load := window{from: time.Now()}
 	if err := c.sc.Drive(ctx, d, spec, c.cfg.Params); err != nil {

@@ -39,7 +39,8 @@ type Config struct {
 	// 429. Burst is the bucket's size. 0: no limit.
 	QPS   float64 `json:"qps,omitempty"`
 	Burst int     `json:"burst,omitempty"`
-	// DropWatchAfter cuts each watch stream after a random time up to this. 0: never.
+	// DropWatchAfter cuts each watch stream, open or opened while faults are on, after 1 s
+	// plus a random time up to this. 0: never.
 	DropWatchAfter time.Duration `json:"dropWatchAfter,omitempty"`
 	// Seed makes the random choices repeatable.
 	Seed uint64 `json:"seed,omitempty"`
@@ -76,6 +77,8 @@ type Proxy struct {
 	stats   Stats
 	faulted map[string]time.Time // method+URL -> last injected fault
 	turn    int
+	streams map[*stream]struct{}
+	done    chan struct{}
 }
 
 // Start listens on a free loopback port and forwards to the API server of target, with its
@@ -96,7 +99,9 @@ func Start(target *rest.Config) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{URL: "http://" + ln.Addr().String(), ln: ln, faulted: map[string]time.Time{}, rng: rand.New(rand.NewPCG(1, 2))}
+	p := &Proxy{URL: "http://" + ln.Addr().String(), ln: ln, faulted: map[string]time.Time{}, rng: rand.New(rand.NewPCG(1, 2)),
+		streams: map[*stream]struct{}{}, done: make(chan struct{})}
+	go p.cutter(p.done)
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(upstream)
@@ -105,9 +110,7 @@ func Start(target *rest.Config) (*Proxy, error) {
 		Transport:     transport,
 		FlushInterval: -1, // watch events pass at once
 		ModifyResponse: func(resp *http.Response) error {
-			if d := p.watchDrop(resp.Request); d > 0 {
-				resp.Body = newCutBody(resp.Body, d)
-			}
+			resp.Body = p.track(resp.Request, resp.Body)
 			return nil
 		},
 		ErrorLog: log.New(io.Discard, "", 0),
@@ -150,6 +153,7 @@ func (p *Proxy) Stats() Stats {
 
 // Close stops the proxy.
 func (p *Proxy) Close() error {
+	close(p.done)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := p.srv.Shutdown(ctx); err != nil {
@@ -243,18 +247,83 @@ func (p *Proxy) decide(r *http.Request) decision {
 	return d
 }
 
-// watchDrop is how long a watch stream may run before the proxy cuts it; 0: never.
-func (p *Proxy) watchDrop(r *http.Request) time.Duration {
+// track registers a watch stream so that the proxy can cut it while faults are on,
+// including streams opened before the faults were turned on.
+func (p *Proxy) track(r *http.Request, body io.ReadCloser) io.ReadCloser {
 	if r == nil || !isWatch(r) {
-		return 0
+		return body
 	}
+	s := &stream{ReadCloser: body, proxy: p}
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.on || p.cfg.DropWatchAfter <= 0 {
-		return 0
+	p.streams[s] = struct{}{}
+	p.mu.Unlock()
+	return s
+}
+
+// cutter arms each live watch stream with a random time to live while faults with
+// DropWatchAfter are on, and cuts those whose time is up; once a second, until the proxy
+// closes.
+func (p *Proxy) cutter(done <-chan struct{}) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		var cut []*stream
+		p.mu.Lock()
+		for s := range p.streams {
+			switch {
+			case !p.on || p.cfg.DropWatchAfter <= 0:
+				s.deadline = time.Time{}
+			case s.deadline.IsZero():
+				s.deadline = now.Add(time.Second + time.Duration(p.rng.Int64N(int64(p.cfg.DropWatchAfter))))
+			case now.After(s.deadline):
+				cut = append(cut, s)
+				delete(p.streams, s)
+				s.cut = true
+				p.stats.WatchesDropped++
+			}
+		}
+		p.mu.Unlock()
+		for _, s := range cut {
+			_ = s.ReadCloser.Close()
+		}
 	}
-	p.stats.WatchesDropped++ // counted when armed; a stream that ends first is not cut
-	return time.Duration(p.rng.Int64N(int64(p.cfg.DropWatchAfter))) + time.Second
+}
+
+var errCut = errors.New("watch stream cut by the fault proxy")
+
+// stream is a watch response body the proxy may cut: closing the upstream body ends a Read
+// blocked on a quiet stream too, and the reverse proxy then aborts the response.
+type stream struct {
+	io.ReadCloser
+	proxy    *Proxy
+	deadline time.Time // guarded by proxy.mu
+	cut      bool      // guarded by proxy.mu
+}
+
+func (s *stream) Read(b []byte) (int, error) {
+	n, err := s.ReadCloser.Read(b)
+	if err != nil {
+		s.proxy.mu.Lock()
+		cut := s.cut
+		s.proxy.mu.Unlock()
+		if cut {
+			return n, errCut
+		}
+	}
+	return n, err
+}
+
+func (s *stream) Close() error {
+	s.proxy.mu.Lock()
+	delete(s.proxy.streams, s)
+	s.proxy.mu.Unlock()
+	return s.ReadCloser.Close()
 }
 
 func (p *Proxy) handler(next http.Handler) http.Handler {
@@ -289,33 +358,4 @@ func reason(status int) string {
 		return "ServiceUnavailable"
 	}
 	return "InternalError"
-}
-
-var errCut = errors.New("watch stream cut by the fault proxy")
-
-// cutBody ends a watch stream at its deadline: a timer closes the upstream body, so a quiet
-// stream blocked in Read ends on time too; the reverse proxy then aborts the response.
-type cutBody struct {
-	io.ReadCloser
-	deadline time.Time
-	timer    *time.Timer
-}
-
-func newCutBody(rc io.ReadCloser, after time.Duration) *cutBody {
-	b := &cutBody{ReadCloser: rc, deadline: time.Now().Add(after)}
-	b.timer = time.AfterFunc(after, func() { _ = rc.Close() })
-	return b
-}
-
-func (b *cutBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err != nil && !time.Now().Before(b.deadline) {
-		return n, errCut
-	}
-	return n, err
-}
-
-func (b *cutBody) Close() error {
-	b.timer.Stop()
-	return b.ReadCloser.Close()
 }

@@ -104,19 +104,35 @@ func TestFaults(t *testing.T) {
 	}
 }
 
+// A watch opened before the faults are turned on is cut once they are; none is cut while
+// they are off.
 func TestWatchCut(t *testing.T) {
 	p := start(t)
-	p.Set(Config{DropWatchAfter: time.Millisecond}) // cut after 1 s (the floor) plus at most 1 ms
-	start := time.Now()
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(p.URL + "/api/v1/configmaps?watch=true")
+	resp, err := (&http.Client{Timeout: 20 * time.Second}).Get(p.URL + "/api/v1/configmaps?watch=true")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	took := time.Since(start)
-	if err == nil || took < time.Second || took > 5*time.Second {
-		t.Errorf("watch stream: ended after %v with %v; want cut (an error) after about 1 s", took, err)
+	defer resp.Body.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, resp.Body)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("stream ended with faults off: %v", err)
+	case <-time.After(1500 * time.Millisecond):
+	}
+	on := time.Now()
+	p.Set(Config{DropWatchAfter: time.Millisecond}) // cut 1 s (the floor) plus at most 1 ms after arming
+	select {
+	case err := <-done:
+		took := time.Since(on)
+		if err == nil || took < time.Second || took > 5*time.Second {
+			t.Errorf("stream ended %v after faults on, with %v; want cut (an error) after about 1 s", took, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("stream not cut 10 s after faults on")
 	}
 	if p.Stats().WatchesDropped != 1 {
 		t.Errorf("stats %+v", p.Stats())
