@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -151,10 +152,14 @@ func (d *Driver) Touch(ctx context.Context, s Source, n int) error {
 	return err
 }
 
+// writeBackoff bounds the retries of a write that conflicts with a concurrent writer (S7's
+// ten writers on a few sources): 12 tries within about 10 s.
+var writeBackoff = wait.Backoff{Steps: 12, Duration: 10 * time.Millisecond, Factor: 1.8, Jitter: 0.5, Cap: 2 * time.Second}
+
 // write changes s with a retry on conflict; it returns the start of the successful attempt.
 func (d *Driver) write(ctx context.Context, s Source, change func(client.Object)) (time.Time, error) {
 	var start time.Time
-	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+	err := retry.RetryOnConflict(writeBackoff, func() error {
 		o := sourceObject(s, 0)
 		if err := d.client.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
 			return err
