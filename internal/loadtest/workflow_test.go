@@ -81,6 +81,10 @@ func TestLoadTestWorkflow(t *testing.T) {
 		Jobs        map[string]struct {
 			If          string            `json:"if"`
 			Permissions map[string]string `json:"permissions"`
+			Steps       []struct {
+				ID  string `json:"id"`
+				Run string `json:"run"`
+			} `json:"steps"`
 		} `json:"jobs"`
 	}
 	if err := yaml.Unmarshal(raw, &wf); err != nil {
@@ -128,6 +132,33 @@ func TestLoadTestWorkflow(t *testing.T) {
 	}
 	if !strings.Contains(string(script), `make "loadtest-$set_name"`) || !strings.Contains(string(script), "hack/upstream-reloader.sh") {
 		t.Error("hack/loadtest-ci.sh does not run the make targets or build upstream")
+	}
+	// The step that reads the event, run as the runner would: a comment names the pull
+	// request and its scenarios, the nightly run is the full set against upstream.
+	var what string
+	for _, st := range job.Steps {
+		if st.ID == "what" {
+			what = st.Run
+		}
+	}
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"EVENT=issue_comment", "COMMENT=/loadtest S1,S7\nthanks", "PR_NUMBER=42"}, "set=quick scenarios=S1,S7 old=base pr=42"},
+		{[]string{"EVENT=pull_request", "PR_NUMBER=7"}, "set=quick scenarios= old=base pr=7"},
+		{[]string{"EVENT=schedule"}, "set=full scenarios= old=upstream pr="},
+	} {
+		out := filepath.Join(t.TempDir(), "output")
+		cmd := exec.Command("bash", "-e", "-c", what)
+		cmd.Env = append(append(os.Environ(), "GITHUB_OUTPUT="+out), c.env...)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("step what: %v\n%s", err, b)
+		}
+		got, _ := os.ReadFile(out)
+		if strings.Join(strings.Fields(string(got)), " ") != c.want {
+			t.Errorf("step what with %v: %q, want %q", c.env, got, c.want)
+		}
 	}
 	// The comment's scenarios reach the shell only through a checked variable.
 	for _, c := range []struct {
