@@ -165,7 +165,9 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 		if admin, err = clientcmd.BuildConfigFromFlags("", c.cfg.Kubeconfig); err != nil {
 			return err
 		}
-		controllerConfig = admin
+		controllerConfig = rest.CopyConfig(admin)
+		// The driver writes at the scenario's rate, not client-go's default 5 a second.
+		admin.QPS, admin.Burst = 1000, 2000
 		prefixNamespaces(&spec, "loadtest-"+c.side.Name+"-")
 	}
 	var proxy *faults.Proxy
@@ -431,22 +433,61 @@ func setup(ctx context.Context, cl client.Client, spec Spec) error {
 			}
 		}
 	}
-	for _, s := range spec.Sources {
-		if err := cl.Create(ctx, sourceObject(s, 0)); err != nil {
-			return fmt.Errorf("create %s: %w", s.Key(), err)
+	if err := inParallel(len(spec.Sources), func(i int) error {
+		if err := cl.Create(ctx, sourceObject(spec.Sources[i], 0)); err != nil {
+			return fmt.Errorf("create %s: %w", spec.Sources[i].Key(), err)
 		}
+		return nil
+	}); err != nil {
+		return err
 	}
 	for _, c := range spec.Configs {
 		if err := cl.Create(ctx, configObject(c)); err != nil {
 			return fmt.Errorf("create ReloaderConfig %s/%s: %w", c.Namespace, c.Name, err)
 		}
 	}
-	for _, w := range spec.Workloads {
-		if err := cl.Create(ctx, workloadObject(w)); err != nil {
-			return fmt.Errorf("create %s: %w", w.Key(), err)
+	return inParallel(len(spec.Workloads), func(i int) error {
+		if err := cl.Create(ctx, workloadObject(spec.Workloads[i])); err != nil {
+			return fmt.Errorf("create %s: %w", spec.Workloads[i].Key(), err)
 		}
+		return nil
+	})
+}
+
+// inParallel runs fn(0..n-1) on 8 workers and returns the first error; after one, the
+// workers stop taking more.
+func inParallel(n int, fn func(i int) error) error {
+	var (
+		mu    sync.Mutex
+		first error
+		next  int
+		wg    sync.WaitGroup
+	)
+	for range min(8, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				i := next
+				next++
+				stop := first != nil || i >= n
+				mu.Unlock()
+				if stop {
+					return
+				}
+				if err := fn(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
 	}
-	return nil
+	wg.Wait()
+	return first
 }
 
 func teardown(cl client.Client, spec Spec) {

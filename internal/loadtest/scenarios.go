@@ -174,6 +174,11 @@ func changed(prefix string) func(s Spec) []Source {
 	}
 }
 
+// loadFor is how long a scenario whose duration the design leaves open drives load at scale 1:
+// long enough for a steady state, short enough for the full set to take about an hour on two
+// cores.
+const loadFor = 30 * time.Second
+
 // Scenarios are every scenario, by ID. S1-S13 follow the load-test design of the
 // controller-runtime rewrite, at its sizes when Params.Scale is 1; S14-S17 are this project's.
 var Scenarios = map[string]Scenario{
@@ -233,7 +238,7 @@ var Scenarios = map[string]Scenario{
 			b.zero()
 			return b.Spec
 		},
-		Drive: steady(2*time.Minute, 5, all)},
+		Drive: steady(time.Minute, 5, all)},
 	"S4": {ID: "S4", Title: "no-op updates: labels, annotations and identical data only; nothing may reload",
 		Build: func(p Params) Spec {
 			var b builder
@@ -241,7 +246,7 @@ var Scenarios = map[string]Scenario{
 			return b.Spec
 		},
 		Drive: func(ctx context.Context, d *Driver, s Spec, p Params) error {
-			return every(ctx, p.D(time.Minute), 100*time.Millisecond, func(i int) error { return d.Touch(ctx, s.Sources[i%len(s.Sources)], i) })
+			return every(ctx, p.D(loadFor), 100*time.Millisecond, func(i int) error { return d.Touch(ctx, s.Sources[i%len(s.Sources)], i) })
 		}},
 	"S5": {ID: "S5", Title: "churn: Deployments created and deleted, sources deleted and re-created, while sources change",
 		Build: func(p Params) Spec {
@@ -252,7 +257,7 @@ var Scenarios = map[string]Scenario{
 		},
 		Drive: func(ctx context.Context, d *Driver, s Spec, p Params) error {
 			var live []Workload
-			return every(ctx, p.D(time.Minute), 250*time.Millisecond, func(i int) error {
+			return every(ctx, p.D(loadFor), 250*time.Millisecond, func(i int) error {
 				src := s.Sources[i%len(s.Sources)]
 				w := Workload{Kind: Deployment, Namespace: src.Namespace, Name: fmt.Sprintf("churn-new-%d", i), Refs: []Ref{uses(src)}}
 				if err := d.AddWorkload(ctx, w); err != nil {
@@ -282,7 +287,7 @@ var Scenarios = map[string]Scenario{
 		},
 		Drive: func(ctx context.Context, d *Driver, s Spec, p Params) error {
 			busy := changed("busy")(s)
-			half := p.D(time.Minute) / 2
+			half := p.D(loadFor) / 2
 			tick := max(time.Second, time.Duration(len(busy))*20*time.Millisecond) // about 50 writes a second
 			if err := every(ctx, half, tick, func(int) error { return updateAll(ctx, d, busy) }); err != nil {
 				return err
@@ -310,7 +315,7 @@ var Scenarios = map[string]Scenario{
 				go func() {
 					defer wg.Done()
 					rng := rand.New(rand.NewPCG(uint64(w), 7))
-					errs <- every(ctx, p.D(time.Minute), time.Second, func(int) error {
+					errs <- every(ctx, p.D(loadFor), time.Second, func(int) error {
 						return d.Update(ctx, s.Sources[rng.IntN(len(s.Sources))])
 					})
 				}()
@@ -337,7 +342,7 @@ var Scenarios = map[string]Scenario{
 			}
 			return b.Spec
 		},
-		Drive: steady(time.Minute, 2, all)},
+		Drive: steady(loadFor, 2, all)},
 	"S9": {ID: "S9", Title: "every workload kind: Deployment, StatefulSet, DaemonSet, CronJob, Job",
 		Build: func(p Params) Spec {
 			var b builder
@@ -354,7 +359,7 @@ var Scenarios = map[string]Scenario{
 			}
 			return b.Spec
 		},
-		Drive: periodic(time.Minute, 10*time.Second)},
+		Drive: periodic(loadFor, 10*time.Second)},
 	"S10": {ID: "S10", Title: "Secrets and mixed: a ConfigMap and a Secret changed together, then the Secret alone",
 		Build: func(p Params) Spec {
 			var b builder
@@ -367,7 +372,7 @@ var Scenarios = map[string]Scenario{
 			return b.Spec
 		},
 		Drive: func(ctx context.Context, d *Driver, s Spec, p Params) error {
-			return every(ctx, p.D(time.Minute), 5*time.Second, func(i int) error {
+			return every(ctx, p.D(loadFor), 5*time.Second, func(i int) error {
 				if i%2 == 0 {
 					return updateAll(ctx, d, s.Sources)
 				}
@@ -382,7 +387,7 @@ var Scenarios = map[string]Scenario{
 			b.Checks = []string{CheckLastReloadedFrom}
 			return b.Spec
 		},
-		Drive: steady(time.Minute, 5, all)},
+		Drive: steady(loadFor, 5, all)},
 	"S12": {ID: "S12", Title: "pause-period: Deployments paused 5 s from each reload; pausing must cut the rollouts",
 		Build: func(p Params) Spec {
 			var b builder
@@ -393,7 +398,7 @@ var Scenarios = map[string]Scenario{
 			b.Checks = []string{CheckPauseCut}
 			return b.Spec
 		},
-		Drive: periodic(time.Minute, 2*time.Second)},
+		Drive: periodic(loadFor, 2*time.Second)},
 	"S13": {ID: "S13", Title: "complex references: init containers, valueFrom, volumes, projected volumes",
 		Build: func(p Params) Spec {
 			var b builder
@@ -411,7 +416,7 @@ var Scenarios = map[string]Scenario{
 			}
 			return b.Spec
 		},
-		Drive: steady(time.Minute, 2, all)},
+		Drive: steady(loadFor, 2, all)},
 	"S14": {ID: "S14", Title: "change while down: sources changed while the controller is stopped",
 		Build: func(p Params) Spec {
 			var b builder
@@ -446,7 +451,7 @@ var Scenarios = map[string]Scenario{
 		},
 		Drive: func(ctx context.Context, d *Driver, s Spec, p Params) error {
 			used := 2 * len(s.Workloads)
-			return every(ctx, p.D(time.Minute), time.Second, func(i int) error { return d.Update(ctx, s.Sources[(i*2)%used]) })
+			return every(ctx, p.D(loadFor), time.Second, func(i int) error { return d.Update(ctx, s.Sources[(i*2)%used]) })
 		}},
 	"S16": {ID: "S16", Title: "ReloaderConfigs: 10 configs, each selecting 10 unannotated Deployments by label",
 		Build: func(p Params) Spec { return grouped("s16", p.N(10), true) },
@@ -478,7 +483,7 @@ func grouped(ns string, n int, configs bool) Spec {
 
 // configGroups changes a tenth of the groups' ConfigMaps each second, in turn.
 func configGroups(ctx context.Context, d *Driver, s Spec, p Params) error {
-	return every(ctx, p.D(time.Minute), time.Second, func(i int) error {
+	return every(ctx, p.D(loadFor), time.Second, func(i int) error {
 		for j := range max(len(s.Sources)/10, 1) {
 			if err := d.Update(ctx, s.Sources[(i*max(len(s.Sources)/10, 1)+j)%len(s.Sources)]); err != nil {
 				return err
