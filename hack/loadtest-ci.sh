@@ -31,6 +31,7 @@ log() { echo "loadtest-ci: $*" >&2; }
 
 make build
 old_args=${LOADTEST_OLD_ARGS:-}
+extra_args=""
 old=${LOADTEST_OLD:-base}
 case "$old" in
 base)
@@ -45,6 +46,9 @@ base)
 upstream)
 	if old_bin=$(bash hack/upstream-reloader.sh); then
 		log "old side: upstream at $old_bin"
+		# Upstream serves /metrics on :9090 and takes no --metrics-addr: both sides keep
+		# their default port, one scenario at a time.
+		extra_args="--metrics-addr-flag= --parallelism=1"
 	else
 		log "upstream's release could not be built; this build with --coalesce-window=0 stands in for it"
 		old_bin=bin/reloader
@@ -55,4 +59,5 @@ upstream)
 esac
 
 make "loadtest-$set_name" LOADTEST_OLD="$old_bin" LOADTEST_NEW=bin/reloader LOADTEST_OLD_ARGS="$old_args" \
-	LOADTEST_SCENARIOS="$scenarios" LOADTEST_RESULTS="${LOADTEST_RESULTS:-loadtest-results}"
+	LOADTEST_SCENARIOS="$scenarios" LOADTEST_RESULTS="${LOADTEST_RESULTS:-loadtest-results}" \
+	LOADTEST_ARGS="$extra_args ${LOADTEST_ARGS:-}"
