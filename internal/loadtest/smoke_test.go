@@ -5,11 +5,21 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/reloader-operator/reloader/internal/proc"
 )
+
+// reloaderBinary builds cmd/reloader once for the smoke tests.
+var reloaderBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "loadtest-smoke-")
+	if err != nil {
+		return "", err
+	}
+	return proc.Build("../../cmd/reloader", dir)
+})
 
 // The tool end to end, on real control planes: a correct build passes the correctness gates
 // of S4 (nothing may reload) and S6 (restart mid-load), and a build that notifies instead of
@@ -19,7 +29,7 @@ func TestSmokeRunAndReport(t *testing.T) {
 		t.Skip("starts control planes")
 	}
 	t.Parallel() // mostly waits, as does TestSmokeFaultsAndChecks
-	bin, err := proc.Build("../../cmd/reloader", t.TempDir())
+	bin, err := reloaderBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +117,7 @@ func TestSmokeFaultsAndChecks(t *testing.T) {
 		t.Skip("starts control planes")
 	}
 	t.Parallel()
-	bin, err := proc.Build("../../cmd/reloader", t.TempDir())
+	bin, err := reloaderBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
