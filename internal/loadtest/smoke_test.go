@@ -12,14 +12,24 @@ import (
 	"github.com/reloader-operator/reloader/internal/proc"
 )
 
+// binDir holds the reloader the smoke tests build once; TestMain removes it.
+var binDir string
+
 // reloaderBinary builds cmd/reloader once for the smoke tests.
 var reloaderBinary = sync.OnceValues(func() (string, error) {
+	return proc.Build("../../cmd/reloader", binDir)
+})
+
+func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "loadtest-smoke-")
 	if err != nil {
-		return "", err
+		panic(err)
 	}
-	return proc.Build("../../cmd/reloader", dir)
-})
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
 
 // The tool end to end, on real control planes: a correct build passes the correctness gates
 // of S4 (nothing may reload) and S6 (restart mid-load), and a build that notifies instead of
