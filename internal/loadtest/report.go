@@ -457,6 +457,12 @@ func rows(old, nu *Result, g Gates) []Row {
 	info("reconciles/s peak (5 s)", "/s", rt(func(x Runtime) *float64 { return x.ReconcilesPerSecondPeak }))
 	info("work-queue depth peak", "", rt(func(x Runtime) *float64 { return x.QueueDepthPeak }))
 	bounded(RowErrors, "errors", "", g.ErrorRatio, g.ErrorSlack, rt(func(x Runtime) *float64 { return x.Errors }))
+	info("requeues after an error (reloader_retries_total)", "", rt(func(x Runtime) *float64 {
+		if v, ok := x.Counters["reloader_retries_total"]; ok {
+			return &v
+		}
+		return nil
+	}))
 	info("workloads scanned", "", rt(func(x Runtime) *float64 { return x.WorkloadsScanned }))
 	info("workloads matched", "", rt(func(x Runtime) *float64 { return x.WorkloadsMatched }))
 	hist := func(name string, f func(Runtime) *Latency) {
