@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,8 +36,8 @@ type Config struct {
 	// Latency is added to this share of requests (LatencyShare; 0 means all).
 	Latency      time.Duration `json:"latency,omitempty"`
 	LatencyShare float64       `json:"latencyShare,omitempty"`
-	// QPS limits the requests that reach the API server (watches aside); those over it get
-	// 429. Burst is the bucket's size. 0: no limit.
+	// QPS limits the requests that reach the API server (watches and leader-election leases
+	// aside); those over it get 429. Burst is the bucket's size. 0: no limit.
 	QPS   float64 `json:"qps,omitempty"`
 	Burst int     `json:"burst,omitempty"`
 	// DropWatchAfter cuts each watch stream, open or opened while faults are on, after 1 s
@@ -192,6 +193,12 @@ type decision struct {
 	delay      time.Duration
 }
 
+// isLease reports a leader-election request: API priority and fairness gives those a level
+// of their own, so the QPS limit, which stands for it, leaves them alone.
+func isLease(r *http.Request) bool {
+	return strings.HasPrefix(r.URL.Path, "/apis/coordination.k8s.io/") && strings.Contains(r.URL.Path, "/leases")
+}
+
 func isWatch(r *http.Request) bool {
 	return r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1"
 }
@@ -224,7 +231,7 @@ func (p *Proxy) decide(r *http.Request) decision {
 			d.status = http.StatusServiceUnavailable
 		}
 		p.stats.ServerErrors++
-	case p.limiter != nil && !isWatch(r) && !p.limiter.AllowN(now, 1):
+	case p.limiter != nil && !isWatch(r) && !isLease(r) && !p.limiter.AllowN(now, 1):
 		d.status, d.retryAfter = http.StatusTooManyRequests, 1
 		p.stats.Throttled++
 	}

@@ -89,6 +89,10 @@ func TestFaults(t *testing.T) {
 	if codes[200] != 2 || codes[429] != 3 {
 		t.Errorf("QPS 1 burst 2, five requests at once: codes %v", codes)
 	}
+	// Leader election has a priority level of its own.
+	if resp, _ := get(t, p.URL+"/apis/coordination.k8s.io/v1/namespaces/x/leases/reloader"); resp.StatusCode != 200 {
+		t.Errorf("a lease renewal over the QPS limit: %d", resp.StatusCode)
+	}
 
 	p.Clear()
 	before := p.Stats()
