@@ -14,8 +14,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -324,85 +322,6 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 	return nil
 }
 
-// reconcileRate is the reconcile rate over w.
-func reconcileRate(samples []Sample, w window) float64 {
-	return rateOver(samples, w, reconcileCounter)
-}
-
-func reconcileCounter(s Sample) (float64, bool) {
-	if s.Metrics == nil {
-		return 0, false
-	}
-	_, v, ok := s.Metrics.first(reconcileMetrics...)
-	return v, ok
-}
-
-// returnedAt is the seconds from settled to the first span of width after it over which the
-// reconcile rate was back at base (plus 0.2/s and 10 %, for the odd periodic reconcile); nil
-// if there is none yet.
-func returnedAt(samples []Sample, settled time.Time, base float64, width time.Duration) *float64 {
-	for _, s := range samples {
-		if s.At.Before(settled) || s.Metrics == nil {
-			continue
-		}
-		w := window{from: s.At, to: s.At.Add(width)}
-		if samples[len(samples)-1].At.Before(w.to) {
-			return nil
-		}
-		if reconcileRate(samples, w) <= base*1.1+0.2 {
-			sec := s.At.Sub(settled).Seconds()
-			return &sec
-		}
-	}
-	return nil
-}
-
-// throughput is the rollouts per second from the first write to the last rollout, and the
-// seconds from the end of the load to that rollout.
-func throughput(writes, changes map[string][]time.Time, loadEnd time.Time) (perSecond, settle float64) {
-	var first, last time.Time
-	n := 0
-	for w, ws := range writes {
-		for _, t := range ws {
-			if first.IsZero() || t.Before(first) {
-				first = t
-			}
-		}
-		for _, t := range changes[w] {
-			n++
-			last = maxTime(last, t)
-		}
-	}
-	if n == 0 || first.IsZero() {
-		return 0, 0
-	}
-	if s := last.Sub(first).Seconds(); s > 0 {
-		perSecond = float64(n) / s
-	}
-	return perSecond, max(0, last.Sub(loadEnd).Seconds())
-}
-
-// clientAPI counts requests from the controller's client metrics ("METHOD CODE" -> count):
-// HTTP methods rather than verbs, so LISTs, GETs and WATCHes are one figure.
-func clientAPI(byMethodCode map[string]float64) API {
-	a := API{Source: "client metrics", ByVerb: map[string]int{}, ByCode: map[string]int{}}
-	for k, v := range byMethodCode {
-		method, code, _ := strings.Cut(k, " ")
-		n := int(v)
-		a.Total += n
-		a.ByVerb[method] += n
-		a.ByCode[code] += n
-		switch method {
-		case "POST", "PUT", "PATCH", "DELETE":
-			a.Writes += n
-		}
-		if code == "409" {
-			a.Conflicts += n
-		}
-	}
-	return a
-}
-
 func prefixNamespaces(s *Spec, prefix string) {
 	for i := range s.Namespaces {
 		s.Namespaces[i] = prefix + s.Namespaces[i]
@@ -419,80 +338,6 @@ func prefixNamespaces(s *Spec, prefix string) {
 		for j := range s.Workloads[i].Refs {
 			s.Workloads[i].Refs[j].Source.Namespace = prefix + s.Workloads[i].Refs[j].Source.Namespace
 		}
-	}
-}
-
-func setup(ctx context.Context, cl client.Client, spec Spec) error {
-	for _, ns := range spec.Namespaces {
-		for _, o := range []client.Object{
-			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns}},
-		} {
-			if err := cl.Create(ctx, o); client.IgnoreAlreadyExists(err) != nil {
-				return err
-			}
-		}
-	}
-	if err := inParallel(len(spec.Sources), func(i int) error {
-		if err := cl.Create(ctx, sourceObject(spec.Sources[i], 0)); err != nil {
-			return fmt.Errorf("create %s: %w", spec.Sources[i].Key(), err)
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	for _, c := range spec.Configs {
-		if err := cl.Create(ctx, configObject(c)); err != nil {
-			return fmt.Errorf("create ReloaderConfig %s/%s: %w", c.Namespace, c.Name, err)
-		}
-	}
-	return inParallel(len(spec.Workloads), func(i int) error {
-		if err := cl.Create(ctx, workloadObject(spec.Workloads[i])); err != nil {
-			return fmt.Errorf("create %s: %w", spec.Workloads[i].Key(), err)
-		}
-		return nil
-	})
-}
-
-// inParallel runs fn(0..n-1) on 8 workers and returns the first error; after one, the
-// workers stop taking more.
-func inParallel(n int, fn func(i int) error) error {
-	var (
-		mu    sync.Mutex
-		first error
-		next  int
-		wg    sync.WaitGroup
-	)
-	for range min(8, n) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				i := next
-				next++
-				stop := first != nil || i >= n
-				mu.Unlock()
-				if stop {
-					return
-				}
-				if err := fn(i); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return first
-}
-
-func teardown(cl client.Client, spec Spec) {
-	for _, ns := range spec.Namespaces {
-		_ = cl.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	}
 }
 
