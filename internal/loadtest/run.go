@@ -217,10 +217,19 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 		ev, _ := audit.Read(auditLog, user)
 		return ev
 	}
+	startupTimeout := 60*time.Second + time.Duration(len(spec.Workloads))*20*time.Millisecond
 	if auditLog != "" {
 		c.progress("waiting for the controller's start-up requests to settle")
-		_ = Poll(ctx, 60*time.Second+time.Duration(len(spec.Workloads))*20*time.Millisecond, func() bool {
+		_ = Poll(ctx, startupTimeout, func() bool {
 			return rate(events(), time.Now().Add(-2*time.Second), time.Now()) == 0
+		})
+	} else {
+		// No audit log on an existing cluster: the controller's own reconcile rate tells
+		// when its start-up work is done (a binary without the counter reads 0 at once).
+		c.progress("waiting for the controller's start-up reconciles to settle")
+		_ = Poll(ctx, startupTimeout, func() bool {
+			now := time.Now()
+			return now.Sub(runStart) > 5*time.Second && reconcileRate(ctl.Samples(), window{now.Add(-4 * time.Second), now}) == 0
 		})
 	}
 	idle := window{from: time.Now()}
@@ -256,8 +265,7 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 
 	// The design's hot-loop check: the reconcile rate returns to its rate before the load
 	// within ReconcileReturnWindow of the load settling.
-	rt := runtimeFigures(ctl.Samples(), ctl.Totals(), load, load)
-	if rt.Reconciles != nil {
+	if _, _, ok := ctl.Totals().first(reconcileMetrics...); ok {
 		base := reconcileRate(ctl.Samples(), idle)
 		r.Runtime.ReconcileBaseline = &base
 		c.progress("waiting for the reconcile rate to return to its rate before the load")
