@@ -138,46 +138,10 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 
 	spec := c.sc.Build(c.cfg.Params)
 	user := "loadtest-" + c.side.Name
-	auditLog := filepath.Join(dir, "audit.log")
-	var admin, controllerConfig *rest.Config
-	var controllerKubeconfig string
-	if c.cfg.Kubeconfig == "" {
-		c.progress("starting control plane")
-		policy := filepath.Join(dir, "audit-policy.yaml")
-		if err := os.WriteFile(policy, []byte(AuditPolicy(user)), 0o644); err != nil {
-			return err
-		}
-		cluster, err := localcluster.Start(ctx, localcluster.Options{Rollouts: true, Nodes: max(c.cfg.Nodes, 1), CRDDirectoryPaths: crdDirs(c.cfg.CRDDir),
-			APIServerFlags: map[string]string{"audit-policy-file": policy, "audit-log-path": auditLog, "audit-log-format": "json"}})
-		if err != nil {
-			return err
-		}
-		defer cluster.Stop()
-		admin = cluster.Config
-		if controllerConfig, controllerKubeconfig, err = cluster.AddUser(user, "system:masters"); err != nil {
-			return err
-		}
-	} else {
-		auditLog = ""
-		controllerKubeconfig = c.cfg.Kubeconfig
-		if admin, err = clientcmd.BuildConfigFromFlags("", c.cfg.Kubeconfig); err != nil {
-			return err
-		}
-		controllerConfig = rest.CopyConfig(admin)
-		// The driver writes at the scenario's rate, not client-go's default 5 a second.
-		admin.QPS, admin.Burst = 1000, 2000
-		prefixNamespaces(&spec, "loadtest-"+c.side.Name+"-")
-	}
-	var proxy *faults.Proxy
-	if spec.Faults != nil {
-		if proxy, err = faults.Start(controllerConfig); err != nil {
-			return err
-		}
-		defer proxy.Close()
-		if controllerKubeconfig, err = proxy.Kubeconfig(dir, user); err != nil {
-			return err
-		}
-		c.progress("controller talks to the API server through the fault proxy at " + proxy.URL)
+	admin, controllerKubeconfig, auditLog, proxy, stop, err := c.controlPlane(ctx, dir, user, &spec)
+	defer stop()
+	if err != nil {
+		return err
 	}
 	cl, err := client.NewWithWatch(admin, client.Options{Scheme: scheme})
 	if err != nil {
@@ -328,6 +292,58 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 		r.Faults = fr
 	}
 	return nil
+}
+
+// controlPlane starts a local control plane, or takes the existing cluster, and puts the fault
+// proxy in front of it when the scenario has faults. It returns the driver's config, the
+// controller's kubeconfig, the audit log ("" on an existing cluster), the proxy (nil without
+// faults), and what stops them all.
+func (c *cell) controlPlane(ctx context.Context, dir, user string, spec *Spec) (admin *rest.Config, controllerKubeconfig, auditLog string, proxy *faults.Proxy, stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	var controllerConfig *rest.Config
+	if c.cfg.Kubeconfig == "" {
+		auditLog = filepath.Join(dir, "audit.log")
+		c.progress("starting control plane")
+		policy := filepath.Join(dir, "audit-policy.yaml")
+		if err := os.WriteFile(policy, []byte(AuditPolicy(user)), 0o644); err != nil {
+			return nil, "", "", nil, stop, err
+		}
+		cluster, err := localcluster.Start(ctx, localcluster.Options{Rollouts: true, Nodes: max(c.cfg.Nodes, 1), CRDDirectoryPaths: crdDirs(c.cfg.CRDDir),
+			APIServerFlags: map[string]string{"audit-policy-file": policy, "audit-log-path": auditLog, "audit-log-format": "json"}})
+		if err != nil {
+			return nil, "", "", nil, stop, err
+		}
+		stops = append(stops, func() { _ = cluster.Stop() })
+		admin = cluster.Config
+		if controllerConfig, controllerKubeconfig, err = cluster.AddUser(user, "system:masters"); err != nil {
+			return nil, "", "", nil, stop, err
+		}
+	} else {
+		controllerKubeconfig = c.cfg.Kubeconfig
+		if admin, err = clientcmd.BuildConfigFromFlags("", c.cfg.Kubeconfig); err != nil {
+			return nil, "", "", nil, stop, err
+		}
+		controllerConfig = rest.CopyConfig(admin)
+		// The driver writes at the scenario's rate, not client-go's default 5 a second.
+		admin.QPS, admin.Burst = 1000, 2000
+		prefixNamespaces(spec, "loadtest-"+c.side.Name+"-")
+	}
+	if spec.Faults != nil {
+		if proxy, err = faults.Start(controllerConfig); err != nil {
+			return nil, "", "", nil, stop, err
+		}
+		stops = append(stops, func() { _ = proxy.Close() })
+		if controllerKubeconfig, err = proxy.Kubeconfig(dir, user); err != nil {
+			return nil, "", "", nil, stop, err
+		}
+		c.progress("controller talks to the API server through the fault proxy at " + proxy.URL)
+	}
+	return admin, controllerKubeconfig, auditLog, proxy, stop, nil
 }
 
 func prefixNamespaces(s *Spec, prefix string) {

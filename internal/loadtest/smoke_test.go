@@ -54,7 +54,7 @@ func TestSmokeRunAndReport(t *testing.T) {
 	results, err := Run(ctx, Config{
 		Sides:     []Side{{Name: "old", Bin: bin, Args: []string{"--webhook-url=http://127.0.0.1:9/"}}, {Name: "new", Bin: bin}},
 		Scenarios: scenarios, Params: Params{Scale: 0.05, Duration: 4 * time.Second},
-		ResultsDir: dir, MetricsAddrFlag: "--metrics-addr", Nodes: 1, Progress: &progress,
+		ResultsDir: dir, MetricsAddrFlag: "--metrics-addr", Nodes: 1, Progress: &progress, Parallelism: 2,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +139,7 @@ func TestSmokeFaultsAndChecks(t *testing.T) {
 	defer cancel()
 	var progress strings.Builder
 	results, err := Run(ctx, Config{Sides: []Side{{Name: "new", Bin: bin}}, Scenarios: scenarios, Params: Params{Scale: 0.05, Duration: 6 * time.Second},
-		ResultsDir: t.TempDir(), MetricsAddrFlag: "--metrics-addr", Nodes: 1, Progress: &progress})
+		ResultsDir: t.TempDir(), MetricsAddrFlag: "--metrics-addr", Nodes: 1, Progress: &progress, Parallelism: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
