@@ -215,7 +215,7 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 		booked += len(ws)
 	}
 	// A build that rolls once per write needs time in proportion to the writes booked.
-	settleTimeout := min(20*time.Minute, 60*time.Second+load.to.Sub(load.from)+time.Duration(booked)*10*time.Millisecond)
+	settleTimeout := min(20*time.Minute, 60*time.Second+load.to.Sub(load.from)+time.Duration(booked)*20*time.Millisecond)
 	c.progress(fmt.Sprintf("waiting for reloads to land (%d writes booked on %d workloads; at most %v)", booked, len(writes), settleTimeout.Round(time.Second)))
 	if err := Poll(ctx, settleTimeout, func() bool { return settled(writes, obs.Changes()) }); err != nil {
 		r.NotSettled = true
