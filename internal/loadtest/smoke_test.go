@@ -119,9 +119,10 @@ func TestSmokeRunAndReport(t *testing.T) {
 	}
 }
 
-// API faults (S7) and the checks of the cluster after the load (S12): a correct build rides
-// out 429s, 5xx, latency, a QPS limit and cut watches with no reload missed, and its pauses
-// cut the rollouts. No timing is asserted.
+// The rest of the quick set, a burst (S1) and API faults (S7), and the checks of the cluster
+// after the load (S12): a correct build follows the burst, rides out 429s, 5xx, latency, a QPS
+// limit and cut watches with no reload missed, and its pauses cut the rollouts. No timing is
+// asserted.
 func TestSmokeFaultsAndChecks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts control planes")
@@ -131,7 +132,7 @@ func TestSmokeFaultsAndChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scenarios, err := Select("S7,S12")
+	scenarios, err := Select("S1,S7,S12")
 	if err != nil {
 		t.Fatal(err)
 	}
