@@ -54,6 +54,10 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	if err := os.MkdirAll(cfg.ResultsDir, 0o755); err != nil {
 		return nil, err
 	}
+	if cfg.Progress != nil {
+		// Cells running side by side write progress lines to one writer.
+		cfg.Progress = &lockedWriter{w: cfg.Progress}
+	}
 	var mu sync.Mutex
 	var results []Result
 	work := make(chan Scenario)
@@ -83,6 +87,18 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	wg.Wait()
 	sortResults(results)
 	return results, ctx.Err()
+}
+
+// lockedWriter serialises writes.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 func writeJSON(path string, v any) error {
