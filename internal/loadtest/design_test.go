@@ -181,6 +181,12 @@ func TestWarnAndNewGates(t *testing.T) {
 			t.Errorf("%s: new %q (report pass %v), old %q; want new %q", c.name, got, rep.Pass, rep.Sections[0].OldVerdict, c.want)
 		}
 	}
+	// Under injected faults errors are chance: shown, not judged.
+	faulty := nu
+	faulty.Runtime.Errors, faulty.Faults = errs(9), &FaultResult{}
+	if rep := Build([]Result{old, faulty}, DefaultGates()); !rep.Pass || rep.Sections[0].NewVerdict.Level() != "PASS" {
+		t.Errorf("errors under injected faults judged: %v", rep.Sections[0].NewVerdict)
+	}
 	// A figure only one side exposes is shown, not judged.
 	upstreamLike := old
 	upstreamLike.Runtime.Errors = nil
