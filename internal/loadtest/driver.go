@@ -239,9 +239,11 @@ func (d *Driver) Expected() (writes map[string][]time.Time, tracked map[string]b
 	return writes, tracked
 }
 
-// every runs fn every interval until ctx ends or the duration is over.
+// every runs fn every interval, on a schedule from its start (a slow fn does not slow the
+// rate down unless it takes longer than the interval), until ctx ends or the duration is over.
 func every(ctx context.Context, duration, interval time.Duration, fn func(i int) error) error {
-	end := time.Now().Add(duration)
+	start := time.Now()
+	end := start.Add(duration)
 	for i := 0; time.Now().Before(end); i++ {
 		if err := fn(i); err != nil {
 			return err
@@ -249,7 +251,7 @@ func every(ctx context.Context, duration, interval time.Duration, fn func(i int)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(interval):
+		case <-time.After(time.Until(start.Add(time.Duration(i+1) * interval))):
 		}
 	}
 	return nil
