@@ -69,6 +69,9 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 			for sc := range work {
 				// The sides of one scenario never run at the same time.
 				for _, side := range cfg.Sides {
+					if ctx.Err() != nil {
+						break
+					}
 					r := runCell(ctx, cfg, sc, side)
 					if err := writeJSON(filepath.Join(cfg.ResultsDir, sc.ID+"-"+side.Name+".json"), r); err != nil {
 						r.Error = errors.Join(errors.New(r.Error), err).Error()
@@ -81,6 +84,9 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 		}()
 	}
 	for _, sc := range cfg.Scenarios {
+		if ctx.Err() != nil {
+			break // interrupted: no new scenario starts
+		}
 		work <- sc
 	}
 	close(work)
