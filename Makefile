@@ -3,7 +3,7 @@
 SHELL := bash
 GO    ?= go
 
-.PHONY: all build kube-binaries test unit demo lint clean generate loadtest-quick loadtest image manifests test-deployments bench-10k soak bench-fairness dist sbom lint-workflows
+.PHONY: all build kube-binaries test unit demo lint clean generate loadtest-quick loadtest loadtest-full image manifests test-deployments bench-10k soak bench-fairness dist sbom lint-workflows
 
 all: build
 
@@ -82,17 +82,36 @@ unit:
 demo: build kube-binaries
 	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" ./bin/demo --reloader bin/reloader $(DEMO_ARGS)
 
-# A/B load test. OLD and NEW are any reloader-compatible binaries; both default to this build.
+# A/B load tests (docs/benchmarks.md). LOADTEST_OLD and LOADTEST_NEW (or OLD and NEW) are any
+# reloader-compatible binaries, both this build by default (OLD=$$(bash hack/upstream-reloader.sh)
+# for upstream's); LOADTEST_OLD_ARGS and LOADTEST_NEW_ARGS are their extra flags;
+# LOADTEST_SCENARIOS, LOADTEST_SCALE (1: the design's size) and LOADTEST_DURATION (empty: each
+# scenario's design duration) shape the run; LOADTEST_ARGS passes anything else (gates, say).
 OLD ?= bin/reloader
 NEW ?= bin/reloader
+LOADTEST_OLD ?= $(OLD)
+LOADTEST_NEW ?= $(NEW)
+LOADTEST_OLD_ARGS ?=
+LOADTEST_NEW_ARGS ?=
+LOADTEST_RESULTS ?= loadtest-results
 LOADTEST_ARGS ?=
-loadtest-quick: build kube-binaries
-	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" ./bin/loadtest run --old=$(OLD) --new=$(NEW) \
-		--scenario=S1,S4,S6 --scale=1 --duration=10s --results-dir=loadtest-results $(LOADTEST_ARGS)
+LOADTEST_QUICK_SET := S1,S4,S6,S7
+LOADTEST_RUN = RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" ./bin/loadtest run \
+	--old=$(LOADTEST_OLD) --new=$(LOADTEST_NEW) --old-args="$(LOADTEST_OLD_ARGS)" --new-args="$(LOADTEST_NEW_ARGS)" \
+	--results-dir=$(LOADTEST_RESULTS)
 
-loadtest: build kube-binaries
-	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" ./bin/loadtest run --old=$(OLD) --new=$(NEW) \
-		--scenario=all --results-dir=loadtest-results $(LOADTEST_ARGS)
+# The quick set (pull requests): S1, S4, S6 and S7 at a tenth of the design, 10 s of load each.
+loadtest-quick: build kube-binaries
+	$(LOADTEST_RUN) --scenario=$(or $(LOADTEST_SCENARIOS),$(LOADTEST_QUICK_SET)) --scale=$(or $(LOADTEST_SCALE),0.1) \
+		--duration=$(or $(LOADTEST_DURATION),10s) $(LOADTEST_ARGS)
+
+# Every scenario at the design's size and durations (nightly; about an hour on 2 cores).
+loadtest-full: build kube-binaries
+	$(LOADTEST_RUN) --scenario=$(or $(LOADTEST_SCENARIOS),all) --scale=$(or $(LOADTEST_SCALE),1) \
+		$(if $(LOADTEST_DURATION),--duration=$(LOADTEST_DURATION)) $(LOADTEST_ARGS)
+
+# Any scenarios at any size: LOADTEST_SCENARIOS (default all), LOADTEST_SCALE, LOADTEST_DURATION.
+loadtest: loadtest-full
 
 # Fairness between namespaces: one namespace's ConfigMap used by 2,000 Deployments changes, then
 # another's used by one; the second reload's latency over 20 tries, --reload-rate unset and 50

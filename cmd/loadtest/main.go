@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -43,18 +44,29 @@ func bindGates(fs *pflag.FlagSet, g *loadtest.Gates) {
 	fs.IntVar(&g.MaxUnexpected, "gate-max-unexpected", g.MaxUnexpected, "unexpected reloads allowed per side")
 	fs.Float64Var(&g.LatencyRatio, "gate-latency-ratio", g.LatencyRatio, "each side's p50/p95 latency from the last write covered may be this many times the other's ...")
 	fs.Float64Var(&g.LatencySlackMs, "gate-latency-slack-ms", g.LatencySlackMs, "... plus this")
+	fs.Float64Var(&g.P99Ratio, "gate-p99-ratio", g.P99Ratio, "each side's p99 latency from the last write covered may be this many times the other's ...")
+	fs.Float64Var(&g.P99SlackMs, "gate-p99-slack-ms", g.P99SlackMs, "... plus this")
 	fs.Float64Var(&g.APIRatio, "gate-api-ratio", g.APIRatio, "each side's API requests and writes may be this many times the other's ...")
 	fs.IntVar(&g.APISlack, "gate-api-slack", g.APISlack, "... plus this")
+	fs.Float64Var(&g.ListRatio, "gate-list-ratio", g.ListRatio, "each side's LISTs may be this many times the other's ...")
+	fs.Float64Var(&g.ListSlack, "gate-list-slack", g.ListSlack, "... plus this")
+	fs.Float64Var(&g.ErrorRatio, "gate-error-ratio", g.ErrorRatio, "each side's errors (reloader_errors_total) may be this many times the other's ...")
+	fs.Float64Var(&g.ErrorSlack, "gate-error-slack", g.ErrorSlack, "... plus this")
+	fs.Float64Var(&g.CPURatio, "gate-cpu-ratio", g.CPURatio, "each side's CPU seconds may be this many times the other's ...")
+	fs.Float64Var(&g.CPUSlackSeconds, "gate-cpu-slack-seconds", g.CPUSlackSeconds, "... plus this")
 	fs.Float64Var(&g.MemoryRatio, "gate-memory-ratio", g.MemoryRatio, "each side's peak RSS may be this many times the other's ...")
 	fs.Float64Var(&g.MemorySlackMiB, "gate-memory-slack-mib", g.MemorySlackMiB, "... plus this")
 	fs.Float64Var(&g.MaxIdleRPSIncrease, "gate-idle-rps-increase", g.MaxIdleRPSIncrease, "rate of repeated requests (same verb and object more than once) after the load may exceed the rate before it by this (hot-loop check)")
+	fs.Float64Var(&g.MaxReconcileReturnSeconds, "gate-reconcile-return-seconds", g.MaxReconcileReturnSeconds, "the reconcile rate must be back at its rate before the load within this many seconds of the load settling (hot-loop check; measured up to 60 s)")
+	fs.Float64Var(&g.WarnAt, "gate-warn-at", g.WarnAt, "a comparative gate WARNs this far (0..1) from the other side's figure to its FAIL limit")
 }
 
 func newRun() *cobra.Command {
 	var (
 		oldBin, newBin, oldArgs, newArgs, scenarios, results, kubeconfig, metricsFlag, crdDir string
 		duration                                                                              time.Duration
-		scale, parallelism, nodes                                                             int
+		scale                                                                                 float64
+		parallelism, nodes                                                                    int
 		gates                                                                                 = loadtest.DefaultGates()
 	)
 	cmd := &cobra.Command{
@@ -83,8 +95,8 @@ func newRun() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if scale < 1 || duration <= 0 {
-				return errors.New("--scale must be at least 1 and --duration positive")
+			if scale <= 0 || duration < 0 {
+				return errors.New("--scale must be positive and --duration not negative")
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -94,7 +106,7 @@ func newRun() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return report(rs, gates, results)
+			return report(rs, gates, results, nil, "")
 		},
 	}
 	fs := cmd.Flags()
@@ -102,9 +114,9 @@ func newRun() *cobra.Command {
 	fs.StringVar(&newBin, "new", "", "binary of the build under test")
 	fs.StringVar(&oldArgs, "old-args", "", "extra flags for the old binary, space-separated")
 	fs.StringVar(&newArgs, "new-args", "", "extra flags for the new binary, space-separated")
-	fs.StringVar(&scenarios, "scenario", "all", "scenarios to run: all, or a comma-separated list of S1..S15")
-	fs.DurationVar(&duration, "duration", 20*time.Second, "how long each timed scenario drives load")
-	fs.IntVar(&scale, "scale", 1, "multiplies the object counts of every scenario")
+	fs.StringVar(&scenarios, "scenario", "all", "scenarios to run: all, or a comma-separated list of S1..S17")
+	fs.DurationVar(&duration, "duration", 0, "how long each timed scenario drives load; 0: each scenario's design duration times --scale (at least 5s)")
+	fs.Float64Var(&scale, "scale", 1, "the size of every scenario as a share of the design's: 1 is the design's size, 0.1 a tenth (for CI)")
 	fs.IntVar(&parallelism, "parallelism", 1, "scenarios run at once, each on its own control plane (the sides of one scenario never overlap)")
 	fs.StringVar(&results, "results-dir", "loadtest-results", "where results, logs, audit logs and reports go")
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "run on this existing cluster instead of local control planes (no audit log: API counts are left out)")
@@ -116,35 +128,71 @@ func newRun() *cobra.Command {
 }
 
 func newReport() *cobra.Command {
-	var results string
+	var results, scenarios, output string
 	gates := loadtest.DefaultGates()
 	cmd := &cobra.Command{
 		Use:   "report",
 		Short: "Judge the results of a run again (say, with other gates) and rewrite its reports",
-		Args:  cobra.NoArgs,
+		Long: `Judge the results of a run again and write its reports. Without --scenario and --output it
+rewrites every report of the results directory; --scenario keeps only some scenarios, and
+--output writes to a file (its extension names the format: .txt, .json, .md, .html) or, for
+a path without one of those extensions, all four formats into that directory.`,
+		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			rs, err := loadtest.LoadResults(results)
 			if err != nil {
 				return err
 			}
-			return report(rs, gates, results)
+			var only []string
+			if scenarios != "" && scenarios != "all" {
+				only = strings.Split(scenarios, ",")
+			}
+			return report(rs, gates, results, only, output)
 		},
 	}
 	cmd.Flags().StringVar(&results, "results-dir", "loadtest-results", "directory written by run")
+	cmd.Flags().StringVar(&scenarios, "scenario", "all", "report only these scenarios (comma-separated IDs)")
+	cmd.Flags().StringVar(&output, "output", "", "write the report here instead of into --results-dir: a .txt, .json, .md or .html file, or a directory")
 	bindGates(cmd.Flags(), &gates)
 	return cmd
 }
 
 // report prints the text report, writes every format, and fails when a gate fails for the
 // build under test (new; old when it is the only side): the old side's failures are reported,
-// not counted.
-func report(rs []loadtest.Result, gates loadtest.Gates, dir string) error {
+// not counted. only keeps some scenarios; output, when set, is where the report goes.
+func report(rs []loadtest.Result, gates loadtest.Gates, dir string, only []string, output string) error {
 	rep := loadtest.Build(rs, gates)
-	rep.Text(os.Stdout)
-	if err := rep.WriteAll(dir); err != nil {
-		return err
+	if only != nil {
+		var err error
+		if rep, err = rep.Only(only); err != nil {
+			return err
+		}
 	}
-	fmt.Printf("reports: %s/report.{txt,json,md,html}\n", dir)
+	rep.Text(os.Stdout)
+	switch ext := strings.TrimPrefix(filepath.Ext(output), "."); {
+	case output == "" && only == nil:
+		if err := rep.WriteAll(dir); err != nil {
+			return err
+		}
+		fmt.Printf("reports: %s/report.{txt,json,md,html}, one per scenario in %s/scenarios/\n", dir, dir)
+	case output == "":
+		return errors.New("--scenario needs --output, so as not to overwrite the full reports")
+	case slices.Contains(loadtest.Formats, ext):
+		if err := rep.WriteFile(output); err != nil {
+			return err
+		}
+		fmt.Printf("report: %s\n", output)
+	default:
+		if err := os.MkdirAll(output, 0o755); err != nil {
+			return err
+		}
+		for _, f := range loadtest.Formats {
+			if err := rep.WriteFile(filepath.Join(output, "report."+f)); err != nil {
+				return err
+			}
+		}
+		fmt.Printf("reports: %s/report.{txt,json,md,html}\n", output)
+	}
 	if !rep.Pass {
 		return fmt.Errorf("load test gates failed for the %s build", rep.Judged)
 	}

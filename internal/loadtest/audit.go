@@ -24,6 +24,9 @@ rules:
 
 // API is a side's request count, from the audit log.
 type API struct {
+	// Source is "" for the audit log, "client metrics" for the controller's own count (HTTP
+	// methods as verbs: no separate LISTs).
+	Source    string         `json:"source,omitempty"`
 	Total     int            `json:"total"`
 	ByVerb    map[string]int `json:"byVerb"`
 	ByCode    map[string]int `json:"byCode"`

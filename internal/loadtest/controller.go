@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/reloader-operator/reloader/internal/proc"
@@ -30,6 +31,8 @@ type Controller struct {
 	// has none (it then listens on :9090).
 	MetricsAddrFlag string
 	Out             io.Writer
+	// Args are the arguments of the last start.
+	Args []string
 
 	p          *proc.Process
 	metricsURL string
@@ -39,7 +42,30 @@ type Controller struct {
 	Starts     int
 	// Metrics is the last /metrics scraped before a stop.
 	Metrics string
+
+	// The sampler reads /proc every second and /metrics every other second, across restarts:
+	// the counters of each process that stopped are kept in done and added to the running
+	// one's, so a restart loses nothing.
+	mu          sync.Mutex
+	samples     []Sample
+	done        Scrape
+	current     Scrape
+	stopSampler context.CancelFunc
+	sampling    sync.WaitGroup
 }
+
+// Sample is the controller's state at one moment; counters add up every run so far.
+type Sample struct {
+	At time.Time
+	// CPU is the CPU seconds of every run so far; RSS the running process's resident bytes.
+	CPU float64
+	RSS int64
+	// Metrics is nil when /metrics was not read at this moment.
+	Metrics *Scrape
+}
+
+// maxSamples bounds the samples kept (over five hours at one a second).
+const maxSamples = 20000
 
 // Start runs the binary and waits until it is ready.
 func (c *Controller) Start(ctx context.Context) error {
@@ -53,6 +79,7 @@ func (c *Controller) Start(ctx context.Context) error {
 		args = append(args, c.MetricsAddrFlag+"="+addr)
 	}
 	c.metricsURL = "http://" + addr
+	c.Args = args
 	p, err := proc.Run(proc.Spec{Bin: c.Side.Bin, Args: args, Kubeconfig: c.Kubeconfig, Out: c.Out,
 		Prefix: c.Side.Name + " | ", Env: []string{"POD_NAME=loadtest-" + c.Side.Name}})
 	if err != nil {
@@ -60,7 +87,74 @@ func (c *Controller) Start(ctx context.Context) error {
 	}
 	c.p = p
 	c.Starts++
+	c.mu.Lock()
+	c.current = Scrape{}
+	c.mu.Unlock()
+	sctx, cancel := context.WithCancel(context.Background())
+	c.stopSampler = cancel
+	c.sampling.Add(1)
+	go c.sample(sctx, p.Pid())
 	return c.waitReady(ctx)
+}
+
+// sample records the process every second until ctx ends.
+func (c *Controller) sample(ctx context.Context, pid int) {
+	defer c.sampling.Done()
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+		cpu, _, err := processStats(pid)
+		if err != nil {
+			continue
+		}
+		rss, _ := StatusBytes(pid, "VmRSS")
+		var scraped *Scrape
+		if i%2 == 1 {
+			if text, ok := c.scrape(2 * time.Second); ok {
+				sc := newScrape(text)
+				scraped = &sc
+			}
+		}
+		c.mu.Lock()
+		if scraped != nil {
+			c.current = *scraped
+			total := c.done.add(c.current)
+			scraped = &total
+		}
+		if len(c.samples) < maxSamples {
+			c.samples = append(c.samples, Sample{At: time.Now(), CPU: c.CPUSeconds + cpu, RSS: int64(rss), Metrics: scraped})
+		}
+		c.mu.Unlock()
+	}
+}
+
+func (c *Controller) scrape(timeout time.Duration) (string, bool) {
+	cl := http.Client{Timeout: timeout}
+	resp, err := cl.Get(c.metricsURL + "/metrics")
+	if err != nil {
+		return "", false
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err == nil && resp.StatusCode == http.StatusOK
+}
+
+// Samples returns what the sampler recorded.
+func (c *Controller) Samples() []Sample {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Sample(nil), c.samples...)
+}
+
+// Totals are the metrics of every run so far: the stopped runs' last scrapes plus the
+// running one's latest.
+func (c *Controller) Totals() Scrape {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.done.add(c.current)
 }
 
 // waitReady polls /ready, or, for a binary without it, /metrics and then gives it 3 s.
@@ -101,17 +195,22 @@ func (c *Controller) Stop() {
 	if c.p == nil {
 		return
 	}
+	c.stopSampler()
+	c.sampling.Wait()
 	cpu, rss, err := processStats(c.p.Pid())
 	if err == nil {
 		c.CPUSeconds += cpu
 		c.PeakRSS = max(c.PeakRSS, rss)
 	}
-	cl := http.Client{Timeout: 5 * time.Second}
-	if resp, err := cl.Get(c.metricsURL + "/metrics"); err == nil {
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		c.Metrics = string(b)
+	text, ok := c.scrape(5 * time.Second)
+	c.mu.Lock()
+	if ok {
+		c.Metrics = text
+		c.current = newScrape(text)
 	}
+	c.done = c.done.add(c.current)
+	c.current = Scrape{}
+	c.mu.Unlock()
 	c.p.Stop()
 	c.p = nil
 }

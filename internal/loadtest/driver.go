@@ -3,11 +3,15 @@ package loadtest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/internal/loadtest/faults"
 )
 
 // Driver makes a scenario's changes and books, for every workload, the content writes that
@@ -16,6 +20,10 @@ type Driver struct {
 	client     client.Client
 	controller *Controller
 	progress   func(string)
+	// proxy is the fault proxy, when the scenario has one.
+	proxy *faults.Proxy
+	// faultsOn and faultsOff are when the scenario turned faults on and off.
+	faultsOn, faultsOff time.Time
 
 	mu       sync.Mutex
 	versions map[string]int
@@ -25,8 +33,8 @@ type Driver struct {
 	deleted  map[string]bool
 }
 
-func newDriver(c client.Client, spec Spec, ctl *Controller, progress func(string)) *Driver {
-	d := &Driver{client: c, controller: ctl, progress: progress, versions: map[string]int{},
+func newDriver(c client.Client, spec Spec, ctl *Controller, proxy *faults.Proxy, progress func(string)) *Driver {
+	d := &Driver{client: c, controller: ctl, proxy: proxy, progress: progress, versions: map[string]int{},
 		users: map[string]map[string]bool{}, writes: map[string][]time.Time{}, created: map[string]Workload{}, deleted: map[string]bool{}}
 	for _, w := range spec.Workloads {
 		d.use(w)
@@ -54,6 +62,33 @@ func (d *Driver) Update(ctx context.Context, s Source) error {
 	if err != nil {
 		return err
 	}
+	d.book(s, start)
+	return nil
+}
+
+// Recreate deletes s and creates it again with new content: both writes concern its users
+// (a build reloads on the delete with --reload-on-delete, on the create with
+// --reload-on-create; one reload after the create covers both).
+func (d *Driver) Recreate(ctx context.Context, s Source) error {
+	start := time.Now()
+	if err := d.client.Delete(ctx, sourceObject(s, 0)); err != nil {
+		return fmt.Errorf("delete %s: %w", s.Key(), err)
+	}
+	d.book(s, start)
+	d.mu.Lock()
+	d.versions[s.Key()]++
+	version := d.versions[s.Key()]
+	d.mu.Unlock()
+	start = time.Now()
+	if err := d.client.Create(ctx, sourceObject(s, version)); err != nil {
+		return fmt.Errorf("re-create %s: %w", s.Key(), err)
+	}
+	d.book(s, start)
+	return nil
+}
+
+// book records a write to s, started at start, for every workload using s.
+func (d *Driver) book(s Source, start time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for w := range d.users[s.Key()] {
@@ -61,7 +96,44 @@ func (d *Driver) Update(ctx context.Context, s Source) error {
 			d.writes[w] = append(d.writes[w], start)
 		}
 	}
-	return nil
+}
+
+// SetFaults turns the fault proxy's faults on.
+func (d *Driver) SetFaults(cfg faults.Config) {
+	if d.proxy == nil {
+		return
+	}
+	d.progress("API faults on")
+	d.proxy.Set(cfg)
+	d.mu.Lock()
+	d.faultsOn = time.Now()
+	d.mu.Unlock()
+}
+
+// ClearFaults turns them off.
+func (d *Driver) ClearFaults() {
+	if d.proxy == nil {
+		return
+	}
+	d.progress("API faults off")
+	d.proxy.Clear()
+	d.mu.Lock()
+	d.faultsOff = time.Now()
+	d.mu.Unlock()
+}
+
+// FaultWindow is when faults were on; zero times when they never were.
+func (d *Driver) FaultWindow() (on, off time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.faultsOn, d.faultsOff
+}
+
+// Created returns the workloads created during the load.
+func (d *Driver) Created() map[string]Workload {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return maps.Clone(d.created)
 }
 
 // Touch changes only metadata of s, and writes the same data again: no reload is due.
@@ -80,10 +152,14 @@ func (d *Driver) Touch(ctx context.Context, s Source, n int) error {
 	return err
 }
 
+// writeBackoff bounds the retries of a write that conflicts with a concurrent writer (S7's
+// ten writers on a few sources): 12 tries within about 10 s.
+var writeBackoff = wait.Backoff{Steps: 12, Duration: 10 * time.Millisecond, Factor: 1.8, Jitter: 0.5, Cap: 2 * time.Second}
+
 // write changes s with a retry on conflict; it returns the start of the successful attempt.
 func (d *Driver) write(ctx context.Context, s Source, change func(client.Object)) (time.Time, error) {
 	var start time.Time
-	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+	err := retry.RetryOnConflict(writeBackoff, func() error {
 		o := sourceObject(s, 0)
 		if err := d.client.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
 			return err
@@ -163,9 +239,11 @@ func (d *Driver) Expected() (writes map[string][]time.Time, tracked map[string]b
 	return writes, tracked
 }
 
-// every runs fn every interval until ctx ends or the duration is over.
+// every runs fn every interval, on a schedule from its start (a slow fn does not slow the
+// rate down unless it takes longer than the interval), until ctx ends or the duration is over.
 func every(ctx context.Context, duration, interval time.Duration, fn func(i int) error) error {
-	end := time.Now().Add(duration)
+	start := time.Now()
+	end := start.Add(duration)
 	for i := 0; time.Now().Before(end); i++ {
 		if err := fn(i); err != nil {
 			return err
@@ -173,7 +251,7 @@ func every(ctx context.Context, duration, interval time.Duration, fn func(i int)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(interval):
+		case <-time.After(time.Until(start.Add(time.Duration(i+1) * interval))):
 		}
 	}
 	return nil

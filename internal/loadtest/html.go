@@ -26,6 +26,9 @@ caption{text-align:left;padding:.3em 0}
 {{range .Summary}}<tr><td><a href="#{{.Scenario}}">{{.Scenario}}</a></td><td class="{{.NewClass}}">{{.New}}</td><td class="{{.OldClass}}">{{.Old}}</td>{{range .Figures}}<td>{{.}}</td>{{end}}</tr>
 {{end}}</table>
 <p>{{.Overall}}</p>
+<table id="builds"><caption>builds and machine</caption><tr><th>side</th><th>binary</th><th>--version</th><th>sha256</th><th>arguments</th><th>cores</th><th>scale</th><th>duration</th></tr>
+{{range .Builds}}<tr><td>{{.Side}}</td><td>{{.Binary}}</td><td>{{.Version}}</td><td>{{.SHA256}}</td><td>{{.Args}}</td><td>{{.Cores}}</td><td>{{.Scale}}</td><td>{{.Duration}}</td></tr>
+{{end}}</table>
 <p class="legend">sides:<span style="background:#8c959f"></span>old<span style="background:#0969da"></span>new</p>
 {{range .Sections}}
 <section id="{{.Scenario}}">
@@ -70,9 +73,10 @@ func (rep Report) HTML(w io.Writer) {
 	data := struct {
 		Verdict, Note, Overall string
 		Header                 []string
+		Builds                 []BuildLine
 		Summary                []htmlSummaryRow
 		Sections               []htmlSection
-	}{Verdict: verdict(rep.Pass), Note: rep.summaryNote(), Overall: rep.overall(), Header: SummaryHeader}
+	}{Verdict: verdict(rep.Pass), Note: rep.summaryNote(), Overall: rep.overall(), Header: SummaryHeader, Builds: rep.Builds}
 	for _, s := range rep.Summary() {
 		row := htmlSummaryRow{Scenario: s.Scenario, New: s.New.String(), Old: s.Old.String(), NewClass: class(s.New), OldClass: class(s.Old)}
 		for _, p := range s.Figures() {
@@ -114,7 +118,8 @@ func bars(rows []Row) template.HTML {
 	var b strings.Builder
 	var drawn []Row
 	for _, r := range rows {
-		if r.Old != nil || r.New != nil {
+		// Gated figures and the summary's; the rest are in the table.
+		if (r.Old != nil || r.New != nil) && (r.Expected != "" || r.Metric == RowP50FromEach) {
 			drawn = append(drawn, r)
 		}
 	}
@@ -177,7 +182,11 @@ func cdf(label string, sides ...*Latency) template.HTML {
 		}
 		var pts []string
 		n := len(r.Samples)
+		step := max(1, n/500) // at most about 500 points
 		for k, v := range r.Samples {
+			if k%step != 0 && k != n-1 {
+				continue
+			}
 			x := pad + v/top*float64(width-10-pad)
 			y := float64(height-pad) - float64(k+1)/float64(n)*float64(height-pad-10)
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y))

@@ -7,11 +7,15 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"unicode/utf8"
 )
 
-// Gates are the pass/fail limits of a report.
+// Gates are the limits of a report. A comparative gate judges each side against the other:
+// a side FAILs above other×Ratio + Slack and WARNs above the point WarnAt of the way from the
+// other's figure to that limit. Correctness gates (missed, duplicate, unexpected, checks) have
+// no WARN.
 type Gates struct {
 	MaxMissed     int `json:"maxMissed"`
 	MaxDuplicates int `json:"maxDuplicates"`
@@ -20,21 +24,39 @@ type Gates struct {
 	// other's, plus LatencySlackMs.
 	LatencyRatio   float64 `json:"latencyRatio"`
 	LatencySlackMs float64 `json:"latencySlackMs"`
+	// The p99 from the last write covered.
+	P99Ratio   float64 `json:"p99Ratio"`
+	P99SlackMs float64 `json:"p99SlackMs"`
 	// Each side may make this many times the other's API requests (and writes), plus APISlack.
 	APIRatio float64 `json:"apiRatio"`
 	APISlack int     `json:"apiSlack"`
+	// LISTs (from the audit log).
+	ListRatio float64 `json:"listRatio"`
+	ListSlack float64 `json:"listSlack"`
+	// Errors the controller counted (reloader_errors_total): by default no more than the other.
+	ErrorRatio float64 `json:"errorRatio"`
+	ErrorSlack float64 `json:"errorSlack"`
+	// CPU seconds of the process.
+	CPURatio        float64 `json:"cpuRatio"`
+	CPUSlackSeconds float64 `json:"cpuSlackSeconds"`
 	// Each side's peak RSS may be this many times the other's, plus MemorySlackMiB.
 	MemoryRatio    float64 `json:"memoryRatio"`
 	MemorySlackMiB float64 `json:"memorySlackMiB"`
 	// After the load, repeated requests per second (on an object asked for more than once,
 	// watches aside) may exceed the rate before it by at most this: more is a hot loop.
 	MaxIdleRPSIncrease float64 `json:"maxIdleRpsIncrease"`
+	// The reconcile rate must be back at its rate before the load within this many seconds
+	// of the load settling (the run looks ReconcileReturnWindow long at most).
+	MaxReconcileReturnSeconds float64 `json:"maxReconcileReturnSeconds"`
+	// WarnAt places WARN between the other side's figure (0) and the FAIL limit (1).
+	WarnAt float64 `json:"warnAt"`
 }
 
 // DefaultGates: no missed, duplicate or unexpected reload; bounded regressions.
 func DefaultGates() Gates {
-	return Gates{LatencyRatio: 1.5, LatencySlackMs: 500, APIRatio: 1.25, APISlack: 20,
-		MemoryRatio: 1.25, MemorySlackMiB: 16, MaxIdleRPSIncrease: 0.5}
+	return Gates{LatencyRatio: 1.5, LatencySlackMs: 500, P99Ratio: 2, P99SlackMs: 1000, APIRatio: 1.25, APISlack: 20,
+		ListRatio: 1.25, ListSlack: 5, ErrorRatio: 1, ErrorSlack: 0, CPURatio: 1.5, CPUSlackSeconds: 2,
+		MemoryRatio: 1.25, MemorySlackMiB: 16, MaxIdleRPSIncrease: 0.5, MaxReconcileReturnSeconds: 60, WarnAt: 0.5}
 }
 
 // Row is one line of a scenario's comparison.
@@ -43,7 +65,7 @@ type Row struct {
 	Old      *float64 `json:"old,omitempty"`
 	New      *float64 `json:"new,omitempty"`
 	Expected string   `json:"expected"`
-	// OldVerdict and NewVerdict judge each side on the gate: pass, FAIL, or empty for
+	// OldVerdict and NewVerdict judge each side on the gate: pass, WARN, FAIL, or empty for
 	// figures with no gate and for a side that did not run.
 	OldVerdict string `json:"oldVerdict,omitempty"`
 	NewVerdict string `json:"newVerdict,omitempty"`
@@ -56,20 +78,37 @@ type Row struct {
 type Verdict struct {
 	Ran  bool `json:"ran"`
 	Pass bool `json:"pass"`
-	// Failed names each gate the side broke, with its figure: "missed 3".
+	// Failed names each gate the side broke, with its figure: "missed 3"; Warned each gate
+	// it came near.
 	Failed []string `json:"failed,omitempty"`
+	Warned []string `json:"warned,omitempty"`
 }
 
-// String is "PASS", "FAIL (missed 3, p95 from last write 2000 ms)", or "-" for a side that
-// did not run.
+// String is "PASS", "WARN (CPU seconds 9.1 s)", "FAIL (missed 3, p95 from last write
+// 2000 ms)", or "-" for a side that did not run.
 func (v Verdict) String() string {
 	switch {
 	case !v.Ran:
 		return "-"
-	case v.Pass:
+	case v.Pass && len(v.Warned) == 0:
 		return "PASS"
+	case v.Pass:
+		return "WARN (" + strings.Join(v.Warned, ", ") + ")"
 	}
 	return "FAIL (" + strings.Join(v.Failed, ", ") + ")"
+}
+
+// Level is PASS, WARN or FAIL ("-" for a side that did not run).
+func (v Verdict) Level() string {
+	switch {
+	case !v.Ran:
+		return "-"
+	case !v.Pass:
+		return "FAIL"
+	case len(v.Warned) > 0:
+		return "WARN"
+	}
+	return "PASS"
 }
 
 // Section is one scenario in a report.
@@ -93,6 +132,70 @@ type Report struct {
 	// only an old build ran. The other side's failures are shown, never counted.
 	Judged string `json:"judged"`
 	Pass   bool   `json:"pass"`
+	// Builds are each side's binary, version and arguments, and the machine: what it takes
+	// to run it again.
+	Builds []BuildLine `json:"builds"`
+}
+
+// BuildLine is one side of a run as the report states it.
+type BuildLine struct {
+	Side     string `json:"side"`
+	Binary   string `json:"binary"`
+	Version  string `json:"version"`
+	SHA256   string `json:"sha256"`
+	Args     string `json:"args"`
+	Cores    int    `json:"cores"`
+	Scale    string `json:"scale"`
+	Duration string `json:"duration"`
+}
+
+// builds states each side once, from its first result.
+func builds(results []Result) []BuildLine {
+	var out []BuildLine
+	seen := map[string]bool{}
+	for _, r := range results {
+		if seen[r.Side] {
+			continue
+		}
+		seen[r.Side] = true
+		d := "design"
+		if r.DurationSeconds > 0 {
+			d = fmt.Sprintf("%gs", r.DurationSeconds)
+		}
+		sum := r.Build.SHA256
+		if len(sum) > 12 {
+			sum = sum[:12]
+		}
+		out = append(out, BuildLine{Side: r.Side, Binary: r.Binary, Version: r.Build.Version, SHA256: sum,
+			Args: strings.Join(r.Build.Args, " "), Cores: r.Cores, Scale: fmt.Sprintf("%g", r.Scale), Duration: d})
+	}
+	return out
+}
+
+// Only is the report of the given scenarios (IDs, any case); the overall verdict is theirs.
+func (rep Report) Only(ids []string) (Report, error) {
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[strings.ToUpper(strings.TrimSpace(id))] = true
+	}
+	out := rep
+	out.Sections, out.Pass = nil, true
+	for _, s := range rep.Sections {
+		if want[s.Scenario] {
+			out.Sections = append(out.Sections, s)
+			out.Pass = out.Pass && s.Pass
+			delete(want, s.Scenario)
+		}
+	}
+	if len(want) > 0 {
+		var missing []string
+		for id := range want {
+			missing = append(missing, id)
+		}
+		sort.Strings(missing)
+		return out, fmt.Errorf("no results for %s", strings.Join(missing, ", "))
+	}
+	return out, nil
 }
 
 // LoadResults reads the per-scenario result files of a results directory.
@@ -140,7 +243,7 @@ func Build(results []Result, g Gates) Report {
 			judged = "new"
 		}
 	}
-	rep := Report{Gates: g, Judged: judged, Pass: true}
+	rep := Report{Gates: g, Judged: judged, Pass: true, Builds: builds(results)}
 	for _, id := range order {
 		s := by[id]
 		s.Rows = rows(s.Old, s.New, g)
@@ -164,10 +267,10 @@ func sideVerdict(r *Result, rows []Row, verdict func(Row) string, value func(Row
 	}
 	v := Verdict{Ran: true, Pass: true}
 	for _, row := range rows {
-		if verdict(row) != "FAIL" {
+		level := verdict(row)
+		if level != "FAIL" && level != "WARN" {
 			continue
 		}
-		v.Pass = false
 		what := row.short
 		if x := value(row); x != nil {
 			what += " " + format(x)
@@ -175,114 +278,15 @@ func sideVerdict(r *Result, rows []Row, verdict func(Row) string, value func(Row
 				what += " " + row.unit
 			}
 		}
-		v.Failed = append(v.Failed, what)
+		if level == "FAIL" {
+			v.Pass = false
+			v.Failed = append(v.Failed, what)
+		} else {
+			v.Warned = append(v.Warned, what)
+		}
 	}
 	return v
 }
-
-func rows(old, nu *Result, g Gates) []Row {
-	val := func(r *Result, f func(*Result) float64) *float64 {
-		if r == nil || r.Error != "" {
-			return nil
-		}
-		v := f(r)
-		return &v
-	}
-	// judged sets a side's verdict where it has a figure.
-	judged := func(v *float64, fail bool) string {
-		switch {
-		case v == nil:
-			return ""
-		case fail:
-			return "FAIL"
-		}
-		return "pass"
-	}
-	var out []Row
-	// atMost gates each side on its own.
-	atMost := func(metric, short string, limit float64, f func(*Result) float64) {
-		row := Row{Metric: metric, short: short, Old: val(old, f), New: val(nu, f), Expected: fmt.Sprintf("≤ %g", limit)}
-		row.OldVerdict = judged(row.Old, row.Old != nil && *row.Old > limit)
-		row.NewVerdict = judged(row.New, row.New != nil && *row.New > limit)
-		out = append(out, row)
-	}
-	// bounded gates each side against the other: new may be ratio times old plus slack, and
-	// so may old against new, so a build far behind the other fails whichever side it is on.
-	// With one side it is only shown.
-	bounded := func(metric, short, unit string, ratio, slack float64, f func(*Result) float64) {
-		row := Row{Metric: metric, short: short, Old: val(old, f), New: val(nu, f), unit: unit}
-		if row.Old != nil && row.New != nil {
-			row.Expected = fmt.Sprintf("≤ other×%g + %g", ratio, slack)
-			row.OldVerdict = judged(row.Old, *row.Old > *row.New*ratio+slack)
-			row.NewVerdict = judged(row.New, *row.New > *row.Old*ratio+slack)
-		}
-		out = append(out, row)
-	}
-	info := func(metric, unit string, f func(*Result) float64) {
-		out = append(out, Row{Metric: metric, Old: val(old, f), New: val(nu, f), unit: unit})
-	}
-	for _, r := range []*Result{old, nu} {
-		if r != nil && r.Error != "" {
-			row := Row{Metric: r.Side + " run failed: " + r.Error, short: "run failed"}
-			if r == old {
-				row.OldVerdict = "FAIL"
-			} else {
-				row.NewVerdict = "FAIL"
-			}
-			out = append(out, row)
-		}
-	}
-	booked := old // either side booked the same writes
-	if booked == nil || booked.Error != "" {
-		booked = nu
-	}
-	expected := ""
-	if booked != nil {
-		expected = fmt.Sprintf("%d..%d", booked.ExpectedMin, booked.ExpectedMax)
-	}
-	out = append(out, Row{Metric: RowReloads, Old: val(old, func(r *Result) float64 { return float64(r.Reloads) }),
-		New: val(nu, func(r *Result) float64 { return float64(r.Reloads) }), Expected: expected})
-	atMost("missed reloads", "missed", float64(g.MaxMissed), func(r *Result) float64 { return float64(r.Missed) })
-	atMost("duplicate reloads", "duplicates", float64(g.MaxDuplicates), func(r *Result) float64 { return float64(r.Duplicates) })
-	atMost("unexpected reloads", "unexpected", float64(g.MaxUnexpected), func(r *Result) float64 { return float64(r.Unexpected) })
-	// Latency is gated from the last write each rollout covered, which judges a build that
-	// coalesces writes and one that rolls for each alike; from each write is shown beside it.
-	bounded(RowP50FromLast, "p50 from last write", "ms", g.LatencyRatio, g.LatencySlackMs, func(r *Result) float64 { return r.LatencyFromLastWrite.P50 })
-	bounded("latency p95 from last write covered (ms)", "p95 from last write", "ms", g.LatencyRatio, g.LatencySlackMs, func(r *Result) float64 { return r.LatencyFromLastWrite.P95 })
-	info("latency p99 from last write covered (ms)", "ms", func(r *Result) float64 { return r.LatencyFromLastWrite.P99 })
-	info(RowP50FromEach, "ms", func(r *Result) float64 { return r.Latency.P50 })
-	info("latency p95 from each write (ms)", "ms", func(r *Result) float64 { return r.Latency.P95 })
-	info("latency p99 from each write (ms)", "ms", func(r *Result) float64 { return r.Latency.P99 })
-	hasAPI := (old == nil || old.API != nil) && (nu == nil || nu.API != nil)
-	if hasAPI {
-		bounded(RowAPIRequests, "API requests", "", g.APIRatio, float64(g.APISlack), func(r *Result) float64 { return float64(r.API.Total) })
-		bounded(RowAPIWrites, "API writes", "", g.APIRatio, float64(g.APISlack), func(r *Result) float64 { return float64(r.API.Writes) })
-		info("API LISTs", "", func(r *Result) float64 { return float64(r.API.Lists) })
-		info("API WATCHes (and streamed lists)", "", func(r *Result) float64 { return float64(r.API.ByVerb["watch"]) })
-		info("API 409 conflicts", "", func(r *Result) float64 { return float64(r.API.Conflicts) })
-		info("idle req/s after load", "req/s", func(r *Result) float64 { return r.IdleRPSAfter })
-		row := Row{Metric: "repeated req/s after load (hot loop)", short: "hot loop", unit: "req/s",
-			Old: val(old, func(r *Result) float64 { return r.RepeatRPSAfter }), New: val(nu, func(r *Result) float64 { return r.RepeatRPSAfter }),
-			Expected: fmt.Sprintf("≤ before load + %g", g.MaxIdleRPSIncrease)}
-		hot := func(r *Result) bool { return r.RepeatRPSAfter > r.RepeatRPSBefore+g.MaxIdleRPSIncrease }
-		row.OldVerdict = judged(row.Old, row.Old != nil && hot(old))
-		row.NewVerdict = judged(row.New, row.New != nil && hot(nu))
-		out = append(out, row)
-	}
-	info("CPU seconds", "s", func(r *Result) float64 { return r.CPUSeconds })
-	bounded(RowPeakRSS, "peak RSS", "MiB", g.MemoryRatio, g.MemorySlackMiB, func(r *Result) float64 { return r.PeakRSSMiB })
-	return out
-}
-
-// Rows the summary table quotes.
-const (
-	RowReloads     = "reloads"
-	RowP50FromLast = "latency p50 from last write covered (ms)"
-	RowP50FromEach = "latency p50 from each write (ms)"
-	RowAPIRequests = "API requests"
-	RowAPIWrites   = "API writes"
-	RowPeakRSS     = "peak RSS (MiB)"
-)
 
 func format(v *float64) string {
 	if v == nil {
@@ -304,11 +308,17 @@ func verdict(ok bool) string {
 // Text writes the summary, then each scenario as an aligned table.
 func (rep Report) Text(w io.Writer) {
 	rep.summaryText(w)
+	fmt.Fprintln(w)
+	rep.buildsText(w)
 	for _, s := range rep.Sections {
 		fmt.Fprintf(w, "\n%s  %s\n  new: %s   old: %s\n", s.Scenario, s.Title, s.NewVerdict, s.OldVerdict)
-		fmt.Fprintf(w, "  %-42s %10s %10s  %s  %-11s  %s\n", "metric", "old", "new", pad("gate", 20), "old verdict", "new verdict")
+		width := 42
 		for _, r := range s.Rows {
-			fmt.Fprintf(w, "  %-42s %10s %10s  %s  %-11s  %s\n", r.Metric, format(r.Old), format(r.New), pad(r.Expected, 20), r.OldVerdict, r.NewVerdict)
+			width = max(width, utf8.RuneCountInString(r.Metric))
+		}
+		fmt.Fprintf(w, "  %s %10s %10s  %s  %-11s  %s\n", pad("metric", width), "old", "new", pad("gate", 20), "old verdict", "new verdict")
+		for _, r := range s.Rows {
+			fmt.Fprintf(w, "  %s %10s %10s  %s  %-11s  %s\n", pad(r.Metric, width), format(r.Old), format(r.New), pad(r.Expected, 20), r.OldVerdict, r.NewVerdict)
 		}
 	}
 	fmt.Fprintf(w, "\n%s\n", rep.overall())
@@ -324,6 +334,11 @@ func (rep Report) Markdown(w io.Writer) {
 			cells = append(cells, p.Ratio())
 		}
 		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "| side | binary | --version | sha256 | arguments | cores | scale | duration |\n|---|---|---|---|---|---:|---:|---|\n")
+	for _, b := range rep.Builds {
+		fmt.Fprintf(w, "| %s | `%s` | %s | %s | `%s` | %d | %s | %s |\n", b.Side, b.Binary, b.Version, b.SHA256, b.Args, b.Cores, b.Scale, b.Duration)
 	}
 	fmt.Fprintln(w)
 	for _, s := range rep.Sections {
@@ -356,19 +371,72 @@ func mdRowVerdict(v string) string {
 	return v
 }
 
-// WriteAll writes report.txt, report.json, report.md and report.html into dir.
+// buildsText states each side's binary, version and arguments, and the machine.
+func (rep Report) buildsText(w io.Writer) {
+	for _, b := range rep.Builds {
+		fmt.Fprintf(w, "%s: %s (version %q, sha256 %s) args: %s; %d cores, scale %s, duration %s\n",
+			b.Side, b.Binary, b.Version, b.SHA256, b.Args, b.Cores, b.Scale, b.Duration)
+	}
+}
+
+// Formats are the report's file formats, by extension.
+var Formats = []string{"txt", "json", "md", "html"}
+
+// Render writes the report in one format: txt, json, md or html.
+func (rep Report) Render(w io.Writer, format string) error {
+	switch format {
+	case "txt":
+		rep.Text(w)
+	case "md":
+		rep.Markdown(w)
+	case "html":
+		rep.HTML(w)
+	case "json":
+		b, err := json.MarshalIndent(struct {
+			Report
+			Summary []SummaryRow `json:"summary"`
+		}{rep, rep.Summary()}, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(append(b, '\n'))
+		return err
+	default:
+		return fmt.Errorf("unknown report format %q; want one of %s", format, strings.Join(Formats, ", "))
+	}
+	return nil
+}
+
+// WriteFile writes the report to path in the format its extension names.
+func (rep Report) WriteFile(path string) error {
+	var b strings.Builder
+	if err := rep.Render(&b, strings.TrimPrefix(filepath.Ext(path), ".")); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// WriteAll writes report.{txt,json,md,html} into dir, and each scenario's own report as
+// scenarios/<ID>.{txt,json,md,html}.
 func (rep Report) WriteAll(dir string) error {
-	var txt, md, html strings.Builder
-	rep.Text(&txt)
-	rep.Markdown(&md)
-	rep.HTML(&html)
-	for name, content := range map[string]string{"report.txt": txt.String(), "report.md": md.String(), "report.html": html.String()} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+	for _, f := range Formats {
+		if err := rep.WriteFile(filepath.Join(dir, "report."+f)); err != nil {
 			return err
 		}
 	}
-	return writeJSON(filepath.Join(dir, "report.json"), struct {
-		Report
-		Summary []SummaryRow `json:"summary"`
-	}{rep, rep.Summary()})
+	if err := os.MkdirAll(filepath.Join(dir, "scenarios"), 0o755); err != nil {
+		return err
+	}
+	for _, s := range rep.Sections {
+		one, err := rep.Only([]string{s.Scenario})
+		if err != nil {
+			return err
+		}
+		for _, f := range Formats {
+			if err := one.WriteFile(filepath.Join(dir, "scenarios", s.Scenario+"."+f)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"math"
 	"sort"
 	"time"
+
+	"github.com/reloader-operator/reloader/internal/loadtest/faults"
 )
 
 // Result is one side's run of one scenario.
@@ -12,7 +14,13 @@ type Result struct {
 	Title    string `json:"title"`
 	Side     string `json:"side"`
 	Binary   string `json:"binary"`
-	Scale    int    `json:"scale"`
+	// Build identifies the binary and how it ran, so the run can be repeated.
+	Build BuildInfo `json:"build"`
+	// Scale and DurationSeconds are the run's Params (0 s: each scenario's design duration).
+	Scale           float64 `json:"scale"`
+	DurationSeconds float64 `json:"durationSeconds"`
+	// Cores is the machine's CPU count; GOMAXPROCS is not set for the controller.
+	Cores int `json:"cores"`
 
 	Workloads int `json:"workloads"`
 	Writes    int `json:"writes"`
@@ -36,7 +44,9 @@ type Result struct {
 	// one sample per rollout that covered a write, comparable between a build that coalesces
 	// writes and one that rolls for each.
 	LatencyFromLastWrite Latency `json:"latencyFromLastWrite"`
-	// API is nil when no audit log was available (an existing cluster).
+	// API counts the side's requests: from the audit log on a local control plane, from the
+	// controller's own client metrics (rest_client_requests_total) on an existing cluster;
+	// nil when neither was available.
 	API *API `json:"api,omitempty"`
 	// IdleRPSBefore and IdleRPSAfter are the request rates (watches aside) before the load
 	// and in the 5 s after it settled; RepeatRPSBefore and RepeatRPSAfter count only the
@@ -47,11 +57,42 @@ type Result struct {
 	RepeatRPSAfter  float64 `json:"repeatRpsAfter"`
 	CPUSeconds      float64 `json:"cpuSeconds"`
 	PeakRSSMiB      float64 `json:"peakRssMiB"`
-	// Metrics are reloader_* counters the binary exposes, if any.
-	Metrics map[string]float64 `json:"metrics,omitempty"`
+	// Usage is the process from /proc, sampled every second; Runtime its /metrics, scraped
+	// every two seconds and added up over restarts.
+	Usage   Usage   `json:"usage"`
+	Runtime Runtime `json:"runtime"`
+	// ReloadsPerSecond is the rollouts over the span from the first write to the last rollout.
+	ReloadsPerSecond float64 `json:"reloadsPerSecond"`
+	// SettleSeconds is from the end of the load to the last rollout it asked for (after API
+	// faults: the time to recover); NotSettled when the wait for it timed out.
+	SettleSeconds float64 `json:"settleSeconds"`
+	NotSettled    bool    `json:"notSettled,omitempty"`
+	// Faults is what the fault proxy did, when the scenario had one.
+	Faults *FaultResult `json:"faults,omitempty"`
+	// Checks are the scenario's checks of the cluster after the load.
+	Checks []CheckFigure `json:"checks,omitempty"`
 
 	Seconds float64 `json:"seconds"`
 	Error   string  `json:"error,omitempty"`
+}
+
+// BuildInfo is one side's binary and arguments.
+type BuildInfo struct {
+	// Version is the first line the binary printed for --version ("" if it has none).
+	Version string   `json:"version"`
+	SHA256  string   `json:"sha256"`
+	Args    []string `json:"args"`
+}
+
+// FaultResult is a scenario's API faults and how the side coped.
+type FaultResult struct {
+	Config faults.Config `json:"config"`
+	Proxy  faults.Stats  `json:"proxy"`
+	// Seconds the faults were on.
+	Seconds float64 `json:"seconds"`
+	// ClientErrors are the 429 and 5xx answers the controller's client counted
+	// (rest_client_requests_total), when it exposes them.
+	ClientErrors *float64 `json:"clientErrors,omitempty"`
 }
 
 // Latency is a distribution of delays, in milliseconds.

@@ -201,7 +201,7 @@ func TestSummary(t *testing.T) {
 	for _, p := range sum[0].Figures() {
 		got = append(got, p.Ratio())
 	}
-	if want := "0.10× 0.20× 0.20× 4.00× 1.00× 1.25×"; strings.Join(got, " ") != want {
+	if want := "0.10× 0.20× 0.20× 4.00× 1.00× 1.25× 1.00×"; strings.Join(got, " ") != want {
 		t.Errorf("S1 ratios %q, want %q", strings.Join(got, " "), want)
 	}
 	if sum[1].Old.String() != "-" || sum[1].APIRequests.Ratio() != "12" {
@@ -215,7 +215,7 @@ func TestSummary(t *testing.T) {
 	}
 	var md strings.Builder
 	rep.Markdown(&md)
-	if !strings.Contains(md.String(), "| S1 | PASS | **FAIL (API requests 400, API writes 300)** | 0.10× | 0.20× | 0.20× | 4.00× | 1.00× | 1.25× |") || !strings.Contains(md.String(), "| S4 | PASS | - | 0 | 12 |") {
+	if !strings.Contains(md.String(), "| S1 | PASS | **FAIL (API requests 400, API writes 300)** | 0.10× | 0.20× | 0.20× | 4.00× | 1.00× | 1.25× | 1.00× |") || !strings.Contains(md.String(), "| S4 | PASS | - | 0 | 12 |") {
 		t.Errorf("Markdown summary:\n%s", md.String())
 	}
 }

@@ -6,14 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/audit"
+	"github.com/reloader-operator/reloader/internal/loadtest/faults"
 	"github.com/reloader-operator/reloader/internal/localcluster"
 )
 
@@ -52,6 +54,10 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	if err := os.MkdirAll(cfg.ResultsDir, 0o755); err != nil {
 		return nil, err
 	}
+	if cfg.Progress != nil {
+		// Cells running side by side write progress lines to one writer.
+		cfg.Progress = &lockedWriter{w: cfg.Progress}
+	}
 	var mu sync.Mutex
 	var results []Result
 	work := make(chan Scenario)
@@ -63,6 +69,9 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 			for sc := range work {
 				// The sides of one scenario never run at the same time.
 				for _, side := range cfg.Sides {
+					if ctx.Err() != nil {
+						break
+					}
 					r := runCell(ctx, cfg, sc, side)
 					if err := writeJSON(filepath.Join(cfg.ResultsDir, sc.ID+"-"+side.Name+".json"), r); err != nil {
 						r.Error = errors.Join(errors.New(r.Error), err).Error()
@@ -75,12 +84,27 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 		}()
 	}
 	for _, sc := range cfg.Scenarios {
+		if ctx.Err() != nil {
+			break // interrupted: no new scenario starts
+		}
 		work <- sc
 	}
 	close(work)
 	wg.Wait()
 	sortResults(results)
 	return results, ctx.Err()
+}
+
+// lockedWriter serialises writes.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 func writeJSON(path string, v any) error {
@@ -107,7 +131,8 @@ func runCell(ctx context.Context, cfg Config, sc Scenario, side Side) Result {
 			fmt.Fprintf(cfg.Progress, "[%-3s %-3s %6.1fs] %s\n", sc.ID, side.Name, time.Since(c.started).Seconds(), msg)
 		}
 	}
-	r := Result{Scenario: sc.ID, Title: sc.Title, Side: side.Name, Binary: side.Bin, Scale: cfg.Params.Scale}
+	r := Result{Scenario: sc.ID, Title: sc.Title, Side: side.Name, Binary: side.Bin, Build: describe(side.Bin),
+		Scale: cfg.Params.scale(), DurationSeconds: cfg.Params.Duration.Seconds(), Cores: runtime.NumCPU()}
 	if err := c.run(ctx, &r); err != nil {
 		r.Error = err.Error()
 		c.progress("error: " + err.Error())
@@ -116,6 +141,11 @@ func runCell(ctx context.Context, cfg Config, sc Scenario, side Side) Result {
 	c.progress(fmt.Sprintf("done: %d reloads, %d missed, %d duplicates, %d unexpected", r.Reloads, r.Missed, r.Duplicates, r.Unexpected))
 	return r
 }
+
+// ReconcileReturnWindow is how long after the load settled the reconcile rate may take to
+// return to its rate before the load (the design's hot-loop check); the run looks that long
+// at most.
+const ReconcileReturnWindow = 60 * time.Second
 
 func (c *cell) run(ctx context.Context, r *Result) error {
 	dir := filepath.Join(c.cfg.ResultsDir, "runs", c.sc.ID+"-"+c.side.Name)
@@ -130,32 +160,10 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 
 	spec := c.sc.Build(c.cfg.Params)
 	user := "loadtest-" + c.side.Name
-	auditLog := filepath.Join(dir, "audit.log")
-	var admin *rest.Config
-	var controllerKubeconfig string
-	if c.cfg.Kubeconfig == "" {
-		c.progress("starting control plane")
-		policy := filepath.Join(dir, "audit-policy.yaml")
-		if err := os.WriteFile(policy, []byte(AuditPolicy(user)), 0o644); err != nil {
-			return err
-		}
-		cluster, err := localcluster.Start(ctx, localcluster.Options{Rollouts: true, Nodes: max(c.cfg.Nodes, 1), CRDDirectoryPaths: crdDirs(c.cfg.CRDDir),
-			APIServerFlags: map[string]string{"audit-policy-file": policy, "audit-log-path": auditLog, "audit-log-format": "json"}})
-		if err != nil {
-			return err
-		}
-		defer cluster.Stop()
-		admin = cluster.Config
-		if _, controllerKubeconfig, err = cluster.AddUser(user, "system:masters"); err != nil {
-			return err
-		}
-	} else {
-		auditLog = ""
-		controllerKubeconfig = c.cfg.Kubeconfig
-		if admin, err = clientcmd.BuildConfigFromFlags("", c.cfg.Kubeconfig); err != nil {
-			return err
-		}
-		prefixNamespaces(&spec, "loadtest-"+c.side.Name+"-")
+	admin, controllerKubeconfig, auditLog, proxy, stop, err := c.controlPlane(ctx, dir, user, &spec)
+	defer stop()
+	if err != nil {
+		return err
 	}
 	cl, err := client.NewWithWatch(admin, client.Options{Scheme: scheme})
 	if err != nil {
@@ -174,7 +182,7 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 	if err != nil {
 		return err
 	}
-	if err := Poll(ctx, 60*time.Second, func() bool { return obs.Seen() >= len(spec.Workloads) }); err != nil {
+	if err := Poll(ctx, 60*time.Second+time.Duration(len(spec.Workloads))*10*time.Millisecond, func() bool { return obs.Seen() >= len(spec.Workloads) }); err != nil {
 		return fmt.Errorf("observer saw %d of %d workloads: %w", obs.Seen(), len(spec.Workloads), err)
 	}
 
@@ -182,9 +190,11 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 	side.Args = append(append([]string(nil), side.Args...), spec.Args...)
 	ctl := &Controller{Side: side, Kubeconfig: controllerKubeconfig, MetricsAddrFlag: c.cfg.MetricsAddrFlag, Out: logFile}
 	c.progress("starting " + filepath.Base(side.Bin))
+	runStart := time.Now()
 	if err := ctl.Start(ctx); err != nil {
 		return err
 	}
+	r.Build.Args = ctl.Args
 	defer ctl.Stop()
 	events := func() []audit.Event {
 		if auditLog == "" {
@@ -193,50 +203,169 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 		ev, _ := audit.Read(auditLog, user)
 		return ev
 	}
+	startupTimeout := 60*time.Second + time.Duration(len(spec.Workloads))*20*time.Millisecond
 	if auditLog != "" {
 		c.progress("waiting for the controller's start-up requests to settle")
-		_ = Poll(ctx, 60*time.Second, func() bool { return rate(events(), time.Now().Add(-2*time.Second), time.Now()) == 0 })
+		_ = Poll(ctx, startupTimeout, func() bool {
+			return rate(events(), time.Now().Add(-2*time.Second), time.Now()) == 0
+		})
+	} else {
+		// No audit log on an existing cluster: the controller's own reconcile rate tells
+		// when its start-up work is done (a binary without the counter reads 0 at once).
+		c.progress("waiting for the controller's start-up reconciles to settle")
+		_ = Poll(ctx, startupTimeout, func() bool {
+			now := time.Now()
+			return now.Sub(runStart) > 5*time.Second && reconcileRate(ctl.Samples(), window{now.Add(-4 * time.Second), now}) == 0
+		})
 	}
-	idleFrom := time.Now()
-	_ = sleep(ctx, 3*time.Second)
-	idleTo := time.Now()
+	idle := window{from: time.Now()}
+	_ = sleep(ctx, 6*time.Second) // three scrapes: the reconcile rate at rest
+	idle.to = time.Now()
 	before := events()
-	r.IdleRPSBefore, r.RepeatRPSBefore = rate(before, idleFrom, idleTo), repeatRate(before, idleFrom, idleTo)
+	r.IdleRPSBefore, r.RepeatRPSBefore = rate(before, idle.from, idle.to), repeatRate(before, idle.from, idle.to)
 
-	c.progress(fmt.Sprintf("driving load for %v", c.cfg.Params.Duration))
-	d := newDriver(cl, spec, ctl, c.progress)
+	c.progress("driving load")
+	d := newDriver(cl, spec, ctl, proxy, c.progress)
+	load := window{from: time.Now()}
 	if err := c.sc.Drive(ctx, d, spec, c.cfg.Params); err != nil {
 		return fmt.Errorf("drive: %w", err)
 	}
+	load.to = time.Now()
 	writes, tracked := d.Expected()
-	c.progress("waiting for reloads to land")
-	_ = Poll(ctx, 30*time.Second+c.cfg.Params.Duration, func() bool { return settled(writes, obs.Changes()) })
+	booked := 0
+	for _, ws := range writes {
+		booked += len(ws)
+	}
+	// A build that rolls once per write needs time in proportion to the writes booked.
+	settleTimeout := min(20*time.Minute, 60*time.Second+load.to.Sub(load.from)+time.Duration(booked)*20*time.Millisecond)
+	c.progress(fmt.Sprintf("waiting for reloads to land (%d writes booked on %d workloads; at most %v)", booked, len(writes), settleTimeout.Round(time.Second)))
+	if err := Poll(ctx, settleTimeout, func() bool { return settled(writes, obs.Changes()) }); err != nil {
+		r.NotSettled = true
+	}
+	settledAt := time.Now()
 	_ = sleep(ctx, 2*time.Second) // room for late duplicates
-	idleFrom = time.Now()
+	after := window{from: time.Now()}
 	c.progress("measuring idle requests")
 	_ = sleep(ctx, 5*time.Second)
-	idleTo = time.Now()
+	after.to = time.Now()
+
+	// The design's hot-loop check: the reconcile rate returns to its rate before the load
+	// within ReconcileReturnWindow of the load settling.
+	if _, _, ok := ctl.Totals().first(reconcileMetrics...); ok {
+		base := reconcileRate(ctl.Samples(), idle)
+		r.Runtime.ReconcileBaseline = &base
+		c.progress("waiting for the reconcile rate to return to its rate before the load")
+		var back *float64
+		_ = Poll(ctx, ReconcileReturnWindow+8*time.Second, func() bool {
+			back = returnedAt(ctl.Samples(), settledAt, base, 6*time.Second)
+			return back != nil || time.Since(settledAt) > ReconcileReturnWindow+6*time.Second
+		})
+		r.Runtime.ReconcileReturnSeconds, r.Runtime.ReconcileNotBack = back, back == nil
+	}
+	specs := map[string]Workload{}
+	for _, w := range spec.Workloads {
+		specs[w.Key()] = w
+	}
+	maps.Copy(specs, d.Created())
+	changes := obs.Changes()
+	if len(spec.Checks) > 0 {
+		if r.Checks, err = runChecks(ctx, cl, spec.Checks, tracked, specs, changes); err != nil {
+			return fmt.Errorf("checks: %w", err)
+		}
+	}
 	ctl.Stop()
+	runEnd := time.Now()
 	stopWatch()
 
-	judge(r, writes, tracked, obs.Changes())
+	judge(r, writes, tracked, changes)
+	r.ReloadsPerSecond, r.SettleSeconds = throughput(writes, changes, load.to)
+	if r.NotSettled {
+		r.SettleSeconds = settleTimeout.Seconds()
+	}
+	totals := ctl.Totals()
 	if auditLog != "" {
 		ev := events()
 		api := CountAPI(ev)
 		r.API = &api
-		r.IdleRPSAfter, r.RepeatRPSAfter = rate(ev, idleFrom, idleTo), repeatRate(ev, idleFrom, idleTo)
+		r.IdleRPSAfter, r.RepeatRPSAfter = rate(ev, after.from, after.to), repeatRate(ev, after.from, after.to)
+	} else if len(totals.Client) > 0 {
+		api := clientAPI(totals.Client)
+		r.API = &api
 	}
 	r.CPUSeconds = ctl.CPUSeconds
 	r.PeakRSSMiB = float64(ctl.PeakRSS) / (1 << 20)
-	r.Metrics = map[string]float64{}
-	// Upstream's names first, which both sides may expose; then reloader's own.
-	for _, name := range []string{"reloader_reload_executed_total", "reloader_reconcile_total", "reloader_action_total", "reloader_skipped_total",
-		"reloader_workload_reconcile_total", "reloader_workload_action_total", "reloader_workload_skipped_total", "rest_client_requests_total"} {
-		if v, ok := MetricValue(ctl.Metrics, name); ok {
-			r.Metrics[name] = v
+	steady := window{from: load.from.Add(load.to.Sub(load.from) / 2), to: load.to}
+	r.Usage = usage(ctl.Samples(), ctl.CPUSeconds, ctl.PeakRSS, window{runStart, runEnd}, steady)
+	base, back, notBack := r.Runtime.ReconcileBaseline, r.Runtime.ReconcileReturnSeconds, r.Runtime.ReconcileNotBack
+	r.Runtime = runtimeFigures(ctl.Samples(), totals, window{load.from, settledAt}, steady)
+	r.Runtime.ReconcileBaseline, r.Runtime.ReconcileReturnSeconds, r.Runtime.ReconcileNotBack = base, back, notBack
+	if proxy != nil {
+		on, off := d.FaultWindow()
+		fr := &FaultResult{Config: *spec.Faults, Proxy: proxy.Stats(), Seconds: off.Sub(on).Seconds()}
+		if len(totals.Client) > 0 {
+			n := 0.0
+			for k, v := range totals.Client {
+				if code := k[strings.LastIndexByte(k, ' ')+1:]; code == "429" || strings.HasPrefix(code, "5") {
+					n += v
+				}
+			}
+			fr.ClientErrors = &n
 		}
+		r.Faults = fr
 	}
 	return nil
+}
+
+// controlPlane starts a local control plane, or takes the existing cluster, and puts the fault
+// proxy in front of it when the scenario has faults. It returns the driver's config, the
+// controller's kubeconfig, the audit log ("" on an existing cluster), the proxy (nil without
+// faults), and what stops them all.
+func (c *cell) controlPlane(ctx context.Context, dir, user string, spec *Spec) (admin *rest.Config, controllerKubeconfig, auditLog string, proxy *faults.Proxy, stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	var controllerConfig *rest.Config
+	if c.cfg.Kubeconfig == "" {
+		auditLog = filepath.Join(dir, "audit.log")
+		c.progress("starting control plane")
+		policy := filepath.Join(dir, "audit-policy.yaml")
+		if err := os.WriteFile(policy, []byte(AuditPolicy(user)), 0o644); err != nil {
+			return nil, "", "", nil, stop, err
+		}
+		cluster, err := localcluster.Start(ctx, localcluster.Options{Rollouts: true, Nodes: max(c.cfg.Nodes, 1), CRDDirectoryPaths: crdDirs(c.cfg.CRDDir),
+			APIServerFlags: map[string]string{"audit-policy-file": policy, "audit-log-path": auditLog, "audit-log-format": "json"}})
+		if err != nil {
+			return nil, "", "", nil, stop, err
+		}
+		stops = append(stops, func() { _ = cluster.Stop() })
+		admin = cluster.Config
+		if controllerConfig, controllerKubeconfig, err = cluster.AddUser(user, "system:masters"); err != nil {
+			return nil, "", "", nil, stop, err
+		}
+	} else {
+		controllerKubeconfig = c.cfg.Kubeconfig
+		if admin, err = clientcmd.BuildConfigFromFlags("", c.cfg.Kubeconfig); err != nil {
+			return nil, "", "", nil, stop, err
+		}
+		controllerConfig = rest.CopyConfig(admin)
+		// The driver writes at the scenario's rate, not client-go's default 5 a second.
+		admin.QPS, admin.Burst = 1000, 2000
+		prefixNamespaces(spec, "loadtest-"+c.side.Name+"-")
+	}
+	if spec.Faults != nil {
+		if proxy, err = faults.Start(controllerConfig); err != nil {
+			return nil, "", "", nil, stop, err
+		}
+		stops = append(stops, func() { _ = proxy.Close() })
+		if controllerKubeconfig, err = proxy.Kubeconfig(dir, user); err != nil {
+			return nil, "", "", nil, stop, err
+		}
+		c.progress("controller talks to the API server through the fault proxy at " + proxy.URL)
+	}
+	return admin, controllerKubeconfig, auditLog, proxy, stop, nil
 }
 
 func prefixNamespaces(s *Spec, prefix string) {
@@ -255,41 +384,6 @@ func prefixNamespaces(s *Spec, prefix string) {
 		for j := range s.Workloads[i].Refs {
 			s.Workloads[i].Refs[j].Source.Namespace = prefix + s.Workloads[i].Refs[j].Source.Namespace
 		}
-	}
-}
-
-func setup(ctx context.Context, cl client.Client, spec Spec) error {
-	for _, ns := range spec.Namespaces {
-		for _, o := range []client.Object{
-			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns}},
-		} {
-			if err := cl.Create(ctx, o); client.IgnoreAlreadyExists(err) != nil {
-				return err
-			}
-		}
-	}
-	for _, s := range spec.Sources {
-		if err := cl.Create(ctx, sourceObject(s, 0)); err != nil {
-			return fmt.Errorf("create %s: %w", s.Key(), err)
-		}
-	}
-	for _, c := range spec.Configs {
-		if err := cl.Create(ctx, configObject(c)); err != nil {
-			return fmt.Errorf("create ReloaderConfig %s/%s: %w", c.Namespace, c.Name, err)
-		}
-	}
-	for _, w := range spec.Workloads {
-		if err := cl.Create(ctx, workloadObject(w)); err != nil {
-			return fmt.Errorf("create %s: %w", w.Key(), err)
-		}
-	}
-	return nil
-}
-
-func teardown(cl client.Client, spec Spec) {
-	for _, ns := range spec.Namespaces {
-		_ = cl.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	}
 }
 
@@ -327,8 +421,8 @@ func crdDirs(dir string) []string {
 }
 
 // scheme reads and writes the built-in kinds and ReloaderConfigs.
-var scheme = func() *runtime.Scheme {
-	s := runtime.NewScheme()
+var scheme = func() *kruntime.Scheme {
+	s := kruntime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(v1alpha1.AddToScheme(s))
 	return s

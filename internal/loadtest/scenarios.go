@@ -3,6 +3,7 @@ package loadtest
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"k8s.io/utils/ptr"
+
+	"github.com/reloader-operator/reloader/internal/loadtest/faults"
 )
 
 // Spec is the state a scenario starts from.
@@ -21,14 +24,42 @@ type Spec struct {
 	Configs []RuleConfig
 	// Args are reloader flags the scenario needs, given to both sides.
 	Args []string
+	// Faults, when set, puts the fault proxy between the controller and the API server; the
+	// scenario turns the faults on and off through the Driver.
+	Faults *faults.Config
+	// Checks are read from the cluster after the load: see checks.go.
+	Checks []string
 }
 
 // Params size a run.
 type Params struct {
-	// Scale multiplies object counts.
-	Scale int
-	// Duration is how long timed scenarios drive load.
+	// Scale multiplies the design's object counts (and, without Duration, its durations):
+	// 1 is the design's size, 0.1 a tenth of it (at least one of each thing; durations at
+	// least 5 s).
+	Scale float64
+	// Duration, when set, is how long every timed scenario drives load, instead of its
+	// design duration times Scale.
 	Duration time.Duration
+}
+
+// N is a design count at this scale, at least 1.
+func (p Params) N(design int) int {
+	return max(1, int(math.Round(float64(design)*p.scale())))
+}
+
+// D is how long a timed scenario of the given design duration drives load.
+func (p Params) D(design time.Duration) time.Duration {
+	if p.Duration > 0 {
+		return p.Duration
+	}
+	return max(5*time.Second, time.Duration(float64(design)*min(p.scale(), 1)))
+}
+
+func (p Params) scale() float64 {
+	if p.Scale <= 0 {
+		return 1
+	}
+	return p.Scale
 }
 
 // Scenario is one load-test case.
@@ -89,10 +120,32 @@ func sleep(ctx context.Context, dur time.Duration) error {
 	}
 }
 
-// periodic updates every source of the scenario each interval, for the run's duration.
-func periodic(interval time.Duration) func(context.Context, *Driver, Spec, Params) error {
+// periodic updates every source of the scenario each interval, for the design duration.
+func periodic(design, interval time.Duration) func(context.Context, *Driver, Spec, Params) error {
 	return func(ctx context.Context, d *Driver, s Spec, p Params) error {
-		return every(ctx, p.Duration, interval, func(int) error { return updateAll(ctx, d, s.Sources) })
+		return every(ctx, p.D(design), interval, func(int) error { return updateAll(ctx, d, s.Sources) })
+	}
+}
+
+// steady updates sources at perSecond writes a second for the design duration, the source
+// of each write chosen by pick (from a seeded generator: both sides write the same sequence).
+func steady(design time.Duration, perSecond float64, sources func(Spec) []Source) func(context.Context, *Driver, Spec, Params) error {
+	return func(ctx context.Context, d *Driver, s Spec, p Params) error {
+		src := sources(s)
+		rng := rand.New(rand.NewPCG(uint64(len(src)), 11))
+		return every(ctx, p.D(design), time.Duration(float64(time.Second)/perSecond), func(int) error {
+			return d.Update(ctx, src[rng.IntN(len(src))])
+		})
+	}
+}
+
+func all(s Spec) []Source { return s.Sources }
+
+// zero sets the replicas of the workloads built so far to 0: fan-outs of thousands roll their
+// templates (and ReplicaSets) without starting thousands of pods on the fake nodes.
+func (b *builder) zero() {
+	for i := range b.Workloads {
+		b.Workloads[i].Replicas = ptr.To[int32](0)
 	}
 }
 
@@ -121,96 +174,140 @@ func changed(prefix string) func(s Spec) []Source {
 	}
 }
 
-// Scenarios are every scenario, by ID.
+// loadFor is how long a scenario whose duration the design leaves open drives load at scale 1:
+// long enough for a steady state, short enough for the full set to take about an hour on two
+// cores.
+const loadFor = 30 * time.Second
+
+// Scenarios are every scenario, by ID. S1-S13 follow the load-test design of the
+// controller-runtime rewrite, at its sizes when Params.Scale is 1; S14-S17 are this project's.
 var Scenarios = map[string]Scenario{
-	"S1": {ID: "S1", Title: "burst updates: each ConfigMap written 10 times in a second, repeatedly",
+	"S1": {ID: "S1", Title: "burst: 50 writes in 10 s to one ConfigMap used by 500 Deployments, and 10 to a Secret they also use",
 		Build: func(p Params) Spec {
 			var b builder
-			b.pairs(b.ns("s1"), "burst", 5*p.Scale, 2, 256)
+			ns := b.ns("s1")
+			cm := b.source(ConfigMap, ns, "burst-config", 256)
+			sec := b.source(Secret, ns, "burst-secret", 128)
+			for i := range p.N(500) {
+				b.workload(Deployment, ns, fmt.Sprintf("burst-%d", i), uses(cm), uses(sec))
+			}
+			b.zero()
 			return b.Spec
 		},
 		Drive: func(ctx context.Context, d *Driver, s Spec, p Params) error {
-			return every(ctx, p.Duration, 3*time.Second, func(int) error { return burst(ctx, d, s.Sources, 10, 100*time.Millisecond) })
+			writes := max(10, p.N(50))
+			gap := p.D(10*time.Second) / time.Duration(writes)
+			cm, sec := s.Sources[0], s.Sources[1]
+			return every(ctx, p.D(10*time.Second), gap, func(i int) error {
+				if err := d.Update(ctx, cm); err != nil || i%5 != 4 {
+					return err
+				}
+				return d.Update(ctx, sec)
+			})
 		}},
-	"S2": {ID: "S2", Title: "fan-out: one ConfigMap used by 50×scale Deployments",
+	"S2": {ID: "S2", Title: "fan-out at rate: 200 ConfigMaps and 200 Secrets, 5-20 Deployments each, 5 writes/s for 5 min",
 		Build: func(p Params) Spec {
 			var b builder
-			b.pairs(b.ns("s2"), "shared", 1, 50*p.Scale, 256)
+			ns := b.ns("s2")
+			for i := range p.N(200) {
+				cm := b.source(ConfigMap, ns, fmt.Sprintf("fan-cm-%d", i), 512)
+				sec := b.source(Secret, ns, fmt.Sprintf("fan-secret-%d", i), 256)
+				for j := range 5 + (i*7)%16 { // 5 to 20 users per source
+					b.workload(Deployment, ns, fmt.Sprintf("fan-%d-%d", i, j), uses(cm), uses(sec))
+				}
+			}
+			b.zero()
 			return b.Spec
 		},
-		Drive: periodic(5 * time.Second)},
-	"S3": {ID: "S3", Title: "many namespaces: 10×scale namespaces, a ConfigMap and a Secret each",
+		Drive: steady(5*time.Minute, 5, all)},
+	"S3": {ID: "S3", Title: "many namespaces: 200 namespaces × 20 Deployments (4,000), a ConfigMap and a Secret each",
 		Build: func(p Params) Spec {
 			var b builder
-			for i := range 10 * p.Scale {
+			for i := range p.N(200) {
 				ns := b.ns(fmt.Sprintf("s3-%d", i))
 				cm := b.source(ConfigMap, ns, "config", 256)
 				sec := b.source(Secret, ns, "credentials", 128)
-				b.workload(Deployment, ns, "api", uses(cm), uses(sec))
-				b.workload(Deployment, ns, "worker", uses(cm))
+				for j := range 20 {
+					refs := []Ref{uses(cm)}
+					if j%2 == 0 {
+						refs = append(refs, uses(sec))
+					}
+					b.workload(Deployment, ns, fmt.Sprintf("app-%d", j), refs...)
+				}
 			}
+			b.zero()
 			return b.Spec
 		},
-		Drive: periodic(4 * time.Second)},
+		Drive: steady(time.Minute, 5, all)},
 	"S4": {ID: "S4", Title: "no-op updates: labels, annotations and identical data only; nothing may reload",
 		Build: func(p Params) Spec {
 			var b builder
-			b.pairs(b.ns("s4"), "noop", 5*p.Scale, 2, 256)
+			b.pairs(b.ns("s4"), "noop", p.N(50), 2, 256)
 			return b.Spec
 		},
 		Drive: func(ctx context.Context, d *Driver, s Spec, p Params) error {
-			return every(ctx, p.Duration, 200*time.Millisecond, func(i int) error { return d.Touch(ctx, s.Sources[i%len(s.Sources)], i) })
+			return every(ctx, p.D(loadFor), 100*time.Millisecond, func(i int) error { return d.Touch(ctx, s.Sources[i%len(s.Sources)], i) })
 		}},
-	"S5": {ID: "S5", Title: "workload churn: Deployments created and deleted while their ConfigMaps change",
+	"S5": {ID: "S5", Title: "churn: Deployments created and deleted, sources deleted and re-created, while sources change",
 		Build: func(p Params) Spec {
 			var b builder
-			b.pairs(b.ns("s5"), "churn", 3*p.Scale, 2, 256)
+			b.pairs(b.ns("s5"), "churn", p.N(30), 2, 256)
+			b.Args = []string{"--reload-on-create=true", "--reload-on-delete=true"}
 			return b.Spec
 		},
 		Drive: func(ctx context.Context, d *Driver, s Spec, p Params) error {
 			var live []Workload
-			return every(ctx, p.Duration, time.Second, func(i int) error {
+			return every(ctx, p.D(loadFor), 250*time.Millisecond, func(i int) error {
 				src := s.Sources[i%len(s.Sources)]
 				w := Workload{Kind: Deployment, Namespace: src.Namespace, Name: fmt.Sprintf("churn-new-%d", i), Refs: []Ref{uses(src)}}
 				if err := d.AddWorkload(ctx, w); err != nil {
 					return err
 				}
 				live = append(live, w)
-				if len(live) > 4 {
+				if len(live) > 20 {
 					if err := d.DeleteWorkload(ctx, live[0]); err != nil {
 						return err
 					}
 					live = live[1:]
 				}
+				if i%5 == 4 {
+					// The source goes away and comes back with new content.
+					return d.Recreate(ctx, src)
+				}
 				return d.Update(ctx, src)
 			})
 		}},
-	"S6": {ID: "S6", Title: "controller restart mid-load; untouched workloads must not restart",
+	"S6": {ID: "S6", Title: "controller restart (SIGTERM) mid-load; untouched workloads must not restart",
 		Build: func(p Params) Spec {
 			var b builder
 			ns := b.ns("s6")
-			b.pairs(ns, "busy", 5*p.Scale, 1, 256)
-			b.pairs(ns, "quiet", 5*p.Scale, 1, 256)
+			b.pairs(ns, "busy", p.N(100), 1, 256)
+			b.pairs(ns, "quiet", p.N(100), 1, 256)
 			return b.Spec
 		},
 		Drive: func(ctx context.Context, d *Driver, s Spec, p Params) error {
 			busy := changed("busy")(s)
-			half := p.Duration / 2
-			if err := every(ctx, half, time.Second, func(int) error { return updateAll(ctx, d, busy) }); err != nil {
+			half := p.D(loadFor) / 2
+			tick := max(time.Second, time.Duration(len(busy))*20*time.Millisecond) // about 50 writes a second
+			if err := every(ctx, half, tick, func(int) error { return updateAll(ctx, d, busy) }); err != nil {
 				return err
 			}
 			if err := d.Restart(ctx); err != nil {
 				return err
 			}
-			return every(ctx, half, time.Second, func(int) error { return updateAll(ctx, d, busy) })
+			return every(ctx, half, tick, func(int) error { return updateAll(ctx, d, busy) })
 		}},
-	"S7": {ID: "S7", Title: "10 concurrent writers on shared ConfigMaps",
+	"S7": {ID: "S7", Title: "API faults: 429 with Retry-After, 500/503, added latency, a QPS limit and cut watch streams, under 10 writers",
 		Build: func(p Params) Spec {
 			var b builder
-			b.pairs(b.ns("s7"), "shared", 10*p.Scale, 1, 256)
+			b.pairs(b.ns("s7"), "faulty", p.N(50), 2, 256)
+			b.Faults = &faults.Config{TooManyRequests: 0.05, RetryAfterSeconds: 1, ServerErrors: 0.05, Latency: 100 * time.Millisecond,
+				LatencyShare: 0.2, QPS: 20, Burst: 40, DropWatchAfter: 20 * time.Second, Seed: 7}
 			return b.Spec
 		},
 		Drive: func(ctx context.Context, d *Driver, s Spec, p Params) error {
+			d.SetFaults(*s.Faults)
+			defer d.ClearFaults()
 			var wg sync.WaitGroup
 			errs := make(chan error, 10)
 			for w := range 10 {
@@ -218,7 +315,7 @@ var Scenarios = map[string]Scenario{
 				go func() {
 					defer wg.Done()
 					rng := rand.New(rand.NewPCG(uint64(w), 7))
-					errs <- every(ctx, p.Duration, 150*time.Millisecond, func(int) error {
+					errs <- every(ctx, p.D(loadFor), time.Second, func(int) error {
 						return d.Update(ctx, s.Sources[rng.IntN(len(s.Sources))])
 					})
 				}()
@@ -232,23 +329,25 @@ var Scenarios = map[string]Scenario{
 			}
 			return nil
 		}},
-	"S8": {ID: "S8", Title: "large objects: 100 KiB ConfigMaps and 200 KiB Secrets",
+	"S8": {ID: "S8", Title: "large objects: ConfigMaps and Secrets of 960 KiB, near the 1 MiB limit",
 		Build: func(p Params) Spec {
 			var b builder
 			ns := b.ns("s8")
-			for i := range 5 * p.Scale {
-				cm := b.source(ConfigMap, ns, fmt.Sprintf("big-cm-%d", i), 100<<10)
-				sec := b.source(Secret, ns, fmt.Sprintf("big-secret-%d", i), 200<<10)
-				b.workload(Deployment, ns, fmt.Sprintf("big-%d", i), uses(cm), uses(sec))
+			for i := range p.N(10) {
+				cm := b.source(ConfigMap, ns, fmt.Sprintf("big-cm-%d", i), 960<<10)
+				sec := b.source(Secret, ns, fmt.Sprintf("big-secret-%d", i), 960<<10)
+				for j := range 5 {
+					b.workload(Deployment, ns, fmt.Sprintf("big-%d-%d", i, j), uses(cm), uses(sec))
+				}
 			}
 			return b.Spec
 		},
-		Drive: periodic(3 * time.Second)},
+		Drive: steady(loadFor, 2, all)},
 	"S9": {ID: "S9", Title: "every workload kind: Deployment, StatefulSet, DaemonSet, CronJob, Job",
 		Build: func(p Params) Spec {
 			var b builder
 			ns := b.ns("s9")
-			for i := range p.Scale {
+			for i := range p.N(10) {
 				cm := b.source(ConfigMap, ns, fmt.Sprintf("kinds-%d", i), 256)
 				for _, kind := range []string{Deployment, StatefulSet, DaemonSet, CronJob, Job} {
 					b.workload(kind, ns, fmt.Sprintf("%s-%d", strings.ToLower(kind), i), uses(cm))
@@ -260,12 +359,12 @@ var Scenarios = map[string]Scenario{
 			}
 			return b.Spec
 		},
-		Drive: periodic(5 * time.Second)},
-	"S10": {ID: "S10", Title: "Secrets and mixed: a ConfigMap and a Secret changed together, then apart",
+		Drive: periodic(loadFor, 10*time.Second)},
+	"S10": {ID: "S10", Title: "Secrets and mixed: a ConfigMap and a Secret changed together, then the Secret alone",
 		Build: func(p Params) Spec {
 			var b builder
 			ns := b.ns("s10")
-			for i := range 5 * p.Scale {
+			for i := range p.N(50) {
 				cm := b.source(ConfigMap, ns, fmt.Sprintf("mixed-cm-%d", i), 256)
 				sec := b.source(Secret, ns, fmt.Sprintf("mixed-secret-%d", i), 128)
 				b.workload(Deployment, ns, fmt.Sprintf("mixed-%d", i), uses(cm), Ref{Source: sec, How: Volume})
@@ -273,36 +372,38 @@ var Scenarios = map[string]Scenario{
 			return b.Spec
 		},
 		Drive: func(ctx context.Context, d *Driver, s Spec, p Params) error {
-			return every(ctx, p.Duration, 3*time.Second, func(i int) error {
+			return every(ctx, p.D(loadFor), 5*time.Second, func(i int) error {
 				if i%2 == 0 {
 					return updateAll(ctx, d, s.Sources)
 				}
 				return updateAll(ctx, d, changed("mixed-secret")(s))
 			})
 		}},
-	"S11": {ID: "S11", Title: "annotations reload strategy",
+	"S11": {ID: "S11", Title: "annotations reload strategy: every reloaded template carries last-reloaded-from",
 		Build: func(p Params) Spec {
 			var b builder
-			b.pairs(b.ns("s11"), "annotated", 5*p.Scale, 2, 256)
+			b.pairs(b.ns("s11"), "annotated", p.N(50), 2, 256)
 			b.Args = []string{"--reload-strategy=annotations"}
+			b.Checks = []string{CheckLastReloadedFrom}
 			return b.Spec
 		},
-		Drive: periodic(2 * time.Second)},
-	"S12": {ID: "S12", Title: "pause-period: Deployments paused 5 s after each reload",
+		Drive: steady(loadFor, 5, all)},
+	"S12": {ID: "S12", Title: "pause-period: Deployments paused 5 s from each reload; pausing must cut the rollouts",
 		Build: func(p Params) Spec {
 			var b builder
-			b.pairs(b.ns("s12"), "paused", 3*p.Scale, 1, 256)
+			b.pairs(b.ns("s12"), "paused", p.N(20), 1, 256)
 			for i := range b.Workloads {
 				b.Workloads[i].Annotations = map[string]string{"deployment.reloader.stakater.com/pause-period": "5s"}
 			}
+			b.Checks = []string{CheckPauseCut}
 			return b.Spec
 		},
-		Drive: periodic(2 * time.Second)},
+		Drive: periodic(loadFor, 2*time.Second)},
 	"S13": {ID: "S13", Title: "complex references: init containers, valueFrom, volumes, projected volumes",
 		Build: func(p Params) Spec {
 			var b builder
 			ns := b.ns("s13")
-			for i := range 3 * p.Scale {
+			for i := range p.N(25) {
 				var refs []Ref
 				for _, how := range []string{Init, EnvValue, Volume, Projected} {
 					kind := ConfigMap
@@ -315,15 +416,13 @@ var Scenarios = map[string]Scenario{
 			}
 			return b.Spec
 		},
-		Drive: func(ctx context.Context, d *Driver, s Spec, p Params) error {
-			return every(ctx, p.Duration, 3*time.Second, func(i int) error { return d.Update(ctx, s.Sources[i%len(s.Sources)]) })
-		}},
+		Drive: steady(loadFor, 2, all)},
 	"S14": {ID: "S14", Title: "change while down: sources changed while the controller is stopped",
 		Build: func(p Params) Spec {
 			var b builder
 			ns := b.ns("s14")
-			b.pairs(ns, "changed", 5*p.Scale, 1, 256)
-			b.pairs(ns, "unchanged", 5*p.Scale, 1, 256)
+			b.pairs(ns, "changed", p.N(50), 1, 256)
+			b.pairs(ns, "unchanged", p.N(50), 1, 256)
 			return b.Spec
 		},
 		Drive: func(ctx context.Context, d *Driver, s Spec, p Params) error {
@@ -334,30 +433,31 @@ var Scenarios = map[string]Scenario{
 			if err := d.StartController(ctx); err != nil {
 				return err
 			}
-			return sleep(ctx, p.Duration/2)
+			return sleep(ctx, p.D(20*time.Second))
 		}},
-	"S15": {ID: "S15", Title: "memory at scale: 1000×scale 10 KiB ConfigMaps and Secrets, 100×scale Deployments",
+	"S15": {ID: "S15", Title: "memory at scale: 500 10 KiB ConfigMaps and 500 Secrets, 100 Deployments",
 		Build: func(p Params) Spec {
 			var b builder
 			ns := b.ns("s15")
-			for i := range 500 * p.Scale {
+			for i := range p.N(500) {
 				b.source(ConfigMap, ns, fmt.Sprintf("bulk-cm-%d", i), 10<<10)
 				b.source(Secret, ns, fmt.Sprintf("bulk-secret-%d", i), 10<<10)
 			}
-			for i := range 100 * p.Scale {
+			for i := range min(p.N(100), p.N(500)) {
 				b.workload(Deployment, ns, fmt.Sprintf("bulk-%d", i), uses(b.Sources[2*i]), uses(b.Sources[2*i+1]))
-				b.Workloads[len(b.Workloads)-1].Replicas = ptr.To[int32](0)
 			}
+			b.zero()
 			return b.Spec
 		},
 		Drive: func(ctx context.Context, d *Driver, s Spec, p Params) error {
-			return every(ctx, p.Duration, 2*time.Second, func(i int) error { return d.Update(ctx, s.Sources[(i*2)%(200*p.Scale)]) })
+			used := 2 * len(s.Workloads)
+			return every(ctx, p.D(loadFor), time.Second, func(i int) error { return d.Update(ctx, s.Sources[(i*2)%used]) })
 		}},
-	"S16": {ID: "S16", Title: "ReloaderConfigs: 10×scale configs, each selecting 10 unannotated Deployments by label",
-		Build: func(p Params) Spec { return grouped("s16", 10*p.Scale, true) },
+	"S16": {ID: "S16", Title: "ReloaderConfigs: 10 configs, each selecting 10 unannotated Deployments by label",
+		Build: func(p Params) Spec { return grouped("s16", p.N(10), true) },
 		Drive: configGroups},
 	"S17": {ID: "S17", Title: "S16's shape with the auto annotation instead of ReloaderConfigs, to compare",
-		Build: func(p Params) Spec { return grouped("s17", 10*p.Scale, false) },
+		Build: func(p Params) Spec { return grouped("s17", p.N(10), false) },
 		Drive: configGroups},
 }
 
@@ -383,7 +483,7 @@ func grouped(ns string, n int, configs bool) Spec {
 
 // configGroups changes a tenth of the groups' ConfigMaps each second, in turn.
 func configGroups(ctx context.Context, d *Driver, s Spec, p Params) error {
-	return every(ctx, p.Duration, time.Second, func(i int) error {
+	return every(ctx, p.D(loadFor), time.Second, func(i int) error {
 		for j := range max(len(s.Sources)/10, 1) {
 			if err := d.Update(ctx, s.Sources[(i*max(len(s.Sources)/10, 1)+j)%len(s.Sources)]); err != nil {
 				return err

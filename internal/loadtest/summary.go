@@ -42,14 +42,15 @@ type SummaryRow struct {
 	P50FromEach Pair    `json:"p50FromEachWriteMs"`
 	P50FromLast Pair    `json:"p50FromLastWriteMs"`
 	PeakRSS     Pair    `json:"peakRssMiB"`
+	CPU         Pair    `json:"cpuSeconds"`
 }
 
 // SummaryHeader names the summary's figure columns, in the order of SummaryRow.Figures.
-var SummaryHeader = []string{"rollouts", "API requests", "API writes", "p50 from each write", "p50 from last write", "peak RSS"}
+var SummaryHeader = []string{"rollouts", "API requests", "API writes", "p50 from each write", "p50 from last write", "peak RSS", "CPU"}
 
 // Figures are the row's pairs in SummaryHeader's order.
 func (s SummaryRow) Figures() []Pair {
-	return []Pair{s.Rollouts, s.APIRequests, s.APIWrites, s.P50FromEach, s.P50FromLast, s.PeakRSS}
+	return []Pair{s.Rollouts, s.APIRequests, s.APIWrites, s.P50FromEach, s.P50FromLast, s.PeakRSS, s.CPU}
 }
 
 // Summary is one row per scenario, from the figures of its detailed rows.
@@ -58,7 +59,7 @@ func (rep Report) Summary() []SummaryRow {
 	for _, s := range rep.Sections {
 		pair := func(metric string) Pair {
 			for _, r := range s.Rows {
-				if r.Metric == metric {
+				if r.Metric == metric || strings.HasPrefix(r.Metric, metric+" (") {
 					return Pair{Old: r.Old, New: r.New}
 				}
 			}
@@ -66,7 +67,7 @@ func (rep Report) Summary() []SummaryRow {
 		}
 		out = append(out, SummaryRow{Scenario: s.Scenario, New: s.NewVerdict, Old: s.OldVerdict,
 			Rollouts: pair(RowReloads), APIRequests: pair(RowAPIRequests), APIWrites: pair(RowAPIWrites),
-			P50FromEach: pair(RowP50FromEach), P50FromLast: pair(RowP50FromLast), PeakRSS: pair(RowPeakRSS)})
+			P50FromEach: pair(RowP50FromEach), P50FromLast: pair(RowP50FromLast), PeakRSS: pair(RowPeakRSS), CPU: pair(RowCPU)})
 	}
 	return out
 }

@@ -1,0 +1,311 @@
+package loadtest
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Rows the summary table quotes.
+const (
+	RowReloads     = "reloads"
+	RowP50FromLast = "latency p50 from last write covered (ms)"
+	RowP50FromEach = "latency p50 from each write (ms)"
+	RowAPIRequests = "API requests"
+	RowAPIWrites   = "API writes"
+	RowPeakRSS     = "peak RSS (MiB)"
+	RowP99FromLast = "latency p99 from last write covered (ms)"
+	RowCPU         = "CPU seconds"
+	RowErrors      = "errors (reloader_errors_total)"
+
+	RowReloadsPerSecond    = "rollouts/s (first write to last rollout)"
+	RowReconcilesPerSecond = "reconciles/s during the load"
+)
+
+func rows(old, nu *Result, g Gates) []Row {
+	// opt reads a figure a side may lack (a metric its binary does not expose).
+	opt := func(r *Result, f func(*Result) *float64) *float64 {
+		if r == nil || r.Error != "" {
+			return nil
+		}
+		return f(r)
+	}
+	val := func(r *Result, f func(*Result) float64) *float64 {
+		return opt(r, func(r *Result) *float64 { v := f(r); return &v })
+	}
+	// level is a side's verdict where it has a figure.
+	level := func(v *float64, fail, warn bool) string {
+		switch {
+		case v == nil:
+			return ""
+		case fail:
+			return "FAIL"
+		case warn:
+			return "WARN"
+		}
+		return "pass"
+	}
+	var out []Row
+	// atMost gates each side on its own, with no WARN.
+	atMost := func(metric, short string, limit float64, f func(*Result) *float64) {
+		row := Row{Metric: metric, short: short, Old: opt(old, f), New: opt(nu, f), Expected: fmt.Sprintf("≤ %g", limit)}
+		row.OldVerdict = level(row.Old, row.Old != nil && *row.Old > limit, false)
+		row.NewVerdict = level(row.New, row.New != nil && *row.New > limit, false)
+		out = append(out, row)
+	}
+	count := func(f func(*Result) int) func(*Result) *float64 {
+		return func(r *Result) *float64 { v := float64(f(r)); return &v }
+	}
+	// bounded gates each side against the other: new may be ratio times old plus slack, and
+	// so may old against new, so a build far behind the other fails whichever side it is on.
+	// With one side, or a figure one side lacks, it is only shown.
+	bounded := func(metric, short, unit string, ratio, slack float64, f func(*Result) *float64) {
+		row := Row{Metric: metric, short: short, Old: opt(old, f), New: opt(nu, f), unit: unit}
+		if row.Old != nil && row.New != nil {
+			row.Expected = fmt.Sprintf("≤ other×%g + %g", ratio, slack)
+			judge := func(v, other float64) string {
+				limit := other*ratio + slack
+				return level(&v, v > limit, v > other+g.WarnAt*(limit-other))
+			}
+			row.OldVerdict, row.NewVerdict = judge(*row.Old, *row.New), judge(*row.New, *row.Old)
+		}
+		out = append(out, row)
+	}
+	info := func(metric, unit string, f func(*Result) *float64) {
+		out = append(out, Row{Metric: metric, Old: opt(old, f), New: opt(nu, f), unit: unit})
+	}
+	plain := func(f func(*Result) float64) func(*Result) *float64 {
+		return func(r *Result) *float64 { v := f(r); return &v }
+	}
+	for _, r := range []*Result{old, nu} {
+		if r != nil && r.Error != "" {
+			row := Row{Metric: r.Side + " run failed: " + r.Error, short: "run failed"}
+			if r == old {
+				row.OldVerdict = "FAIL"
+			} else {
+				row.NewVerdict = "FAIL"
+			}
+			out = append(out, row)
+		}
+	}
+	booked := old // either side booked the same writes
+	if booked == nil || booked.Error != "" {
+		booked = nu
+	}
+	expected := ""
+	if booked != nil {
+		expected = fmt.Sprintf("%d..%d", booked.ExpectedMin, booked.ExpectedMax)
+	}
+	out = append(out, Row{Metric: RowReloads, Old: val(old, func(r *Result) float64 { return float64(r.Reloads) }),
+		New: val(nu, func(r *Result) float64 { return float64(r.Reloads) }), Expected: expected})
+	atMost("missed reloads", "missed", float64(g.MaxMissed), count(func(r *Result) int { return r.Missed }))
+	atMost("duplicate reloads", "duplicates", float64(g.MaxDuplicates), count(func(r *Result) int { return r.Duplicates }))
+	atMost("unexpected reloads", "unexpected", float64(g.MaxUnexpected), count(func(r *Result) int { return r.Unexpected }))
+	for _, name := range checkNames(old, nu) {
+		f := func(r *Result) *float64 {
+			for _, c := range r.Checks {
+				if c.Name == name {
+					v := c.Value
+					return &v
+				}
+			}
+			return nil
+		}
+		if lim := checkMax(old, nu, name); lim != nil {
+			atMost("check: "+name, name, *lim, f)
+		} else {
+			info("check: "+name, "", f)
+		}
+	}
+	info(RowReloadsPerSecond, "/s", plain(func(r *Result) float64 { return r.ReloadsPerSecond }))
+	info("seconds from the end of the load to its last rollout", "s", plain(func(r *Result) float64 { return r.SettleSeconds }))
+	// Latency is gated from the last write each rollout covered, which judges a build that
+	// coalesces writes and one that rolls for each alike; from each write is shown beside it.
+	fromLast := func(q func(Latency) float64) func(*Result) *float64 {
+		return plain(func(r *Result) float64 { return q(r.LatencyFromLastWrite) })
+	}
+	bounded(RowP50FromLast, "p50 from last write", "ms", g.LatencyRatio, g.LatencySlackMs, fromLast(func(l Latency) float64 { return l.P50 }))
+	bounded("latency p95 from last write covered (ms)", "p95 from last write", "ms", g.LatencyRatio, g.LatencySlackMs, fromLast(func(l Latency) float64 { return l.P95 }))
+	bounded(RowP99FromLast, "p99 from last write", "ms", g.P99Ratio, g.P99SlackMs, fromLast(func(l Latency) float64 { return l.P99 }))
+	info(RowP50FromEach, "ms", plain(func(r *Result) float64 { return r.Latency.P50 }))
+	info("latency p95 from each write (ms)", "ms", plain(func(r *Result) float64 { return r.Latency.P95 }))
+	info("latency p99 from each write (ms)", "ms", plain(func(r *Result) float64 { return r.Latency.P99 }))
+	hasAPI := (old == nil || old.API != nil) && (nu == nil || nu.API != nil)
+	if hasAPI {
+		audited := (old == nil || old.API.Source == "") && (nu == nil || nu.API.Source == "")
+		src := ""
+		if !audited {
+			src = " (client metrics)"
+		}
+		bounded(RowAPIRequests+src, "API requests", "", g.APIRatio, float64(g.APISlack), count(func(r *Result) int { return r.API.Total }))
+		bounded(RowAPIWrites+src, "API writes", "", g.APIRatio, float64(g.APISlack), count(func(r *Result) int { return r.API.Writes }))
+		if audited {
+			bounded("API LISTs", "LISTs", "", g.ListRatio, g.ListSlack, count(func(r *Result) int { return r.API.Lists }))
+		}
+		for _, verb := range apiVerbs(old, nu) {
+			info("API "+verb+src, "", count(func(r *Result) int { return r.API.ByVerb[verb] }))
+		}
+		info("API 409 conflicts", "", count(func(r *Result) int { return r.API.Conflicts }))
+		if audited {
+			info("idle req/s after load", "req/s", plain(func(r *Result) float64 { return r.IdleRPSAfter }))
+			row := Row{Metric: "repeated req/s after load (hot loop)", short: "hot loop", unit: "req/s",
+				Old: val(old, func(r *Result) float64 { return r.RepeatRPSAfter }), New: val(nu, func(r *Result) float64 { return r.RepeatRPSAfter }),
+				Expected: fmt.Sprintf("≤ before load + %g", g.MaxIdleRPSIncrease)}
+			hot := func(r *Result, v *float64) string {
+				if v == nil {
+					return ""
+				}
+				return level(v, r.RepeatRPSAfter > r.RepeatRPSBefore+g.MaxIdleRPSIncrease, r.RepeatRPSAfter > r.RepeatRPSBefore+g.WarnAt*g.MaxIdleRPSIncrease)
+			}
+			row.OldVerdict, row.NewVerdict = hot(old, row.Old), hot(nu, row.New)
+			out = append(out, row)
+		}
+	}
+	// The design's hot-loop check on the controller's own reconcile rate.
+	back := func(r *Result) *float64 {
+		switch {
+		case r.Runtime.ReconcileNotBack:
+			v := ReconcileReturnWindow.Seconds()
+			return &v
+		}
+		return r.Runtime.ReconcileReturnSeconds
+	}
+	row := Row{Metric: "seconds until reconciles/s is back at its rate before the load", short: "reconcile rate back after", unit: "s",
+		Old: opt(old, back), New: opt(nu, back), Expected: fmt.Sprintf("≤ %g", g.MaxReconcileReturnSeconds)}
+	for _, side := range []struct {
+		r       *Result
+		v       *float64
+		verdict *string
+	}{{old, row.Old, &row.OldVerdict}, {nu, row.New, &row.NewVerdict}} {
+		if side.v != nil {
+			*side.verdict = level(side.v, side.r.Runtime.ReconcileNotBack || *side.v > g.MaxReconcileReturnSeconds, *side.v > g.WarnAt*g.MaxReconcileReturnSeconds)
+		}
+	}
+	out = append(out, row)
+	rt := func(f func(Runtime) *float64) func(*Result) *float64 {
+		return func(r *Result) *float64 { return f(r.Runtime) }
+	}
+	info("reconciles/s before the load", "/s", rt(func(x Runtime) *float64 { return x.ReconcileBaseline }))
+	info("reconciles", "", rt(func(x Runtime) *float64 { return x.Reconciles }))
+	info(RowReconcilesPerSecond, "/s", rt(func(x Runtime) *float64 { return x.ReconcilesPerSecond }))
+	info("reconciles/s peak (5 s)", "/s", rt(func(x Runtime) *float64 { return x.ReconcilesPerSecondPeak }))
+	info("work-queue depth peak", "", rt(func(x Runtime) *float64 { return x.QueueDepthPeak }))
+	if (old != nil && old.Faults != nil) || (nu != nil && nu.Faults != nil) {
+		// Injected faults make errors, as many as chance gives each side: shown, not judged.
+		info(RowErrors+", faults injected: not gated", "", rt(func(x Runtime) *float64 { return x.Errors }))
+	} else {
+		bounded(RowErrors, "errors", "", g.ErrorRatio, g.ErrorSlack, rt(func(x Runtime) *float64 { return x.Errors }))
+	}
+	info("requeues after an error (reloader_retries_total)", "", rt(func(x Runtime) *float64 {
+		if v, ok := x.Counters["reloader_retries_total"]; ok {
+			return &v
+		}
+		return nil
+	}))
+	info("workloads scanned", "", rt(func(x Runtime) *float64 { return x.WorkloadsScanned }))
+	info("workloads matched", "", rt(func(x Runtime) *float64 { return x.WorkloadsMatched }))
+	hist := func(name string, f func(Runtime) *Latency) {
+		for _, q := range []struct {
+			name string
+			get  func(Latency) float64
+		}{{"p50", func(l Latency) float64 { return l.P50 }}, {"p95", func(l Latency) float64 { return l.P95 }}, {"p99", func(l Latency) float64 { return l.P99 }}} {
+			info(name+" "+q.name+" (ms)", "ms", func(r *Result) *float64 {
+				l := f(r.Runtime)
+				if l == nil {
+					return nil
+				}
+				v := q.get(*l)
+				return &v
+			})
+		}
+	}
+	hist("reconcile duration", func(x Runtime) *Latency { return x.ReconcileDurationMs })
+	hist("action latency", func(x Runtime) *Latency { return x.ActionLatencyMs })
+	bounded(RowCPU, "CPU seconds", "s", g.CPURatio, g.CPUSlackSeconds, plain(func(r *Result) float64 { return r.CPUSeconds }))
+	info("CPU cores, average", "", plain(func(r *Result) float64 { return r.Usage.CPUAvgCores }))
+	info("CPU cores, steady state", "", plain(func(r *Result) float64 { return r.Usage.CPUSteadyCores }))
+	info("CPU cores, peak (5 s)", "", plain(func(r *Result) float64 { return r.Usage.CPUPeakCores }))
+	bounded(RowPeakRSS, "peak RSS", "MiB", g.MemoryRatio, g.MemorySlackMiB, plain(func(r *Result) float64 { return r.PeakRSSMiB }))
+	info("RSS average (MiB)", "MiB", plain(func(r *Result) float64 { return r.Usage.RSSAvgMiB }))
+	info("RSS steady state (MiB)", "MiB", plain(func(r *Result) float64 { return r.Usage.RSSSteadyMiB }))
+	info("heap steady state (MiB)", "MiB", rt(func(x Runtime) *float64 { return x.HeapSteadyMiB }))
+	info("heap peak (MiB)", "MiB", rt(func(x Runtime) *float64 { return x.HeapPeakMiB }))
+	info("goroutines steady state", "", rt(func(x Runtime) *float64 { return x.GoroutinesSteady }))
+	info("goroutines peak", "", rt(func(x Runtime) *float64 { return x.GoroutinesPeak }))
+	info("GC pause max (ms, bounds the p99)", "ms", rt(func(x Runtime) *float64 { return x.GCPauseMaxMs }))
+	if (old != nil && old.Faults != nil) || (nu != nil && nu.Faults != nil) {
+		ft := func(f func(FaultResult) float64) func(*Result) *float64 {
+			return func(r *Result) *float64 {
+				if r.Faults == nil {
+					return nil
+				}
+				v := f(*r.Faults)
+				return &v
+			}
+		}
+		info("faults: seconds on", "s", ft(func(x FaultResult) float64 { return x.Seconds }))
+		info("faults: requests through the proxy", "", ft(func(x FaultResult) float64 { return float64(x.Proxy.Requests) }))
+		info("faults: 429 injected (Retry-After)", "", ft(func(x FaultResult) float64 { return float64(x.Proxy.TooManyRequests) }))
+		info("faults: 500/503 injected", "", ft(func(x FaultResult) float64 { return float64(x.Proxy.ServerErrors) }))
+		info("faults: 429 over the QPS limit", "", ft(func(x FaultResult) float64 { return float64(x.Proxy.Throttled) }))
+		info("faults: requests delayed", "", ft(func(x FaultResult) float64 { return float64(x.Proxy.Delayed) }))
+		info("faults: watch streams cut", "", ft(func(x FaultResult) float64 { return float64(x.Proxy.WatchesDropped) }))
+		info("faults: retries (same request again)", "", ft(func(x FaultResult) float64 { return float64(x.Proxy.Retries) }))
+		info("faults: 429/5xx counted by the controller's client", "", func(r *Result) *float64 {
+			if r.Faults == nil {
+				return nil
+			}
+			return r.Faults.ClientErrors
+		})
+	}
+	return out
+}
+
+// checkNames lists the checks either side ran, in order.
+func checkNames(rs ...*Result) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, r := range rs {
+		if r == nil {
+			continue
+		}
+		for _, c := range r.Checks {
+			if !seen[c.Name] {
+				seen[c.Name] = true
+				out = append(out, c.Name)
+			}
+		}
+	}
+	return out
+}
+
+func checkMax(old, nu *Result, name string) *float64 {
+	for _, r := range []*Result{old, nu} {
+		if r == nil {
+			continue
+		}
+		for _, c := range r.Checks {
+			if c.Name == name && c.Max != nil {
+				return c.Max
+			}
+		}
+	}
+	return nil
+}
+
+// apiVerbs lists the verbs either side used, in a fixed order.
+func apiVerbs(rs ...*Result) []string {
+	set := map[string]bool{}
+	for _, r := range rs {
+		if r != nil && r.API != nil {
+			for v := range r.API.ByVerb {
+				set[v] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for v := range set {
+		out = append(out, v)
+	}
+	sort.Strings(out)
+	return out
+}
