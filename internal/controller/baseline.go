@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -37,10 +36,7 @@ type Baselines struct {
 	// change the handlers have not heard yet; the object here is then the one before it. It
 	// is the object the cache holds, or held until the event being handled.
 	handled map[handledKey]client.Object
-	// recent keeps, for a while, what each source was before its recent changes
-	// (baseline_recent.go).
-	recent map[handledKey][]recentChange
-	regs   []toolscache.ResourceEventHandlerRegistration
+	regs    []toolscache.ResourceEventHandlerRegistration
 	// watchers are the reconcilers whose workloads the sources' handlers note baselines on.
 	watchers []*WorkloadReconciler
 	// watching holds the source kinds whose handlers are registered: once per kind, whichever
@@ -93,31 +89,24 @@ func (b *Baselines) synced() bool {
 	return true
 }
 
-// of returns the baseline of a workload without record, created at created: the hashes of
-// the objects noted by the handlers; for a source whose newest change the handlers have not
-// heard yet, the hash of the object before it; and for a source changed since the workload
-// was created but before it reached the cache, the hash before that change. hashOf hashes an
-// object as the workload observes its source.
-func (b *Baselines) of(uid types.UID, ns string, created time.Time, current map[source.ID]string, hashOf func(source.ID, client.Object) string) reload.Record {
+// of returns the baseline of a workload without record: the hashes of the objects noted by
+// the handlers, and, for a source whose newest change the handlers have not heard yet, the
+// hash of the object before it. hashOf hashes an object as the workload observes its source.
+func (b *Baselines) of(uid types.UID, ns string, current map[source.ID]string, hashOf func(source.ID, client.Object) string) reload.Record {
 	if b == nil {
 		return nil
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := time.Now()
 	var out reload.Record
 	for id, hash := range current {
 		old, noted := b.m[uid][id]
 		if !noted {
 			h, heard := b.handled[handledKey{ns, id}]
-			switch r, recent := b.changedAfter(ns, id, created, now); {
-			case heard && hashOf(id, h) != hash:
-				old = h
-			case recent && hashOf(id, r) != hash:
-				old = r
-			default:
+			if !heard || hashOf(id, h) == hash {
 				continue
 			}
+			old = h
 		}
 		if out == nil {
 			out = reload.Record{}
@@ -249,7 +238,6 @@ func (b *Baselines) watchSource(ctx context.Context, mgr ctrl.Manager, st Source
 			}
 			if st.contentHash(o) != st.contentHash(n) {
 				changedFrom(n, o)
-				b.changedRecently(n.GetNamespace(), source.ID{Kind: st.Kind, Name: n.GetName()}, o, time.Now())
 			}
 			b.setHandled(n.GetNamespace(), source.ID{Kind: st.Kind, Name: n.GetName()}, n)
 		},

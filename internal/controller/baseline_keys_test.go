@@ -3,7 +3,6 @@ package controller
 import (
 	"bytes"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,7 +46,7 @@ func TestBaselineOfRestrictedWorkload(t *testing.T) {
 				b.setHandled("ns", id, tt.now)
 			}
 			current := map[source.ID]string{id: onlyA(id, tt.now)}
-			base := b.of("uid", "ns", time.Time{}, current, onlyA)
+			base := b.of("uid", "ns", current, onlyA)
 			changed, _ := reload.Diff(base, base != nil, current, reload.Events{})
 			if (len(changed) > 0) != tt.reload {
 				t.Errorf("baseline %v: changed %v, want reload %v", base, changed, tt.reload)
@@ -102,52 +101,6 @@ func TestRebaseOfSubsetHashes(t *testing.T) {
 			}
 			if next[id.String()] != tt.now.hash {
 				t.Errorf("recorded %q, want %q", next[id.String()], tt.now.hash)
-			}
-		})
-	}
-}
-
-// A workload that reaches the cache after a change of its source the handlers already heard
-// (created just before it, each kind on its own watch) is compared with the content before
-// that change, if it was created no later than the change; one created after it is not.
-func TestBaselineOfWorkloadCreatedJustBeforeAChange(t *testing.T) {
-	id := source.ID{Kind: source.ConfigMap, Name: "cfg"}
-	cached := func(v string) client.Object {
-		o, err := ConfigMaps.Transform(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cfg"}, Data: map[string]string{"a": v}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return o.(client.Object)
-	}
-	whole := func(_ source.ID, o client.Object) string { return ConfigMaps.hashOf(o, nil, false) }
-	before, after := cached("1"), cached("2")
-	changed := time.Now()
-	second := changed.Truncate(time.Second) // creation times are in whole seconds
-	tests := []struct {
-		name    string
-		created time.Time
-		changes bool // the recent change is still kept
-		reload  bool
-	}{
-		{"created in the second of the change", second, true, true},
-		{"created a second before", second.Add(-time.Second), true, true},
-		{"created a second after", second.Add(time.Second), true, false},
-		{"change older than the window", second, false, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var b Baselines
-			at := changed
-			if !tt.changes {
-				at = changed.Add(-2 * recentWindow)
-			}
-			b.changedRecently("ns", id, before, at)
-			b.setHandled("ns", id, after)
-			current := map[source.ID]string{id: whole(id, after)}
-			base := b.of("uid", "ns", tt.created, current, whole)
-			diff, _ := reload.Diff(base, base != nil, current, reload.Events{})
-			if (len(diff) > 0) != tt.reload {
-				t.Errorf("baseline %v: changed %v, want reload %v", base, diff, tt.reload)
 			}
 		})
 	}

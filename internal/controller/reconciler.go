@@ -258,7 +258,7 @@ func (r *WorkloadReconciler) input(ctx context.Context, obj client.Object, w see
 		for id, o := range w.sources {
 			current[id] = o.hash
 		}
-		in.Baseline = r.Baselines.of(obj.GetUID(), obj.GetNamespace(), obj.GetCreationTimestamp().Time, current, r.baselineHash(w))
+		in.Baseline = r.Baselines.of(obj.GetUID(), obj.GetNamespace(), current, r.baselineHash(w))
 	}
 	return in
 }
