@@ -33,12 +33,7 @@ func TestEvictStrategyRestartsPodsAnOperatorOwns(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cluster, cl := startCluster(t, ctx, localcluster.Options{Rollouts: true, Nodes: 1})
-	out := &proc.Output{}
-	defer func() {
-		if t.Failed() {
-			t.Log(out.String())
-		}
-	}()
+	out := outputLoggedOnFailure(t)
 	const ns, own = "evict", "reloader-own"
 	for _, n := range []string{ns, own} {
 		if err := cluster.EnsureNamespace(ctx, cl, n); err != nil {
@@ -376,12 +371,7 @@ func TestEvictStrategyRestartsStatefulSetPodsOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cluster, cl := startCluster(t, ctx, localcluster.Options{Rollouts: true, Nodes: 1})
-	out := &proc.Output{}
-	defer func() {
-		if t.Failed() {
-			t.Log(out.String())
-		}
-	}()
+	out := outputLoggedOnFailure(t)
 	const ns, own = "evict-sts", "reloader-own"
 	for _, n := range []string{ns, own} {
 		if err := cluster.EnsureNamespace(ctx, cl, n); err != nil {
