@@ -178,7 +178,7 @@ func (r *WorkloadReconciler) evict(ctx context.Context, obj client.Object, pods 
 		return res, outcome, fmt.Errorf("evict pod %s: %w", pod.Name, err)
 	}
 	r.Metrics.Actions.WithLabelValues(r.Kind.Name(), "evict-pod").Inc()
-	log.FromContext(ctx).Info("evicted pod", "pod", pod.Name, "left", step.Left-1)
+	log.FromContext(ctx).Info("evicted pod", "pod", pod.Name, "uid", pod.UID, "left", step.Left-1)
 	r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonEvicting, "Evict",
 		"Evicted pod %s to restart it with the new configuration (strategy evict); %d more to go", pod.Name, step.Left-1)
 	return sooner(res, time.Second), metrics.OutcomeReloaded, nil
