@@ -3,7 +3,9 @@ package controller
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -30,13 +32,17 @@ import (
 // the memory of handled grows with the sources, not with sources times kinds.
 type Baselines struct {
 	mu sync.Mutex
-	m  map[types.UID]map[source.ID]client.Object
+	m  map[types.UID]map[source.ID]noted
 	// handled is each source's object as of the last event the handlers below processed.
 	// An informer updates its store before it tells its handlers, so a reconcile can read a
 	// change the handlers have not heard yet; the object here is then the one before it. It
 	// is the object the cache holds, or held until the event being handled.
 	handled map[handledKey]client.Object
-	regs    []toolscache.ResourceEventHandlerRegistration
+	// recent and creations order a workload's creation against its sources' recent changes
+	// (baseline_recent.go).
+	recent    map[handledKey][]recentChange
+	creations map[types.UID]recentCreation
+	regs      []toolscache.ResourceEventHandlerRegistration
 	// watchers are the reconcilers whose workloads the sources' handlers note baselines on.
 	watchers []*WorkloadReconciler
 	// watching holds the source kinds whose handlers are registered: once per kind, whichever
@@ -89,54 +95,87 @@ func (b *Baselines) synced() bool {
 	return true
 }
 
-// of returns the baseline of a workload without record: the hashes of the objects noted by
-// the handlers, and, for a source whose newest change the handlers have not heard yet, the
-// hash of the object before it. hashOf hashes an object as the workload observes its source.
-func (b *Baselines) of(uid types.UID, ns string, current map[source.ID]string, hashOf func(source.ID, client.Object) string) reload.Record {
+// of returns the baseline of workload w without record: the hashes of the objects noted by
+// the handlers; for a source whose newest change the handlers have not heard yet, the hash of
+// the object before it, unless that change is known to precede w's creation; and for a source
+// changed after w was created but before w reached the cache, the hash before that change.
+// hashOf hashes an object as w observes its source; rv is the resourceVersion of the source's
+// cached object.
+func (b *Baselines) of(w client.Object, current map[source.ID]string, hashOf func(source.ID, client.Object) string, rv func(source.ID) string) reload.Record {
 	if b == nil {
 		return nil
 	}
+	uid, ns := w.GetUID(), w.GetNamespace()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	created, ordered := b.createdBy(w)
+	now := time.Now()
 	var out reload.Record
 	for id, hash := range current {
-		old, noted := b.m[uid][id]
-		if !noted {
+		n, isNoted := b.m[uid][id]
+		old := n.old
+		if isNoted && b.createdAfter(w, n.rv) {
+			isNoted = false // noted on a workload created after the change
+		}
+		if !isNoted {
 			h, heard := b.handled[handledKey{ns, id}]
-			if !heard || hashOf(id, h) == hash {
+			var r client.Object
+			recent := false
+			if ordered {
+				r, recent = b.changedAfter(ns, id, created, now)
+			}
+			switch {
+			case heard && hashOf(id, h) != hash:
+				if b.createdAfter(w, rv(id)) {
+					continue // a change the handlers have not heard, made before w existed
+				}
+				old = h
+			case recent && hashOf(id, r) != hash:
+				old = r
+			default:
 				continue
 			}
-			old = h
 		}
 		if out == nil {
 			out = reload.Record{}
 		}
 		out[id.String()] = hashOf(id, old)
 	}
-	for id, old := range b.m[uid] {
+	fmt.Fprintf(os.Stderr, "DEBUGOF %s rv=%s created=%v/%v addrec=%v noted=%v handledRV=%v recent=%v out=%v\n", w.GetName(), w.GetResourceVersion(), created, ordered, b.creations[uid], b.m[uid], func() []string { var x []string; for id := range current { if h, ok := b.handled[handledKey{ns, id}]; ok { x = append(x, h.GetResourceVersion()) } }; return x }(), func() []string { var x []string; for id := range current { for _, c := range b.recent[handledKey{ns, id}] { x = append(x, fmt.Sprint(c.rv)) } }; return x }(), out)
+	for id, n := range b.m[uid] {
+		if b.createdAfter(w, n.rv) {
+			continue
+		}
 		if out == nil {
 			out = reload.Record{}
 		}
 		if _, ok := out[id.String()]; !ok {
-			out[id.String()] = hashOf(id, old)
+			out[id.String()] = hashOf(id, n.old)
 		}
 	}
 	return out
 }
 
-// before notes the object a source was before its first change since the workload was seen
-// (nil: it did not exist); later changes keep the first.
-func (b *Baselines) before(uid types.UID, id source.ID, old client.Object) {
+// noted is what a source was before its first change since a workload was seen (old, nil: it
+// did not exist), and the resourceVersion of that change.
+type noted struct {
+	old client.Object
+	rv  string
+}
+
+// before notes the object a source was before its change at resourceVersion rv, its first
+// since the workload was seen (nil: it did not exist); later changes keep the first.
+func (b *Baselines) before(uid types.UID, id source.ID, old client.Object, rv string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.m == nil {
-		b.m = map[types.UID]map[source.ID]client.Object{}
+		b.m = map[types.UID]map[source.ID]noted{}
 	}
 	if b.m[uid] == nil {
-		b.m[uid] = map[source.ID]client.Object{}
+		b.m[uid] = map[source.ID]noted{}
 	}
 	if _, ok := b.m[uid][id]; !ok {
-		b.m[uid][id] = old
+		b.m[uid][id] = noted{old: old, rv: rv}
 	}
 }
 
@@ -226,6 +265,7 @@ func (b *Baselines) watchSource(ctx context.Context, mgr ctrl.Manager, st Source
 				// just taken (--shards).
 				if !initial && (b.Relisted == nil || !b.Relisted(o)) {
 					changedFrom(o, nil)
+					b.changedRecently(o.GetNamespace(), source.ID{Kind: st.Kind, Name: o.GetName()}, nil, o.GetResourceVersion(), time.Now())
 				}
 				b.setHandled(o.GetNamespace(), source.ID{Kind: st.Kind, Name: o.GetName()}, o)
 			}
@@ -238,6 +278,7 @@ func (b *Baselines) watchSource(ctx context.Context, mgr ctrl.Manager, st Source
 			}
 			if st.contentHash(o) != st.contentHash(n) {
 				changedFrom(n, o)
+				b.changedRecently(n.GetNamespace(), source.ID{Kind: st.Kind, Name: n.GetName()}, o, n.GetResourceVersion(), time.Now())
 			}
 			b.setHandled(n.GetNamespace(), source.ID{Kind: st.Kind, Name: n.GetName()}, n)
 		},
@@ -247,6 +288,7 @@ func (b *Baselines) watchSource(ctx context.Context, mgr ctrl.Manager, st Source
 			}
 			if o, ok := obj.(client.Object); ok {
 				changedFrom(o, o)
+				b.changedRecently(o.GetNamespace(), source.ID{Kind: st.Kind, Name: o.GetName()}, o, o.GetResourceVersion(), time.Now())
 				b.forgetHandled(o.GetNamespace(), source.ID{Kind: st.Kind, Name: o.GetName()})
 			}
 		},
@@ -287,7 +329,7 @@ func (r *WorkloadReconciler) changedFrom(ctx context.Context, st SourceType, o, 
 			// whole seconds; within one, the creation counts as part of its first sighting).
 			return
 		}
-		r.Baselines.before(w.GetUID(), id, old)
+		r.Baselines.before(w.GetUID(), id, old, o.GetResourceVersion())
 	})
 }
 

@@ -2,10 +2,14 @@ package controller
 
 import (
 	"bytes"
+	"strconv"
 	"testing"
+	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/hash"
@@ -42,11 +46,11 @@ func TestBaselineOfRestrictedWorkload(t *testing.T) {
 			var b Baselines
 			b.setHandled("ns", id, before)
 			if tt.noted {
-				b.before("uid", id, before)
+				b.before("uid", id, before, "")
 				b.setHandled("ns", id, tt.now)
 			}
 			current := map[source.ID]string{id: onlyA(id, tt.now)}
-			base := b.of("uid", "ns", current, onlyA)
+			base := b.of(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{UID: "uid", Namespace: "ns"}}, current, onlyA, noRV)
 			changed, _ := reload.Diff(base, base != nil, current, reload.Events{})
 			if (len(changed) > 0) != tt.reload {
 				t.Errorf("baseline %v: changed %v, want reload %v", base, changed, tt.reload)
@@ -101,6 +105,127 @@ func TestRebaseOfSubsetHashes(t *testing.T) {
 			}
 			if next[id.String()] != tt.now.hash {
 				t.Errorf("recorded %q, want %q", next[id.String()], tt.now.hash)
+			}
+		})
+	}
+}
+
+// A workload that reaches the cache after a change of its source the handlers already heard
+// (each kind has its own watch) is compared with the content before that change when it was
+// created before it, in resourceVersion order; one created after it (re-created in the same
+// second, say) is not, and neither is one whose change is older than the window.
+func TestBaselineOfWorkloadCreatedJustBeforeAChange(t *testing.T) {
+	id := source.ID{Kind: source.ConfigMap, Name: "cfg"}
+	cached := func(v string) client.Object {
+		o, err := ConfigMaps.Transform(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cfg"}, Data: map[string]string{"a": v}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.(client.Object)
+	}
+	whole := func(_ source.ID, o client.Object) string { return ConfigMaps.hashOf(o, nil, false) }
+	before, after := cached("1"), cached("2")
+	now := time.Now()
+	tests := []struct {
+		name     string
+		addRV    string // the workload's first ADD event; "" when not heard
+		cachedRV string // the workload's cached copy
+		changeAt time.Time
+		reload   bool
+	}{
+		{"created before the change, cached after its status moved on", "100", "120", now, true},
+		{"created before the change, ADD not heard yet, cached copy older than the change", "", "104", now, true},
+		{"created before the change, ADD not heard yet, cached copy newer", "", "120", now, false},
+		{"created after the change", "106", "106", now, false},
+		{"change older than the window", "100", "120", now.Add(-2 * recentWindow), false},
+		{"resourceVersions that are no numbers", "", "x", now, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b Baselines
+			b.changedRecently("ns", id, before, "105", tt.changeAt)
+			b.setHandled("ns", id, after)
+			w := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{UID: "uid", Namespace: "ns", ResourceVersion: tt.cachedRV}}
+			if tt.addRV != "" {
+				b.created("uid", tt.addRV, now)
+			}
+			current := map[source.ID]string{id: whole(id, after)}
+			base := b.of(w, current, whole, func(source.ID) string { return "105" })
+			diff, _ := reload.Diff(base, base != nil, current, reload.Events{})
+			if (len(diff) > 0) != tt.reload {
+				t.Errorf("baseline %v: changed %v, want reload %v", base, diff, tt.reload)
+			}
+		})
+	}
+}
+
+// The kept changes and creations are bounded: a burst over more sources or workloads than the
+// tables hold keeps what fits and drops nothing it holds before its window ends.
+func TestRecentBaselinesBounded(t *testing.T) {
+	var b Baselines
+	now := time.Now()
+	for i := range recentSources + 10 {
+		b.changedRecently("ns", source.ID{Kind: source.ConfigMap, Name: "cfg" + strconv.Itoa(i)}, nil, "7", now)
+	}
+	for i := range recentCreations + 10 {
+		b.created(types.UID(strconv.Itoa(i)), "7", now)
+	}
+	if len(b.recent) != recentSources || len(b.creations) != recentCreations {
+		t.Errorf("kept %d sources' changes and %d creations, want %d and %d", len(b.recent), len(b.creations), recentSources, recentCreations)
+	}
+	later := now.Add(2 * recentWindow)
+	b.changedRecently("ns", source.ID{Kind: source.ConfigMap, Name: "new"}, nil, "8", later)
+	b.created("new", "8", later)
+	if len(b.recent) != 1 || len(b.creations) != 1 {
+		t.Errorf("after the window: %d sources' changes and %d creations kept, want the 1 new of each", len(b.recent), len(b.creations))
+	}
+}
+
+func noRV(source.ID) string { return "" }
+
+// A change the handlers have not heard yet, or heard and noted on the workload, is a change
+// since the workload was seen, unless the workload's ADD event shows it was created after it.
+func TestBaselineOfWorkloadCreatedAfterAnUnheardChange(t *testing.T) {
+	id := source.ID{Kind: source.ConfigMap, Name: "cfg"}
+	cached := func(v string) client.Object {
+		o, err := ConfigMaps.Transform(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cfg"}, Data: map[string]string{"a": v}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.(client.Object)
+	}
+	whole := func(_ source.ID, o client.Object) string { return ConfigMaps.hashOf(o, nil, false) }
+	before, after := cached("1"), cached("2")
+	tests := []struct {
+		name   string
+		addRV  string // "": ADD not heard (a workload of the first list, say)
+		noted  bool   // the handlers heard the change and noted it on the workload
+		reload bool
+	}{
+		{"created before the change", "100", false, true},
+		{"created after the change", "110", false, false},
+		{"creation unknown", "", false, true},
+		{"created before the change, noted", "100", true, true},
+		{"created after the change, noted", "110", true, false},
+		{"creation unknown, noted", "", true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b Baselines
+			b.setHandled("ns", id, before) // the change to after is in the cache, not heard
+			if tt.noted {
+				b.before("uid", id, before, "105")
+				b.setHandled("ns", id, after)
+			}
+			if tt.addRV != "" {
+				b.created("uid", tt.addRV, time.Now())
+			}
+			w := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{UID: "uid", Namespace: "ns", ResourceVersion: "120"}}
+			current := map[source.ID]string{id: whole(id, after)}
+			base := b.of(w, current, whole, func(source.ID) string { return "105" })
+			diff, _ := reload.Diff(base, base != nil, current, reload.Events{})
+			if (len(diff) > 0) != tt.reload {
+				t.Errorf("baseline %v: changed %v, want reload %v", base, diff, tt.reload)
 			}
 		})
 	}

@@ -258,7 +258,12 @@ func (r *WorkloadReconciler) input(ctx context.Context, obj client.Object, w see
 		for id, o := range w.sources {
 			current[id] = o.hash
 		}
-		in.Baseline = r.Baselines.of(obj.GetUID(), obj.GetNamespace(), current, r.baselineHash(w))
+		in.Baseline = r.Baselines.of(obj, current, r.baselineHash(w), func(id source.ID) string {
+			if o := w.sources[id].obj; o != nil {
+				return o.GetResourceVersion()
+			}
+			return ""
+		})
 	}
 	return in
 }

@@ -41,7 +41,7 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// No watch: one list at start; later, only source changes bring a workload in.
 		b = b.WatchesRawSource(r.firstList())
 	} else {
-		b = b.For(r.Kind.NewObject(), builder.WithPredicates(workloadChanged()))
+		b = b.For(r.Kind.NewObject(), builder.WithPredicates(r.Baselines.notingCreations(), workloadChanged()))
 	}
 	for _, st := range r.Sources {
 		b = b.Watches(st.NewObject(), handler.EnqueueRequestsFromMapFunc(r.mapSource(st)),

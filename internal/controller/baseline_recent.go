@@ -1,0 +1,163 @@
+package controller
+
+import (
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/reloader-operator/reloader/internal/source"
+)
+
+// A workload created moments before a change of its source can reach the cache after the
+// handlers heard the change (each kind has its own watch), so they could not note it on the
+// workload, and its first reconcile would take the new content as what it started with. For
+// a short while after each change, the source's content before it is kept here with the
+// change's resourceVersion, and a workload without record created before the change compares
+// with that content instead, as a workload seen before the change would.
+//
+// "Before" is told by resourceVersions, not creation times (whole seconds, too coarse: a
+// workload re-created just after a change must not roll). They are etcd's revisions, one
+// sequence across kinds; a value that is not a number is not compared, and the change is then
+// taken as the first sighting, as without this. The workload's creation is bounded from above
+// by the resourceVersion of its first ADD event and of its cached copy, so a workload created
+// after the change is never taken as created before it.
+const (
+	recentWindow = 30 * time.Second
+	// Bounds: changes kept per source, sources with changes kept, workload creations kept.
+	recentPerSource = 4
+	recentSources   = 4096
+	recentCreations = 16384
+)
+
+type recentChange struct {
+	at  time.Time
+	rv  uint64
+	old client.Object
+}
+
+type recentCreation struct {
+	at time.Time
+	rv uint64
+}
+
+// changedRecently keeps what a source was before its change at resourceVersion rv, heard at now.
+func (b *Baselines) changedRecently(ns string, id source.ID, old client.Object, rv string, now time.Time) {
+	v, ok := revision(rv)
+	if !ok {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.recent == nil {
+		b.recent = map[handledKey][]recentChange{}
+	}
+	k := handledKey{ns, id}
+	if _, ok := b.recent[k]; !ok && len(b.recent) >= recentSources {
+		b.expireRecent(now)
+		if len(b.recent) >= recentSources {
+			return // a burst across thousands of sources: only their watch-time baselines
+		}
+	}
+	changes := append(b.recent[k], recentChange{at: now, rv: v, old: old})
+	if len(changes) > recentPerSource {
+		changes = changes[len(changes)-recentPerSource:]
+	}
+	b.recent[k] = changes
+}
+
+// created keeps the resourceVersion of a workload's ADD event after the first list: the
+// resourceVersion of its creation.
+func (b *Baselines) created(uid types.UID, rv string, now time.Time) {
+	v, ok := revision(rv)
+	if !ok {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.creations == nil {
+		b.creations = map[types.UID]recentCreation{}
+	}
+	if len(b.creations) >= recentCreations {
+		b.expireCreations(now)
+		if len(b.creations) >= recentCreations {
+			return
+		}
+	}
+	if _, seen := b.creations[uid]; !seen {
+		b.creations[uid] = recentCreation{at: now, rv: v}
+	}
+}
+
+// createdBy returns a resourceVersion no earlier than the workload's creation: the lower of
+// its first ADD event's and its cached copy's. Called with b.mu held.
+func (b *Baselines) createdBy(w client.Object) (uint64, bool) {
+	rv, ok := revision(w.GetResourceVersion())
+	if c, added := b.creations[w.GetUID()]; added && (!ok || c.rv < rv) {
+		rv, ok = c.rv, true
+	}
+	return rv, ok
+}
+
+// createdAfter reports whether workload w was created after the source's resourceVersion rv:
+// known only from w's ADD event (its creation's resourceVersion). Called with b.mu held.
+func (b *Baselines) createdAfter(w client.Object, rv string) bool {
+	c, added := b.creations[w.GetUID()]
+	v, ok := revision(rv)
+	return added && ok && v < c.rv
+}
+
+// notingCreations is the predicate of a workload controller's own watch that keeps the
+// resourceVersion of each workload created while reloader runs: evaluated before the
+// workload is queued, so its first reconcile always finds it. Not the workloads of the first
+// list, nor of the list of a shard just taken (their resourceVersion is of a later write).
+func (b *Baselines) notingCreations() predicate.Predicate {
+	return predicate.Funcs{CreateFunc: func(e event.CreateEvent) bool {
+		if !e.IsInInitialList && (b.Relisted == nil || !b.Relisted(e.Object)) {
+			b.created(e.Object.GetUID(), e.Object.GetResourceVersion(), time.Now())
+		}
+		return true
+	}}
+}
+
+// changedAfter returns what the source was before its earliest recent change made after
+// resourceVersion created. Called with b.mu held.
+func (b *Baselines) changedAfter(ns string, id source.ID, created uint64, now time.Time) (client.Object, bool) {
+	for _, c := range b.recent[handledKey{ns, id}] {
+		if now.Sub(c.at) <= recentWindow && c.rv > created {
+			return c.old, true
+		}
+	}
+	return nil, false
+}
+
+// expireRecent drops the changes older than the window. Called with b.mu held.
+func (b *Baselines) expireRecent(now time.Time) {
+	for k, changes := range b.recent {
+		for len(changes) > 0 && now.Sub(changes[0].at) > recentWindow {
+			changes = changes[1:]
+		}
+		if len(changes) == 0 {
+			delete(b.recent, k)
+		} else {
+			b.recent[k] = changes
+		}
+	}
+}
+
+// expireCreations drops the creations older than the window. Called with b.mu held.
+func (b *Baselines) expireCreations(now time.Time) {
+	for uid, c := range b.creations {
+		if now.Sub(c.at) > recentWindow {
+			delete(b.creations, uid)
+		}
+	}
+}
+
+func revision(rv string) (uint64, bool) {
+	v, err := strconv.ParseUint(rv, 10, 64)
+	return v, err == nil && v > 0
+}
