@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
@@ -141,7 +140,6 @@ func (b *Baselines) of(w client.Object, current map[source.ID]string, hashOf fun
 		}
 		out[id.String()] = hashOf(id, old)
 	}
-	fmt.Fprintf(os.Stderr, "DEBUGOF %s rv=%s created=%v/%v addrec=%v noted=%v handledRV=%v recent=%v out=%v\n", w.GetName(), w.GetResourceVersion(), created, ordered, b.creations[uid], b.m[uid], func() []string { var x []string; for id := range current { if h, ok := b.handled[handledKey{ns, id}]; ok { x = append(x, h.GetResourceVersion()) } }; return x }(), func() []string { var x []string; for id := range current { for _, c := range b.recent[handledKey{ns, id}] { x = append(x, fmt.Sprint(c.rv)) } }; return x }(), out)
 	for id, n := range b.m[uid] {
 		if b.createdAfter(w, n.rv) {
 			continue
@@ -157,15 +155,22 @@ func (b *Baselines) of(w client.Object, current map[source.ID]string, hashOf fun
 }
 
 // noted is what a source was before its first change since a workload was seen (old, nil: it
-// did not exist), and the resourceVersion of that change.
+// did not exist), the resourceVersion of that change, and whether the workload may have been
+// created after it (its cached copy was newer than the change) and when that was noted.
 type noted struct {
-	old client.Object
-	rv  string
+	old       client.Object
+	rv        string
+	ambiguous bool
+	at        time.Time
 }
 
-// before notes the object a source was before its change at resourceVersion rv, its first
-// since the workload was seen (nil: it did not exist); later changes keep the first.
-func (b *Baselines) before(uid types.UID, id source.ID, old client.Object, rv string) {
+// before notes, on workload w, the object a source was before its change at resourceVersion
+// rv, its first since w was seen (nil: it did not exist); later changes keep the first.
+func (b *Baselines) before(w client.Object, id source.ID, old client.Object, rv string) {
+	uid := w.GetUID()
+	wrv, okW := revision(w.GetResourceVersion())
+	crv, okC := revision(rv)
+	n := noted{old: old, rv: rv, ambiguous: !okW || !okC || wrv > crv, at: time.Now()}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.m == nil {
@@ -175,7 +180,7 @@ func (b *Baselines) before(uid types.UID, id source.ID, old client.Object, rv st
 		b.m[uid] = map[source.ID]noted{}
 	}
 	if _, ok := b.m[uid][id]; !ok {
-		b.m[uid][id] = noted{old: old, rv: rv}
+		b.m[uid][id] = n
 	}
 }
 
@@ -329,7 +334,7 @@ func (r *WorkloadReconciler) changedFrom(ctx context.Context, st SourceType, o, 
 			// whole seconds; within one, the creation counts as part of its first sighting).
 			return
 		}
-		r.Baselines.before(w.GetUID(), id, old, o.GetResourceVersion())
+		r.Baselines.before(w, id, old, o.GetResourceVersion())
 	})
 }
 

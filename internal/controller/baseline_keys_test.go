@@ -46,7 +46,7 @@ func TestBaselineOfRestrictedWorkload(t *testing.T) {
 			var b Baselines
 			b.setHandled("ns", id, before)
 			if tt.noted {
-				b.before("uid", id, before, "")
+				b.before(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{UID: "uid"}}, id, before, "")
 				b.setHandled("ns", id, tt.now)
 			}
 			current := map[source.ID]string{id: onlyA(id, tt.now)}
@@ -214,7 +214,7 @@ func TestBaselineOfWorkloadCreatedAfterAnUnheardChange(t *testing.T) {
 			var b Baselines
 			b.setHandled("ns", id, before) // the change to after is in the cache, not heard
 			if tt.noted {
-				b.before("uid", id, before, "105")
+				b.before(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{UID: "uid", ResourceVersion: "120"}}, id, before, "105")
 				b.setHandled("ns", id, after)
 			}
 			if tt.addRV != "" {

@@ -161,3 +161,51 @@ func revision(rv string) (uint64, bool) {
 	v, err := strconv.ParseUint(rv, 10, 64)
 	return v, err == nil && v > 0
 }
+
+// orderWait is how long a workload's first reconcile waits for its own ADD event when a change
+// noted on it may predate its creation. A workload of the first list has none that counts: it
+// is then taken as created before the change.
+const orderWait = 2 * time.Second
+
+// heard reports whether the handlers have heard every source of workload w at the version the
+// cache holds, w's creation when a change noted on it may predate it, and, for a workload
+// created moments ago, a source absent from the cache. A workload's first
+// reconcile can read a source the handlers have not heard at all yet (created, then changed,
+// moments ago): neither the content before the change nor the change's order against the
+// workload's creation is known then; and a source's handler can note a change on a workload
+// before the workload's own ADD event is handled. Both catch up within moments. Pooled
+// sources have no handlers.
+func (b *Baselines) heard(w client.Object, sources map[source.ID]observed) bool {
+	if b == nil {
+		return true
+	}
+	ns := w.GetNamespace()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c, added := b.creations[w.GetUID()]
+	if !added {
+		for _, n := range b.m[w.GetUID()] {
+			if n.ambiguous && time.Since(n.at) < orderWait {
+				return false
+			}
+		}
+	}
+	for id, o := range sources {
+		if !b.watching[id.Kind] {
+			continue
+		}
+		if o.obj == nil {
+			// Absent from the cache: for a workload created moments ago, the source's
+			// informer may not have caught up with its creation yet.
+			if added && time.Since(c.at) < orderWait {
+				return false
+			}
+			continue
+		}
+		h, ok := b.handled[handledKey{ns, id}]
+		if !ok || h.GetResourceVersion() != o.obj.GetResourceVersion() {
+			return false
+		}
+	}
+	return true
+}

@@ -192,6 +192,9 @@ func (r *WorkloadReconciler) reconcileCopy(ctx context.Context, obj client.Objec
 	if err != nil {
 		return reconcile.Result{}, "", err
 	}
+	if _, recorded := obj.GetAnnotations()[reload.RecordAnnotation]; !recorded && !r.Baselines.heard(obj, w.sources) {
+		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, metrics.OutcomeWaiting, nil
+	}
 	r.invalid(ctx, obj, w.invalid...)
 	plan := reload.MakePlan(r.input(ctx, obj, w, k))
 	if w.restart = r.restartMode(ctx, obj, plan.Reloads()); w.restart == restartEvictOff && plan.Reloads() {
