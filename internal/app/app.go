@@ -204,46 +204,33 @@ func configStatusWritable(ctx context.Context, cfg *rest.Config, conf options.Co
 	return ok, err
 }
 
-// workloadKinds returns the kinds reconciled (the built-in ones, Rollouts when asked for and
-// served, DeploymentConfigs when served, less --ignored-workload-types) and the kinds whose
-// objects are read: a Rollout may run a Deployment's template even when Deployments
-// themselves are left alone.
+// workloadKinds returns the kinds reconciled (options.Config.WorkloadKinds: the built-in
+// ones, Rollouts when asked for and served, DeploymentConfigs when served, less
+// --ignored-workload-types) and the kinds whose objects are read: a Rollout may run a
+// Deployment's template even when Deployments themselves are left alone. internal/rbac
+// grants the same kinds.
 func workloadKinds(conf options.Config, apis served, logger logr.Logger) (reconciled, read []workload.Kind) {
-	for _, kind := range workload.Builtin() {
-		if !conf.IgnoresWorkload(kind.Name()) {
-			reconciled = append(reconciled, kind)
-		}
-	}
-	if conf.IsArgoRollouts && !conf.IgnoresWorkload("Rollout") {
-		if apis.has(&extapi.Rollout{}) {
-			reconciled = append(reconciled, workload.Rollout())
-		} else {
-			logger.Info("WARNING: --is-Argo-Rollouts is set but the argoproj.io/v1alpha1 Rollout API is not installed; Rollouts are not watched")
-		}
-	}
-	if dc := deploymentConfigs(conf, apis, logger); dc != nil {
-		reconciled = append(reconciled, dc)
-	}
-	read = slices.Clone(reconciled)
-	if slices.ContainsFunc(reconciled, func(k workload.Kind) bool { _, ok := k.(workload.Referencing); return ok }) &&
-		!slices.ContainsFunc(reconciled, func(k workload.Kind) bool { return k.Name() == "Deployment" }) {
-		read = append(read, workload.Deployment())
+	reconciled, read = conf.WorkloadKinds(func(k workload.Kind) bool { return apis.has(k.NewObject()) })
+	for _, k := range conf.KnownKinds() {
+		announceOptional(conf, k, apis.has(k.NewObject()), logger)
 	}
 	return reconciled, read
 }
 
-// deploymentConfigs returns the DeploymentConfig kind when --is-openshift and
-// --ignored-workload-types leave it in and the cluster serves its API, else nil.
-func deploymentConfigs(conf options.Config, apis served, logger logr.Logger) workload.Kind {
-	served := apis.has(&extapi.DeploymentConfig{})
-	if !conf.WatchesDeploymentConfigs(served) {
-		if conf.OpenShift != nil && *conf.OpenShift && !served {
-			logger.Info("WARNING: --is-openshift=true is set but the apps.openshift.io/v1 DeploymentConfig API is not served; DeploymentConfigs are not watched")
-		}
-		return nil
+// announceOptional says what became of an optional kind: asked for but not served, or
+// found and watched.
+func announceOptional(conf options.Config, k workload.Kind, served bool, logger logr.Logger) {
+	want, asked := conf.WantsWorkload(k)
+	gv := k.Describe().Resource.GroupVersion()
+	switch gate := k.Describe().Gate; {
+	case gate == workload.Always || !want:
+	case !served && gate == workload.ArgoRollouts:
+		logger.Info("WARNING: --is-Argo-Rollouts is set but the " + gv.String() + " " + k.Name() + " API is not installed; " + k.Name() + "s are not watched")
+	case !served && asked:
+		logger.Info("WARNING: --is-openshift=true is set but the " + gv.String() + " " + k.Name() + " API is not served; " + k.Name() + "s are not watched")
+	case served && gate == workload.OpenShift:
+		logger.Info("OpenShift " + k.Name() + " API found; watching " + k.Name() + "s")
 	}
-	logger.Info("OpenShift DeploymentConfig API found; watching DeploymentConfigs")
-	return workload.DeploymentConfig()
 }
 
 // NewScheme returns the scheme of every kind reloader may read.
