@@ -19,8 +19,10 @@ import (
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/extapi"
 	"github.com/reloader-operator/reloader/internal/hashkey"
+	"github.com/reloader-operator/reloader/internal/intern"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/workload"
@@ -45,7 +47,13 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 	if err != nil {
 		return nil, err
 	}
+	// The caches this manager owns, shared by its reconcilers and cache transforms only: the
+	// rules and time zones its decisions parse, and the strings its cached objects repeat.
+	parsed, tables := reload.NewCaches(), intern.New()
 	sources := sourceTypes(conf, apis, key, logger)
+	for i := range sources {
+		sources[i].Intern = tables
+	}
 	configs, err := reloaderConfigs(ctx, cfg, conf, apis, logger)
 	if err != nil {
 		return nil, err
@@ -68,7 +76,7 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 	}
 	// Made before the cache: the workload cache keeps the status of the rollouts it follows.
 	rollouts := &controller.Rollouts{Deadline: conf.RolloutDeadline, Now: time.Now}
-	caches := cacheOptions(conf, sources, read, rollouts, configs != nil)
+	caches := cacheOptions(conf, sources, read, rollouts, configs != nil, tables)
 	if shards != nil {
 		caches.NewInformer = shards.filter.NewInformer
 	}
@@ -98,13 +106,13 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 	if err := degraded.announce(mgr, conf, read, events, logger); err != nil {
 		return nil, err
 	}
-	if err := addReloaders(mgr, reader, conf, sources, kinds, key, configs, configStatus, rollouts, m, shards, events, degraded, logger); err != nil {
+	if err := addReloaders(mgr, reader, conf, sources, kinds, key, configs, configStatus, rollouts, m, shards, events, degraded, parsed, logger); err != nil {
 		return nil, err
 	}
 	if err := addServices(mgr, conf, &ready, m, logger); err != nil {
 		return nil, err
 	}
-	parts := Parts{Manager: mgr, Conf: conf, Sources: sources, Kinds: degraded.watched(kinds), Configs: configs,
+	parts := Parts{Manager: mgr, Conf: conf, Sources: sources, Kinds: degraded.watched(kinds), Configs: configs, Caches: parsed,
 		Ready: ready.Load, Shard: shards.ready()}
 	for _, w := range with {
 		if err := w(parts); err != nil {
