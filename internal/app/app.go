@@ -39,7 +39,7 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 		return nil, err
 	}
 	kinds, read := workloadKinds(conf, apis, logger)
-	degraded, err := checkWorkloadAccess(ctx, cfg, conf, scheme, kinds, read)
+	degraded, err := checkWorkloadAccess(ctx, cfg, conf, kinds, read)
 	if err != nil {
 		return nil, err
 	}
