@@ -11,6 +11,7 @@ import (
 
 	"github.com/reloader-operator/reloader/deployments/render"
 	"github.com/reloader-operator/reloader/internal/rbac"
+	"github.com/reloader-operator/reloader/internal/workload"
 )
 
 // matrix are the values sets the RBAC and lint tests render.
@@ -103,6 +104,29 @@ func TestRBACMatchesTable(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestChartGrantsEveryKind: with every optional kind turned on, the chart's ClusterRole grants
+// each workload kind internal/workload describes the verbs it needs (workload.Verbs). A kind
+// added there fails here, by name, until the chart's reloader.watchedRules grants it;
+// TestRBACMatchesTable then checks the rest of its rules.
+func TestChartGrantsEveryKind(t *testing.T) {
+	objs := renderChart(t, `reloader: {isArgoRollouts: true, isOpenshift: true}`)
+	o := render.Find(objs, "ClusterRole", fullname+"-role")
+	if o == nil {
+		t.Fatal("no ClusterRole")
+	}
+	var role rbacv1.ClusterRole
+	fromUnstructured(t, o, &role)
+	grants := rbac.Grants(role.Rules)
+	for _, k := range workload.Known() {
+		res := k.Describe().Resource
+		for _, v := range workload.Verbs(k, true) {
+			if g := res.Group + "/" + res.Resource + ":" + v; !slices.Contains(grants, g) {
+				t.Errorf("%s (internal/workload): the chart's reloader.watchedRules does not grant %s", k.Name(), g)
+			}
+		}
 	}
 }
 

@@ -19,8 +19,10 @@ import (
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/extapi"
 	"github.com/reloader-operator/reloader/internal/hashkey"
+	"github.com/reloader-operator/reloader/internal/intern"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/workload"
@@ -37,7 +39,7 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 		return nil, err
 	}
 	kinds, read := workloadKinds(conf, apis, logger)
-	degraded, err := checkWorkloadAccess(ctx, cfg, conf, scheme, kinds, read)
+	degraded, err := checkWorkloadAccess(ctx, cfg, conf, kinds, read)
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +47,13 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 	if err != nil {
 		return nil, err
 	}
+	// The caches this manager owns, shared by its reconcilers and cache transforms only: the
+	// rules and time zones its decisions parse, and the strings its cached objects repeat.
+	parsed, tables := reload.NewCaches(), intern.New()
 	sources := sourceTypes(conf, apis, key, logger)
+	for i := range sources {
+		sources[i].Intern = tables
+	}
 	configs, err := reloaderConfigs(ctx, cfg, conf, apis, logger)
 	if err != nil {
 		return nil, err
@@ -68,7 +76,7 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 	}
 	// Made before the cache: the workload cache keeps the status of the rollouts it follows.
 	rollouts := &controller.Rollouts{Deadline: conf.RolloutDeadline, Now: time.Now}
-	caches := cacheOptions(conf, sources, read, rollouts, configs != nil)
+	caches := cacheOptions(conf, sources, read, rollouts, configs != nil, tables)
 	if shards != nil {
 		caches.NewInformer = shards.filter.NewInformer
 	}
@@ -98,13 +106,13 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 	if err := degraded.announce(mgr, conf, read, events, logger); err != nil {
 		return nil, err
 	}
-	if err := addReloaders(mgr, reader, conf, sources, kinds, key, configs, configStatus, rollouts, m, shards, events, degraded, logger); err != nil {
+	if err := addReloaders(mgr, reader, conf, sources, kinds, key, configs, configStatus, rollouts, m, shards, events, degraded, parsed, logger); err != nil {
 		return nil, err
 	}
 	if err := addServices(mgr, conf, &ready, m, logger); err != nil {
 		return nil, err
 	}
-	parts := Parts{Manager: mgr, Conf: conf, Sources: sources, Kinds: degraded.watched(kinds), Configs: configs,
+	parts := Parts{Manager: mgr, Conf: conf, Sources: sources, Kinds: degraded.watched(kinds), Configs: configs, Caches: parsed,
 		Ready: ready.Load, Shard: shards.ready()}
 	for _, w := range with {
 		if err := w(parts); err != nil {
@@ -204,46 +212,33 @@ func configStatusWritable(ctx context.Context, cfg *rest.Config, conf options.Co
 	return ok, err
 }
 
-// workloadKinds returns the kinds reconciled (the built-in ones, Rollouts when asked for and
-// served, DeploymentConfigs when served, less --ignored-workload-types) and the kinds whose
-// objects are read: a Rollout may run a Deployment's template even when Deployments
-// themselves are left alone.
+// workloadKinds returns the kinds reconciled (options.Config.WorkloadKinds: the built-in
+// ones, Rollouts when asked for and served, DeploymentConfigs when served, less
+// --ignored-workload-types) and the kinds whose objects are read: a Rollout may run a
+// Deployment's template even when Deployments themselves are left alone. internal/rbac
+// grants the same kinds.
 func workloadKinds(conf options.Config, apis served, logger logr.Logger) (reconciled, read []workload.Kind) {
-	for _, kind := range workload.Builtin() {
-		if !conf.IgnoresWorkload(kind.Name()) {
-			reconciled = append(reconciled, kind)
-		}
-	}
-	if conf.IsArgoRollouts && !conf.IgnoresWorkload("Rollout") {
-		if apis.has(&extapi.Rollout{}) {
-			reconciled = append(reconciled, workload.Rollout())
-		} else {
-			logger.Info("WARNING: --is-Argo-Rollouts is set but the argoproj.io/v1alpha1 Rollout API is not installed; Rollouts are not watched")
-		}
-	}
-	if dc := deploymentConfigs(conf, apis, logger); dc != nil {
-		reconciled = append(reconciled, dc)
-	}
-	read = slices.Clone(reconciled)
-	if slices.ContainsFunc(reconciled, func(k workload.Kind) bool { _, ok := k.(workload.Referencing); return ok }) &&
-		!slices.ContainsFunc(reconciled, func(k workload.Kind) bool { return k.Name() == "Deployment" }) {
-		read = append(read, workload.Deployment())
+	reconciled, read = conf.WorkloadKinds(func(k workload.Kind) bool { return apis.has(k.NewObject()) })
+	for _, k := range conf.KnownKinds() {
+		announceOptional(conf, k, apis.has(k.NewObject()), logger)
 	}
 	return reconciled, read
 }
 
-// deploymentConfigs returns the DeploymentConfig kind when --is-openshift and
-// --ignored-workload-types leave it in and the cluster serves its API, else nil.
-func deploymentConfigs(conf options.Config, apis served, logger logr.Logger) workload.Kind {
-	served := apis.has(&extapi.DeploymentConfig{})
-	if !conf.WatchesDeploymentConfigs(served) {
-		if conf.OpenShift != nil && *conf.OpenShift && !served {
-			logger.Info("WARNING: --is-openshift=true is set but the apps.openshift.io/v1 DeploymentConfig API is not served; DeploymentConfigs are not watched")
-		}
-		return nil
+// announceOptional says what became of an optional kind: asked for but not served, or
+// found and watched.
+func announceOptional(conf options.Config, k workload.Kind, served bool, logger logr.Logger) {
+	want, asked := conf.WantsWorkload(k)
+	gv := k.Describe().Resource.GroupVersion()
+	switch gate := k.Describe().Gate; {
+	case gate == workload.Always || !want:
+	case !served && gate == workload.ArgoRollouts:
+		logger.Info("WARNING: --is-Argo-Rollouts is set but the " + gv.String() + " " + k.Name() + " API is not installed; " + k.Name() + "s are not watched")
+	case !served && asked:
+		logger.Info("WARNING: --is-openshift=true is set but the " + gv.String() + " " + k.Name() + " API is not served; " + k.Name() + "s are not watched")
+	case served && gate == workload.OpenShift:
+		logger.Info("OpenShift " + k.Name() + " API found; watching " + k.Name() + "s")
 	}
-	logger.Info("OpenShift DeploymentConfig API found; watching DeploymentConfigs")
-	return workload.DeploymentConfig()
 }
 
 // NewScheme returns the scheme of every kind reloader may read.

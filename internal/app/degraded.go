@@ -8,12 +8,8 @@ import (
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/reloader-operator/reloader/internal/clientindex"
@@ -50,18 +46,11 @@ type degradedKind struct {
 // authenticated user may create), for each kind read, whether reloader may list and watch it
 // where it watches; failing that, whether it may list and get it. It also asks about the
 // writes degraded installs lack, to name them in the warning.
-func checkWorkloadAccess(ctx context.Context, cfg *rest.Config, conf options.Config, scheme *runtime.Scheme, reconciled, read []workload.Kind) (*degradedMode, error) {
-	mapper, err := restMapper(cfg)
-	if err != nil {
-		return nil, err
-	}
+func checkWorkloadAccess(ctx context.Context, cfg *rest.Config, conf options.Config, reconciled, read []workload.Kind) (*degradedMode, error) {
 	d := &degradedMode{}
 	unwatched := map[string]bool{}
 	for _, kind := range read {
-		gr, err := resourceOf(mapper, scheme, kind.NewObject())
-		if err != nil {
-			return nil, err
-		}
+		gr := kind.Describe().Resource.GroupResource()
 		watch, err := allowed(ctx, cfg, gr.Group, gr.Resource, conf.Namespaces, "list", "watch")
 		if err != nil {
 			return nil, err
@@ -96,6 +85,7 @@ func checkWorkloadAccess(ctx context.Context, cfg *rest.Config, conf options.Con
 	}
 	records := true
 	if replacesJobs(conf, reconciled) {
+		var err error
 		if records, err = allowed(ctx, cfg, "apps", "controllerrevisions", conf.Namespaces, "list", "watch"); err != nil {
 			return nil, err
 		}
@@ -183,27 +173,6 @@ func (d *degradedMode) message() string {
 		msg += ". Also: " + strings.Join(d.notes, "; ")
 	}
 	return msg
-}
-
-func restMapper(cfg *rest.Config) (meta.RESTMapper, error) {
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return apiutil.NewDynamicRESTMapper(cfg, hc)
-}
-
-// resourceOf is the API resource of obj's kind.
-func resourceOf(mapper meta.RESTMapper, scheme *runtime.Scheme, obj client.Object) (schema.GroupResource, error) {
-	gvk, err := apiutil.GVKForObject(obj, scheme)
-	if err != nil {
-		return schema.GroupResource{}, err
-	}
-	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil {
-		return schema.GroupResource{}, fmt.Errorf("resource of %s: %w", gvk.Kind, err)
-	}
-	return m.Resource.GroupResource(), nil
 }
 
 // keyWait is how long a refused read of the install key is retried before Secrets are hashed

@@ -22,6 +22,7 @@ import (
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/extapi"
 	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/workload"
 )
 
 // served is the set of kinds the API server serves.
@@ -41,11 +42,12 @@ type optionalAPI struct {
 // optionalAPIs are the optional APIs conf may use, and whether conf asks for each.
 func optionalAPIs(conf options.Config) []optionalAPI {
 	apis := []optionalAPI{{gv: v1alpha1.GroupVersion}}
-	if conf.IsArgoRollouts && !conf.IgnoresWorkload("Rollout") {
-		apis = append(apis, optionalAPI{gv: extapi.ArgoGroupVersion, asked: true})
-	}
-	if conf.WatchesDeploymentConfigs(true) {
-		apis = append(apis, optionalAPI{gv: extapi.OpenShiftGroupVersion, asked: conf.OpenShift != nil})
+	for _, k := range conf.KnownKinds() {
+		want, asked := conf.WantsWorkload(k)
+		gv := k.Describe().Resource.GroupVersion()
+		if want && k.Describe().Gate != workload.Always && !slices.ContainsFunc(apis, func(a optionalAPI) bool { return a.gv == gv }) {
+			apis = append(apis, optionalAPI{gv: gv, asked: asked})
+		}
 	}
 	if conf.EnableCSIIntegration {
 		apis = append(apis, optionalAPI{gv: extapi.CSIGroupVersion, asked: true})

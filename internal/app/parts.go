@@ -5,6 +5,7 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
@@ -22,6 +23,8 @@ type Parts struct {
 	Kinds []workload.Kind
 	// Configs compiles the ReloaderConfigs; nil when reloader reads none.
 	Configs *reloaderconfig.Cache
+	// Caches are the manager's memos of parsed annotation values and time zones.
+	Caches *reload.Caches
 	// Ready reports whether the caches have synced.
 	Ready func() bool
 	// Shard, with --shards, reports whether this replica holds a namespace; nil without.

@@ -29,7 +29,7 @@ import (
 // the namespaces this replica's shards hold (--shards). events records the Events. The
 // reconcilers read through reader: the manager's client, or, in degraded mode, one that
 // reads the unwatched kinds from the API server.
-func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config, sources []controller.SourceType, kinds []workload.Kind, key *hashkey.Loader, configs *reloaderconfig.Cache, configStatus bool, rollouts *controller.Rollouts, m *metrics.Metrics, shards *sharding, events recorder.EventRecorder, degraded *degradedMode, logger logr.Logger) error {
+func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config, sources []controller.SourceType, kinds []workload.Kind, key *hashkey.Loader, configs *reloaderconfig.Cache, configStatus bool, rollouts *controller.Rollouts, m *metrics.Metrics, shards *sharding, events recorder.EventRecorder, degraded *degradedMode, parsed *reload.Caches, logger logr.Logger) error {
 	shard := shards.ready()
 	alerts, err := newAlerter(conf, m, logger)
 	if err != nil {
@@ -57,6 +57,7 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 	for _, kind := range kinds {
 		r := NewReconciler(conf, reader, kind, sources, configs, window)
 		r.Recorder, r.Metrics, r.Alerts, r.Rollouts, r.APIReader = recorder, m, alerts, rollouts, mgr.GetAPIReader()
+		r.Policy.Caches = parsed
 		if r.Unwatched = degraded.unwatched; r.Unwatched.Has(kind.Name()) {
 			r.Rollouts = nil // followed through the status an informer brings
 		}

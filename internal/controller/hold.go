@@ -46,7 +46,7 @@ func (r *WorkloadReconciler) hold(ctx context.Context, obj client.Object, s sett
 // (in set) apply where the workload's annotations set none.
 func (r *WorkloadReconciler) holdState(obj client.Object, set settings) reload.HoldState {
 	ann := obj.GetAnnotations()
-	s := reload.HoldState{DefaultMinInterval: r.MinReloadInterval}
+	s := reload.HoldState{DefaultMinInterval: r.MinReloadInterval, Caches: r.Policy.Caches}
 	if set.minReloadInterval != nil {
 		s.DefaultMinInterval = *set.minReloadInterval
 	}

@@ -225,7 +225,7 @@ func (r *WorkloadReconciler) observe(ctx context.Context, obj client.Object) (se
 	if err != nil {
 		return seen{}, err
 	}
-	rules, errs := reload.ParseRules(r.Policy.Keys, obj.GetAnnotations(), tw.tpl.Annotations)
+	rules, errs := r.Policy.ParseRules(obj.GetAnnotations(), tw.tpl.Annotations)
 	configs, err := r.configsFor(ctx, obj)
 	if err != nil {
 		return seen{}, err

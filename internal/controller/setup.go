@@ -166,7 +166,7 @@ func (r *WorkloadReconciler) byIndex(ctx context.Context, list client.ObjectList
 // concerns decides whether candidate c (Referenced is filled in here) concerns workload w,
 // whose pod template is tpl; configs are the ReloaderConfigs of w's namespace.
 func (r *WorkloadReconciler) concerns(ctx context.Context, w client.Object, tpl *corev1.PodTemplateSpec, configs []*reloaderconfig.Compiled, c reload.Candidate) bool {
-	rules, _ := reload.ParseRules(r.Policy.Keys, w.GetAnnotations(), tpl.Annotations)
+	rules, _ := r.Policy.ParseRules(w.GetAnnotations(), tpl.Annotations)
 	rules.Configs = r.targeting(ctx, configs, w).Rules
 	for _, ref := range source.Refs(&tpl.Spec) {
 		if ref.ID == c.ID {

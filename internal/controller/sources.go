@@ -60,6 +60,9 @@ type SourceType struct {
 	// DropLabels has Transform drop the labels too. Set it when no ReloaderConfig can select
 	// sources (the API is not served or not readable): then no decision reads them.
 	DropLabels bool
+	// Intern shares the strings that repeat across cached objects: the manager's tables
+	// (nil: none).
+	Intern *intern.Tables
 }
 
 // Pool describes a source made of many watched objects: its content is the union of theirs.
@@ -139,7 +142,7 @@ func mountVersions(o client.Object) []string {
 // reloader's memory grows with the number of objects and keys, not with their bytes. The
 // managed fields (but for their newest writer, packed with the hashes) and kubectl's
 // last-applied copy of the content go too, the labels with
-// DropLabels, and the strings that repeat across objects are shared (intern.Meta).
+// DropLabels, and the strings that repeat across objects are shared (Intern).
 //
 // The informer may hand the same object to Transform more than once (objects of the initial
 // list are); the second pass must keep the hash of the content, not hash the emptied object.
@@ -181,7 +184,7 @@ func (t SourceType) Transform(obj any) (any, error) {
 	// kubectl's last-applied copy holds the whole content again: a Secret's values in the
 	// clear, a ConfigMap's bytes. No decision reads it.
 	workload.DropLastApplied(o)
-	intern.Meta(o)
+	t.Intern.Meta(o)
 	return o, nil
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/workload"
@@ -41,6 +42,8 @@ type Explainer struct {
 	kinds []workload.Kind
 	// configs compiles the ReloaderConfigs; nil when their API is not served or readable.
 	configs *reloaderconfig.Cache
+	// caches are the controller's memos of parsed values (Controller.Caches); nil: none.
+	caches *reload.Caches
 	// unknownHash are the source kinds whose hashes can't be computed here.
 	unknownHash map[source.Kind]bool
 	// secretsHidden: Secrets may not be read in the namespace, so they are left out.
@@ -176,7 +179,7 @@ const unknown = "unknown"
 
 func (e *Explainer) reconciler(kind workload.Kind) *controller.WorkloadReconciler {
 	r := app.NewReconciler(e.conf, e.client, kind, e.sources, e.configs, coalesce.New(e.conf.CoalesceWindow))
-	r.Now = e.now
+	r.Now, r.Policy.Caches = e.now, e.caches
 	return r
 }
 

@@ -10,17 +10,6 @@ import (
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
-// workloadNames are the names kubectl accepts for each kind: singular, plural, short.
-var workloadNames = map[string][]string{
-	"Deployment":       {"deployment", "deployments", "deploy"},
-	"StatefulSet":      {"statefulset", "statefulsets", "sts"},
-	"DaemonSet":        {"daemonset", "daemonsets", "ds"},
-	"CronJob":          {"cronjob", "cronjobs", "cj"},
-	"Job":              {"job", "jobs"},
-	"Rollout":          {"rollout", "rollouts", "ro"},
-	"DeploymentConfig": {"deploymentconfig", "deploymentconfigs", "dc"},
-}
-
 // sourceNames are the names accepted for each kind of source.
 var sourceNames = map[source.Kind][]string{
 	source.ConfigMap: {"configmap", "configmaps", "cm"},
@@ -29,7 +18,7 @@ var sourceNames = map[source.Kind][]string{
 
 // allKinds are the workload kinds reloader knows, whether or not this install reloads them.
 func allKinds() []workload.Kind {
-	return append(workload.Builtin(), workload.Rollout(), workload.DeploymentConfig())
+	return workload.Known()
 }
 
 // Target is what the command was asked about: a workload, or a source.
@@ -40,8 +29,14 @@ type Target struct {
 }
 
 // ParseTarget reads "kind/name" as kubectl does: any case, singular, plural or short name,
-// with an optional API group after a dot ("deployments.apps/web").
+// with an optional API group after a dot ("deployments.apps/web"). The names of workload
+// kinds are those their descriptions give (workload.Names).
 func ParseTarget(arg string) (Target, error) {
+	return ParseTargetOf(workload.Known(), arg)
+}
+
+// ParseTargetOf is ParseTarget over the workload kinds of kinds.
+func ParseTargetOf(kinds workload.Catalog, arg string) (Target, error) {
 	kind, name, ok := strings.Cut(arg, "/")
 	if !ok || name == "" || strings.Contains(name, "/") {
 		return Target{}, fmt.Errorf("%q: want <kind>/<name>, such as deployment/web or configmap/app-config", arg)
@@ -50,12 +45,8 @@ func ParseTarget(arg string) (Target, error) {
 		return Target{}, fmt.Errorf("%q: %q is not an object name: %s", arg, name, strings.Join(problems, "; "))
 	}
 	kind, _, _ = strings.Cut(strings.ToLower(kind), ".")
-	for _, k := range allKinds() {
-		for _, n := range workloadNames[k.Name()] {
-			if n == kind {
-				return Target{Workload: k, Name: name}, nil
-			}
-		}
+	if k, ok := kinds.Lookup(kind); ok {
+		return Target{Workload: k, Name: name}, nil
 	}
 	for k, names := range sourceNames {
 		for _, n := range names {
@@ -64,5 +55,14 @@ func ParseTarget(arg string) (Target, error) {
 			}
 		}
 	}
-	return Target{}, fmt.Errorf("%q: unknown kind %q; want one of deployment, statefulset, daemonset, cronjob, job, rollout, deploymentconfig, configmap, secret", arg, kind)
+	var want []string
+	for _, k := range kinds {
+		want = append(want, workload.Names(k)[0])
+	}
+	for _, k := range source.Kinds {
+		if names, ok := sourceNames[k]; ok {
+			want = append(want, names[0])
+		}
+	}
+	return Target{}, fmt.Errorf("%q: unknown kind %q; want one of %s", arg, kind, strings.Join(want, ", "))
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/clientindex"
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/workload"
@@ -27,6 +28,8 @@ type Controller struct {
 	Kinds []workload.Kind
 	// Configs compiles the ReloaderConfigs; nil when the controller reads none.
 	Configs *reloaderconfig.Cache
+	// Caches are the controller's memos of parsed annotation values; nil: none.
+	Caches *reload.Caches
 }
 
 // NewControllerPlanner returns a Planner of one proposed ConfigMap or Secret of namespace ns,
@@ -41,7 +44,7 @@ func NewControllerPlanner(ctx context.Context, c Controller, conf options.Config
 		}
 		// No index is registered on the wrapper: lists by index go to the cache, which has them.
 		return &Explainer{conf: conf, namespace: ns, client: clientindex.New(scopeCached(read, conf)),
-			sources: c.Sources, kinds: c.Kinds, configs: c.Configs,
+			sources: c.Sources, kinds: c.Kinds, configs: c.Configs, caches: c.Caches,
 			unknownHash: map[source.Kind]bool{}, now: time.Now}, nil
 	}
 	l, _ := explainer(nil)

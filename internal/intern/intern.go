@@ -2,6 +2,9 @@
 // copy. A decoded object holds its own copy of everything in it, yet a cluster's objects carry
 // the same few namespaces, label keys and values, and annotation keys over and over: a chart
 // stamps the same labels on every object it makes.
+//
+// The tables belong to one manager (Tables): internal/app makes them and hands them to the
+// cache's transforms, so two managers in a process (tests, say) share nothing.
 package intern
 
 import (
@@ -12,6 +15,29 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// Tables are one manager's bounded tables of shared strings and label sets. A nil *Tables
+// interns nothing: Meta leaves o as it is, String returns s.
+type Tables struct {
+	strs struct {
+		sync.Mutex
+		generations[string]
+	}
+	sets struct {
+		sync.Mutex
+		generations[map[string]string]
+		// keys and canonical are reused, so that finding a known set allocates nothing.
+		keys      []string
+		canonical []byte
+	}
+}
+
+// New returns empty tables, bounded by MaxStrings and MaxLabelSets.
+func New() *Tables {
+	t := &Tables{}
+	t.strs.max, t.sets.max = MaxStrings, MaxLabelSets
+	return t
+}
+
 // Meta interns what repeats in o's metadata: its namespace, its label set (objects with equal
 // labels share one map), and its annotation keys. Annotation values are left alone: reloader's
 // records and tools' checksums are unique to each object, and would cost an entry each for no
@@ -19,15 +45,18 @@ import (
 //
 // A shared label map is never written again, so it must be read only, as every object in an
 // informer's cache must be.
-func Meta(o metav1.Object) {
-	o.SetNamespace(String(o.GetNamespace()))
+func (t *Tables) Meta(o metav1.Object) {
+	if t == nil {
+		return
+	}
+	o.SetNamespace(t.String(o.GetNamespace()))
 	if labels := o.GetLabels(); len(labels) > 0 {
-		o.SetLabels(labelSet(labels))
+		o.SetLabels(t.labelSet(labels))
 	}
 	annotations := o.GetAnnotations()
 	for k, v := range annotations {
 		// Storing under an equal key also replaces the key: the map now holds the shared copy.
-		annotations[String(k)] = v
+		annotations[t.String(k)] = v
 	}
 }
 
@@ -83,16 +112,12 @@ func (g *generations[V]) put(key string, v V) {
 	g.new[key] = v
 }
 
-var strs = struct {
-	sync.Mutex
-	generations[string]
-}{generations: generations[string]{max: MaxStrings}}
-
 // String returns the shared copy of s.
-func String(s string) string {
-	if s == "" {
+func (t *Tables) String(s string) string {
+	if s == "" || t == nil {
 		return s
 	}
+	strs := &t.strs
 	strs.Lock()
 	defer strs.Unlock()
 	if c, ok := strs.get(s); ok {
@@ -103,17 +128,10 @@ func String(s string) string {
 	return c
 }
 
-var sets = struct {
-	sync.Mutex
-	generations[map[string]string]
-	// keys and canonical are reused, so that finding a known set allocates nothing.
-	keys      []string
-	canonical []byte
-}{generations: generations[map[string]string]{max: MaxLabelSets}}
-
 // labelSet returns the shared map equal to m: a new one, of shared strings, the first time.
 // m itself is never written: it may be a shared map already.
-func labelSet(m map[string]string) map[string]string {
+func (t *Tables) labelSet(m map[string]string) map[string]string {
+	sets := &t.sets
 	sets.Lock()
 	defer sets.Unlock()
 	sets.keys = sets.keys[:0]
@@ -132,7 +150,7 @@ func labelSet(m map[string]string) map[string]string {
 	}
 	c := make(map[string]string, len(m))
 	for _, k := range sets.keys {
-		c[String(k)] = String(m[k])
+		c[t.String(k)] = t.String(m[k])
 	}
 	sets.put(string(sets.canonical), c)
 	return c

@@ -36,13 +36,14 @@ func same(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b
 // TestMetaSharesRepeatedStrings: two objects decoded apart share their namespace, label keys
 // and values, and annotation keys once interned, and keep every value they had.
 func TestMetaSharesRepeatedStrings(t *testing.T) {
+	tables := intern.New()
 	a, b := decoded(), decoded()
 	if same(a.Namespace, b.Namespace) || same(keyOf(a.Labels), keyOf(b.Labels)) {
 		t.Fatal("the decoded copies already share their strings: the test proves nothing")
 	}
-	intern.Meta(a)
+	tables.Meta(a)
 	runtime.GC() // the shared copy outlives a collection
-	intern.Meta(b)
+	tables.Meta(b)
 	for what, pair := range map[string][2]string{
 		"namespace":      {a.Namespace, b.Namespace},
 		"label key":      {keyOf(a.Labels), keyOf(b.Labels)},
@@ -66,32 +67,33 @@ func TestMetaSharesRepeatedStrings(t *testing.T) {
 // TestTablesAreBounded: strings and label sets in use stay shared however many others pass
 // through; one not seen for two generations' worth of others gets a copy of its own again.
 func TestTablesAreBounded(t *testing.T) {
-	hot := intern.String(strings.Clone("bounded-hot"))
-	cold := intern.String(strings.Clone("bounded-cold"))
+	tables := intern.New()
+	hot := tables.String(strings.Clone("bounded-hot"))
+	cold := tables.String(strings.Clone("bounded-cold"))
 	hotSet := &metav1.ObjectMeta{Labels: map[string]string{"set": "hot"}}
 	coldSet := &metav1.ObjectMeta{Labels: map[string]string{"set": "cold"}}
-	intern.Meta(hotSet)
-	intern.Meta(coldSet)
+	tables.Meta(hotSet)
+	tables.Meta(coldSet)
 	for i := range 2 * intern.MaxStrings {
-		intern.String(fmt.Sprintf("filler-%d", i))
+		tables.String(fmt.Sprintf("filler-%d", i))
 		if i < 2*intern.MaxLabelSets {
-			intern.Meta(&metav1.ObjectMeta{Labels: map[string]string{"filler": fmt.Sprint(i)}})
+			tables.Meta(&metav1.ObjectMeta{Labels: map[string]string{"filler": fmt.Sprint(i)}})
 		}
 		if i%1000 == 0 { // in use
-			if !same(hot, intern.String(strings.Clone("bounded-hot"))) {
+			if !same(hot, tables.String(strings.Clone("bounded-hot"))) {
 				t.Fatalf("a string in use lost its shared copy after %d others", i)
 			}
 			o := &metav1.ObjectMeta{Labels: map[string]string{"set": "hot"}}
-			if intern.Meta(o); !sameMap(o.Labels, hotSet.Labels) {
+			if tables.Meta(o); !sameMap(o.Labels, hotSet.Labels) {
 				t.Fatalf("a label set in use lost its shared map after %d others", i)
 			}
 		}
 	}
-	if same(cold, intern.String(strings.Clone("bounded-cold"))) {
+	if same(cold, tables.String(strings.Clone("bounded-cold"))) {
 		t.Error("a string unused for two generations is still held: the table is not bounded")
 	}
 	o := &metav1.ObjectMeta{Labels: map[string]string{"set": "cold"}}
-	if intern.Meta(o); sameMap(o.Labels, coldSet.Labels) {
+	if tables.Meta(o); sameMap(o.Labels, coldSet.Labels) {
 		t.Error("a label set unused for two generations is still held: the table is not bounded")
 	}
 }
@@ -103,12 +105,13 @@ func sameMap(a, b map[string]string) bool {
 // TestEqualLabelSetsShareOneMap: objects with equal labels hold one map, objects with other
 // labels another, and an object seen again keeps the map it has.
 func TestEqualLabelSetsShareOneMap(t *testing.T) {
+	tables := intern.New()
 	a, b, other := decoded(), decoded(), decoded()
 	other.Labels["tier"] = "db"
-	intern.Meta(a)
+	tables.Meta(a)
 	runtime.GC()
-	intern.Meta(b)
-	intern.Meta(other)
+	tables.Meta(b)
+	tables.Meta(other)
 	if !sameMap(a.Labels, b.Labels) {
 		t.Error("equal label sets are held twice")
 	}
@@ -116,7 +119,7 @@ func TestEqualLabelSetsShareOneMap(t *testing.T) {
 		t.Errorf("another label set shares the map or lost a label: %v", other.Labels)
 	}
 	shared := a.Labels
-	intern.Meta(a)
+	tables.Meta(a)
 	if !sameMap(a.Labels, shared) {
 		t.Error("an object interned twice changed its map")
 	}
@@ -126,14 +129,15 @@ func TestEqualLabelSetsShareOneMap(t *testing.T) {
 // of each may hold the same shared map: Meta must only read it. (A write would make the
 // runtime fail with "concurrent map writes"; go test -race reports it at once.)
 func TestSharedLabelsAreNeverWritten(t *testing.T) {
+	tables := intern.New()
 	first := decoded()
-	intern.Meta(first)
+	tables.Meta(first)
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
 			for range 2000 {
 				o := &metav1.ObjectMeta{Namespace: "team-a", Labels: first.Labels}
-				intern.Meta(o)
+				tables.Meta(o)
 				if !sameMap(o.Labels, first.Labels) {
 					t.Error("an object holding the shared map got another")
 					return
@@ -147,9 +151,30 @@ func TestSharedLabelsAreNeverWritten(t *testing.T) {
 // TestKnownSetCostsNoAllocation: an object whose labels are a known set, in a known
 // namespace, is interned without allocating (informers transform every object they receive).
 func TestKnownSetCostsNoAllocation(t *testing.T) {
-	intern.Meta(decoded())
+	tables := intern.New()
+	tables.Meta(decoded())
 	o := decoded()
-	if n := testing.AllocsPerRun(100, func() { intern.Meta(o) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { tables.Meta(o) }); n != 0 {
 		t.Errorf("%v allocations per object with a known label set", n)
+	}
+}
+
+// TestTablesAreOwned: two managers' tables share nothing, and nil tables intern nothing.
+func TestTablesAreOwned(t *testing.T) {
+	a, b := decoded(), decoded()
+	intern.New().Meta(a)
+	intern.New().Meta(b)
+	if same(a.Namespace, b.Namespace) || sameMap(a.Labels, b.Labels) {
+		t.Error("objects interned by two tables share a copy")
+	}
+	var none *intern.Tables
+	c, d := decoded(), decoded()
+	none.Meta(c)
+	none.Meta(d)
+	if same(c.Namespace, d.Namespace) || sameMap(c.Labels, d.Labels) || none.String("x") != "x" {
+		t.Error("nil tables interned")
+	}
+	if want := decoded(); c.Namespace != want.Namespace || c.Labels["app.kubernetes.io/managed-by"] != "Helm" {
+		t.Errorf("nil tables changed the metadata: %+v", c)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/shard"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/workload"
 )
 
 // Config is Options checked and parsed once, at start-up: the values reloader runs with, in
@@ -54,15 +55,54 @@ type Config struct {
 // whether the cluster serves their API: not when --is-openshift=false or
 // --ignored-workload-types leaves them out.
 func (c Config) WatchesDeploymentConfigs(served bool) bool {
-	if c.IgnoresWorkload("DeploymentConfig") || (c.OpenShift != nil && !*c.OpenShift) {
-		return false
-	}
-	return served
+	return c.Reconciles(workload.DeploymentConfig(), served)
 }
 
 // IgnoresWorkload reports whether --ignored-workload-types names kind ("Deployment" matches
 // deployment and deployments).
-func (c Config) IgnoresWorkload(kind string) bool { return c.ignoredWorkloads[workloadType(kind)] }
+func (c Config) IgnoresWorkload(kind string) bool {
+	return c.ignoredWorkloads[workloadType(c.KnownKinds(), kind)]
+}
+
+// WantsWorkload reports whether the flags leave kind k in, before the cluster is asked
+// whether it serves k's API, and whether a flag asks for it (then a failure to discover the
+// API stops start-up): the built-in kinds unless --ignored-workload-types names them, Argo
+// Rollouts with --is-Argo-Rollouts, DeploymentConfigs unless --is-openshift=false (asked
+// for with --is-openshift=true).
+func (c Config) WantsWorkload(k workload.Kind) (want, asked bool) {
+	if c.IgnoresWorkload(k.Name()) {
+		return false, false
+	}
+	switch k.Describe().Gate {
+	case workload.ArgoRollouts:
+		return c.IsArgoRollouts, c.IsArgoRollouts
+	case workload.OpenShift:
+		return c.OpenShift == nil || *c.OpenShift, c.OpenShift != nil
+	default:
+		return true, false
+	}
+}
+
+// Reconciles reports whether reloader reconciles kind k when served tells whether the
+// cluster serves k's API (the built-in kinds are always served).
+func (c Config) Reconciles(k workload.Kind, served bool) bool {
+	want, _ := c.WantsWorkload(k)
+	return want && (served || k.Describe().Gate == workload.Always)
+}
+
+// WorkloadKinds returns the kinds reloader reconciles, in the catalog's order, when served
+// tells whether the cluster serves a kind's API, and the kinds whose objects it reads: those,
+// and the kinds whose templates they may run (workload.Catalog.Read). internal/app watches
+// these and internal/rbac grants them.
+func (c Config) WorkloadKinds(served func(workload.Kind) bool) (reconciled, read []workload.Kind) {
+	kinds := c.KnownKinds()
+	for _, k := range kinds {
+		if c.Reconciles(k, served(k)) {
+			reconciled = append(reconciled, k)
+		}
+	}
+	return reconciled, kinds.Read(reconciled)
+}
 
 // MaxRate bounds --reload-rate, --reload-burst and --first-sight-rate.
 const MaxRate = 10000
@@ -109,10 +149,10 @@ func Parse(o Options) (Config, error) {
 		fail(errors.New("--resources-to-ignore: ignoring both configMaps and secrets leaves nothing to watch"))
 	}
 	for _, t := range o.IgnoredWorkloadTypes {
-		if k := workloadType(t); k != "" {
+		if k := workloadType(o.KnownKinds(), t); k != "" {
 			c.ignoredWorkloads[k] = true
 		} else {
-			fail(fmt.Errorf("--ignored-workload-types: %q is not one of %s (singular or plural, any case)", t, strings.Join(WorkloadTypes, ", ")))
+			fail(fmt.Errorf("--ignored-workload-types: %q is not one of %s (singular or plural, any case)", t, strings.Join(o.KnownKinds().Plurals(), ", ")))
 		}
 	}
 

@@ -4,7 +4,6 @@
 package options
 
 import (
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/workload"
 )
 
 // Options configure one reloader process.
@@ -29,8 +29,12 @@ type Options struct {
 	ReloadOnDelete   bool
 	SyncAfterRestart bool
 
-	ResourcesToIgnore     []string
-	IgnoredWorkloadTypes  []string
+	ResourcesToIgnore    []string
+	IgnoredWorkloadTypes []string
+	// Kinds are the workload kinds reloader knows (their descriptions): the values
+	// --ignored-workload-types accepts, and, through Config, the kinds reconciled and the RBAC
+	// they need. Nil: workload.Known(); a test may add a kind of its own.
+	Kinds                 workload.Catalog
 	Namespaces            []string
 	NamespacesToIgnore    []string
 	NamespaceSelector     string
@@ -207,7 +211,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.ReloadOnDelete, "reload-on-delete", o.ReloadOnDelete, "also reload when a referenced source is deleted")
 	fs.BoolVar(&o.SyncAfterRestart, "sync-after-restart", o.SyncAfterRestart, "accepted for compatibility: changes made while reloader was down are always caught up")
 	fs.StringSliceVar(&o.ResourcesToIgnore, "resources-to-ignore", o.ResourcesToIgnore, "source kinds to neither watch nor react to: configMaps or secrets")
-	fs.StringSliceVar(&o.IgnoredWorkloadTypes, "ignored-workload-types", o.IgnoredWorkloadTypes, "workload kinds to leave alone: "+strings.Join(WorkloadTypes, ", ")+" (singular or plural, any case)")
+	fs.StringSliceVar(&o.IgnoredWorkloadTypes, "ignored-workload-types", o.IgnoredWorkloadTypes, "workload kinds to leave alone: "+strings.Join(o.KnownKinds().Plurals(), ", ")+" (singular or plural, any case)")
 	fs.StringSliceVar(&o.Namespaces, "namespaces", o.Namespaces, "namespaces to watch (default: all, or $KUBERNETES_NAMESPACE)")
 	fs.StringSliceVar(&o.NamespacesToIgnore, "namespaces-to-ignore", o.NamespacesToIgnore, "namespaces to leave alone")
 	fs.Var(&selectorFlag{s: &o.NamespaceSelector}, "namespace-selector", "label selector of the namespaces to watch: key=value, key:value, key=*, key:* or *; comma-separated or repeated")
@@ -282,18 +286,22 @@ func (e mapEntry) String() string {
 func (e mapEntry) Set(v string) error { e.m[e.k] = v; return nil }
 func (e mapEntry) Type() string       { return "string" }
 
-// WorkloadTypes are the values --ignored-workload-types accepts (the singular works too).
-var WorkloadTypes = []string{"deployments", "daemonsets", "statefulsets", "cronjobs", "jobs", "rollouts", "deploymentconfigs"}
-
-// workloadType returns the plural, lower-case form of a --ignored-workload-types entry, or ""
-// when it names no workload kind.
-func workloadType(t string) string {
-	t = strings.ToLower(strings.TrimSpace(t))
-	if !strings.HasSuffix(t, "s") {
-		t += "s"
+// KnownKinds are the workload kinds reloader knows: o.Kinds, else workload.Known().
+func (o Options) KnownKinds() workload.Catalog {
+	if o.Kinds == nil {
+		return workload.Known()
 	}
-	if slices.Contains(WorkloadTypes, t) {
-		return t
+	return o.Kinds
+}
+
+// workloadType returns the plural, lower-case form of a --ignored-workload-types entry (a
+// kind's singular or plural name, any case), or "" when it names no kind of kinds.
+func workloadType(kinds workload.Catalog, t string) string {
+	t = strings.ToLower(strings.TrimSpace(t))
+	for _, k := range kinds {
+		if plural := k.Describe().Resource.Resource; t == plural || t == strings.ToLower(k.Name()) {
+			return plural
+		}
 	}
 	return ""
 }

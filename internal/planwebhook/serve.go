@@ -25,7 +25,7 @@ func Serve(p app.Parts) error {
 	}
 	srv := webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: p.Conf.PlanWebhookCertDir})
 	h := &Handler{
-		Controller: explain.Controller{Reader: p.Manager.GetClient(), Sources: p.Sources, Kinds: p.Kinds, Configs: p.Configs},
+		Controller: explain.Controller{Reader: p.Manager.GetClient(), Sources: p.Sources, Kinds: p.Kinds, Configs: p.Configs, Caches: p.Caches},
 		Conf:       p.Conf,
 		Ready:      p.Ready,
 		Shard:      p.Shard,

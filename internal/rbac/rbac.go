@@ -4,6 +4,8 @@
 package rbac
 
 import (
+	"slices"
+
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
@@ -11,6 +13,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/metainfo"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/workload"
 )
 
 // Platform says what the options alone can't: which optional APIs the cluster serves that
@@ -35,27 +38,11 @@ type Rules struct {
 	Own []rbacv1.PolicyRule
 }
 
-var (
-	read      = []string{"get", "list", "watch"}
-	readPatch = []string{"get", "list", "watch", "patch"}
-)
+var read = []string{"get", "list", "watch"}
 
-// workloadKind is one kind reloader may reconcile.
-type workloadKind struct {
-	name     string // as --ignored-workload-types and the controller name it
-	group    string
-	resource string
-}
-
-var (
-	deployments       = workloadKind{"Deployment", "apps", "deployments"}
-	builtinKinds      = []workloadKind{deployments, {"StatefulSet", "apps", "statefulsets"}, {"DaemonSet", "apps", "daemonsets"}, {"CronJob", "batch", "cronjobs"}, {"Job", "batch", "jobs"}}
-	rolloutKind       = workloadKind{"Rollout", "argoproj.io", "rollouts"}
-	deploymentConfigs = workloadKind{"DeploymentConfig", "apps.openshift.io", "deploymentconfigs"}
-)
-
-// For returns the permissions reloader needs when run with opts on platform p. The table
-// follows internal/app: what it watches, what the reconcilers write, and where.
+// For returns the permissions reloader needs when run with opts on platform p. The workload
+// kinds are those internal/app watches (options.Config.WorkloadKinds, from each kind's
+// description in internal/workload), with the verbs each needs (workload.Verbs).
 func For(opts options.Config, p Platform) Rules {
 	// With --webhook-url reloader only reads: it POSTs instead of writing workloads or Events.
 	writes := opts.WebhookURL == ""
@@ -72,58 +59,8 @@ func For(opts options.Config, p Platform) Rules {
 		r.Watched = append(r.Watched, rule("secrets-store.csi.x-k8s.io", "secretproviderclasspodstatuses", read...))
 	}
 
-	kinds := []workloadKind{}
-	for _, k := range builtinKinds {
-		if !opts.IgnoresWorkload(k.name) {
-			kinds = append(kinds, k)
-		}
-	}
-	rollouts := opts.IsArgoRollouts && !opts.IgnoresWorkload(rolloutKind.name)
-	if rollouts {
-		kinds = append(kinds, rolloutKind)
-		// A Rollout's workloadRef runs a Deployment's template, which reloader reads and
-		// patches even when Deployments themselves are ignored.
-		if opts.IgnoresWorkload(deployments.name) {
-			kinds = append(kinds, deployments)
-		}
-	}
-	if opts.WatchesDeploymentConfigs(p.OpenShift) {
-		kinds = append(kinds, deploymentConfigs)
-	}
-	jobsReloaded := false
-	for _, k := range kinds {
-		verbs := read
-		if writes {
-			// Every reload, and the first sight of a workload (its record), is a patch.
-			verbs = readPatch
-		}
-		if k.resource == "jobs" && writes {
-			// A Job's template is immutable: a reload deletes it and creates it again.
-			jobsReloaded = true
-			verbs = append(append([]string(nil), verbs...), "create", "delete")
-		}
-		r.Watched = append(r.Watched, rule(k.group, k.resource, verbs...))
-	}
-	if jobsReloaded {
-		// A Job's replacement is written down first, as a ControllerRevision beside it, and
-		// watched, so that one cut short by a crash is finished by the next leader; one is
-		// read whole (get) from the API server only when it is acted on, since the cache
-		// keeps no record's data. It is signed once created (patch), over the UID the API
-		// server gave it.
-		r.Watched = append(r.Watched, rule("apps", "controllerrevisions", "get", "list", "watch", "create", "patch", "delete"))
-	}
-	cronJobs := !opts.IgnoresWorkload("CronJob")
-	runsCronJobs := writes && cronJobs && opts.RunCronJobsOnReload
-	if runsCronJobs && !jobsReloaded {
-		// Starting a Job from a reloaded CronJob needs create only; Jobs are not watched.
-		r.Watched = append(r.Watched, rule("batch", "jobs", "create"))
-	}
-	if jobsReloaded || runsCronJobs {
-		// The Jobs reloader creates keep their CronJob's ownerReference with
-		// blockOwnerDeletion, which the OwnerReferencesPermissionEnforcement admission plugin
-		// (OpenShift's default) allows only to who may update the owner's finalizers.
-		r.Watched = append(r.Watched, rule("batch", "cronjobs/finalizers", "update"))
-	}
+	workloads, jobsReloaded := workloadRules(opts, p, writes)
+	r.Watched = append(r.Watched, workloads...)
 	// ReloaderConfigs add rules to the annotations (the chart ships their CRD; reloader
 	// watches them when it is served); their status is written with a merge patch, by the
 	// leader only, as the workloads are.
@@ -199,4 +136,58 @@ func rule(group, resource string, verbs ...string) rbacv1.PolicyRule {
 func named(r rbacv1.PolicyRule, names ...string) rbacv1.PolicyRule {
 	r.ResourceNames = names
 	return r
+}
+
+// workloadRules are the rules on workloads: each kind read (options.Config.WorkloadKinds,
+// which holds the kinds of the platform's optional APIs that opts leaves in), with the verbs
+// it needs, and what replacing and starting workloads takes besides. replaced reports
+// whether some kind is replaced on reload (Jobs), which signs its records with the install
+// key.
+func workloadRules(opts options.Config, p Platform, writes bool) (rules []rbacv1.PolicyRule, replaced bool) {
+	kinds := opts.KnownKinds()
+	// Of the optional APIs, reloader watches Argo Rollouts on a flag alone; DeploymentConfigs
+	// when discovery finds them (the platform).
+	served := func(k workload.Kind) bool { return k.Describe().Gate != workload.OpenShift || p.OpenShift }
+	reconciled, readKinds := opts.WorkloadKinds(served)
+	creates := map[string]bool{} // the kinds whose objects reloader creates
+	for _, k := range readKinds {
+		verbs := workload.Verbs(k, writes)
+		if slices.Contains(verbs, "create") {
+			creates[k.Name()] = true
+		}
+		if _, ok := k.(workload.Recreated); ok && writes {
+			replaced = true
+		}
+		res := k.Describe().Resource
+		rules = append(rules, rule(res.Group, res.Resource, verbs...))
+	}
+	if replaced {
+		// A Job's replacement is written down first, as a ControllerRevision beside it, and
+		// watched, so that one cut short by a crash is finished by the next leader; one is
+		// read whole (get) from the API server only when it is acted on, since the cache
+		// keeps no record's data. It is signed once created (patch), over the UID the API
+		// server gave it.
+		rules = append(rules, rule("apps", "controllerrevisions", "get", "list", "watch", "create", "patch", "delete"))
+	}
+	for _, k := range reconciled {
+		run, ok := kinds.RunsAs(k)
+		if !ok || !writes || !opts.RunCronJobsOnReload || creates[run.Name()] {
+			continue
+		}
+		// Starting a Job from a reloaded CronJob needs create only; Jobs are not watched.
+		creates[run.Name()] = true
+		res := run.Describe().Resource
+		rules = append(rules, rule(res.Group, res.Resource, "create"))
+	}
+	for _, owner := range kinds {
+		if run, ok := kinds.RunsAs(owner); ok && creates[run.Name()] {
+			// The Jobs reloader creates keep their CronJob's ownerReference with
+			// blockOwnerDeletion, which the OwnerReferencesPermissionEnforcement admission
+			// plugin (OpenShift's default) allows only to who may update the owner's
+			// finalizers.
+			res := owner.Describe().Resource
+			rules = append(rules, rule(res.Group, res.Resource+"/finalizers", "update"))
+		}
+	}
+	return rules, replaced
 }

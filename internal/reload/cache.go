@@ -3,12 +3,57 @@ package reload
 import (
 	"container/list"
 	"sync"
+	"time"
 )
 
-// compiled memoizes parsed annotation values: a value is parsed on every event and reconcile
-// of every workload that carries it, and thousands of workloads often carry the same one. The
-// result depends on the value and its grammar alone, so one cache serves every caller.
-var compiled = newParseCache(16 << 20)
+// Caches are one manager's memos of what its decisions parse: annotation values, parsed
+// (rules), and the time zones of reload windows (zones). A value is parsed on every event and
+// reconcile of every workload that carries it, and thousands of workloads often carry the
+// same one; the result depends on the value and its grammar alone, so one cache serves every
+// reconciler of a manager. internal/app makes one per manager and hands it to its reconcilers
+// through Policy; nothing is shared between managers. A nil *Caches memoizes nothing: every
+// call parses (tests, one-off commands).
+type Caches struct {
+	rules *parseCache
+	// zones holds the time zones loaded: only valid IANA names enter, so it stays small.
+	zones sync.Map
+}
+
+// RulesBudget bounds the bytes of parsed values one Caches keeps (parsed.size).
+const RulesBudget = 16 << 20
+
+// NewCaches returns empty caches, bounded as their fields say.
+func NewCaches() *Caches { return &Caches{rules: newParseCache(RulesBudget)} }
+
+// names is parseCache.names, memoized when c is not nil.
+func (c *Caches) names(value string, patterns bool) *Names {
+	if c == nil {
+		return parseNames(value, patterns)
+	}
+	return c.rules.names(value, patterns)
+}
+
+// keyList is parseCache.keyList, memoized when c is not nil.
+func (c *Caches) keyList(value string) *KeyList {
+	if c == nil {
+		return parseKeyList(value)
+	}
+	return c.rules.keyList(value)
+}
+
+// location is time.LoadLocation, memoized when c is not nil.
+func (c *Caches) location(name string) (*time.Location, error) {
+	if c != nil {
+		if l, ok := c.zones.Load(name); ok {
+			return l.(*time.Location), nil
+		}
+	}
+	l, err := loadLocation(name)
+	if err == nil && c != nil {
+		c.zones.Store(name, l)
+	}
+	return l, err
+}
 
 // grammar is how an annotation value is parsed.
 type grammar uint8

@@ -34,6 +34,13 @@ type Policy struct {
 	Keys          Keys
 	AutoReloadAll bool
 	IgnoredKinds  map[source.Kind]bool
+	// Caches memoize what the decisions parse, for one manager; nil: none.
+	Caches *Caches
+}
+
+// ParseRules reads a workload's rules (ParseRules) with p's keys, through p's caches.
+func (p *Policy) ParseRules(meta, template map[string]string) (Rules, []error) {
+	return p.Caches.ParseRules(p.Keys, meta, template)
 }
 
 // Candidate is a source as the decision sees it.

@@ -31,6 +31,8 @@ type HoldState struct {
 	HasWindow      bool
 	// DefaultMinInterval is --min-reload-interval.
 	DefaultMinInterval time.Duration
+	// Caches keep the time zones of windows loaded (the Policy's); nil: none.
+	Caches *Caches
 }
 
 // Hold is when a due reload may happen. Reason is empty when it may happen now.
@@ -69,7 +71,7 @@ func PlanHold(s HoldState, now time.Time) Hold {
 		}
 	}
 	if s.HasWindow {
-		ws, err := ParseReloadWindows(s.Window)
+		ws, err := s.Caches.ParseReloadWindows(s.Window)
 		switch {
 		case err != nil:
 			h.Invalid = append(h.Invalid, fmt.Errorf("annotation %s: %v; want %s; reloading without a window", ReloadWindowAnnotation, err, ReloadWindowForm))

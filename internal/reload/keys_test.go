@@ -71,7 +71,8 @@ func TestParseRulesReadsKeyAnnotationsOncePerValue(t *testing.T) {
 	keys := DefaultKeys()
 	value := "cfg/a, cfg/b, db/password, bad"
 	meta := map[string]string{ConfigMapKeysAnnotation: value, UsedKeysOnlyAnnotation: "true"}
-	first, errs := ParseRules(keys, meta, nil)
+	c := NewCaches()
+	first, errs := c.ParseRules(keys, meta, nil)
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), ConfigMapKeysAnnotation) {
 		t.Errorf("errors %v, want one naming %s", errs, ConfigMapKeysAnnotation)
 	}
@@ -79,7 +80,7 @@ func TestParseRulesReadsKeyAnnotationsOncePerValue(t *testing.T) {
 		t.Error("used-keys-only not read")
 	}
 	// The template's annotations count too, key by key, as for the other rules.
-	again, _ := ParseRules(keys, nil, map[string]string{ConfigMapKeysAnnotation: value})
+	again, _ := c.ParseRules(keys, nil, map[string]string{ConfigMapKeysAnnotation: value})
 	if again.KeyLists[source.ConfigMap] != first.KeyLists[source.ConfigMap] {
 		t.Error("the same value was parsed twice")
 	}

@@ -143,15 +143,16 @@ func TestNamesAreLiteralsExcludesExact(t *testing.T) {
 func TestParsedOncePerValue(t *testing.T) {
 	keys := DefaultKeys()
 	value := "app.config,feature-.*,db-[0-9]+"
-	first, _ := ParseRules(keys, map[string]string{keys.Reload[source.ConfigMap]: value}, nil)
+	c := NewCaches()
+	first, _ := c.ParseRules(keys, map[string]string{keys.Reload[source.ConfigMap]: value}, nil)
 	for i := range 5000 {
-		r, _ := ParseRules(keys, nil, map[string]string{keys.Reload[source.ConfigMap]: value, keys.Auto: "true"})
+		r, _ := c.ParseRules(keys, nil, map[string]string{keys.Reload[source.ConfigMap]: value, keys.Auto: "true"})
 		if r.Named[source.ConfigMap] != first.Named[source.ConfigMap] {
 			t.Fatalf("workload %d got its own parse of the same value", i)
 		}
 	}
 	if bytes := allocated(func() {
-		ParseRules(keys, map[string]string{keys.Reload[source.ConfigMap]: value}, nil)
+		c.ParseRules(keys, map[string]string{keys.Reload[source.ConfigMap]: value}, nil)
 	}); bytes > 4<<10 {
 		t.Errorf("a cached parse allocated %d bytes", bytes)
 	}
@@ -215,9 +216,10 @@ func BenchmarkParseNames(b *testing.B) {
 	b.Run("cached", func(b *testing.B) {
 		keys := DefaultKeys()
 		meta := map[string]string{keys.Reload[source.ConfigMap]: worstWithinLimits(), keys.Auto: "true"}
+		c := NewCaches()
 		b.ReportAllocs()
 		for b.Loop() {
-			ParseRules(keys, meta, nil)
+			c.ParseRules(keys, meta, nil)
 		}
 	})
 }

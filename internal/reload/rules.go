@@ -51,9 +51,15 @@ func (r *Rules) Opted() bool {
 
 // ParseRules reads the rules from a workload's metadata annotations, falling back key by key
 // to its pod-template annotations. Bad values are skipped and returned as errors, so one typo
-// never disables the rest of a workload's rules. Name lists are parsed once per distinct
-// value (see compiled), so thousands of workloads sharing an annotation cost one parse.
+// never disables the rest of a workload's rules. It memoizes nothing: the reconcilers parse
+// through their Policy's Caches.
 func ParseRules(keys Keys, meta, template map[string]string) (Rules, []error) {
+	return (*Caches)(nil).ParseRules(keys, meta, template)
+}
+
+// ParseRules is the package's ParseRules, with name and key lists parsed once per distinct
+// value while c keeps them, so thousands of workloads sharing an annotation cost one parse.
+func (c *Caches) ParseRules(keys Keys, meta, template map[string]string) (Rules, []error) {
 	lookup := lookupIn(meta, template)
 	var errs []error
 	boolean := func(key string) *bool {
@@ -73,7 +79,7 @@ func ParseRules(keys Keys, meta, template map[string]string) (Rules, []error) {
 		if !ok {
 			return nil
 		}
-		n := compiled.names(v, patterns)
+		n := c.names(v, patterns)
 		for _, err := range n.errs {
 			errs = append(errs, fmt.Errorf("annotation %s: %w", key, err))
 		}
@@ -85,7 +91,7 @@ func ParseRules(keys Keys, meta, template map[string]string) (Rules, []error) {
 		if !ok {
 			return nil
 		}
-		l := compiled.keyList(v)
+		l := c.keyList(v)
 		for _, err := range l.errs {
 			errs = append(errs, fmt.Errorf("annotation %s: %w", key, err))
 		}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -42,6 +41,12 @@ var dayNames = map[string]time.Weekday{
 
 // ParseReloadWindows reads a reload-window annotation value.
 func ParseReloadWindows(s string) (ReloadWindows, error) {
+	return (*Caches)(nil).ParseReloadWindows(s)
+}
+
+// ParseReloadWindows is the package's ParseReloadWindows, with the time zones loaded once
+// per Caches.
+func (c *Caches) ParseReloadWindows(s string) (ReloadWindows, error) {
 	if len(s) > MaxReloadWindowLen {
 		return nil, fmt.Errorf("longer than %d characters", MaxReloadWindowLen)
 	}
@@ -55,7 +60,7 @@ func ParseReloadWindows(s string) (ReloadWindows, error) {
 		if p == "" {
 			continue
 		}
-		w, err := parseReloadWindow(p)
+		w, err := parseReloadWindow(p, c.location)
 		if err != nil {
 			return nil, fmt.Errorf("%q: %w", p, err)
 		}
@@ -67,7 +72,7 @@ func ParseReloadWindows(s string) (ReloadWindows, error) {
 	return out, nil
 }
 
-func parseReloadWindow(s string) (reloadWindow, error) {
+func parseReloadWindow(s string, location func(string) (*time.Location, error)) (reloadWindow, error) {
 	var w reloadWindow
 	f := strings.Fields(s)
 	if len(f) != 3 {
@@ -136,13 +141,8 @@ func clock(s string, end bool) (int, error) {
 	return hh*60 + mm, nil
 }
 
-// locations caches the zones loaded: only valid IANA names enter, so it stays small.
-var locations sync.Map
-
-func location(name string) (*time.Location, error) {
-	if l, ok := locations.Load(name); ok {
-		return l.(*time.Location), nil
-	}
+// loadLocation loads an IANA time zone; Caches.location memoizes it.
+func loadLocation(name string) (*time.Location, error) {
 	if name == "Local" || name == "" {
 		return nil, fmt.Errorf("time zone %q: want an IANA name such as UTC or Europe/Berlin", name)
 	}
@@ -150,7 +150,6 @@ func location(name string) (*time.Location, error) {
 	if err != nil {
 		return nil, fmt.Errorf("time zone %q: want an IANA name such as UTC or Europe/Berlin", name)
 	}
-	locations.Store(name, l)
 	return l, nil
 }
 

@@ -15,6 +15,7 @@ type cronJob struct {
 // run uses the new config.
 func CronJob() Kind {
 	return cronJob{newTyped[batchv1.CronJob, batchv1.CronJobList]("CronJob",
+		Description{Resource: batchv1.SchemeGroupVersion.WithResource("cronjobs"), Short: []string{"cj"}},
 		func(c *batchv1.CronJob) *corev1.PodTemplateSpec { return &c.Spec.JobTemplate.Spec.Template })}
 }
 

@@ -13,6 +13,7 @@ type daemonSet struct {
 // DaemonSet adapts apps/v1 DaemonSets.
 func DaemonSet() Kind {
 	return daemonSet{newTyped[appsv1.DaemonSet, appsv1.DaemonSetList]("DaemonSet",
+		Description{Resource: appsv1.SchemeGroupVersion.WithResource("daemonsets"), Short: []string{"ds"}},
 		func(d *appsv1.DaemonSet) *corev1.PodTemplateSpec { return &d.Spec.Template })}
 }
 

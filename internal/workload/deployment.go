@@ -15,6 +15,7 @@ type deployment struct {
 // Deployment adapts apps/v1 Deployments.
 func Deployment() Kind {
 	return deployment{newTyped[appsv1.Deployment, appsv1.DeploymentList]("Deployment",
+		Description{Resource: appsv1.SchemeGroupVersion.WithResource("deployments"), Short: []string{"deploy"}},
 		func(d *appsv1.Deployment) *corev1.PodTemplateSpec { return &d.Spec.Template })}
 }
 

@@ -14,6 +14,7 @@ type deploymentConfig struct {
 // DeploymentConfig adapts OpenShift's apps.openshift.io/v1 DeploymentConfigs.
 func DeploymentConfig() Kind {
 	k := newTyped[extapi.DeploymentConfig, extapi.DeploymentConfigList]("DeploymentConfig",
+		Description{Resource: extapi.OpenShiftGroupVersion.WithResource("deploymentconfigs"), Short: []string{"dc"}, Gate: OpenShift},
 		func(d *extapi.DeploymentConfig) *corev1.PodTemplateSpec {
 			if d.Spec.Template == nil {
 				// Nothing to reload; the indexer reads cached objects, so don't write to d.

@@ -14,6 +14,7 @@ type job struct {
 // Job adapts batch/v1 Jobs. A Job's pod template is immutable, so a reload replaces the Job.
 func Job() Kind {
 	return job{newTyped[batchv1.Job, batchv1.JobList]("Job",
+		Description{Resource: batchv1.SchemeGroupVersion.WithResource("jobs")},
 		func(j *batchv1.Job) *corev1.PodTemplateSpec { return &j.Spec.Template })}
 }
 

@@ -18,6 +18,7 @@ type rollout struct {
 // Rollout adapts argoproj.io/v1alpha1 Rollouts.
 func Rollout() Kind {
 	k := newTyped[extapi.Rollout, extapi.RolloutList]("Rollout",
+		Description{Resource: extapi.ArgoGroupVersion.WithResource("rollouts"), Short: []string{"ro"}, Gate: ArgoRollouts},
 		func(r *extapi.Rollout) *corev1.PodTemplateSpec { return &r.Spec.Template })
 	k.custom = true
 	return rollout{k}
@@ -28,9 +29,11 @@ func (rollout) Restart(obj client.Object, at time.Time) {
 	obj.(*extapi.Rollout).Spec.RestartAt = &t
 }
 
-func (rollout) TemplateRef(obj client.Object) string {
+func (rollout) References() string { return "Deployment" }
+
+func (r rollout) TemplateRef(obj client.Object) string {
 	ref := obj.(*extapi.Rollout).Spec.WorkloadRef
-	if ref == nil || ref.Kind != "Deployment" {
+	if ref == nil || ref.Kind != r.References() {
 		return ""
 	}
 	return ref.Name

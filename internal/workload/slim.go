@@ -34,19 +34,19 @@ func DropLastApplied(o client.Object) {
 // the cache holds metadata (annotations, labels, generation, resourceVersion, UID) and the
 // spec (pod template, replicas, paused, update strategy) of each workload, and not the managed
 // fields nor kubectl's last-applied copy. Metadata strings that repeat across objects are
-// shared (intern.Meta). The status of a kind with a rollout is dropped too,
+// shared (intern.Tables.Meta). The status of a kind with a rollout is dropped too,
 // except while a rollout is pending (the kind's controller has not observed the generation
 // yet) or followed(obj) says the rollout is followed after a reload: the follower reads it
 // then. Kinds without a rollout (Jobs, CronJobs) keep everything but the managed fields:
 // a Job is re-created from its cached copy, annotations included. dropLabels drops the
 // labels of the kinds with a rollout too: set it when no ReloaderConfig can select workloads,
-// since nothing else reads them.
+// since nothing else reads them. tables are the manager's (nil: nothing is interned).
 //
 // Where a kind is written with strategic merge patches, the pod template is slimmed too
 // (slimTemplate): such a patch merges containers, env and volumes by name and carries only
 // what differs between the cached copy and the changed one, so fields absent from both are
 // never written. A merge patch (custom kinds) replaces whole lists, and keeps its template.
-func SlimTransform(kind Kind, followed func(client.Object) bool, dropLabels bool) toolscache.TransformFunc {
+func SlimTransform(kind Kind, followed func(client.Object) bool, dropLabels bool, tables *intern.Tables) toolscache.TransformFunc {
 	_, progressing := kind.(Progressing)
 	strategic := kind.PatchFrom(kind.NewObject()).Type() == types.StrategicMergePatchType
 	return func(in any) (any, error) {
@@ -61,7 +61,7 @@ func SlimTransform(kind Kind, followed func(client.Object) bool, dropLabels bool
 			}
 			DropLastApplied(obj)
 		}
-		intern.Meta(obj) // after the drops: nothing dropped is interned
+		tables.Meta(obj) // after the drops: nothing dropped is interned
 		if !progressing {
 			return obj, nil
 		}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/extapi"
+	"github.com/reloader-operator/reloader/internal/intern"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
@@ -65,9 +66,12 @@ func decode[T any](t testing.TB, b []byte) *T {
 	return v
 }
 
+// tables are the interning tables of these tests, as a manager's are of its cache.
+var tables = intern.New()
+
 func transform(t testing.TB, kind Kind, followed func(client.Object) bool, obj client.Object) client.Object {
 	t.Helper()
-	out, err := SlimTransform(kind, followed, false)(obj)
+	out, err := SlimTransform(kind, followed, false, tables)(obj)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +272,7 @@ func TestDropLabels(t *testing.T) {
 	labels := func() map[string]string { return map[string]string{"team": "a"} }
 	for _, drop := range []bool{false, true} {
 		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d", Labels: labels()}}
-		out, err := SlimTransform(Deployment(), nil, drop)(d)
+		out, err := SlimTransform(Deployment(), nil, drop, tables)(d)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -276,7 +280,7 @@ func TestDropLabels(t *testing.T) {
 			t.Errorf("Deployment, dropLabels %v: labels %v", drop, got)
 		}
 		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j", Labels: labels()}}
-		out, err = SlimTransform(Job(), nil, drop)(j)
+		out, err = SlimTransform(Job(), nil, drop, tables)(j)
 		if err != nil {
 			t.Fatal(err)
 		}

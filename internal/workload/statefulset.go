@@ -15,6 +15,7 @@ type statefulSet struct {
 // StatefulSet adapts apps/v1 StatefulSets.
 func StatefulSet() Kind {
 	return statefulSet{newTyped[appsv1.StatefulSet, appsv1.StatefulSetList]("StatefulSet",
+		Description{Resource: appsv1.SchemeGroupVersion.WithResource("statefulsets"), Short: []string{"sts"}},
 		func(s *appsv1.StatefulSet) *corev1.PodTemplateSpec { return &s.Spec.Template })}
 }
 

@@ -1,7 +1,9 @@
 // Package workload adapts each kind of workload to the one generic reconciler: how to make
-// an empty object and list, where its pod template lives, and how a change is written. Adding
-// a kind is one small file and one line in a list. Kinds that do more than change their pod
-// template say so by implementing one of the small interfaces below.
+// an empty object and list, where its pod template lives, and how a change is written; and
+// describes it once (Description: its resource, the names users type, its gate), so that
+// flags, RBAC, CLI names and the watch set derive from it. Adding a kind is one small file and
+// one line in Known. Kinds that do more than change their pod template say so by implementing
+// one of the small interfaces below.
 package workload
 
 import (
@@ -15,6 +17,8 @@ import (
 type Kind interface {
 	// Name is the kind's name as users read it, e.g. "Deployment".
 	Name() string
+	// Describe says what reloader knows of the kind besides its objects.
+	Describe() Description
 	NewObject() client.Object
 	NewList() client.ObjectList
 	// PodTemplate returns the object's pod template; changing it changes the object.
@@ -36,8 +40,10 @@ type Restartable interface {
 
 // Referencing kinds may run the pod template of another workload (a Rollout's workloadRef).
 type Referencing interface {
-	// TemplateRef names the Deployment whose template obj runs, or "".
+	// TemplateRef names the workload of kind References whose template obj runs, or "".
 	TemplateRef(obj client.Object) string
+	// References is the name of the kind TemplateRef names ("Deployment").
+	References() string
 }
 
 // Recreated kinds can't change the pod template of an existing object: a reload replaces the
@@ -56,11 +62,6 @@ type Scheduled interface {
 	RunNow(obj client.Object, name string) client.Object
 }
 
-// Builtin returns the kinds every cluster has, in a stable order.
-func Builtin() []Kind {
-	return []Kind{Deployment(), StatefulSet(), DaemonSet(), CronJob(), Job()}
-}
-
 // typed implements Kind for a Go type T with list type L.
 type typed[T, L any, PT interface {
 	*T
@@ -70,6 +71,7 @@ type typed[T, L any, PT interface {
 	client.ObjectList
 }] struct {
 	name     string
+	desc     Description
 	template func(PT) *corev1.PodTemplateSpec
 	// custom marks a kind served by a CustomResourceDefinition or an aggregated API, which
 	// take no strategic merge patches; writes there are merge patches that fail on conflict,
@@ -83,11 +85,12 @@ func newTyped[T, L any, PT interface {
 }, PL interface {
 	*L
 	client.ObjectList
-}](name string, template func(PT) *corev1.PodTemplateSpec) typed[T, L, PT, PL] {
-	return typed[T, L, PT, PL]{name: name, template: template}
+}](name string, desc Description, template func(PT) *corev1.PodTemplateSpec) typed[T, L, PT, PL] {
+	return typed[T, L, PT, PL]{name: name, desc: desc, template: template}
 }
 
 func (k typed[T, L, PT, PL]) Name() string               { return k.name }
+func (k typed[T, L, PT, PL]) Describe() Description      { return k.desc }
 func (k typed[T, L, PT, PL]) NewObject() client.Object   { return PT(new(T)) }
 func (k typed[T, L, PT, PL]) NewList() client.ObjectList { return PL(new(L)) }
 func (k typed[T, L, PT, PL]) PodTemplate(obj client.Object) *corev1.PodTemplateSpec {
