@@ -167,6 +167,7 @@ func (c *Coordinator) leaseInformer(selector string) toolscache.SharedIndexInfor
 	})
 	return inf
 }
+
 // namespaceInformer tells the filter of every namespace, by name only.
 func (c *Coordinator) namespaceInformer() toolscache.SharedIndexInformer {
 	ns := c.Namespaces.Namespaces()
