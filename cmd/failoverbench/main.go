@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"go.uber.org/zap/zapcore"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/reloader-operator/reloader/internal/localcluster"
 	"github.com/reloader-operator/reloader/internal/proc"
@@ -22,6 +25,7 @@ import (
 )
 
 func main() {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "failoverbench:", err)
 		os.Exit(1)
