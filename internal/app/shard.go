@@ -19,7 +19,7 @@ import (
 )
 
 // handOverGrace is the longest a shard handed over stays unprocessed before its Lease goes.
-const handOverGrace = 500 * time.Millisecond
+const handOverGrace = 250 * time.Millisecond
 
 // sharding is, with --shards, the filter that keeps this replica's cache and reconciles to
 // its namespaces, and the coordinator that takes its shards through Leases.
