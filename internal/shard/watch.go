@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,6 +31,17 @@ import (
 // list by half a minute. A stream that does not know its position yet (a watch list before
 // its initial events end) or whose splice fails ends as expired, as before: the informer
 // lists again.
+// sent is an object passed on, and when.
+type sent struct {
+	obj runtime.Object
+	at  time.Time
+}
+
+// recentFor is how long an add counts as recent: the informer takes each event into its store
+// within microseconds of reading it, but a loaded process may lag. Only adds after the stream
+// knows its position are kept (not a watch list's initial events), so a sync holds no more.
+const recentFor = time.Second
+
 type stream struct {
 	f        *Filter
 	k        int
@@ -44,6 +56,9 @@ type stream struct {
 	watchList bool
 	// at is the resourceVersion the stream has reached, once known ("" before).
 	at string
+	// recent are the adds passed on lately: the informer may not have them in its store yet
+	// when a splice looks there for the objects of the shards given up.
+	recent []sent
 
 	out  chan watch.Event
 	stop chan struct{}
@@ -82,6 +97,9 @@ func (s *stream) run() {
 			}
 			if !s.send(ev) {
 				return
+			}
+			if ev.Type == watch.Added && s.at != "" {
+				s.remember(ev.Object)
 			}
 			if end {
 				// A watch list: complete at the bookmark that ends the initial events.
@@ -206,20 +224,41 @@ func (s *stream) gained(nv view) ([]runtime.Object, error) {
 	}
 }
 
-// given returns the objects in the informer's store of the shards nv does not own.
+// remember notes an add passed on, and forgets those no longer recent.
+func (s *stream) remember(obj runtime.Object) {
+	now := time.Now()
+	k := 0
+	for k < len(s.recent) && now.Sub(s.recent[k].at) > recentFor {
+		k++
+	}
+	s.recent = append(s.recent[k:], sent{obj: obj, at: now})
+}
+
+// given returns the objects of the shards nv does not own that the informer holds: those in
+// its store, and those added lately that may not be there yet.
 func (s *stream) given(nv view) []runtime.Object {
 	s.f.mu.Lock()
 	store := s.f.took[s.k].store
 	s.f.mu.Unlock()
-	if store == nil {
-		return nil
-	}
 	var out []runtime.Object
-	for _, o := range store.List() {
+	keys := map[string]bool{}
+	add := func(o any) {
 		obj, ok := o.(runtime.Object)
-		if ok && !s.f.keeps(nv, obj) {
+		if !ok || s.f.keeps(nv, obj) {
+			return
+		}
+		if k, err := toolscache.MetaNamespaceKeyFunc(obj); err == nil && !keys[k] {
+			keys[k] = true
 			out = append(out, obj)
 		}
+	}
+	if store != nil {
+		for _, o := range store.List() {
+			add(o)
+		}
+	}
+	for _, r := range s.recent {
+		add(r.obj)
 	}
 	return out
 }
