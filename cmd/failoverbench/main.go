@@ -45,7 +45,7 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.Retry, "retry", 2*time.Second, "--leader-election-retry-period, with --lease")
 	fs.StringVar(&extra, "reloader-args", "", "more flags for reloader, space-separated")
 	fs.BoolVar(&gate, "sharded-list-and-watch", false, "turn the API server's ShardedListAndWatch feature gate on (server-side shard selectors)")
-	fs.BoolVar(&verbose, "v", false, "print the replicas' output")
+	fs.BoolVarP(&verbose, "verbose", "v", false, "print the replicas' output")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
