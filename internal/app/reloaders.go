@@ -43,8 +43,10 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 	window := coalesce.New(conf.CoalesceWindow)
 	recorder := controller.SeriesRecorder(events, mgr.GetScheme())
 	rollouts.Recorder, rollouts.Metrics = recorder, m
-	// One pacer for every kind: --reload-rate is across this replica.
+	// One pacer for every kind: --reload-rate is across this replica, or with --shards across
+	// the install, each replica taking its share by the shards it owns.
 	pacer := pace.New(conf.ReloadRate, conf.ReloadBurst, conf.FirstSightRate)
+	shards.share(pacer)
 	// One set of baselines for every kind: the sources' handlers run once per event.
 	baselines := controller.NewBaselines()
 	baselines.Relisted = shards.relisted()

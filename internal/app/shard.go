@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
@@ -12,14 +14,44 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/pace"
 	"github.com/reloader-operator/reloader/internal/shard"
 )
+
+// handOverGrace is the longest a shard handed over stays unprocessed before its Lease goes.
+const handOverGrace = 250 * time.Millisecond
 
 // sharding is, with --shards, the filter that keeps this replica's cache and reconciles to
 // its namespaces, and the coordinator that takes its shards through Leases.
 type sharding struct {
 	filter      *shard.Filter
 	coordinator *shard.Coordinator
+	metrics     *shard.Metrics
+
+	mu     sync.Mutex
+	pacers []*pace.Pacer
+}
+
+// share makes p's rates this replica's share of the install's, by the shards it owns, now
+// and as they change.
+func (s *sharding) share(p *pace.Pacer) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pacers = append(s.pacers, p)
+	p.Share(len(s.filter.Owned()), s.coordinator.Space.Shards())
+}
+
+// changed hears the shards owned after each change.
+func (s *sharding) changed(owned []int) {
+	s.metrics.Owned(owned)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.pacers {
+		p.Share(len(owned), s.coordinator.Space.Shards())
+	}
 }
 
 // ready is the reconcilers' check of a namespace; nil (everything) without sharding.
@@ -76,10 +108,15 @@ func newSharding(ctx context.Context, cfg *rest.Config, conf options.Config, log
 		log.Info("the API server ignores shard selectors (feature gate ShardedListAndWatch off): this replica filters its namespaces on arrival, with the same hash", "mode", mode)
 	}
 	filter := shard.NewFilter(space, mode == shard.ServerSide)
-	m := shard.NewMetrics(crmetrics.Registry, filter, mode)
-	return &sharding{filter: filter, coordinator: &shard.Coordinator{
+	s := &sharding{filter: filter, metrics: shard.NewMetrics(crmetrics.Registry, filter, mode)}
+	s.coordinator = &shard.Coordinator{
 		Leases: leases, Namespaces: core, Namespace: ns, Prefix: conf.ShardLeasePrefix, Identity: id, Space: space, Filter: filter,
 		LeaseDuration: conf.LeaseDuration, RenewDeadline: conf.LeaseRenewDeadline, RetryPeriod: conf.LeaseRetryPeriod,
-		Grace: conf.LeaseRetryPeriod, Log: log, Changed: m.Owned,
-	}}, nil
+		// Reloads are written with the workload's resourceVersion, so a reconcile still in
+		// flight at the hand-over cannot roll a workload the next owner rolls too; the grace
+		// only lets it end before the Lease goes, and is kept short so that a planned
+		// hand-over delays the shard's changes by well under 2 s.
+		Grace: min(conf.LeaseRetryPeriod, handOverGrace), Log: log, Changed: s.changed,
+	}
+	return s, nil
 }

@@ -74,7 +74,8 @@ type Options struct {
 
 	// CoalesceWindow is how long a workload's sources must be quiet before it reloads.
 	CoalesceWindow time.Duration
-	// ReloadRate caps reloads per second across this replica (0: no cap), ReloadBurst at once.
+	// ReloadRate caps reloads per second across this replica (0: no cap), ReloadBurst at once;
+	// with Shards, across the install (each replica takes its share, pace.Pacer.Share).
 	ReloadRate  float64
 	ReloadBurst int
 	// FirstSightRate caps the first records of workloads per second when ReloadRate is 0.
@@ -233,9 +234,9 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.RunCronJobsOnReload, "run-cronjobs-on-reload", o.RunCronJobsOnReload, "when a CronJob reloads, also start a Job from it at once, as upstream does (per CronJob: annotation "+reload.RunOnReloadAnnotation+")")
 	fs.BoolVar(&o.RecreateFinishedJobs, "recreate-finished-jobs", o.RecreateFinishedJobs, "also replace Jobs that have completed or failed when their config changes, as upstream does; =false leaves finished Jobs alone (per Job: annotation "+reload.RecreateFinishedAnnotation+": \"false\" or \"true\")")
 	fs.DurationVar(&o.CoalesceWindow, "coalesce-window", o.CoalesceWindow, "wait until a workload's sources have been quiet this long, so changes landing together reload once; 0 turns it off")
-	fs.Float64Var(&o.ReloadRate, "reload-rate", o.ReloadRate, "reloads per second across this replica, so that a change used by many workloads rolls them spread out; 0 turns it off")
+	fs.Float64Var(&o.ReloadRate, "reload-rate", o.ReloadRate, "reloads per second across this replica (with --shards: across the install, each replica taking its share by the shards it owns), so that a change used by many workloads rolls them spread out; 0 turns it off")
 	fs.IntVar(&o.ReloadBurst, "reload-burst", o.ReloadBurst, "reloads at once before --reload-rate spreads them")
-	fs.Float64Var(&o.FirstSightRate, "first-sight-rate", o.FirstSightRate, "first records of workloads per second when --reload-rate is 0 (with it, first records take the tokens reloads leave); 0 turns it off")
+	fs.Float64Var(&o.FirstSightRate, "first-sight-rate", o.FirstSightRate, "first records of workloads per second when --reload-rate is 0 (with it, first records take the tokens reloads leave; with --shards: across the install, as --reload-rate); 0 turns it off")
 	fs.DurationVar(&o.MinReloadInterval, "min-reload-interval", o.MinReloadInterval, "least time between two reloads of one workload; changes within it roll when it ends (per workload: annotation "+reload.MinReloadIntervalAnnotation+"); 0 turns it off")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "workloads of one kind reconciled at once")
 	fs.DurationVar(&o.ReconcileTimeout, "reconcile-timeout", o.ReconcileTimeout, "longest one reconcile of a workload may take; one past it is cancelled and retried with backoff, so that a hung API call frees its worker")

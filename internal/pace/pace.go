@@ -25,10 +25,13 @@ import (
 // loses its place. A nil Pacer paces nothing.
 type Pacer struct {
 	reloads *rate.Limiter // nil: reloads unpaced
-	burst   int
 	first   *rate.Limiter // first records when reloads are unpaced; nil: unpaced
+	// The rates and burst as configured, for the whole install; Share takes this replica's.
+	reloadRate, firstRate float64
+	reloadBurst           int
 
 	mu    sync.Mutex
+	burst int             // the reload burst of this replica's share
 	slots map[string]slot // first records' slots, when reloads are unpaced
 	// waiting holds the reloads waiting for a token, a lane per namespace; granted, the
 	// tokens handed to them, until they come back for them or are forgotten.
@@ -46,13 +49,42 @@ type slot struct {
 // (0: unpaced).
 func New(reloadRate float64, reloadBurst int, firstSightRate float64) *Pacer {
 	p := &Pacer{slots: map[string]slot{}, burst: max(reloadBurst, 1),
-		waiting: fair.NewRoundRobin[string](), granted: map[string]slot{}}
+		waiting: fair.NewRoundRobin[string](), granted: map[string]slot{},
+		reloadRate: reloadRate, firstRate: firstSightRate, reloadBurst: max(reloadBurst, 1)}
 	if reloadRate > 0 {
 		p.reloads = rate.NewLimiter(rate.Limit(reloadRate), p.burst)
 	} else if firstSightRate > 0 {
 		p.first = rate.NewLimiter(rate.Limit(firstSightRate), max(int(math.Ceil(firstSightRate)), 1))
 	}
 	return p
+}
+
+// Share makes this replica's rates its share of the install's, by the shards it owns: with
+// --shards, --reload-rate, --reload-burst and --first-sight-rate are for the whole install,
+// and a replica owning owned of total shards takes rate × owned / total (not rounded), and a
+// burst of ⌈burst × owned / total⌉. A replica owning no shard keeps one shard's share (it
+// reloads nothing meanwhile; its first shard then starts at once), and the burst is at
+// least 1. The shares of the replicas add up to the install's rate whenever the shards are
+// all owned; while one moves, its share is briefly counted by neither or, released late,
+// by both. Tokens already handed out are kept.
+func (p *Pacer) Share(owned, total int) {
+	if p == nil || total <= 0 {
+		return
+	}
+	frac := float64(max(owned, 1)) / float64(total)
+	frac = min(frac, 1)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reloads != nil {
+		p.burst = max(int(math.Ceil(float64(p.reloadBurst)*frac-1e-9)), 1)
+		p.reloads.SetLimit(rate.Limit(p.reloadRate * frac))
+		p.reloads.SetBurst(p.burst)
+	}
+	if p.first != nil {
+		r := p.firstRate * frac
+		p.first.SetLimit(rate.Limit(r))
+		p.first.SetBurst(max(int(math.Ceil(r-1e-9)), 1))
+	}
 }
 
 // early lets a slot be used a little before its time: a requeue is not to the nanosecond.
@@ -125,15 +157,16 @@ func (p *Pacer) FirstSight(key string, now time.Time) time.Duration {
 	}
 	p.mu.Lock()
 	p.grant(now) // waiting reloads first
+	burst := p.burst
 	p.mu.Unlock()
-	if p.reloads.TokensAt(now) > float64(p.burst)/2 {
+	if p.reloads.TokensAt(now) > float64(burst)/2 {
 		r := p.reloads.ReserveN(now, 1)
 		if r.OK() && r.DelayFrom(now) == 0 {
 			return 0
 		}
 		r.CancelAt(now)
 	}
-	refill := time.Duration(float64(p.burst) / 2 / float64(p.reloads.Limit()) * float64(time.Second))
+	refill := time.Duration(float64(burst) / 2 / float64(p.reloads.Limit()) * float64(time.Second))
 	refill = max(refill, 10*time.Millisecond)
 	return refill + rand.N(refill)
 }
@@ -186,6 +219,12 @@ func release(m *map[string]slot, key string, now time.Time) {
 func (p *Pacer) String() string {
 	if p == nil || p.reloads == nil {
 		return "no rate limit"
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reloads.Limit() != rate.Limit(p.reloadRate) {
+		return fmt.Sprintf("rate limit %g reloads/s, burst %d (this replica's share of --reload-rate %g, --reload-burst %d by the shards it owns)",
+			float64(p.reloads.Limit()), p.burst, p.reloadRate, p.reloadBurst)
 	}
 	return fmt.Sprintf("rate limit %g reloads/s, burst %d (--reload-rate, --reload-burst)", float64(p.reloads.Limit()), p.burst)
 }

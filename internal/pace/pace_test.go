@@ -186,3 +186,56 @@ func maxTime(a, b time.Time) time.Time {
 	}
 	return a
 }
+
+// With --shards the rates are the install's: a replica owning 3 of 12 shards reloads at a
+// quarter of --reload-rate with a quarter of the burst (rounded up), one owning none at one
+// shard's share, one owning all at the whole; first records likewise.
+func TestShareByShardsOwned(t *testing.T) {
+	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	// went counts the reloads of 200 workloads due at t0 that go within the first 10 s.
+	went := func(p *Pacer) int {
+		n := 0
+		next := map[string]time.Time{}
+		for i := range 200 {
+			next[fmt.Sprintf("w%03d", i)] = t0
+		}
+		for now := t0; now.Before(t0.Add(10 * time.Second)); now = now.Add(5 * time.Millisecond) {
+			for _, k := range sortedDue(next, now) {
+				if w := p.Reload(k, "ns", now); w > 0 {
+					next[k] = now.Add(w)
+					continue
+				}
+				n++
+				delete(next, k)
+			}
+		}
+		return n
+	}
+	for _, tt := range []struct {
+		owned, total int
+		want         int // burst + 10 s at the share of 20/s
+	}{
+		{3, 12, 3 + 50},    // 5/s, burst ⌈10·3/12⌉ = 3
+		{0, 12, 1 + 16},    // 20/12 ≈ 1.67/s, burst 1
+		{12, 12, 10 + 200}, // all: 20/s, burst 10 (200 workloads: all go)
+	} {
+		p := New(20, 10, 0)
+		p.Share(tt.owned, tt.total)
+		want := min(tt.want, 200)
+		if got := went(p); got < want-1 || got > want+1 {
+			t.Errorf("%d of %d shards: %d reloads in 10s, want %d (%s)", tt.owned, tt.total, got, want, p)
+		}
+	}
+	// Shares change as shards move; first records when reloads are unpaced too.
+	p := New(0, 1, 40)
+	p.Share(1, 4)
+	if got := float64(p.first.Limit()); got != 10 || p.first.Burst() != 10 {
+		t.Errorf("first records at 1 of 4 shards: %v/s, burst %d, want 10/s, 10", got, p.first.Burst())
+	}
+	p.Share(2, 4)
+	if got := float64(p.first.Limit()); got != 20 {
+		t.Errorf("first records at 2 of 4 shards: %v/s, want 20/s", got)
+	}
+	var nilPacer *Pacer
+	nilPacer.Share(1, 2) // no pacing: nothing to share
+}

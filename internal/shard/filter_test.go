@@ -10,7 +10,8 @@ func TestFilterRequest(t *testing.T) {
 	f.NamespaceAdded("a")
 	f.NamespaceAdded("b")
 	f.NamespaceAdded("c")
-	req, moved, _ := f.snapshot()
+	v := f.snapshot()
+	req, moved := v.req, v.moved
 	if !req.nothing {
 		t.Fatalf("owning no shard asks for %+v", req)
 	}
@@ -30,7 +31,8 @@ func TestFilterRequest(t *testing.T) {
 			t.Errorf("Owns(%s) = %v", ns, f.Owns(ns))
 		}
 	}
-	req, moved, _ = f.snapshot()
+	v = f.snapshot()
+	req, moved = v.req, v.moved
 	if req.nothing || req.selector != Selector(want).String() {
 		t.Fatalf("asks for %+v, want the selector of %v", req, want)
 	}
@@ -47,7 +49,7 @@ func TestFilterRequest(t *testing.T) {
 		t.Fatal("a namespace created in an owned shard is not listed")
 	}
 	f.Remove(mine)
-	if req, _, _ := f.snapshot(); !req.nothing || f.Owns("a") {
+	if req := f.snapshot().req; !req.nothing || f.Owns("a") {
 		t.Fatalf("after giving the shard up: %+v, owns a: %v", req, f.Owns("a"))
 	}
 }
@@ -60,7 +62,7 @@ func TestReadyAfterEveryInformerListed(t *testing.T) {
 	f.took = []took{{rv: map[int]string{}}, {rv: map[int]string{}}}
 	f.NamespaceAdded("a")
 	f.Add(0)
-	_, _, gen := f.snapshot()
+	gen := f.snapshot().gen
 	if own, ready := f.Ready("a"); !own || ready {
 		t.Fatalf("just taken: own %v, ready %v", own, ready)
 	}

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -66,7 +69,24 @@ func testRelisted(t *testing.T, serverSide bool) {
 	space, _ := shard.NewSpace(4)
 	f := shard.NewFilter(space, serverSide)
 	f.NamespaceAdded(ns)
-	lw := toolscache.NewListWatchFromClient(clientset.CoreV1().RESTClient(), "configmaps", ns, fields.Everything())
+	inner := toolscache.NewListWatchFromClient(clientset.CoreV1().RESTClient(), "configmaps", ns, fields.Everything())
+	// relists counts the lists from scratch: lists and watch lists (not the exact-version
+	// lists of a splice, nor the watches from a resourceVersion).
+	var relists atomic.Int32
+	lw := &toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			if o.ResourceVersionMatch != metav1.ResourceVersionMatchExact {
+				relists.Add(1)
+			}
+			return inner.ListWithContext(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			if o.SendInitialEvents != nil && *o.SendInitialEvents {
+				relists.Add(1)
+			}
+			return inner.WatchWithContext(ctx, o)
+		},
+	}
 	inf := f.NewInformer(lw, &corev1.ConfigMap{}, 0, toolscache.Indexers{})
 	type add struct {
 		name              string
@@ -97,6 +117,7 @@ func testRelisted(t *testing.T, serverSide bool) {
 
 	// Owning nothing, the first list held nothing; the shard taken, "before" comes with its
 	// list, then "after" is created.
+	first := relists.Load()
 	f.Add(space.Of(ns))
 	if a := next(); a != (add{name: "before", relisted: true}) {
 		t.Errorf("the shard's list: %+v, want before, relisted", a)
@@ -117,5 +138,10 @@ func testRelisted(t *testing.T, serverSide bool) {
 	got := map[add]bool{next(): true, next(): true}
 	if !got[add{name: "before", relisted: true}] || !got[add{name: "after", relisted: true}] {
 		t.Errorf("the shard's list again: %v, want before and after, relisted", got)
+	}
+	// The hand-overs were spliced into the watch: the informer never listed again, so
+	// client-go's relist backoff never delayed them.
+	if n := relists.Load() - first; n != 0 {
+		t.Errorf("the informer listed again %d times over three hand-overs", n)
 	}
 }
