@@ -32,8 +32,8 @@ type Config struct {
 
 	Strategy reload.Strategy
 	// Flap is the flap breaker's limits; Flap.MaxChanges 0 turns it off.
-	Flap flap.Limits
-	Level    zapcore.Level
+	Flap  flap.Limits
+	Level zapcore.Level
 	// IgnoredSources are the source kinds of --resources-to-ignore.
 	IgnoredSources map[source.Kind]bool
 	// SourceLabels selects the ConfigMaps and Secrets watched; nil selects all.
