@@ -161,16 +161,25 @@ func (s *state) observe(c Change) bool {
 		s.changes = slices.Delete(s.changes, 0, 1)
 	}
 	s.changes = append(s.changes, c)
+	q := assess(s.changes, s.limits)
 	if s.q != nil {
-		s.q.Last = c.At
-		s.q.Quiet = s.limits.Quiet
-		s.q.Writers = addWriter(s.q.Writers, c.Writer)
+		// Still in quarantine: what it saw grows, its start stays.
+		q.Since, q.Last = s.q.Since, c.At
+		for _, seen := range s.q.Seen {
+			if !slices.Contains(q.Seen, seen) {
+				q.Seen = append(q.Seen, seen)
+			}
+		}
+		for _, w := range q.Writers {
+			s.q.Writers = addWriter(s.q.Writers, w)
+		}
+		q.Writers = s.q.Writers
+		*s.q = q
 		return false
 	}
 	if s.limits.MaxChanges == 0 {
 		return false
 	}
-	q := assess(s.changes, s.limits)
 	if len(q.Seen) == 0 {
 		return false
 	}
