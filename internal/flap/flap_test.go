@@ -260,7 +260,7 @@ func TestParseRelease(t *testing.T) {
 	}{
 		{"2026-11-27T00:30:00Z", t0.Add(30 * time.Minute), true},
 		{" 2026-11-27T01:01:00+00:00 ", t0.Add(61 * time.Minute), true}, // within the skew
-		{"2026-11-27T02:00:00Z", time.Time{}, false},                     // the future
+		{"2026-11-27T02:00:00Z", time.Time{}, false},                    // the future
 		{"yesterday", time.Time{}, false},
 		{"", time.Time{}, false},
 		{strings.Repeat("x", 100), time.Time{}, false},
