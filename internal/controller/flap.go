@@ -259,7 +259,7 @@ func (r *WorkloadReconciler) keepQuarantines(ctx context.Context, updated client
 // explainQuarantine is, for explain, the quarantine recorded on obj that holds a due change:
 // explain has no flap table (the controller's memory), only what the workloads keep.
 func explainQuarantine(obj client.Object, due []reload.Change, now time.Time) (reload.Hold, bool) {
-	entries, err := flap.Decode(strings.SplitN(obj.GetAnnotations()[flap.RecordAnnotation], ";mac=", 2)[0])
+	entries, err := flap.Peek(obj.GetAnnotations()[flap.RecordAnnotation])
 	if err != nil {
 		return reload.Hold{}, false
 	}

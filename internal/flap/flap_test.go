@@ -324,6 +324,9 @@ func TestRecord(t *testing.T) {
 			t.Errorf("%s: record accepted", name)
 		}
 	}
+	if peeked, err := Peek(v); err != nil || len(peeked) != 2 {
+		t.Errorf("Peek = %v, %v", peeked, err)
+	}
 	if Seal(hash.Key{}, s, entries) != "" {
 		t.Error("sealed without a key")
 	}

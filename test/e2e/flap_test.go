@@ -84,6 +84,11 @@ func TestFlapBreaker(t *testing.T) {
 	if rec := web.Annotations[flap.RecordAnnotation]; !strings.Contains(rec, "secret/creds") || !strings.Contains(rec, ";mac=") {
 		t.Errorf("web's quarantine record %q: want secret/creds, sealed", rec)
 	}
+	explained, err := exec.CommandContext(ctx, bin, "explain", "deployment/web", "-n", ns, "--kubeconfig", cluster.Kubeconfig, "--reloader-namespace", own).CombinedOutput()
+	t.Logf("reloader explain deployment/web during the quarantine:\n%s", explained)
+	if err != nil || !strings.Contains(string(explained), "(quarantine)") {
+		t.Errorf("explain does not show the quarantine (%v)", err)
+	}
 	if got := gauge("http://"+addr+"/metrics", "reloader_quarantined_sources", ""); got != 1 {
 		t.Errorf("reloader_quarantined_sources = %d during the quarantine, want 1", got)
 	}
