@@ -57,6 +57,8 @@ func (r *WorkloadReconciler) observeFlaps(st SourceType) predicate.Predicate {
 				return true
 			}
 			wr, _ := st.writer(e.ObjectNew)
+			// Copies: the token is a substring of the cache's packed string, kept alive otherwise.
+			wr.Manager, wr.Subresource = strings.Clone(wr.Manager), strings.Clone(wr.Subresource)
 			n := e.ObjectNew
 			r.Flaps.Observe(flap.Key{Namespace: n.GetNamespace(), Kind: string(st.Kind), Name: n.GetName()},
 				flap.Change{At: r.Now(), Version: n.GetResourceVersion(), From: from, To: to, Writer: wr}, n.GetAnnotations())

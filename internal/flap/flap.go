@@ -133,9 +133,38 @@ func (q Quarantine) What() string {
 	return strings.Join(parts, "; ")
 }
 
+// entry is a Change as a source's history keeps it: 40 bytes, fingerprints instead of the
+// strings (a hash from the cache would keep the cache's whole packed string alive), so that a
+// full table (4,096 sources of 64 changes) stays near 10 MiB.
+type entry struct {
+	at                int64 // unix nanoseconds
+	from, to, version uint64
+	manager           uint32 // 0: unknown
+}
+
+// fingerprint is a 64-bit FNV-1a of s; collisions cost at most a miscount.
+func fingerprint(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+func toEntry(c Change) entry {
+	e := entry{at: c.At.UnixNano(), from: fingerprint(c.From), to: fingerprint(c.To), version: fingerprint(c.Version)}
+	if c.Writer.Manager != "" {
+		e.manager = uint32(fingerprint(c.Writer.Manager)) | 1
+	}
+	return e
+}
+
 // state is what is kept of one source.
 type state struct {
-	changes []Change
+	changes []entry
+	// writers are the managers of the changes kept, newest write of each (addWriter).
+	writers []whatchanged.Writer
 	q       *Quarantine
 	limits  Limits
 	// released is the time an operator's release named: a quarantine that began at or before
@@ -150,18 +179,24 @@ func (s *state) observe(c Change) bool {
 	if c.From == c.To {
 		return false
 	}
+	e := toEntry(c)
 	for _, h := range s.changes {
-		if c.Version != "" && h.Version == c.Version {
+		if c.Version != "" && h.version == e.version {
 			return false
 		}
 	}
 	s.last = c.At
-	s.changes = slices.DeleteFunc(s.changes, func(h Change) bool { return c.At.Sub(h.At) > s.limits.Window })
+	s.changes = slices.DeleteFunc(s.changes, func(h entry) bool { return time.Duration(e.at-h.at) > s.limits.Window })
 	if len(s.changes) == maxHistory {
 		s.changes = slices.Delete(s.changes, 0, 1)
 	}
-	s.changes = append(s.changes, c)
+	s.changes = append(s.changes, e)
+	s.writers = slices.DeleteFunc(s.writers, func(w whatchanged.Writer) bool {
+		return !w.Time.IsZero() && c.At.Sub(w.Time) > s.limits.Window
+	})
+	s.writers = addWriter(s.writers, c.Writer)
 	q := assess(s.changes, s.limits)
+	q.Writers = slices.Clone(s.writers)
 	if s.q != nil {
 		// Still in quarantine: what it saw grows, its start stays.
 		q.Since, q.Last = s.q.Since, c.At
@@ -170,10 +205,6 @@ func (s *state) observe(c Change) bool {
 				q.Seen = append(q.Seen, seen)
 			}
 		}
-		for _, w := range q.Writers {
-			s.q.Writers = addWriter(s.q.Writers, w)
-		}
-		q.Writers = s.q.Writers
 		*s.q = q
 		return false
 	}
@@ -190,28 +221,25 @@ func (s *state) observe(c Change) bool {
 
 // assess counts, in changes (oldest first, all within the window), the bursts, the returns to
 // an earlier content and the switches of writer, and names what exceeds limits.
-func assess(changes []Change, l Limits) Quarantine {
+func assess(changes []entry, l Limits) Quarantine {
 	q := Quarantine{Quiet: l.Quiet, Window: l.Window, Changes: len(changes)}
 	bursts := 0
-	states := map[string]bool{}
+	states := make(map[uint64]bool, len(changes)+1)
 	for i, c := range changes {
-		if i == 0 || c.At.Sub(changes[i-1].At) >= Burst {
+		if i == 0 || time.Duration(c.at-changes[i-1].at) >= Burst {
 			bursts++
 		}
-		if i == 0 {
-			states[c.From] = true
-		} else if changes[i-1].To != c.From {
-			// A change not heard (a gap): its From is a state the source had too.
-			states[c.From] = true
+		if i == 0 || changes[i-1].to != c.from {
+			// The first state, or a change not heard (a gap): a state the source had too.
+			states[c.from] = true
 		}
-		if states[c.To] {
+		if states[c.to] {
 			q.Returns++
 		}
-		states[c.To] = true
-		if i > 0 && c.Writer.Manager != "" && changes[i-1].Writer.Manager != "" && c.Writer.Manager != changes[i-1].Writer.Manager {
+		states[c.to] = true
+		if i > 0 && c.manager != 0 && changes[i-1].manager != 0 && c.manager != changes[i-1].manager {
 			q.Switches++
 		}
-		q.Writers = addWriter(q.Writers, c.Writer)
 	}
 	if bursts > l.MaxChanges {
 		q.Seen = append(q.Seen, SeenTooOften)
@@ -245,7 +273,7 @@ func (s *state) status(now time.Time) (Quarantine, bool) {
 		return Quarantine{}, false
 	}
 	if !now.Before(s.q.Until()) || (!s.released.IsZero() && !s.released.Before(s.q.Since.Truncate(time.Second))) {
-		s.q, s.changes = nil, nil
+		s.q, s.changes, s.writers = nil, nil, nil
 		return Quarantine{}, false
 	}
 	return *s.q, true
