@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/whatchanged"
@@ -403,4 +404,11 @@ func FuzzParseRelease(f *testing.F) {
 			t.Fatalf("accepted a release in the future: %v", at)
 		}
 	})
+}
+
+func TestEntryStaysSmall(t *testing.T) {
+	// A full table is defaultMaxSources sources of maxHistory entries: about 10 MiB at 40 bytes.
+	if n := unsafe.Sizeof(entry{}); n > 40 {
+		t.Errorf("entry is %d bytes, want at most 40", n)
+	}
 }
