@@ -26,14 +26,15 @@ func isPlugin(argv0 string) bool {
 	return strings.TrimSuffix(filepath.Base(argv0), ".exe") == pluginName
 }
 
-// newPluginCommand is the root of `kubectl reloader`: the read-only commands, no controller.
+// newPluginCommand is the root of `kubectl reloader`: the read-only commands and release, no
+// controller.
 func newPluginCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		// cobra takes a command's name from the first word of Use; the annotation is the
 		// name usage lines print, so they read "kubectl reloader explain", not "kubectl explain".
 		Use:         pluginName,
 		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: pluginDisplayName},
-		Short:       "Explain what reloader does about a workload or a source, and plan a change",
+		Short:       "Explain what reloader does about a workload or a source, plan a change, release a quarantine",
 		Long: `Explain what reloader does about a workload or a source, and plan a change, read-only.
 
 Shell completion: put kubectl_complete-reloader, from the same release archive, on the PATH
@@ -48,7 +49,7 @@ beside kubectl-reloader; kubectl 1.26 and later then completes "kubectl reloader
 	// reloader ...` through an executable kubectl_complete-reloader on the PATH, shipped in
 	// the release archive, which asks this command's hidden __complete.
 	cmd.CompletionOptions.DisableDefaultCmd = true
-	cmd.AddCommand(newExplainCommand(pluginDisplayName), newPlanCommand(pluginDisplayName))
+	cmd.AddCommand(newExplainCommand(pluginDisplayName), newPlanCommand(pluginDisplayName), newReleaseCommand(pluginDisplayName))
 	return cmd
 }
 

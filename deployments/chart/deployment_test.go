@@ -57,6 +57,9 @@ func TestUpstreamValuesRenderFlags(t *testing.T) {
 		{values: `reloader: {pacing: {reloadRate: 20, reloadBurst: 5, firstSightRate: 0, minReloadInterval: 10m}}`,
 			args: []string{"--reload-rate=20", "--reload-burst=5", "--first-sight-rate=0", "--min-reload-interval=10m"}},
 		{values: `reloader: {pacing: {reloadRate: 0.5}}`, args: []string{"--reload-rate=0.5"}},
+		{values: `reloader: {flapBreaker: {maxChanges: 20, window: 30m, quiet: 10m}}`,
+			args: []string{"--flap-max-changes=20", "--flap-window=30m", "--flap-quiet=10m"}},
+		{values: `reloader: {flapBreaker: {maxChanges: 0}}`, args: []string{"--flap-max-changes=0"}},
 		{values: `reloader: {deployment: {env: {open: {ALERT_ON_RELOAD: "true", ALERT_SINK: slack, ALERT_WEBHOOK_URL: "https://hooks.example.com/a"}, field: {NODE: spec.nodeName}}}}`,
 			env: map[string]string{"ALERT_ON_RELOAD": "true", "ALERT_SINK": "slack"}},
 	} {

@@ -23,6 +23,9 @@ type Reload struct {
 	Name      string
 	Sources   []Source
 	Time      time.Time
+	// Held, when set, says why the reload is held instead (the flap breaker's quarantine):
+	// the alert reports the hold, not a reload.
+	Held string
 }
 
 // Source is one changed source of a reload, with the names of the keys its change added,
@@ -52,6 +55,9 @@ func Describe(sources []Source) string {
 // Text is the one-line human description every chat sink shows.
 func (r Reload) Text(additional string) string {
 	text := fmt.Sprintf("Reloader reloaded %s %s/%s after a change of %s", r.Kind, r.Namespace, r.Name, Describe(r.Sources))
+	if r.Held != "" {
+		text = fmt.Sprintf("Reloader holds reloads of %s %s/%s after changes of %s: %s", r.Kind, r.Namespace, r.Name, Describe(r.Sources), r.Held)
+	}
 	if additional != "" {
 		text += "\n" + additional
 	}
@@ -88,8 +94,12 @@ func Body(sink string, r Reload, additional string) ([]byte, error) {
 			}},
 		})
 	case "raw":
+		event := "reload"
+		if r.Held != "" {
+			event = "quarantine"
+		}
 		return json.Marshal(rawAlert{
-			Event:          "reload",
+			Event:          event,
 			Workload:       notify.Workload{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name},
 			Sources:        r.Sources,
 			Message:        text,

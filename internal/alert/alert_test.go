@@ -169,3 +169,15 @@ func TestFailedAlertLogShowsNoToken(t *testing.T) {
 		}
 	}
 }
+
+func TestHeldAlertSaysHeld(t *testing.T) {
+	r := Reload{Kind: "Deployment", Namespace: "shop", Name: "web", Sources: []Source{{Kind: "Secret", Name: "creds"}},
+		Held: "Secret creds quarantined by the flap breaker since 2026-11-27T00:00:00Z (written alternately by a, b)"}
+	if got := r.Text(""); !strings.HasPrefix(got, "Reloader holds reloads of Deployment shop/web after changes of Secret creds: Secret creds quarantined") {
+		t.Errorf("Text = %q", got)
+	}
+	body, err := Body("raw", r, "")
+	if err != nil || !strings.Contains(string(body), `"event":"quarantine"`) {
+		t.Errorf("raw body %s, %v: want event quarantine", body, err)
+	}
+}

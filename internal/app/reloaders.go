@@ -52,6 +52,11 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 	baselines.Relisted = shards.relisted()
 	// One table of the sources' latest changes, for the keys named in reports.
 	changes := controller.NewChanges(0)
+	// One flap table for every kind: a source flaps whatever kind uses it.
+	flaps, err := newFlaps(mgr, conf, m)
+	if err != nil {
+		return err
+	}
 	if key != nil && !key.Own() && replacesJobs(conf, kinds) {
 		logger.Info("WARNING: no namespace of reloader's own (RELOADER_NAMESPACE, POD_NAMESPACE): the install key's Secret is in a namespace others may write, so Job replacement records are neither signed nor trusted from the cluster; if reloader stops between a Job's delete and its re-create, no other process re-creates it")
 	}
@@ -63,7 +68,7 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 		if r.Unwatched = degraded.unwatched; r.Unwatched.Has(kind.Name()) {
 			r.Rollouts = nil // followed through the status an informer brings
 		}
-		r.Shard, r.Pacer, r.Baselines, r.Changes = shard, pacer, baselines, changes
+		r.Shard, r.Pacer, r.Baselines, r.Changes, r.Flaps = shard, pacer, baselines, changes, flaps
 		if key != nil {
 			// A nil *Loader in the interface would not read as "no key".
 			r.RecordKey = key

@@ -146,6 +146,9 @@ func (r *WorkloadReconciler) Explain(ctx context.Context, obj client.Object, unk
 	r.explainRestart(ctx, obj, plan.Reloads(), &e)
 	if plan.Reloads() {
 		e.Hold = reload.PlanHold(r.holdState(obj, w.settings), now)
+		if q, ok := explainQuarantine(obj, plan.Changes, now); ok {
+			e.Hold = q // the flap breaker's quarantine, as recorded on the workload (flap.go)
+		}
 		e.Invalid = append(e.Invalid, e.Hold.Invalid...)
 		if at, ok := r.Pacer.Until(k, now); ok && e.Hold.Reason == "" && at.After(now) {
 			e.Hold.Reason, e.Hold.Until, e.Hold.Why = reload.HoldRateLimit, at, r.Pacer.String()

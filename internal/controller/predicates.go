@@ -6,11 +6,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"github.com/reloader-operator/reloader/internal/flap"
 	"github.com/reloader-operator/reloader/internal/reload"
 )
 
 // sourceChanged lets through source updates that can change a decision: new content, or a
-// change of the ignore or match annotation, and, where ReloaderConfigs choose sources by
+// change of the ignore or match annotation or of the flap breaker's release, and, where ReloaderConfigs choose sources by
 // label (labels true), a label change: a source that gains a selected label is recorded
 // then, so that its next change reloads. Other edits and identical re-applies stop here.
 func sourceChanged(keys reload.Keys, labels bool) predicate.Predicate {
@@ -20,6 +21,7 @@ func sourceChanged(keys reload.Keys, labels bool) predicate.Predicate {
 			return cachedHash(e.ObjectOld) != cachedHash(e.ObjectNew) ||
 				o[keys.Ignore] != n[keys.Ignore] ||
 				o[keys.Match] != n[keys.Match] ||
+				o[flap.ReleaseAnnotation] != n[flap.ReleaseAnnotation] ||
 				labels && !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
 		},
 	}

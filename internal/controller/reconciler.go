@@ -20,6 +20,7 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/alert"
 	"github.com/reloader-operator/reloader/internal/coalesce"
+	"github.com/reloader-operator/reloader/internal/flap"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/pace"
 	"github.com/reloader-operator/reloader/internal/reload"
@@ -98,11 +99,15 @@ type WorkloadReconciler struct {
 	// EnableEvict runs the evict restart strategy (--enable-evict-strategy, evict.go); without
 	// it a workload that asks for it is told, and its reloads wait.
 	EnableEvict bool
-	Now         func() time.Time
+	// Flaps is the flap breaker's table, shared by the reconcilers of one manager (flap.go);
+	// nil breaks no flap.
+	Flaps *flap.Table
+	Now   func() time.Time
 
 	jobs      pendingJobs
 	waits     waiting
 	conflicts conflictCounts
+	flapNotes flapNotes
 }
 
 // Reloaded is one reload written.
@@ -289,8 +294,13 @@ func (r *WorkloadReconciler) execute(ctx context.Context, obj client.Object, w s
 	}
 	var hold reload.Hold
 	if plan.Reloads() {
-		if hold = r.hold(ctx, obj, w.settings, k, started); hold.Reason != "" {
-			r.announceHold(ctx, obj, k, hold, plan.Changes, d.related)
+		// The flap breaker first (flap.go): a quarantine holds past any pacing.
+		if hold = r.quarantine(ctx, obj, k, w, plan.Changes, d.related, started); hold.Reason == "" {
+			if hold = r.hold(ctx, obj, w.settings, k, started); hold.Reason != "" {
+				r.announceHold(ctx, obj, k, hold, plan.Changes, d.related)
+			}
+		}
+		if hold.Reason != "" {
 			plan.Changes, plan.WriteRecord = nil, false
 			d.plan = plan
 		}
@@ -303,6 +313,7 @@ func (r *WorkloadReconciler) execute(ctx context.Context, obj client.Object, w s
 		r.Pacer.Forget(k, started)
 	}
 	updated := obj.DeepCopyObject().(client.Object)
+	r.keepQuarantines(ctx, updated, w, started)
 	if plan.Reloads() && r.apply(ctx, updated, w, plan.Changes) {
 		d.reloaded = plan.Changes
 		d.what = r.whatChanged(w, obj, plan.Changes)
@@ -365,6 +376,7 @@ func (r *WorkloadReconciler) forget(k string, now time.Time) {
 	r.Window.Done(k, now)
 	r.Pacer.Forget(k, now)
 	r.waits.clear(k, r.Metrics)
+	r.flapNotes.forget(k)
 }
 
 // namespaceSelected applies the namespace selector to the namespace as it is now.

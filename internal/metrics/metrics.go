@@ -42,6 +42,8 @@ type Metrics struct {
 	Waiting *prometheus.GaugeVec
 	// Held counts reloads held back by pacing, by reason, once per hold (not per requeue).
 	Held *prometheus.CounterVec
+	// Quarantined is how many sources the flap breaker holds in quarantine now.
+	Quarantined prometheus.Gauge
 	// RecordsRefused counts Job replacement records not acted on, by workload kind and reason
 	// (unauthenticated, misplaced, oversized): forged or damaged ControllerRevisions.
 	RecordsRefused *prometheus.CounterVec
@@ -111,12 +113,16 @@ func New(reg prometheus.Registerer, countByNamespace bool) *Metrics {
 		})),
 		Waiting: Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "reloader_reloads_waiting",
-			Help: "Workloads whose reload waits now, by reason (coalesce, pause, min-interval, reload-window, rate-limit).",
+			Help: "Workloads whose reload waits now, by reason (coalesce, pause, min-interval, reload-window, rate-limit, quarantine).",
 		}, []string{"reason"})),
 		Held: Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reloader_reloads_held_total",
-			Help: "Reloads held back by pacing, by reason (min-interval, reload-window, rate-limit); counted once per hold.",
+			Help: "Reloads held back by pacing or the flap breaker, by reason (min-interval, reload-window, rate-limit, quarantine); counted once per hold.",
 		}, []string{"reason"})),
+		Quarantined: Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "reloader_quarantined_sources",
+			Help: "Sources the flap breaker holds in quarantine now (changing too often, oscillating, or written alternately by different field managers): the reloads they would cause wait.",
+		})),
 		RecordsRefused: Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reloader_replacement_records_refused_total",
 			Help: "Job replacement records (ControllerRevisions) not acted on, by workload kind and reason (unauthenticated, misplaced, oversized).",
@@ -162,7 +168,7 @@ const (
 
 // WaitReasons are the values of reloader_reloads_waiting's reason label: the waits before
 // pacing, then pacing's holds (reload.Hold*).
-var WaitReasons = []string{"coalesce", "pause", "min-interval", "reload-window", "rate-limit"}
+var WaitReasons = []string{"coalesce", "pause", "min-interval", "reload-window", "rate-limit", "quarantine"}
 
 // Reconciled counts one workload reconcile, here and in upstream's series: a reconcile in a
 // namespace the selector leaves out is upstream's ignored_or_not_selected skip, a failed one

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/reloader-operator/reloader/internal/flap"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/shard"
 	"github.com/reloader-operator/reloader/internal/source"
@@ -31,7 +32,9 @@ type Config struct {
 	Options
 
 	Strategy reload.Strategy
-	Level    zapcore.Level
+	// Flap is the flap breaker's limits; Flap.MaxChanges 0 turns it off.
+	Flap  flap.Limits
+	Level zapcore.Level
 	// IgnoredSources are the source kinds of --resources-to-ignore.
 	IgnoredSources map[source.Kind]bool
 	// SourceLabels selects the ConfigMaps and Secrets watched; nil selects all.
@@ -189,6 +192,10 @@ func Parse(o Options) (Config, error) {
 	}
 	if o.MinReloadInterval < 0 || o.MinReloadInterval > reload.MaxMinReloadInterval {
 		fail(fmt.Errorf("--min-reload-interval: %v is not a duration from 0 (off) to 168h, such as 10m", o.MinReloadInterval))
+	}
+	c.Flap = flap.Limits{MaxChanges: o.FlapMaxChanges, Window: o.FlapWindow, Quiet: o.FlapQuiet}
+	if err := c.Flap.Validate(); err != nil {
+		fail(fmt.Errorf("--flap-max-changes, --flap-window, --flap-quiet: %w", err))
 	}
 	if o.RolloutDeadline <= 0 || o.RolloutDeadline > 24*time.Hour {
 		fail(fmt.Errorf("--rollout-deadline: %v is not a positive duration up to 24h, such as 10m", o.RolloutDeadline))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/reloader-operator/reloader/internal/flap"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/workload"
@@ -82,7 +83,11 @@ type Options struct {
 	FirstSightRate float64
 	// MinReloadInterval is the least time between two reloads of one workload, by default.
 	MinReloadInterval time.Duration
-	Workers           int
+	// FlapMaxChanges, FlapWindow and FlapQuiet are the flap breaker's limits (flap.Limits).
+	FlapMaxChanges int
+	FlapWindow     time.Duration
+	FlapQuiet      time.Duration
+	Workers        int
 	// ReconcileTimeout bounds one reconcile of a workload, so that a hung API call frees its
 	// worker.
 	ReconcileTimeout time.Duration
@@ -132,6 +137,9 @@ func Default() Options {
 		MetricsAddr:        ":9090",
 		CoalesceWindow:     300 * time.Millisecond,
 		ReloadBurst:        10,
+		FlapMaxChanges:     flap.Defaults().MaxChanges,
+		FlapWindow:         flap.Defaults().Window,
+		FlapQuiet:          flap.Defaults().Quiet,
 		FirstSightRate:     50,
 		Workers:            4,
 		// Far above a reconcile's few API calls, each bounded by the client's own retries.
@@ -237,6 +245,9 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.ReloadRate, "reload-rate", o.ReloadRate, "reloads per second across this replica (with --shards: across the install, each replica taking its share by the shards it owns), so that a change used by many workloads rolls them spread out; 0 turns it off")
 	fs.IntVar(&o.ReloadBurst, "reload-burst", o.ReloadBurst, "reloads at once before --reload-rate spreads them")
 	fs.Float64Var(&o.FirstSightRate, "first-sight-rate", o.FirstSightRate, "first records of workloads per second when --reload-rate is 0 (with it, first records take the tokens reloads leave; with --shards: across the install, as --reload-rate); 0 turns it off")
+	fs.IntVar(&o.FlapMaxChanges, "flap-max-changes", o.FlapMaxChanges, "flap breaker: a source changed in more bursts than this within --flap-window (or oscillating, or written alternately by different field managers) is quarantined: its reloads wait until it is quiet for --flap-quiet, or an operator releases it (per source: annotation "+flap.MaxChangesAnnotation+"); 0 turns the breaker off")
+	fs.DurationVar(&o.FlapWindow, "flap-window", o.FlapWindow, "flap breaker: how far back a source's changes count (per source: annotation "+flap.WindowAnnotation+")")
+	fs.DurationVar(&o.FlapQuiet, "flap-quiet", o.FlapQuiet, "flap breaker: how long a quarantined source must go without change before its workloads reload, once, on its latest content (per source: annotation "+flap.QuietAnnotation+")")
 	fs.DurationVar(&o.MinReloadInterval, "min-reload-interval", o.MinReloadInterval, "least time between two reloads of one workload; changes within it roll when it ends (per workload: annotation "+reload.MinReloadIntervalAnnotation+"); 0 turns it off")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "workloads of one kind reconciled at once")
 	fs.DurationVar(&o.ReconcileTimeout, "reconcile-timeout", o.ReconcileTimeout, "longest one reconcile of a workload may take; one past it is cancelled and retried with backoff, so that a hung API call frees its worker")

@@ -229,6 +229,11 @@ rolloutStrategy: rollout-strategy-annotation
 {{- if not (kindIs "invalid" .firstSightRate) }}{{ $args = append $args (printf "--first-sight-rate=%v" .firstSightRate) }}{{ end -}}
 {{- with .minReloadInterval }}{{ $args = append $args (printf "--min-reload-interval=%s" .) }}{{ end -}}
 {{- end -}}
+{{- with $r.flapBreaker }}
+{{- if not (kindIs "invalid" .maxChanges) }}{{ $args = append $args (printf "--flap-max-changes=%d" (int .maxChanges)) }}{{ end -}}
+{{- with .window }}{{ $args = append $args (printf "--flap-window=%s" .) }}{{ end -}}
+{{- with .quiet }}{{ $args = append $args (printf "--flap-quiet=%s" .) }}{{ end -}}
+{{- end -}}
 {{- with $r.rolloutDeadline }}{{ $args = append $args (printf "--rollout-deadline=%s" .) }}{{ end -}}
 {{- with $r.reconcileTimeout }}{{ $args = append $args (printf "--reconcile-timeout=%s" .) }}{{ end -}}
 {{- if not (kindIs "invalid" $r.workers) }}{{ $args = append $args (printf "--workers=%d" (int $r.workers)) }}{{ end -}}

@@ -1,0 +1,89 @@
+package controller_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/flap"
+	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/testutil"
+)
+
+// A quarantine outlives a restart: the new reloader takes it back from the sealed record on
+// the workload, so a change right after the restart is held until the source is quiet, then
+// rolls once; without the record it would roll at once (the new process heard no flap).
+func TestQuarantineSurvivesARestart(t *testing.T) {
+	const quiet = 8 * time.Second
+	ns := newNamespace(t)
+	configure := func(o *options.Options) {
+		o.ReloaderNamespace = ns // the install key, which seals the record, lives here
+		o.FlapMaxChanges, o.FlapWindow, o.FlapQuiet = 8, 2*time.Minute, quiet
+	}
+	cm := configMap(ns, "cfg", map[string]string{"k": "A"})
+	d := deployment(ns, "web", map[string]string{auto: "true"}, podSpec("cfg"))
+	create(t, cm, d)
+	stop := startReloader(t, ns, configure)
+	recorded(t, d)
+	rolls := rollTimes(t, ns)
+
+	for i := range 5 { // A->B->A->B->A->B: the fourth change trips the breaker
+		update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = []string{"B", "A"}[i%2] })
+		time.Sleep(400 * time.Millisecond)
+	}
+	eventuallyEvent(t, ns, "web", controller.ReasonSourceQuarantined)
+	testutil.Eventually(t, "the quarantine recorded on web", func() error {
+		if v := get(t, d).Annotations[flap.RecordAnnotation]; !strings.Contains(v, "configmap/cfg") {
+			return fmt.Errorf("record %q", v)
+		}
+		return nil
+	})
+	before := len(rolls()["web"])
+	stop()
+
+	startReloader(t, ns, configure)
+	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "C" })
+	changed := time.Now()
+	time.Sleep(3 * time.Second)
+	if got := len(rolls()["web"]); got != before {
+		t.Fatalf("the new reloader rolled web %d times within 3 s of a change to a quarantined source, want 0", got-before)
+	}
+	testutil.Eventually(t, "one roll once quiet", func() error {
+		if got := len(rolls()["web"]); got != before+1 {
+			return fmt.Errorf("%d rolls since the restart", got-before)
+		}
+		return nil
+	})
+	t.Logf("%d rolls during the flap; after the restart, one roll %v after the last change (quiet %v)", before, time.Since(changed).Round(100*time.Millisecond), quiet)
+	settle()
+	if got := len(rolls()["web"]); got != before+1 {
+		t.Errorf("%d rolls after the restart, want 1", got-before)
+	}
+	if v, ok := get(t, d).Annotations[flap.RecordAnnotation]; ok {
+		t.Errorf("web keeps its quarantine record after the quiet: %q", v)
+	}
+}
+
+// A record reloader did not seal is ignored: a tenant can't hold a workload's reloads by
+// writing one.
+func TestForgedQuarantineRecordIsIgnored(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "cfg", map[string]string{"k": "A"})
+	forged := flap.Encode([]flap.Entry{{Source: "configmap/cfg", Since: time.Now(), Last: time.Now(), Quiet: time.Hour}}) + ";mac=" + strings.Repeat("ab", 32)
+	d := deployment(ns, "web", map[string]string{auto: "true", flap.RecordAnnotation: forged}, podSpec("cfg"))
+	create(t, cm, d)
+	startReloader(t, ns, func(o *options.Options) { o.ReloaderNamespace = ns })
+	recorded(t, d)
+	rolls := rollTimes(t, ns)
+	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "B" })
+	testutil.Eventually(t, "web rolled despite the forged record", func() error {
+		if got := len(rolls()["web"]); got != 1 {
+			return fmt.Errorf("%d rolls", got)
+		}
+		return nil
+	})
+}
