@@ -3,10 +3,12 @@ package app
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/reloader-operator/reloader/internal/codepages"
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/metainfo"
 	"github.com/reloader-operator/reloader/internal/metrics"
@@ -36,11 +38,20 @@ func addServices(mgr manager.Manager, conf options.Config, ready *atomic.Bool, m
 	// Ready once the caches have synced: every replica, leader or not, so that a follower
 	// can take over at once.
 	return mgr.Add(everyReplica(func(ctx context.Context) error {
-		if mgr.GetCache().WaitForCacheSync(ctx) {
-			ready.Store(true)
-			m.CachesSynced.Set(1)
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return nil
 		}
-		<-ctx.Done()
+		ready.Store(true)
+		m.CachesSynced.Set(1)
+		// The start's code pages go back once it has run (internal/codepages).
+		log := logger.WithName("codepages")
+		codepages.Every(ctx, codePagesPeriod, func(n uint64, err error) {
+			if err != nil {
+				log.Error(err, "could not give back the binary's unused pages")
+				return
+			}
+			log.V(1).Info("gave back the binary's mapped pages", "bytes", n)
+		})
 		return nil
 	}))
 }
@@ -50,3 +61,7 @@ type everyReplica func(ctx context.Context) error
 
 func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
 func (everyReplica) NeedLeaderElection() bool          { return false }
+
+// codePagesPeriod is how often the binary's mapped pages are given back after the first time
+// (at cache sync): code a fan-out or relist ran once is not kept resident for long.
+const codePagesPeriod = time.Minute
