@@ -297,6 +297,7 @@ func changeBurst(ctx context.Context, cfg Config, version int, f *Figures, cl cl
 		}
 	}
 	f.Changes = len(changes)
+	f.Reloads, f.Missed, f.Duplicates = 0, 0, 0
 	var mu sync.Mutex
 	var samples []Memory
 	sampling, stopSampling := context.WithCancel(ctx)
