@@ -23,8 +23,7 @@ import (
 type mapping struct {
 	start, end   uintptr
 	perms, path  string
-	rss, dirty   uint64 // bytes
-	anon         uint64
+	rss, anon    uint64 // bytes
 	swap, locked uint64
 }
 
@@ -83,8 +82,6 @@ func parse(smaps []byte) []mapping {
 		switch fields[0] {
 		case "Rss:":
 			m.rss = kb << 10
-		case "Private_Dirty:", "Shared_Dirty:":
-			m.dirty += kb << 10
 		case "Anonymous:":
 			m.anon = kb << 10
 		case "Swap:":
