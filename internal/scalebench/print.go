@@ -37,8 +37,12 @@ func (f *Figures) Print(w io.Writer) {
 		p("  and after it:     the same changes again after the last first-sight record: p50 %s, p95 %s, p99 %s, %d missed, %d duplicates",
 			ms(a.P50), ms(a.P95), ms(a.P99), a.Missed, a.Duplicates)
 	}
-	p("API per reload:     %.2f requests (%d in all: %v), %.2f Deployment writes",
-		f.APIPerReload, f.ChangeAPI.Total, f.ChangeAPI.ByVerb, f.WritesPerReload)
+	firsts := ""
+	if f.DuringFirstSight > 0 {
+		firsts = " (the first records written meanwhile counted in)"
+	}
+	p("API per reload:     %.2f requests (%d in all: %v), %.2f Deployment writes%s",
+		f.APIPerReload, f.ChangeAPI.Total, f.ChangeAPI.ByVerb, f.WritesPerReload, firsts)
 	p("during changes:     peak %s", f.DuringChanges)
 	p("  where it goes:    %s", f.DuringChanges.Parts)
 	printFanOut(p, "fan-out:          ", f.FanOut)
