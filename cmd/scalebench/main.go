@@ -50,6 +50,7 @@ func run(args []string) error {
 	fs.IntVar(&cfg.Namespaces, "namespaces", 10, "namespaces for the other Deployments")
 	fs.IntVar(&cfg.Changes, "changes", 500, "ConfigMaps changed after sync")
 	fs.Float64Var(&cfg.ChangeRate, "change-rate", 50, "changes per second")
+	fs.DurationVar(&cfg.ChangesAfterReady, "changes-after-ready", 0, "start the changes this long after reloader is ready, while first-sight records are written (0: after the last of them)")
 	fs.StringVar(&paced, "paced-args", "", "run the fan-out again with these reloader flags added, e.g. --reload-rate=100")
 	fs.Float64Var(&cfg.PacedRate, "paced-rate", 0, "the rate --paced-args configure, printed beside the rate observed")
 	fs.IntVar(&cfg.Workers, "workers", 32, "objects created at once")

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"runtime/debug"
 	"context"
 	"sync/atomic"
 
@@ -36,11 +37,14 @@ func addServices(mgr manager.Manager, conf options.Config, ready *atomic.Bool, m
 	// Ready once the caches have synced: every replica, leader or not, so that a follower
 	// can take over at once.
 	return mgr.Add(everyReplica(func(ctx context.Context) error {
-		if mgr.GetCache().WaitForCacheSync(ctx) {
-			ready.Store(true)
-			m.CachesSynced.Set(1)
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return nil
 		}
-		<-ctx.Done()
+		ready.Store(true)
+		m.CachesSynced.Set(1)
+		// The start's decoding leaves free heap pages that the runtime's scavenger would give
+		// back only slowly; one collection returns them now.
+		debug.FreeOSMemory()
 		return nil
 	}))
 }
@@ -50,3 +54,4 @@ type everyReplica func(ctx context.Context) error
 
 func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
 func (everyReplica) NeedLeaderElection() bool          { return false }
+

@@ -284,7 +284,7 @@ func (r *WorkloadReconciler) execute(ctx context.Context, obj client.Object, w s
 	if plan.Wait > 0 {
 		log.FromContext(ctx).V(1).Info("waiting for changes to settle", "wait", plan.Wait.String())
 		r.waits.set(k, reload.WaitCoalesce, time.Time{}, r.Metrics)
-		return reconcile.Result{RequeueAfter: plan.Wait}, metrics.OutcomeWaiting, nil
+		return reconcile.Result{RequeueAfter: plan.Wait, Priority: new(reloadPriority)}, metrics.OutcomeWaiting, nil
 	}
 	d := done{plan: plan}
 	if ch := plan.Changes; len(ch) > 0 {
@@ -306,7 +306,7 @@ func (r *WorkloadReconciler) execute(ctx context.Context, obj client.Object, w s
 		}
 	} else if _, recorded := obj.GetAnnotations()[reload.RecordAnnotation]; plan.WriteRecord && !recorded {
 		if wait := r.Pacer.FirstSight(k, started); wait > 0 {
-			return reconcile.Result{RequeueAfter: wait}, metrics.OutcomeWaiting, nil
+			return reconcile.Result{RequeueAfter: wait, Priority: new(firstSightPriority)}, metrics.OutcomeWaiting, nil
 		}
 	} else {
 		// Nothing due any more: a slot it reserved goes back.

@@ -45,9 +45,18 @@ func (q *queue[T]) AddWithOpts(o priorityqueue.AddOpts, items ...T) {
 		case o.After > 0:
 			q.AddAfter(item, o.After)
 		default:
-			q.Add(item)
+			q.TypedRateLimitingInterface.Add(item)
 		}
 	}
+}
+
+// Add queues item now, at priority 0 as controller-runtime's handlers mean a plain add (or
+// higher, if asked before). A priority asked for a delayed add of the same item does not
+// become this add's: a change of a workload whose first record waits for its slot, at low
+// priority, goes in at 0, not behind the first records.
+func (q *queue[T]) Add(item T) {
+	q.order.wish(item, 0)
+	q.TypedRateLimitingInterface.Add(item)
 }
 
 func (q *queue[T]) Get() (T, bool) {

@@ -97,6 +97,18 @@ func TestQueueNeverHandsOutAKeyTwiceAtOnce(t *testing.T) {
 	}
 }
 
+// A plain add of a key that waits, delayed, at low priority (a first record waiting for its
+// slot) goes in now at 0: a change is not queued behind the first records.
+func TestQueuePlainAddOfADelayedLowKeyIsNotLow(t *testing.T) {
+	q := newTestQueue(t)
+	q.AddWithOpts(priorityqueue.AddOpts{After: time.Hour, Priority: prio(handler.LowPriority)}, "a/1")
+	q.AddWithOpts(priorityqueue.AddOpts{Priority: prio(handler.LowPriority)}, "b/1")
+	q.Add("a/1")
+	if got := drain(t, q, 2); got != "a/1@0 b/1@-100" {
+		t.Errorf("got %q, want a/1@0 b/1@-100", got)
+	}
+}
+
 func TestQueueDelaysAndBacksOff(t *testing.T) {
 	q := newTestQueue(t)
 	q.AddAfter("a/late", 50*time.Millisecond)

@@ -341,7 +341,7 @@ func checkClientRate(qps float64, burst int) []error {
 	if !(qps > 0 && qps <= maxKubeAPIQPS) { // also false for NaN
 		errs = append(errs, fmt.Errorf("--kube-api-qps: %v is not a rate above 0 and up to %d requests per second, such as 200", qps, maxKubeAPIQPS))
 	} else if float64(burst) < qps {
-		errs = append(errs, fmt.Errorf("--kube-api-burst: %d is below --kube-api-qps (%v); want at least the QPS, such as 300", burst, qps))
+		errs = append(errs, fmt.Errorf("--kube-api-burst: %d is below --kube-api-qps (%v); want at least the QPS, such as 1000", burst, qps))
 	}
 	return errs
 }

@@ -128,9 +128,11 @@ type Options struct {
 // Default returns the options a bare `reloader` runs with.
 func Default() Options {
 	return Options{
-		ReloadStrategy:     reload.StrategyEnvVars,
-		KubeAPIQPS:         200,
-		KubeAPIBurst:       300,
+		ReloadStrategy: reload.StrategyEnvVars,
+		KubeAPIQPS:     200,
+		// A fan-out of one source to 1,000 workloads is 1,000 patches: the burst lets them go as
+		// fast as the workers write them; the sustained rate stays at the QPS.
+		KubeAPIBurst:       1000,
 		PprofAddr:          DefaultPprofAddr,
 		PlanWebhookCertDir: DefaultPlanWebhookCertDir,
 		LogLevel:           "info",
@@ -141,7 +143,9 @@ func Default() Options {
 		FlapWindow:         flap.Defaults().Window,
 		FlapQuiet:          flap.Defaults().Quiet,
 		FirstSightRate:     50,
-		Workers:            4,
+		// A reconcile's time is mostly its write's round trip to the API server: 16 keep a
+		// fan-out's patches going while each waits for its answer.
+		Workers: 16,
 		// Far above a reconcile's few API calls, each bounded by the client's own retries.
 		ReconcileTimeout: 2 * time.Minute,
 		// As a Deployment's default progressDeadlineSeconds.

@@ -2,7 +2,6 @@ package scalebench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -45,6 +44,9 @@ type Config struct {
 	// Changes ConfigMaps are changed, ChangeRate per second.
 	Changes    int
 	ChangeRate float64
+	// ChangesAfterReady, when above 0, starts the changes that long after reloader is ready,
+	// while its first-sight records are still being written, instead of after the last of them.
+	ChangesAfterReady time.Duration
 	// PacedArgs, when set, run the fan-out again with reloader started with them added
 	// (e.g. --reload-rate=100); PacedRate is the rate they configure, to compare with.
 	PacedArgs []string
@@ -85,14 +87,26 @@ type Figures struct {
 	WritesPerReload float64
 	LatencyP50      time.Duration
 	LatencyP95      time.Duration
-	DuringChanges   Memory
-	ChangeAPI       loadtest.API
+	LatencyP99      time.Duration
+	// DuringFirstSight says the changes started Config.ChangesAfterReady after ready;
+	// AfterFirstSight is then the latency of the same changes made again after the last
+	// first record.
+	DuringFirstSight time.Duration
+	AfterFirstSight  *Latency
+	DuringChanges    Memory
+	ChangeAPI        loadtest.API
 
 	FanOut      FanOut
 	Paced       *FanOut
 	ListsAfter  int
 	RequestsAll loadtest.API
 	End         Memory
+}
+
+// Latency is a burst of changes' change-to-patch latency.
+type Latency struct {
+	P50, P95, P99      time.Duration
+	Missed, Duplicates int
 }
 
 // FanOut is the reload of every Deployment of the shared ConfigMap.
@@ -157,7 +171,9 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := loadtest.Poll(ctx, 5*time.Minute, func() bool { return obs.Seen() >= cfg.Deployments }); err != nil {
+	// Waits scale with the size: first records go at 50/s by default.
+	long := max(5*time.Minute, time.Duration(cfg.Deployments)*time.Second/20)
+	if err := loadtest.Poll(ctx, long, func() bool { return obs.Seen() >= cfg.Deployments }); err != nil {
 		return nil, fmt.Errorf("observer saw %d of %d Deployments: %w", obs.Seen(), cfg.Deployments, err)
 	}
 	cs, err := kubernetes.NewForConfig(admin)
@@ -192,14 +208,24 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 	}
 	defer logFile.Close()
 	progress("starting %s %v", filepath.Base(cfg.Bin), args)
-	r, err := startReloader(ctx, cfg.Bin, args, cfg.Env, kubeconfig, logFile)
+	r, err := startReloader(ctx, cfg.Bin, long, args, cfg.Env, kubeconfig, logFile)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { r.p.Stop() }()
 	f.Ready = time.Since(r.started)
+	if cfg.ChangesAfterReady > 0 {
+		f.DuringFirstSight = cfg.ChangesAfterReady
+		progress("ready after %s; changes start in %s, while first sight is written", f.Ready.Round(time.Millisecond), cfg.ChangesAfterReady)
+		if err := sleep(ctx, cfg.ChangesAfterReady); err != nil {
+			return nil, err
+		}
+		if err := changeBurst(ctx, cfg, 1, f, cl, nss, uses, obs, r, events, progress); err != nil {
+			return nil, err
+		}
+	}
 	progress("ready after %s; waiting for the first sight of %d Deployments", f.Ready.Round(time.Millisecond), cfg.Deployments)
-	_ = loadtest.Poll(ctx, 5*time.Minute, func() bool {
+	_ = loadtest.Poll(ctx, long, func() bool {
 		n, _ := workloadWrites(events(), r.started, time.Now())
 		return n >= cfg.Deployments
 	})
@@ -215,8 +241,21 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 	}
 	progress("first sight: %d writes in %s; after sync: %s", f.FirstSightWrites, f.FirstSight.Round(time.Millisecond), f.AfterSync)
 
-	if err := changeBurst(ctx, cfg, f, cl, nss, uses, obs, r, events, progress); err != nil {
-		return nil, err
+	if cfg.ChangesAfterReady <= 0 {
+		if err := changeBurst(ctx, cfg, 1, f, cl, nss, uses, obs, r, events, progress); err != nil {
+			return nil, err
+		}
+	} else {
+		// The same changes again once the first records are written: the latency without them,
+		// on the same machine at the same time, to compare with.
+		during := *f
+		if err := changeBurst(ctx, cfg, 2, f, cl, nss, uses, obs, r, events, progress); err != nil {
+			return nil, err
+		}
+		f.AfterFirstSight = &Latency{P50: f.LatencyP50, P95: f.LatencyP95, P99: f.LatencyP99, Missed: f.Missed, Duplicates: f.Duplicates}
+		after := f.AfterFirstSight
+		*f = during
+		f.AfterFirstSight = after
 	}
 	f.FanOut = fanOut(ctx, cl, nss[0], 1, obs, args, progress)
 	if len(cfg.PacedArgs) > 0 {
@@ -224,7 +263,7 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 		paced := append(slices.Clone(args), cfg.PacedArgs...)
 		progress("restarting reloader with %v", cfg.PacedArgs)
 		var fo FanOut
-		if pr, err := startReloader(ctx, cfg.Bin, paced, cfg.Env, kubeconfig, logFile); err != nil {
+		if pr, err := startReloader(ctx, cfg.Bin, long, paced, cfg.Env, kubeconfig, logFile); err != nil {
 			fo = FanOut{Args: paced, Error: err.Error()}
 		} else {
 			r = pr
@@ -243,7 +282,7 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 
 // changeBurst changes cfg.Changes ConfigMaps, each used by some Deployments, at
 // cfg.ChangeRate, and measures the reloads that follow.
-func changeBurst(ctx context.Context, cfg Config, f *Figures, cl client.Client, nss []namespace, uses map[string][]string,
+func changeBurst(ctx context.Context, cfg Config, version int, f *Figures, cl client.Client, nss []namespace, uses map[string][]string,
 	obs *loadtest.Observer, r *reloader, events func() []audit.Event, progress func(string, ...any)) error {
 	type change struct {
 		ns, name string
@@ -258,6 +297,7 @@ func changeBurst(ctx context.Context, cfg Config, f *Figures, cl client.Client, 
 		}
 	}
 	f.Changes = len(changes)
+	f.Reloads, f.Missed, f.Duplicates = 0, 0, 0
 	var mu sync.Mutex
 	var samples []Memory
 	sampling, stopSampling := context.WithCancel(ctx)
@@ -277,7 +317,7 @@ func changeBurst(ctx context.Context, cfg Config, f *Figures, cl client.Client, 
 	for i := range changes {
 		<-tick.C
 		c := &changes[i]
-		if err := patchData(ctx, cl, c.ns, c.name, cfg.SourceBytes, 1); err != nil {
+		if err := patchData(ctx, cl, c.ns, c.name, cfg.SourceBytes, version); err != nil {
 			tick.Stop()
 			stopSampling()
 			return err
@@ -302,7 +342,7 @@ func changeBurst(ctx context.Context, cfg Config, f *Figures, cl client.Client, 
 		}
 		return true
 	}
-	_ = loadtest.Poll(ctx, 2*time.Minute, settled)
+	_ = loadtest.Poll(ctx, max(2*time.Minute, time.Duration(cfg.Changes)*time.Second/2), settled)
 	_ = sleep(ctx, 2*time.Second) // room for late duplicates
 	to := time.Now()
 	stopSampling()
@@ -334,7 +374,7 @@ func changeBurst(ctx context.Context, cfg Config, f *Figures, cl client.Client, 
 		}
 	}
 	slices.Sort(latencies)
-	f.LatencyP50, f.LatencyP95 = percentile(latencies, 0.5), percentile(latencies, 0.95)
+	f.LatencyP50, f.LatencyP95, f.LatencyP99 = percentile(latencies, 0.5), percentile(latencies, 0.95), percentile(latencies, 0.99)
 	if s := lastReload.Sub(from).Seconds(); s > 0 {
 		f.ReloadsPerSec = float64(f.Reloads) / s
 	}
@@ -344,8 +384,8 @@ func changeBurst(ctx context.Context, cfg Config, f *Figures, cl client.Client, 
 		f.APIPerReload = float64(f.ChangeAPI.Total) / float64(f.Reloads)
 		f.WritesPerReload = float64(writes) / float64(f.Reloads)
 	}
-	progress("%d reloads of %d expected, %d missed; p50 %s, p95 %s; during changes: %s", f.Reloads, f.Expected, f.Missed,
-		f.LatencyP50.Round(time.Millisecond), f.LatencyP95.Round(time.Millisecond), f.DuringChanges)
+	progress("%d reloads of %d expected, %d missed; p50 %s, p95 %s, p99 %s; during changes: %s", f.Reloads, f.Expected, f.Missed,
+		f.LatencyP50.Round(time.Millisecond), f.LatencyP95.Round(time.Millisecond), f.LatencyP99.Round(time.Millisecond), f.DuringChanges)
 	return nil
 }
 
@@ -448,7 +488,7 @@ type reloader struct {
 func (r *reloader) sample() (Memory, error) { return sample(r.p.Pid(), r.metricsURL) }
 
 // startReloader runs bin and waits until it serves /ready.
-func startReloader(ctx context.Context, bin string, args, env []string, kubeconfig string, out io.Writer) (*reloader, error) {
+func startReloader(ctx context.Context, bin string, timeout time.Duration, args, env []string, kubeconfig string, out io.Writer) (*reloader, error) {
 	addr, err := proc.FreeAddr()
 	if err != nil {
 		return nil, err
@@ -460,7 +500,7 @@ func startReloader(ctx context.Context, bin string, args, env []string, kubeconf
 		return nil, err
 	}
 	cl := http.Client{Timeout: 2 * time.Second}
-	err = loadtest.Poll(ctx, 5*time.Minute, func() bool {
+	err = loadtest.Poll(ctx, timeout, func() bool {
 		if exited(r.p.Pid()) {
 			return true
 		}
@@ -477,7 +517,7 @@ func startReloader(ctx context.Context, bin string, args, env []string, kubeconf
 	}
 	if err != nil {
 		r.p.Stop()
-		return nil, errors.New("reloader not ready after 5 minutes")
+		return nil, fmt.Errorf("reloader not ready after %s", timeout)
 	}
 	return r, nil
 }

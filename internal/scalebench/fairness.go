@@ -84,7 +84,7 @@ func fairnessRun(ctx context.Context, cfg FairnessConfig, cl client.Client, dir,
 		return nil, 0, err
 	}
 	defer logFile.Close()
-	r, err := startReloader(ctx, cfg.Bin, args, cfg.Env, kubeconfig, logFile)
+	r, err := startReloader(ctx, cfg.Bin, 5*time.Minute, args, cfg.Env, kubeconfig, logFile)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -31,6 +31,8 @@ type Memory struct {
 	CPU float64 `json:"cpuSeconds"`
 	// Reloads is reloader_reload_executed_total, all samples summed.
 	Reloads float64 `json:"-"`
+	// Parts is where the RSS comes from (smaps and the runtime's figures).
+	Parts Breakdown `json:"parts"`
 }
 
 func (m Memory) String() string {
@@ -64,6 +66,15 @@ func sample(pid int, metricsURL string) (Memory, error) {
 	m.HeapInuse, m.HeapAlloc = uint64(inuse), uint64(alloc)
 	m.CPU, _ = loadtest.MetricValue(string(b), "process_cpu_seconds_total")
 	m.Reloads, _ = loadtest.MetricValue(string(b), "reloader_reload_executed_total")
+	value := func(name string) uint64 { v, _ := loadtest.MetricValue(string(b), name); return uint64(v) }
+	if bin, other, anon, err := smaps(pid); err == nil {
+		m.Parts = Breakdown{Binary: bin, OtherFiles: other, Anon: anon, HeapInuse: m.HeapInuse,
+			Stacks: value("go_memstats_stack_inuse_bytes"), GCMeta: value("go_memstats_gc_sys_bytes"),
+			Idle: value("go_memstats_heap_idle_bytes") - min(value("go_memstats_heap_released_bytes"), value("go_memstats_heap_idle_bytes"))}
+		if anon > m.HeapInuse {
+			m.Parts.Runtime = anon - m.HeapInuse
+		}
+	}
 	return m, nil
 }
 
@@ -74,6 +85,9 @@ func peak(samples []Memory) Memory {
 		p.RSS, p.HeapInuse, p.HeapAlloc = max(p.RSS, s.RSS), max(p.HeapInuse, s.HeapInuse), max(p.HeapAlloc, s.HeapAlloc)
 		p.RSSAnon, p.RSSFile = max(p.RSSAnon, s.RSSAnon), max(p.RSSFile, s.RSSFile)
 		p.CPU = max(p.CPU, s.CPU)
+		if s.RSS == p.RSS {
+			p.Parts = s.Parts
+		}
 	}
 	return p
 }

@@ -24,13 +24,27 @@ func (f *Figures) Print(w io.Writer) {
 	p("start:              ready (caches synced) after %s", ms(f.Ready))
 	p("first sight:        %d writes to record %d Deployments, the last %s after start", f.FirstSightWrites, f.Objects.Deployments, ms(f.FirstSight))
 	p("after sync:         %s", f.AfterSync)
+	p("  where it goes:    %s", f.AfterSync.Parts)
 	p("changes:            %d ConfigMaps changed; %d reloads of %d Deployments expected, %d missed, %d duplicates",
 		f.Changes, f.Reloads, f.Expected, f.Missed, f.Duplicates)
 	p("reload rate:        %.1f reloads/s", f.ReloadsPerSec)
-	p("latency:            change -> patch p50 %s, p95 %s (coalescing window included)", ms(f.LatencyP50), ms(f.LatencyP95))
-	p("API per reload:     %.2f requests (%d in all: %v), %.2f Deployment writes",
-		f.APIPerReload, f.ChangeAPI.Total, f.ChangeAPI.ByVerb, f.WritesPerReload)
+	when := "after the last first-sight record"
+	if f.DuringFirstSight > 0 {
+		when = fmt.Sprintf("starting %s after ready, while first-sight records are written", f.DuringFirstSight)
+	}
+	p("latency:            change -> patch p50 %s, p95 %s, p99 %s (coalescing window included; changes %s)", ms(f.LatencyP50), ms(f.LatencyP95), ms(f.LatencyP99), when)
+	if a := f.AfterFirstSight; a != nil {
+		p("  and after it:     the same changes again after the last first-sight record: p50 %s, p95 %s, p99 %s, %d missed, %d duplicates",
+			ms(a.P50), ms(a.P95), ms(a.P99), a.Missed, a.Duplicates)
+	}
+	firsts := ""
+	if f.DuringFirstSight > 0 {
+		firsts = " (the first records written meanwhile counted in)"
+	}
+	p("API per reload:     %.2f requests (%d in all: %v), %.2f Deployment writes%s",
+		f.APIPerReload, f.ChangeAPI.Total, f.ChangeAPI.ByVerb, f.WritesPerReload, firsts)
 	p("during changes:     peak %s", f.DuringChanges)
+	p("  where it goes:    %s", f.DuringChanges.Parts)
 	printFanOut(p, "fan-out:          ", f.FanOut)
 	if f.Paced != nil {
 		printFanOut(p, "fan-out paced:    ", *f.Paced)

@@ -85,7 +85,7 @@ func soak(ctx context.Context, cfg SoakConfig, report func(SoakSample)) ([]SoakS
 		return nil, err
 	}
 	defer logFile.Close()
-	r, err := startReloader(ctx, cfg.Bin, args, cfg.Env, kubeconfig, logFile)
+	r, err := startReloader(ctx, cfg.Bin, 5*time.Minute, args, cfg.Env, kubeconfig, logFile)
 	if err != nil {
 		return nil, err
 	}
