@@ -73,13 +73,13 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 			return err
 		}
 		hook := &notify.Webhook{URL: conf.WebhookURL, Poster: poster}
-		n := &controller.Notifier{Client: reader, Sources: sources, Workloads: reconcilers,
+		n := &controller.Notifier{Lookup: NewLookup(conf, reader, sources, configs), Kinds: kinds,
 			Events: reconcilers[0].Behaviour.Events, Send: hook.Send, Metrics: m, Changes: changes, Now: time.Now}
 		return n.SetupWithManager(mgr)
 	}
 	if configStatus {
-		status := &controller.ConfigStatusReconciler{Client: reader, Kinds: degraded.watched(kinds), Sources: sources,
-			Configs: configs, Keys: conf.Keys, Reloads: controller.NewReloadLog(0),
+		status := &controller.ConfigStatusReconciler{Client: reader, Lookup: NewLookup(conf, reader, sources, configs),
+			Kinds: degraded.watched(kinds), Keys: conf.Keys, Reloads: controller.NewReloadLog(0),
 			Recorder: recorder, Shard: shard, Now: time.Now}
 		for _, r := range reconcilers {
 			r.OnReload = status.Reloaded
@@ -111,7 +111,7 @@ func NewReconciler(conf options.Config, c client.Client, kind workload.Kind, sou
 		Client:  c,
 		Kind:    kind,
 		Sources: sources,
-		Policy:  reload.Policy{Keys: conf.Keys, AutoReloadAll: conf.AutoReloadAll, IgnoredKinds: conf.IgnoredSources},
+		Policy:  policy(conf),
 		Behaviour: controller.Behaviour{
 			Events:               reload.Events{OnCreate: conf.ReloadOnCreate, OnDelete: conf.ReloadOnDelete},
 			RunCronJobs:          conf.RunCronJobsOnReload,
@@ -128,6 +128,17 @@ func NewReconciler(conf options.Config, c client.Client, kind workload.Kind, sou
 		MinReloadInterval: conf.MinReloadInterval,
 		EnableEvict:       conf.EnableEvictStrategy,
 	}
+}
+
+// NewLookup returns the reads and questions every controller shares (controller.Lookup), as
+// conf configures the decisions, reading through c; configs is nil when the ReloaderConfig
+// API is not served. `reloader explain` asks through it too.
+func NewLookup(conf options.Config, c client.Reader, sources []controller.SourceType, configs *reloaderconfig.Cache) controller.Lookup {
+	return controller.Lookup{Client: c, Sources: sources, Policy: policy(conf), Configs: configs, Namespaces: conf.NamespaceLabels}
+}
+
+func policy(conf options.Config) reload.Policy {
+	return reload.Policy{Keys: conf.Keys, AutoReloadAll: conf.AutoReloadAll, IgnoredKinds: conf.IgnoredSources}
 }
 
 // newAlerter returns the alert sender the ALERT_* settings ask for, or nil.

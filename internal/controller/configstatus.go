@@ -30,12 +30,13 @@ import (
 // now (targets, sources and their hashes), what is wrong with them, and each target's last
 // reload by them. It reads only the cache, and patches the status only when it changed.
 type ConfigStatusReconciler struct {
+	// Client reads the configs and writes their status.
 	Client client.Client
+	// Lookup reads the targets and the sources (its Sources are the source types watched; a
+	// source of another kind is reported) and compiles the configs (Lookup.Configs).
+	Lookup Lookup
 	// Kinds are the workload kinds reloader reconciles; a target of another kind is reported.
-	Kinds []workload.Kind
-	// Sources are the source types watched; a source of another kind is reported.
-	Sources  []SourceType
-	Configs  *reloaderconfig.Cache
+	Kinds    []workload.Kind
 	Keys     reload.Keys
 	Reloads  *ReloadLog
 	Recorder recorder.EventRecorder
@@ -65,12 +66,12 @@ func (r *ConfigStatusReconciler) Reconcile(ctx context.Context, req reconcile.Re
 	if !cfg.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil
 	}
-	c := r.Configs.Get(cfg)
+	c := r.Lookup.Configs.Get(cfg)
 	res, err := r.resolve(ctx, cfg.Namespace, c)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	peers, err := r.configsOf(ctx, cfg.Namespace)
+	peers, err := r.Lookup.NamespaceConfigs(ctx, cfg.Namespace)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -201,19 +202,6 @@ func (r *ConfigStatusReconciler) tell(ctx context.Context, cfg *v1alpha1.Reloade
 	r.Recorder.Eventf(cfg, nil, corev1.EventTypeWarning, now.Reason, "Resolve", "%s", now.Message)
 }
 
-// configsOf returns the ReloaderConfigs of a namespace, compiled.
-func (r *ConfigStatusReconciler) configsOf(ctx context.Context, ns string) ([]*reloaderconfig.Compiled, error) {
-	list := &v1alpha1.ReloaderConfigList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list ReloaderConfigs in %s: %w", ns, err)
-	}
-	out := make([]*reloaderconfig.Compiled, len(list.Items))
-	for i := range list.Items {
-		out[i] = r.Configs.Get(&list.Items[i])
-	}
-	return out, nil
-}
-
 func (r *ConfigStatusReconciler) kind(name string) workload.Kind {
 	for _, k := range r.Kinds {
 		if strings.EqualFold(k.Name(), name) {
@@ -221,13 +209,4 @@ func (r *ConfigStatusReconciler) kind(name string) workload.Kind {
 		}
 	}
 	return nil
-}
-
-func (r *ConfigStatusReconciler) sourceType(kind source.Kind) (SourceType, bool) {
-	for _, st := range r.Sources {
-		if st.Kind == kind {
-			return st, true
-		}
-	}
-	return SourceType{}, false
 }

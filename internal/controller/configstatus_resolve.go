@@ -77,7 +77,7 @@ func (r *ConfigStatusReconciler) resolveTargets(ctx context.Context, ns string, 
 			res.issue(v1alpha1.ReasonKindNotWatched, "reloader does not reconcile %ss: the kind is ignored (--ignored-workload-types, --is-Argo-Rollouts) or its API is not served", t.Kind)
 			continue
 		}
-		found, err := targetsOf(ctx, r.Client, kind, ns, t, func(obj client.Object) {
+		found, err := r.Lookup.TargetsOf(ctx, kind, ns, t, func(obj client.Object) {
 			res.targets[workloadKey{kind.Name(), client.ObjectKeyFromObject(obj)}] = resolvedTarget{kind: kind, obj: obj}
 		})
 		switch {
@@ -93,7 +93,7 @@ func (r *ConfigStatusReconciler) resolveTargets(ctx context.Context, ns string, 
 }
 
 func (r *ConfigStatusReconciler) resolveSources(ctx context.Context, ns string, rule *reload.ConfigRule, res *resolution) error {
-	st, ok := r.sourceType(rule.Kind)
+	st, ok := r.Lookup.SourceType(rule.Kind)
 	if !ok {
 		res.issue(v1alpha1.ReasonKindNotWatched, "reloader ignores %ss (--resources-to-ignore)", rule.Kind.Title())
 		return nil
@@ -121,13 +121,13 @@ func (r *ConfigStatusReconciler) resolveSources(ctx context.Context, ns string, 
 	}
 	switch {
 	case rule.Name != "":
-		s, exists, err := st.get(ctx, r.Client, ns, rule.Name)
+		s, exists, err := r.Lookup.Source(ctx, st, ns, rule.Name)
 		if err != nil {
 			return err
 		}
 		add(rule.Name, s, exists, fmt.Sprintf("%s %s does not exist", rule.Kind.Title(), rule.Name))
 	case rule.Selector != nil:
-		all, err := res.allOf(ctx, r.Client, st, ns)
+		all, err := res.allOf(ctx, r.Lookup, st, ns)
 		if err != nil {
 			return err
 		}
@@ -148,7 +148,7 @@ func (r *ConfigStatusReconciler) resolveSources(ctx context.Context, ns string, 
 				if ref.Kind != rule.Kind {
 					continue
 				}
-				s, exists, err := st.get(ctx, r.Client, ns, ref.Name)
+				s, exists, err := r.Lookup.Source(ctx, st, ns, ref.Name)
 				if err != nil {
 					return err
 				}
@@ -160,11 +160,11 @@ func (r *ConfigStatusReconciler) resolveSources(ctx context.Context, ns string, 
 }
 
 // allOf reads every source of st's kind in ns once per reconcile.
-func (res *resolution) allOf(ctx context.Context, c client.Reader, st SourceType, ns string) (map[string]snapshot, error) {
+func (res *resolution) allOf(ctx context.Context, l Lookup, st SourceType, ns string) (map[string]snapshot, error) {
 	if all, ok := res.all[st.Kind]; ok {
 		return all, nil
 	}
-	all, err := st.all(ctx, c, ns)
+	all, err := l.SourcesIn(ctx, st, ns)
 	if err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/workload"
 )
 
 type workqueueOfRequests = workqueue.TypedRateLimitingInterface[reconcile.Request]
@@ -38,7 +39,7 @@ func (r *ConfigStatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A config's change may end or start a conflict with the others of its namespace.
 		Watches(&v1alpha1.ReloaderConfig{}, handler.EnqueueRequestsFromMapFunc(r.mapNamespaceConfigs),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
-	for _, st := range r.Sources {
+	for _, st := range r.Lookup.Sources {
 		if st.Pool != nil {
 			continue // configs choose ConfigMaps and Secrets only
 		}
@@ -103,7 +104,7 @@ func (r *ConfigStatusReconciler) enqueueTargeting(kind string, obj client.Object
 	if q == nil {
 		return // not started (not the leader): the first reconciles read the log anyway
 	}
-	configs, err := r.configsOf(context.Background(), obj.GetNamespace())
+	configs, err := r.Lookup.NamespaceConfigs(context.Background(), obj.GetNamespace())
 	if err != nil {
 		return
 	}
@@ -121,7 +122,7 @@ const statusDelay = time.Second
 
 // mapNamespaceConfigs enqueues every config of the object's namespace.
 func (r *ConfigStatusReconciler) mapNamespaceConfigs(ctx context.Context, obj client.Object) []reconcile.Request {
-	configs, err := r.configsOf(ctx, obj.GetNamespace())
+	configs, err := r.Lookup.NamespaceConfigs(ctx, obj.GetNamespace())
 	if err != nil {
 		log.FromContext(ctx).Error(err, "listing ReloaderConfigs")
 		return nil
@@ -142,7 +143,7 @@ type concernsFunc func(ctx context.Context, objs []client.Object) func(*reloader
 func (r *ConfigStatusReconciler) toConfigs(concerns concernsFunc) handler.TypedEventHandler[client.Object, reconcile.Request] {
 	enqueue := func(ctx context.Context, q workqueueOfRequests, objs ...client.Object) {
 		ns := objs[0].GetNamespace()
-		configs, err := r.configsOf(ctx, ns)
+		configs, err := r.Lookup.NamespaceConfigs(ctx, ns)
 		if err != nil {
 			log.FromContext(ctx).Error(err, "listing ReloaderConfigs")
 			return
@@ -215,14 +216,9 @@ func (r *ConfigStatusReconciler) sourceConcerns(st SourceType) concernsFunc {
 // usersOf finds, through the source index, the workloads that reference or name source id.
 func (r *ConfigStatusReconciler) usersOf(ctx context.Context, ns string, id source.ID) []resolvedTarget {
 	var out []resolvedTarget
-	for _, kind := range r.Kinds {
-		list := kind.NewList()
-		if err := r.Client.List(ctx, list, client.InNamespace(ns), client.MatchingFields{IndexSources: id.String()}, client.UnsafeDisableDeepCopy); err != nil {
-			log.FromContext(ctx).Error(err, "listing by source index", "kind", kind.Name())
-			continue
-		}
-		_ = forEach(list, func(o client.Object) { out = append(out, resolvedTarget{kind: kind, obj: o}) })
-	}
+	r.Lookup.Users(ctx, r.Kinds, ns, id, func(kind workload.Kind, o client.Object) {
+		out = append(out, resolvedTarget{kind: kind, obj: o})
+	})
 	return out
 }
 
