@@ -27,6 +27,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/controller/rollout"
 	"github.com/reloader-operator/reloader/internal/metricsauth"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/workload"
@@ -38,7 +39,7 @@ import (
 // rollout is followed, no last-applied copy), the pending Job replacements, and no managed
 // fields. Without ReloaderConfigs (configs false) the labels of sources and of workloads with
 // a rollout go too: only a ReloaderConfig's selector reads them.
-func cacheOptions(conf options.Config, sources []controller.SourceType, kinds []workload.Kind, rollouts *controller.Rollouts, configs bool) cache.Options {
+func cacheOptions(conf options.Config, sources []controller.SourceType, kinds []workload.Kind, rollouts *rollout.Rollouts, configs bool) cache.Options {
 	byObject := map[client.Object]cache.ByObject{}
 	for _, st := range sources {
 		b := cache.ByObject{Transform: st.Transform, Field: and(st.Field, conf.NamespaceFilter)}

@@ -11,6 +11,9 @@ import (
 	"github.com/reloader-operator/reloader/internal/alert"
 	"github.com/reloader-operator/reloader/internal/coalesce"
 	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/controller/configstatus"
+	"github.com/reloader-operator/reloader/internal/controller/rollout"
+	"github.com/reloader-operator/reloader/internal/controller/webhook"
 	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/notify"
@@ -29,7 +32,7 @@ import (
 // the namespaces this replica's shards hold (--shards). events records the Events. The
 // reconcilers read through reader: the manager's client, or, in degraded mode, one that
 // reads the unwatched kinds from the API server.
-func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config, sources []controller.SourceType, kinds []workload.Kind, key *hashkey.Loader, configs *reloaderconfig.Cache, configStatus bool, rollouts *controller.Rollouts, m *metrics.Metrics, shards *sharding, events recorder.EventRecorder, degraded *degradedMode, logger logr.Logger) error {
+func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config, sources []controller.SourceType, kinds []workload.Kind, key *hashkey.Loader, configs *reloaderconfig.Cache, configStatus bool, rollouts *rollout.Rollouts, m *metrics.Metrics, shards *sharding, events recorder.EventRecorder, degraded *degradedMode, logger logr.Logger) error {
 	shard := shards.ready()
 	alerts, err := newAlerter(conf, m, logger)
 	if err != nil {
@@ -73,13 +76,13 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 			return err
 		}
 		hook := &notify.Webhook{URL: conf.WebhookURL, Poster: poster}
-		n := &controller.Notifier{Lookup: NewLookup(conf, reader, sources, configs), Kinds: kinds,
+		n := &webhook.Notifier{Lookup: NewLookup(conf, reader, sources, configs), Kinds: kinds,
 			Events: reconcilers[0].Behaviour.Events, Send: hook.Send, Metrics: m, Changes: changes, Now: time.Now}
 		return n.SetupWithManager(mgr)
 	}
 	if configStatus {
-		status := &controller.ConfigStatusReconciler{Client: reader, Lookup: NewLookup(conf, reader, sources, configs),
-			Kinds: degraded.watched(kinds), Keys: conf.Keys, Reloads: controller.NewReloadLog(0),
+		status := &configstatus.Reconciler{Client: reader, Lookup: NewLookup(conf, reader, sources, configs),
+			Kinds: degraded.watched(kinds), Keys: conf.Keys, Reloads: configstatus.NewReloadLog(0),
 			Recorder: recorder, Shard: shard, Now: time.Now}
 		for _, r := range reconcilers {
 			r.OnReload = status.Reloaded

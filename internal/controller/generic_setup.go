@@ -31,7 +31,7 @@ func (r *GenericTargetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		kind := string(st.Kind)
 		b = b.Watches(st.NewObject(), handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return r.configsNaming(ctx, kind, o)
-		}), builder.WithPredicates(sourceContentOrLabelsChanged()))
+		}), builder.WithPredicates(SourceContentOrLabelsChanged()))
 	}
 	return b.Complete(r)
 }

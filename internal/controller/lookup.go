@@ -53,6 +53,9 @@ func (l Lookup) NamespaceSelected(ctx context.Context, name string) (bool, error
 	return l.Namespaces.Matches(labels.Set(ns.Labels)), nil
 }
 
+// SourceName names the source a watched object of type st stands for; empty for none.
+func (l Lookup) SourceName(st SourceType, o client.Object) string { return st.sourceName(o) }
+
 // SourceType returns how the source kind is read; ok is false for a kind not read.
 func (l Lookup) SourceType(kind source.Kind) (SourceType, bool) {
 	for _, st := range l.Sources {
@@ -62,6 +65,18 @@ func (l Lookup) SourceType(kind source.Kind) (SourceType, bool) {
 	}
 	return SourceType{}, false
 }
+
+// Object is a watched object of the source, for Events; nil when the source is gone.
+func (s snapshot) Object() client.Object { return s.obj }
+
+// Hash is the source's content hash.
+func (s snapshot) Hash() string { return s.hash }
+
+// Annotations and Labels are the source's own, as the cache keeps them.
+func (s snapshot) Annotations() map[string]string { return s.annotations }
+
+// Labels: see Annotations.
+func (s snapshot) Labels() map[string]string { return s.labels }
 
 // Source reads one source of type st; exists is false when it does not exist.
 func (l Lookup) Source(ctx context.Context, st SourceType, ns, name string) (s snapshot, exists bool, err error) {
@@ -334,3 +349,21 @@ func forEach(list client.ObjectList, fn func(client.Object)) error {
 		return nil
 	})
 }
+
+// Snapshot is a source as one read sees it (Lookup.Source, Lookup.SourcesIn).
+type Snapshot = snapshot
+
+// HashOf is the hash of a watched object of the source type as a workload observes it: of the
+// given keys when restricted, of the whole content otherwise; Absent for no object.
+func (t SourceType) HashOf(o client.Object, keys []string, restricted bool) string {
+	return t.hashOf(o, keys, restricted)
+}
+
+// KeyDigestsOf is the digest of each key of a watched object, cached or full.
+func (t SourceType) KeyDigestsOf(o client.Object) map[string]string { return t.keyDigests(o) }
+
+// CachedHash is the content hash the cache keeps of a source; empty for a full object.
+func CachedHash(o client.Object) string { return cachedHash(o) }
+
+// ForEach calls fn with each object of list.
+func ForEach(list client.ObjectList, fn func(client.Object)) error { return forEach(list, fn) }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/alert"
 	"github.com/reloader-operator/reloader/internal/coalesce"
+	"github.com/reloader-operator/reloader/internal/controller/rollout"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/pace"
 	"github.com/reloader-operator/reloader/internal/reload"
@@ -54,7 +55,7 @@ type WorkloadReconciler struct {
 	// Alerts hears of every reload; nil sends none.
 	Alerts *alert.Alerter
 	// Rollouts follows the rollout after each reload; nil follows none.
-	Rollouts *Rollouts
+	Rollouts *rollout.Rollouts
 	// Namespaces selects, by label, the namespaces whose workloads reload; nil selects all.
 	// It is read on each reconcile, so a namespace gaining or losing a label counts at once.
 	Namespaces labels.Selector

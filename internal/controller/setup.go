@@ -41,7 +41,7 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	for _, st := range r.Sources {
 		b = b.Watches(st.NewObject(), handler.EnqueueRequestsFromMapFunc(r.mapSource(st)),
-			builder.WithPredicates(r.Changes.Observe(st), sourceChanged(r.Policy.Keys, r.Configs != nil), laterSources()))
+			builder.WithPredicates(r.Changes.Observe(st), SourceChanged(r.Policy.Keys, r.Configs != nil), laterSources()))
 	}
 	if _, ok := r.Kind.(workload.Referencing); ok && !r.Unwatched.Has("Deployment") {
 		b = b.Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.mapReferenced),
