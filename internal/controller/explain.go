@@ -84,31 +84,13 @@ func (r *WorkloadReconciler) Explain(ctx context.Context, obj client.Object, unk
 	if err != nil {
 		return e, err
 	}
-	e.Invalid = w.invalid
-	e.Writers = r.writers(w)
-	for id, o := range w.sources {
-		if o.restricted {
-			if e.Keys == nil {
-				e.Keys = map[source.ID][]string{}
-			}
-			e.Keys[id] = o.keys
-		}
-	}
+	e.Invalid, e.Writers, e.Keys = w.invalid, r.writers(w), restrictedKeys(w)
 	if err := r.explainConfigs(ctx, obj, &e); err != nil {
 		return e, err
 	}
 	e.Record, e.HasRecord = r.record(ctx, obj)
 	k := r.windowKey(client.ObjectKeyFromObject(obj))
-	in := r.input(ctx, obj, w, k)
-	for id, o := range in.Sources {
-		if old, ok := in.Record[id.String()]; ok && unknownHash[id.Kind] && o.Hash != reload.Absent {
-			o.Hash = old
-			if slices.Contains(assumed, id) {
-				o.Hash = old + AssumedChange
-			}
-			in.Sources[id] = o
-		}
-	}
+	in := unknownAsRecorded(r.input(ctx, obj, w, k), unknownHash, assumed)
 	plan := reload.MakePlan(in)
 	for _, ch := range slices.Concat(plan.Changes, plan.Skipped) {
 		e.Changed = append(e.Changed, ch.ID)
@@ -119,23 +101,55 @@ func (r *WorkloadReconciler) Explain(ctx context.Context, obj client.Object, unk
 	}
 	if len(e.Changed) > 0 {
 		in.Wait = settling(k, e.Window, w.sources, e.Changed, now)
-		plan = reload.MakePlan(in)
 	}
-	// The decision the reconcile would make (reload.Decide), with what pacing would answer
-	// now: explain reserves no slot, it only looks at the one the workload holds.
-	f := r.facts(obj, w, in, now)
-	rateWait, firstSight := time.Duration(0), time.Duration(0)
-	if at, ok := r.Pacer.Until(k, now); ok && at.After(now) {
-		rateWait, f.Rate = at.Sub(now), r.Pacer.String()
-	}
-	f.RateWait, f.FirstSightWait = &rateWait, &firstSight
-	e.Input, e.Decision = in, reload.Decide(f)
+	e.Input, e.Decision = in, reload.Decide(r.explainFacts(obj, w, in, k, now))
 	r.explainRestart(ctx, obj, e.Plan.Reloads(), &e)
 	e.Invalid = append(e.Invalid, e.Hold.Invalid...)
 	if e.Pause.Requeue > 0 {
 		e.PausedUntil = now.Add(e.Pause.Requeue)
 	}
 	return e, nil
+}
+
+// explainFacts are the facts the reconcile would decide from, with what pacing would answer
+// now: explain reserves no slot, it only looks at the one the workload holds.
+func (r *WorkloadReconciler) explainFacts(obj client.Object, w seen, in reload.Input, k string, now time.Time) reload.Facts {
+	f := r.facts(obj, w, in, now)
+	rateWait, firstSight := time.Duration(0), time.Duration(0)
+	if at, ok := r.Pacer.Until(k, now); ok && at.After(now) {
+		rateWait, f.Rate = at.Sub(now), r.Pacer.String()
+	}
+	f.RateWait, f.FirstSightWait = &rateWait, &firstSight
+	return f
+}
+
+// restrictedKeys are, for the sources of w restricted to some keys, the keys their hash covers.
+func restrictedKeys(w seen) map[source.ID][]string {
+	var out map[source.ID][]string
+	for id, o := range w.sources {
+		if o.restricted {
+			if out == nil {
+				out = map[source.ID][]string{}
+			}
+			out[id] = o.keys
+		}
+	}
+	return out
+}
+
+// unknownAsRecorded takes the sources of a kind in unknownHash as unchanged since their
+// record (their hash can't be computed), or, for those in assumed, as changed.
+func unknownAsRecorded(in reload.Input, unknownHash map[source.Kind]bool, assumed []source.ID) reload.Input {
+	for id, o := range in.Sources {
+		if old, ok := in.Record[id.String()]; ok && unknownHash[id.Kind] && o.Hash != reload.Absent {
+			o.Hash = old
+			if slices.Contains(assumed, id) {
+				o.Hash = old + AssumedChange
+			}
+			in.Sources[id] = o
+		}
+	}
+	return in
 }
 
 // explainConfigs names the ReloaderConfigs that apply to obj, as observe merges them.
