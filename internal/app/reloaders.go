@@ -12,6 +12,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/coalesce"
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/controller/configstatus"
+	"github.com/reloader-operator/reloader/internal/controller/generic"
 	"github.com/reloader-operator/reloader/internal/controller/rollout"
 	"github.com/reloader-operator/reloader/internal/controller/webhook"
 	"github.com/reloader-operator/reloader/internal/hashkey"
@@ -91,7 +92,7 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 		if err := status.SetupWithManager(mgr); err != nil {
 			return err
 		}
-		generic := &controller.GenericTargetReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		generic := &generic.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 			Configs: configs, Recorder: recorder, Sources: sources, Shard: shard, Now: time.Now}
 		if err := generic.SetupWithManager(mgr); err != nil {
 			return err
