@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/reloader-operator/reloader/internal/notify"
+	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/whatchanged"
 )
 
@@ -36,6 +37,19 @@ type Source struct {
 	Hash    string `json:"hash"`
 	Deleted bool   `json:"deleted,omitempty"`
 	whatchanged.Report
+}
+
+// SourcesOf names the changed sources of a reload, as Events and alerts show them. what, when
+// not nil, tells each change's keys and writer.
+func SourcesOf(changes []reload.Change, what ...whatchanged.Report) []Source {
+	out := make([]Source, len(changes))
+	for i, ch := range changes {
+		out[i] = Source{Kind: ch.ID.Kind.Title(), Name: ch.ID.Name, Hash: ch.Hash, Deleted: ch.Hash == reload.Absent}
+		if i < len(what) {
+			out[i].Report = what[i]
+		}
+	}
+	return out
 }
 
 // Describe names changed sources for people, with what is known of their change:

@@ -17,6 +17,7 @@ import (
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/controller/rollout"
 	"github.com/reloader-operator/reloader/internal/extapi"
 	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/intern"
@@ -75,7 +76,7 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 		return nil, err
 	}
 	// Made before the cache: the workload cache keeps the status of the rollouts it follows.
-	rollouts := &controller.Rollouts{Deadline: conf.RolloutDeadline, Now: time.Now}
+	rollouts := &rollout.Rollouts{Deadline: conf.RolloutDeadline, Now: time.Now}
 	caches := cacheOptions(conf, sources, read, rollouts, configs != nil, tables)
 	if shards != nil {
 		caches.NewInformer = shards.filter.NewInformer

@@ -28,6 +28,7 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/intern"
+	"github.com/reloader-operator/reloader/internal/controller/rollout"
 	"github.com/reloader-operator/reloader/internal/metricsauth"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/workload"
@@ -39,7 +40,7 @@ import (
 // rollout is followed, no last-applied copy), the pending Job replacements, and no managed
 // fields. Without ReloaderConfigs (configs false) the labels of sources and of workloads with
 // a rollout go too: only a ReloaderConfig's selector reads them.
-func cacheOptions(conf options.Config, sources []controller.SourceType, kinds []workload.Kind, rollouts *controller.Rollouts, configs bool, tables *intern.Tables) cache.Options {
+func cacheOptions(conf options.Config, sources []controller.SourceType, kinds []workload.Kind, rollouts *rollout.Rollouts, configs bool, tables *intern.Tables) cache.Options {
 	byObject := map[client.Object]cache.ByObject{}
 	for _, st := range sources {
 		b := cache.ByObject{Transform: st.Transform, Field: and(st.Field, conf.NamespaceFilter)}

@@ -11,6 +11,10 @@ import (
 	"github.com/reloader-operator/reloader/internal/alert"
 	"github.com/reloader-operator/reloader/internal/coalesce"
 	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/controller/configstatus"
+	"github.com/reloader-operator/reloader/internal/controller/generic"
+	"github.com/reloader-operator/reloader/internal/controller/rollout"
+	"github.com/reloader-operator/reloader/internal/controller/webhook"
 	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/notify"
@@ -29,7 +33,7 @@ import (
 // the namespaces this replica's shards hold (--shards). events records the Events. The
 // reconcilers read through reader: the manager's client, or, in degraded mode, one that
 // reads the unwatched kinds from the API server.
-func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config, sources []controller.SourceType, kinds []workload.Kind, key *hashkey.Loader, configs *reloaderconfig.Cache, configStatus bool, rollouts *controller.Rollouts, m *metrics.Metrics, shards *sharding, events recorder.EventRecorder, degraded *degradedMode, parsed *reload.Caches, logger logr.Logger) error {
+func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config, sources []controller.SourceType, kinds []workload.Kind, key *hashkey.Loader, configs *reloaderconfig.Cache, configStatus bool, rollouts *rollout.Rollouts, m *metrics.Metrics, shards *sharding, events recorder.EventRecorder, degraded *degradedMode, parsed *reload.Caches, logger logr.Logger) error {
 	shard := shards.ready()
 	alerts, err := newAlerter(conf, m, logger)
 	if err != nil {
@@ -81,13 +85,13 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 			return err
 		}
 		hook := &notify.Webhook{URL: conf.WebhookURL, Poster: poster}
-		n := &controller.Notifier{Client: reader, Sources: sources, Workloads: reconcilers,
+		n := &webhook.Notifier{Lookup: NewLookup(conf, reader, sources, configs), Kinds: kinds,
 			Events: reconcilers[0].Behaviour.Events, Send: hook.Send, Metrics: m, Changes: changes, Now: time.Now}
 		return n.SetupWithManager(mgr)
 	}
 	if configStatus {
-		status := &controller.ConfigStatusReconciler{Client: reader, Kinds: degraded.watched(kinds), Sources: sources,
-			Configs: configs, Keys: conf.Keys, Reloads: controller.NewReloadLog(0),
+		status := &configstatus.Reconciler{Client: reader, Lookup: NewLookup(conf, reader, sources, configs),
+			Kinds: degraded.watched(kinds), Keys: conf.Keys, Reloads: configstatus.NewReloadLog(0),
 			Recorder: recorder, Shard: shard, Now: time.Now}
 		for _, r := range reconcilers {
 			r.OnReload = status.Reloaded
@@ -96,7 +100,7 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 		if err := status.SetupWithManager(mgr); err != nil {
 			return err
 		}
-		generic := &controller.GenericTargetReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		generic := &generic.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 			Configs: configs, Recorder: recorder, Sources: sources, Shard: shard, Now: time.Now}
 		if err := generic.SetupWithManager(mgr); err != nil {
 			return err
@@ -119,7 +123,7 @@ func NewReconciler(conf options.Config, c client.Client, kind workload.Kind, sou
 		Client:  c,
 		Kind:    kind,
 		Sources: sources,
-		Policy:  reload.Policy{Keys: conf.Keys, AutoReloadAll: conf.AutoReloadAll, IgnoredKinds: conf.IgnoredSources},
+		Policy:  policy(conf),
 		Behaviour: controller.Behaviour{
 			Events:               reload.Events{OnCreate: conf.ReloadOnCreate, OnDelete: conf.ReloadOnDelete},
 			RunCronJobs:          conf.RunCronJobsOnReload,
@@ -136,6 +140,17 @@ func NewReconciler(conf options.Config, c client.Client, kind workload.Kind, sou
 		MinReloadInterval: conf.MinReloadInterval,
 		EnableEvict:       conf.EnableEvictStrategy,
 	}
+}
+
+// NewLookup returns the reads and questions every controller shares (controller.Lookup), as
+// conf configures the decisions, reading through c; configs is nil when the ReloaderConfig
+// API is not served. `reloader explain` asks through it too.
+func NewLookup(conf options.Config, c client.Reader, sources []controller.SourceType, configs *reloaderconfig.Cache) controller.Lookup {
+	return controller.Lookup{Client: c, Sources: sources, Policy: policy(conf), Configs: configs, Namespaces: conf.NamespaceLabels}
+}
+
+func policy(conf options.Config) reload.Policy {
+	return reload.Policy{Keys: conf.Keys, AutoReloadAll: conf.AutoReloadAll, IgnoredKinds: conf.IgnoredSources}
 }
 
 // newAlerter returns the alert sender the ALERT_* settings ask for, or nil.

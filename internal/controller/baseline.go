@@ -320,11 +320,11 @@ func (r *WorkloadReconciler) watches(kind source.Kind) bool {
 // changedFrom notes, on each workload without record that source object o concerns, the
 // object the source was before this change (nil: it did not exist).
 func (r *WorkloadReconciler) changedFrom(ctx context.Context, st SourceType, o, old client.Object) {
-	if selected, err := r.namespaceSelected(ctx, o.GetNamespace()); err != nil || !selected {
+	if selected, err := r.lookup().NamespaceSelected(ctx, o.GetNamespace()); err != nil || !selected {
 		return // a workload there is first seen when its namespace is selected
 	}
 	id := source.ID{Kind: st.Kind, Name: o.GetName()}
-	r.affected(ctx, o.GetNamespace(), id, o.GetAnnotations(), o.GetLabels(), func(w client.Object) {
+	r.lookup().affected(ctx, r.Kind, o.GetNamespace(), id, o.GetAnnotations(), o.GetLabels(), func(w client.Object) {
 		if _, recorded := w.GetAnnotations()[reload.RecordAnnotation]; recorded {
 			return
 		}

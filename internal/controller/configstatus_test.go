@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
-	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/controller/configstatus"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
@@ -79,7 +79,7 @@ func statusReconciles(t *testing.T) float64 {
 		}
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == controller.ConfigStatusController {
+				if l.GetName() == "controller" && l.GetValue() == configstatus.ConfigStatusController {
 					total += m.GetCounter().GetValue()
 				}
 			}
@@ -157,7 +157,7 @@ func TestReloaderConfigStatusLifecycle(t *testing.T) {
 	// Idle: no status write wakes the controller, and nothing else does.
 	before := statusReconciles(t)
 	if before == 0 {
-		t.Fatalf("no reconcile of %s counted: the metric is not read right", controller.ConfigStatusController)
+		t.Fatalf("no reconcile of %s counted: the metric is not read right", configstatus.ConfigStatusController)
 	}
 	settle()
 	if after := statusReconciles(t); after != before {

@@ -26,27 +26,6 @@ type Weighed struct {
 	Named bool
 }
 
-type weighedKey struct{}
-
-// weighedNote returns what hands each decision w on a candidate c to the collector Explain
-// put in ctx; for reconciles, which carry none, it does nothing.
-func weighedNote(ctx context.Context) func(rules *reload.Rules, c reload.Candidate, w Weighed) {
-	collect, ok := ctx.Value(weighedKey{}).(func(Weighed))
-	if !ok {
-		return func(*reload.Rules, reload.Candidate, Weighed) {}
-	}
-	return func(rules *reload.Rules, c reload.Candidate, w Weighed) {
-		w.ID, w.Referenced = c.ID, c.Referenced
-		w.Named = rules.Named[c.ID.Kind].Match(c.ID.Name) || rules.Exclude[c.ID.Kind].Match(c.ID.Name)
-		for i := range rules.Configs {
-			if chosen, _ := rules.Configs[i].Chooses(c); chosen {
-				w.Named = true
-			}
-		}
-		collect(w)
-	}
-}
-
 // Explanation is what the next reconcile of a workload would decide, made by the reconcile's
 // own steps (observe, input, reload.MakePlan) on what the reconciler's client reads now.
 type Explanation struct {
@@ -62,16 +41,15 @@ type Explanation struct {
 	Input reload.Input
 	// Changed are the sources the plan acts on (reloads, or skips), were there no wait.
 	Changed []source.ID
-	Plan    reload.Plan
+	// Decision is what the reconcile would decide (reload.Decide) from these facts: its
+	// Plan; its Hold, when the plan reloads, what pacing decides (Hold.Reason is empty when
+	// the reload goes now; a rate-limit slot is known only inside the controller); its Pause,
+	// the pause-period step of a Pausable kind.
+	reload.Decision
 	// Window is the coalescing window of the workload: the flag's, or a ReloaderConfig's.
 	Window time.Duration
-	// Pause is the pause-period step of a Pausable kind after this plan; PausedUntil is when
-	// the pause ends, zero when none holds.
-	Pause       reload.PauseStep
+	// PausedUntil is when the pause ends, zero when none holds.
 	PausedUntil time.Time
-	// Hold is, when the plan reloads, what pacing decides: Hold.Reason is empty when the
-	// reload goes now. A rate-limit slot is known only inside the controller.
-	Hold reload.Hold
 	// Invalid are the workload's annotations that could not be parsed.
 	Invalid []error
 	// Keys are, for the sources restricted to some keys (keys annotations, used-keys-only),
@@ -91,45 +69,28 @@ type Explanation struct {
 // Explain plans the next reconcile of obj without writing anything. The coalescing window is
 // the controller's memory, not the cluster's: the wait is estimated from the times the
 // changed sources were last written. Sources of a kind in unknownHash (Secrets, when the hash
-// key can't be read) are taken as unchanged since their record.
-func (r *WorkloadReconciler) Explain(ctx context.Context, obj client.Object, unknownHash map[source.Kind]bool) (Explanation, error) {
+// key can't be read) are taken as unchanged since their record, but for those in assumed,
+// taken as changed: `reloader plan` names a Secret whose proposed content it compared with the
+// live one itself, without reloader's hash key.
+func (r *WorkloadReconciler) Explain(ctx context.Context, obj client.Object, unknownHash map[source.Kind]bool, assumed ...source.ID) (Explanation, error) {
 	now := r.Now()
 	var e Explanation
-	selected, err := r.namespaceSelected(ctx, obj.GetNamespace())
+	selected, err := r.lookup().NamespaceSelected(ctx, obj.GetNamespace())
 	if err != nil {
 		return e, err
 	}
 	e.NotSelected = !selected
-	ctx = context.WithValue(ctx, weighedKey{}, func(w Weighed) { e.Weighed = append(e.Weighed, w) })
-	w, err := r.observe(ctx, obj)
+	w, err := r.observe(ctx, obj, &e.Weighed)
 	if err != nil {
 		return e, err
 	}
-	e.Invalid = w.invalid
-	e.Writers = r.writers(w)
-	for id, o := range w.sources {
-		if o.restricted {
-			if e.Keys == nil {
-				e.Keys = map[source.ID][]string{}
-			}
-			e.Keys[id] = o.keys
-		}
-	}
+	e.Invalid, e.Writers, e.Keys = w.invalid, r.writers(w), restrictedKeys(w)
 	if err := r.explainConfigs(ctx, obj, &e); err != nil {
 		return e, err
 	}
 	e.Record, e.HasRecord = r.record(ctx, obj)
 	k := r.windowKey(client.ObjectKeyFromObject(obj))
-	in := r.input(ctx, obj, w, k)
-	for id, o := range in.Sources {
-		if old, ok := in.Record[id.String()]; ok && unknownHash[id.Kind] && o.Hash != reload.Absent {
-			o.Hash = old
-			if assumedChanged(ctx, id) {
-				o.Hash = old + AssumedChange
-			}
-			in.Sources[id] = o
-		}
-	}
+	in := unknownAsRecorded(r.input(ctx, obj, w, k), unknownHash, assumed)
 	plan := reload.MakePlan(in)
 	for _, ch := range slices.Concat(plan.Changes, plan.Skipped) {
 		e.Changed = append(e.Changed, ch.ID)
@@ -140,32 +101,65 @@ func (r *WorkloadReconciler) Explain(ctx context.Context, obj client.Object, unk
 	}
 	if len(e.Changed) > 0 {
 		in.Wait = settling(k, e.Window, w.sources, e.Changed, now)
-		plan = reload.MakePlan(in)
 	}
-	e.Input, e.Plan = in, plan
-	r.explainRestart(ctx, obj, plan.Reloads(), &e)
-	if plan.Reloads() {
-		e.Hold = reload.PlanHold(r.holdState(obj, w.settings), now)
-		if q, ok := explainQuarantine(obj, plan.Changes, now); ok {
-			e.Hold = q // the flap breaker's quarantine, as recorded on the workload (flap.go)
-		}
-		e.Invalid = append(e.Invalid, e.Hold.Invalid...)
-		if at, ok := r.Pacer.Until(k, now); ok && e.Hold.Reason == "" && at.After(now) {
-			e.Hold.Reason, e.Hold.Until, e.Hold.Why = reload.HoldRateLimit, at, r.Pacer.String()
-		}
-	}
-	if _, s, ok := r.pauseState(obj, w.settings.pausePeriod); ok {
-		e.Pause = reload.PlanPause(r.Policy.Keys, s, plan.Reloads() && e.Hold.Reason == "", now)
-		if e.Pause.Requeue > 0 {
-			e.PausedUntil = now.Add(e.Pause.Requeue)
-		}
+	e.Input, e.Decision = in, reload.Decide(r.explainFacts(obj, w, in, k, now))
+	r.explainRestart(ctx, obj, e.Plan.Reloads(), &e)
+	e.Invalid = append(e.Invalid, e.Hold.Invalid...)
+	if e.Pause.Requeue > 0 {
+		e.PausedUntil = now.Add(e.Pause.Requeue)
 	}
 	return e, nil
 }
 
+// explainFacts are the facts the reconcile would decide from, with what pacing would answer
+// now: explain reserves no slot, it only looks at the one the workload holds.
+func (r *WorkloadReconciler) explainFacts(obj client.Object, w seen, in reload.Input, k string, now time.Time) reload.Facts {
+	f := r.facts(obj, w, in, now)
+	rateWait, firstSight := time.Duration(0), time.Duration(0)
+	if at, ok := r.Pacer.Until(k, now); ok && at.After(now) {
+		rateWait, f.Rate = at.Sub(now), r.Pacer.String()
+	}
+	f.RateWait, f.FirstSightWait = &rateWait, &firstSight
+	if p := reload.MakePlan(in); p.Reloads() {
+		if q, ok := explainQuarantine(obj, p.Changes, now); ok {
+			f.Quarantine = &q // the flap breaker's quarantine, as recorded on the workload (flap.go)
+		}
+	}
+	return f
+}
+
+// restrictedKeys are, for the sources of w restricted to some keys, the keys their hash covers.
+func restrictedKeys(w seen) map[source.ID][]string {
+	var out map[source.ID][]string
+	for id, o := range w.sources {
+		if o.restricted {
+			if out == nil {
+				out = map[source.ID][]string{}
+			}
+			out[id] = o.keys
+		}
+	}
+	return out
+}
+
+// unknownAsRecorded takes the sources of a kind in unknownHash as unchanged since their
+// record (their hash can't be computed), or, for those in assumed, as changed.
+func unknownAsRecorded(in reload.Input, unknownHash map[source.Kind]bool, assumed []source.ID) reload.Input {
+	for id, o := range in.Sources {
+		if old, ok := in.Record[id.String()]; ok && unknownHash[id.Kind] && o.Hash != reload.Absent {
+			o.Hash = old
+			if slices.Contains(assumed, id) {
+				o.Hash = old + AssumedChange
+			}
+			in.Sources[id] = o
+		}
+	}
+	return in
+}
+
 // explainConfigs names the ReloaderConfigs that apply to obj, as observe merges them.
 func (r *WorkloadReconciler) explainConfigs(ctx context.Context, obj client.Object, e *Explanation) error {
-	m, err := r.configsFor(ctx, obj)
+	m, err := r.lookup().ConfigsFor(ctx, r.Kind, obj)
 	if err != nil {
 		return err
 	}
@@ -211,12 +205,4 @@ func lastWrite(o client.Object) time.Time {
 		}
 	}
 	return t
-}
-
-// Affected returns the workloads of r.Kind in ns that a change of source id concerns, found
-// as the controller finds them for a source event; annotations and labels are the source's.
-func (r *WorkloadReconciler) Affected(ctx context.Context, ns string, id source.ID, annotations, labels map[string]string) []client.Object {
-	var out []client.Object
-	r.affected(ctx, ns, id, annotations, labels, func(w client.Object) { out = append(out, w) })
-	return out
 }

@@ -143,7 +143,7 @@ func (r *WorkloadReconciler) announceQuarantine(ctx context.Context, obj client.
 		r.Kind.Name(), obj.GetName(), describe(due), h.Why, h.Until.UTC().Format(time.RFC3339))
 	logger.Info("reload held: source quarantined", "why", h.Why, "until", h.Until.UTC().Format(time.RFC3339))
 	r.Recorder.Eventf(obj, related, corev1.EventTypeWarning, ReasonSourceQuarantined, "Hold", "%s", termsafe.ClipNote(note))
-	r.Alerts.Queue(alert.Reload{Kind: r.Kind.Name(), Namespace: obj.GetNamespace(), Name: obj.GetName(), Sources: sourcesOf(due), Time: r.Now(), Held: h.Why})
+	r.Alerts.Queue(alert.Reload{Kind: r.Kind.Name(), Namespace: obj.GetNamespace(), Name: obj.GetName(), Sources: alert.SourcesOf(due), Time: r.Now(), Held: h.Why})
 }
 
 // flapNotes remembers, per workload, the quarantine hold last announced (its description

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
-	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/controller/generic"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
@@ -66,7 +66,7 @@ func TestGenericTargetPatchedOncePerChange(t *testing.T) {
 
 	// First sight records the hash and rolls nothing.
 	testutil.Eventually(t, "the record on the CR", func() error {
-		if annotationsOf(t, cr)[controller.GenericRecordAnnotation] == "" {
+		if annotationsOf(t, cr)[generic.GenericRecordAnnotation] == "" {
 			return fmt.Errorf("no record: %v", annotationsOf(t, cr))
 		}
 		return nil
@@ -75,11 +75,11 @@ func TestGenericTargetPatchedOncePerChange(t *testing.T) {
 	if n := changes(); n != 0 {
 		t.Fatalf("first sight changed the template %d times", n)
 	}
-	first := annotationsOf(t, cr)[controller.GenericRecordAnnotation]
+	first := annotationsOf(t, cr)[generic.GenericRecordAnnotation]
 
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["grafana.ini"] = "b" })
 	testutil.Eventually(t, "the template's annotation", func() error {
-		got := annotationsOf(t, cr, tpl...)[controller.GenericTemplateAnnotation]
+		got := annotationsOf(t, cr, tpl...)[generic.GenericTemplateAnnotation]
 		if got == "" || got == first {
 			return fmt.Errorf("template annotations: %v", annotationsOf(t, cr, tpl...))
 		}
@@ -89,7 +89,7 @@ func TestGenericTargetPatchedOncePerChange(t *testing.T) {
 	if n := changes(); n != 1 {
 		t.Fatalf("one change of the source changed the template %d times, want 1", n)
 	}
-	if rec, tplHash := annotationsOf(t, cr)[controller.GenericRecordAnnotation], annotationsOf(t, cr, tpl...)[controller.GenericTemplateAnnotation]; rec != tplHash {
+	if rec, tplHash := annotationsOf(t, cr)[generic.GenericRecordAnnotation], annotationsOf(t, cr, tpl...)[generic.GenericTemplateAnnotation]; rec != tplHash {
 		t.Fatalf("record %q, template %q", rec, tplHash)
 	}
 	eventuallyEvent(t, ns, "rules", "Reloaded")
@@ -143,7 +143,7 @@ func TestGenericTargetRefusedAccessIsReported(t *testing.T) {
 	if col < 0 || len(table.Rows) != 1 || table.Rows[0].Cells[col] != v1alpha1.ReasonAccessDenied {
 		t.Fatalf("table: columns %v, rows %v", table.ColumnDefinitions, table.Rows)
 	}
-	if rec := annotationsOf(t, cr)[controller.GenericRecordAnnotation]; rec != "" {
+	if rec := annotationsOf(t, cr)[generic.GenericRecordAnnotation]; rec != "" {
 		t.Fatalf("a refused target was written: %q", rec)
 	}
 }
@@ -183,14 +183,14 @@ func TestGenericTargetTopLevelOwner(t *testing.T) {
 	startReloader(t, ns)
 
 	testutil.Eventually(t, "the record on the owner", func() error {
-		if annotationsOf(t, cr)[controller.GenericRecordAnnotation] == "" {
+		if annotationsOf(t, cr)[generic.GenericRecordAnnotation] == "" {
 			return fmt.Errorf("no record: %v", annotationsOf(t, cr))
 		}
 		return nil
 	})
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["grafana.ini"] = "b" })
 	testutil.Eventually(t, "the owner's template annotation", func() error {
-		if annotationsOf(t, cr, tpl...)[controller.GenericTemplateAnnotation] == "" {
+		if annotationsOf(t, cr, tpl...)[generic.GenericTemplateAnnotation] == "" {
 			return fmt.Errorf("template annotations: %v", annotationsOf(t, cr, tpl...))
 		}
 		return nil

@@ -24,24 +24,6 @@ const ReasonReloadHeld = "ReloadHeld"
 // workload would double the writes it spreads.
 const announceRateLimitAfter = 5 * time.Second
 
-// hold decides whether a reload that is due now waits: reload.PlanHold on the workload's
-// annotations, then a slot from the rate limiter. A workload held by its own interval or
-// window gives back any rate slot it holds, and takes one when that hold ends.
-func (r *WorkloadReconciler) hold(ctx context.Context, obj client.Object, s settings, k string, now time.Time) reload.Hold {
-	h := reload.PlanHold(r.holdState(obj, s), now)
-	if len(h.Invalid) > 0 {
-		r.invalid(ctx, obj, h.Invalid...)
-	}
-	if h.Reason != "" {
-		r.Pacer.Forget(k, now)
-		return h
-	}
-	if wait := r.Pacer.Reload(k, obj.GetNamespace(), now); wait > 0 {
-		h.Reason, h.Until, h.Why = reload.HoldRateLimit, now.Add(wait), r.Pacer.String()
-	}
-	return h
-}
-
 // holdState reads what reload.PlanHold needs from obj; a ReloaderConfig's interval and window
 // (in set) apply where the workload's annotations set none.
 func (r *WorkloadReconciler) holdState(obj client.Object, set settings) reload.HoldState {

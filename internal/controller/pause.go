@@ -10,16 +10,15 @@ import (
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
-// pause applies reload.PlanPause to the copy of a Pausable workload that the reconcile writes.
-// period, when set, is a ReloaderConfig's pause period: the workload's own annotation wins.
-func (r *WorkloadReconciler) pause(ctx context.Context, obj client.Object, reloading bool, now time.Time, period *time.Duration) reload.PauseStep {
-	p, s, ok := r.pauseState(obj, period)
+// pause applies step, the pause-period step a decision made, to the copy of a Pausable
+// workload that the reconcile writes.
+func (r *WorkloadReconciler) pause(ctx context.Context, obj client.Object, step reload.PauseStep) {
+	p, ok := r.Kind.(workload.Pausable)
 	if !ok {
-		return reload.PauseStep{}
+		return
 	}
 	keys := r.Policy.Keys
 	ann := obj.GetAnnotations()
-	step := reload.PlanPause(keys, s, reloading, now)
 	if step.Invalid != nil {
 		r.invalid(ctx, obj, step.Invalid)
 	}
@@ -34,7 +33,6 @@ func (r *WorkloadReconciler) pause(ctx context.Context, obj client.Object, reloa
 		delete(ann, keys.PausedAt)
 		obj.SetAnnotations(ann)
 	}
-	return step
 }
 
 // pauseState reads what a pause decision needs from obj, with period as the pause period

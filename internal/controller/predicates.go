@@ -10,11 +10,11 @@ import (
 	"github.com/reloader-operator/reloader/internal/reload"
 )
 
-// sourceChanged lets through source updates that can change a decision: new content, or a
+// SourceChanged lets through source updates that can change a decision: new content, or a
 // change of the ignore or match annotation or of the flap breaker's release, and, where ReloaderConfigs choose sources by
 // label (labels true), a label change: a source that gains a selected label is recorded
 // then, so that its next change reloads. Other edits and identical re-applies stop here.
-func sourceChanged(keys reload.Keys, labels bool) predicate.Predicate {
+func SourceChanged(keys reload.Keys, labels bool) predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, n := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
@@ -40,4 +40,14 @@ func laterSources() predicate.Predicate {
 // the targets of ReloaderConfigs), never status churn.
 func workloadChanged() predicate.Predicate {
 	return predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{})
+}
+
+// SourceContentOrLabelsChanged lets through source updates that change what a status shows:
+// the content hash, or the labels that selectors match.
+func SourceContentOrLabelsChanged() predicate.Predicate {
+	return predicate.Or(predicate.LabelChangedPredicate{}, predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return cachedHash(e.ObjectOld) != cachedHash(e.ObjectNew)
+		},
+	})
 }

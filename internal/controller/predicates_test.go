@@ -22,7 +22,7 @@ func TestSourceOfTheFirstListMapsNoWorkload(t *testing.T) {
 		t.Error("a source created after the first list is stopped")
 	}
 	// The webhook notifier's first sight of a source is its first-list event.
-	if !sourceChanged(reload.Keys{}, false).Create(event.CreateEvent{Object: cm, IsInInitialList: true}) {
+	if !SourceChanged(reload.Keys{}, false).Create(event.CreateEvent{Object: cm, IsInInitialList: true}) {
 		t.Error("sourceChanged stops a source of the first list")
 	}
 }

@@ -5,11 +5,9 @@ package controller
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,6 +19,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/alert"
 	"github.com/reloader-operator/reloader/internal/coalesce"
 	"github.com/reloader-operator/reloader/internal/flap"
+	"github.com/reloader-operator/reloader/internal/controller/rollout"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/pace"
 	"github.com/reloader-operator/reloader/internal/reload"
@@ -57,7 +56,7 @@ type WorkloadReconciler struct {
 	// Alerts hears of every reload; nil sends none.
 	Alerts *alert.Alerter
 	// Rollouts follows the rollout after each reload; nil follows none.
-	Rollouts *Rollouts
+	Rollouts *rollout.Rollouts
 	// Namespaces selects, by label, the namespaces whose workloads reload; nil selects all.
 	// It is read on each reconcile, so a namespace gaining or losing a label counts at once.
 	Namespaces labels.Selector
@@ -177,7 +176,7 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Reques
 		r.forget(k, started)
 		return reconcile.Result{}, metrics.OutcomeUnchanged, nil
 	}
-	if selected, err := r.namespaceSelected(ctx, obj.GetNamespace()); err != nil || !selected {
+	if selected, err := r.lookup().NamespaceSelected(ctx, obj.GetNamespace()); err != nil || !selected {
 		// Left as it is, record included: if the namespace is selected again, changes made
 		// meanwhile are caught up then.
 		r.forget(k, started)
@@ -186,14 +185,15 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Reques
 	return r.reconcileCopy(ctx, obj, k, started)
 }
 
-// reconcileCopy plans from obj, the copy of the workload read, and executes the plan.
+// reconcileCopy decides from obj, the copy of the workload read, and acts on the decision:
+// read -> reload.Decide -> act -> one report.
 func (r *WorkloadReconciler) reconcileCopy(ctx context.Context, obj client.Object, k string, started time.Time) (reconcile.Result, string, error) {
 	if _, recorded := obj.GetAnnotations()[reload.RecordAnnotation]; !recorded && !r.Baselines.synced() {
 		// A first record taken before the baseline handlers heard the first list could miss
 		// a change made meanwhile; they catch up within moments of the caches' sync.
 		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, metrics.OutcomeWaiting, nil
 	}
-	w, err := r.observe(ctx, obj)
+	w, err := r.observe(ctx, obj, nil)
 	if err != nil {
 		return reconcile.Result{}, "", err
 	}
@@ -201,11 +201,12 @@ func (r *WorkloadReconciler) reconcileCopy(ctx context.Context, obj client.Objec
 		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, metrics.OutcomeWaiting, nil
 	}
 	r.invalid(ctx, obj, w.invalid...)
-	plan := reload.MakePlan(r.input(ctx, obj, w, k))
-	if w.restart = r.restartMode(ctx, obj, plan.Reloads()); w.restart == restartEvictOff && plan.Reloads() {
+	f := r.facts(obj, w, r.input(ctx, obj, w, k), started)
+	d := reload.Decide(f)
+	if w.restart = r.restartMode(ctx, obj, d.Plan.Reloads()); w.restart == restartEvictOff && d.Plan.Reloads() {
 		return r.evictOff(ctx, obj)
 	}
-	res, outcome, err := r.execute(ctx, obj, w, plan, k, started)
+	res, outcome, err := r.act(ctx, obj, w, &f, d, k)
 	if err != nil {
 		return res, outcome, err
 	}
@@ -224,19 +225,20 @@ type seen struct {
 	restart restartMode
 }
 
-// observe reads the pod template of obj and the sources that concern it.
-func (r *WorkloadReconciler) observe(ctx context.Context, obj client.Object) (seen, error) {
+// observe reads the pod template of obj and the sources that concern it; when weighed is not
+// nil, it collects each source the decision looked at (explain).
+func (r *WorkloadReconciler) observe(ctx context.Context, obj client.Object, weighed *[]Weighed) (seen, error) {
 	tw, err := r.template(ctx, obj)
 	if err != nil {
 		return seen{}, err
 	}
 	rules, errs := r.Policy.ParseRules(obj.GetAnnotations(), tw.tpl.Annotations)
-	configs, err := r.configsFor(ctx, obj)
+	configs, err := r.lookup().ConfigsFor(ctx, r.Kind, obj)
 	if err != nil {
 		return seen{}, err
 	}
 	rules.Configs = configs.Rules
-	sources, err := r.concerned(ctx, obj.GetNamespace(), tw.tpl, &rules)
+	sources, err := r.lookup().Concerned(ctx, obj.GetNamespace(), tw.tpl, &rules, weighed)
 	if err != nil {
 		return seen{}, err
 	}
@@ -276,99 +278,15 @@ func (r *WorkloadReconciler) input(ctx context.Context, obj client.Object, w see
 	return in
 }
 
-// execute carries out a plan on a copy of the workload, writes it in one request when it
-// differs, and reports what happened once. A due reload may be held by pacing (hold): it is
-// then not written, record included, and comes back when the hold ends, to reload with the
-// content of that time.
-func (r *WorkloadReconciler) execute(ctx context.Context, obj client.Object, w seen, plan reload.Plan, k string, started time.Time) (reconcile.Result, string, error) {
-	if plan.Wait > 0 {
-		log.FromContext(ctx).V(1).Info("waiting for changes to settle", "wait", plan.Wait.String())
-		r.waits.set(k, reload.WaitCoalesce, time.Time{}, r.Metrics)
-		return reconcile.Result{RequeueAfter: plan.Wait, Priority: new(reloadPriority)}, metrics.OutcomeWaiting, nil
+// facts gathers what reload.Decide decides from: the plan's input in, the record, and the
+// workload's pacing and pause settings, at now.
+func (r *WorkloadReconciler) facts(obj client.Object, w seen, in reload.Input, now time.Time) reload.Facts {
+	_, recorded := obj.GetAnnotations()[reload.RecordAnnotation]
+	f := reload.Facts{Input: in, Recorded: recorded, Hold: r.holdState(obj, w.settings), Keys: r.Policy.Keys, Now: now}
+	if _, s, ok := r.pauseState(obj, w.settings.pausePeriod); ok {
+		f.Pause = &s
 	}
-	d := done{plan: plan}
-	if ch := plan.Changes; len(ch) > 0 {
-		d.related = r.relatedRef(w.sources[ch[0].ID].obj)
-	} else if ch := plan.Skipped; len(ch) > 0 {
-		d.related = r.relatedRef(w.sources[ch[0].ID].obj)
-	}
-	var hold reload.Hold
-	if plan.Reloads() {
-		// The flap breaker first (flap.go): a quarantine holds past any pacing.
-		if hold = r.quarantine(ctx, obj, k, w, plan.Changes, d.related, started); hold.Reason == "" {
-			if hold = r.hold(ctx, obj, w.settings, k, started); hold.Reason != "" {
-				r.announceHold(ctx, obj, k, hold, plan.Changes, d.related)
-			}
-		}
-		if hold.Reason != "" {
-			plan.Changes, plan.WriteRecord = nil, false
-			d.plan = plan
-		}
-	} else if _, recorded := obj.GetAnnotations()[reload.RecordAnnotation]; plan.WriteRecord && !recorded {
-		if wait := r.Pacer.FirstSight(k, started); wait > 0 {
-			return reconcile.Result{RequeueAfter: wait, Priority: new(firstSightPriority)}, metrics.OutcomeWaiting, nil
-		}
-	} else {
-		// Nothing due any more: a slot it reserved goes back.
-		r.Pacer.Forget(k, started)
-	}
-	updated := obj.DeepCopyObject().(client.Object)
-	r.keepQuarantines(ctx, updated, w, started)
-	if plan.Reloads() && r.apply(ctx, updated, w, plan.Changes) {
-		d.reloaded = plan.Changes
-		d.what = r.whatChanged(w, obj, plan.Changes)
-		if hold.MinInterval > 0 {
-			setAnnotation(updated, reload.LastReloadAnnotation, started.UTC().Format(time.RFC3339))
-		}
-	}
-	if plan.WriteRecord {
-		setAnnotation(updated, reload.RecordAnnotation, plan.Record.Encode())
-	}
-	r.markEviction(updated, w, d.reloaded, plan.Record)
-	d.pause = r.pause(ctx, updated, len(d.reloaded) > 0, started, w.settings.pausePeriod)
-	requeue, outcome := d.pause.Requeue, ""
-	switch {
-	case hold.Reason != "":
-		// The coalescing window keeps the change's first time, for the latency at the reload.
-		if wait := hold.Until.Sub(started); requeue <= 0 || wait < requeue {
-			requeue = wait
-		}
-		outcome = metrics.OutcomeHeld
-	case d.pause.Requeue > 0:
-		r.waits.set(k, reload.WaitPause, time.Time{}, r.Metrics)
-	default:
-		r.waits.clear(k, r.Metrics)
-	}
-	if equality.Semantic.DeepEqual(obj, updated) && !w.tw.changed() {
-		if outcome == "" {
-			r.Window.Done(k, started)
-			outcome = r.report(ctx, obj, d)
-		}
-		return reconcile.Result{RequeueAfter: requeue}, outcome, nil
-	}
-	if err := r.write(ctx, obj, updated, w, d.reloaded, plan.Record); err != nil {
-		d.failed = err
-		r.report(ctx, obj, d)
-		if what, ok := rbacRefusal(err); ok {
-			return reconcile.Result{}, "", r.refused(ctx, obj, d, what)
-		}
-		return reconcile.Result{}, "", fmt.Errorf("write %s: %w", k, err)
-	}
-	d.wrote = true
-	if w.restart != restartEvict {
-		// An evict restart reports its own progress (evict.go); no rollout follows.
-		r.Rollouts.Follow(r.Kind, updated, d.reloaded)
-	}
-	if first, ok := r.Window.FirstChange(k); ok {
-		d.latency = r.Now().Sub(first)
-	}
-	if outcome == "" {
-		r.Window.Done(k, started)
-	}
-	if o := r.report(ctx, obj, d); outcome == "" {
-		outcome = o
-	}
-	return reconcile.Result{RequeueAfter: requeue}, outcome, nil
+	return f
 }
 
 // forget drops what the reconciler keeps about a workload that is gone or no longer selected.
@@ -379,16 +297,10 @@ func (r *WorkloadReconciler) forget(k string, now time.Time) {
 	r.flapNotes.forget(k)
 }
 
-// namespaceSelected applies the namespace selector to the namespace as it is now.
-func (r *WorkloadReconciler) namespaceSelected(ctx context.Context, name string) (bool, error) {
-	if r.Namespaces == nil {
-		return true, nil
-	}
-	ns := &corev1.Namespace{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
-		return false, client.IgnoreNotFound(err)
-	}
-	return r.Namespaces.Matches(labels.Set(ns.Labels)), nil
+// lookup is the seam through which r reads sources, indexes and ReloaderConfigs: the
+// reconciler's own fields, so that a test may swap its client between reconciles.
+func (r *WorkloadReconciler) lookup() Lookup {
+	return Lookup{Client: r.Client, Sources: r.Sources, Policy: r.Policy, Configs: r.Configs, Namespaces: r.Namespaces}
 }
 
 // invalid reports bad annotations; the valid rules still apply.

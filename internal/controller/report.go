@@ -79,7 +79,7 @@ func (r *WorkloadReconciler) report(ctx context.Context, obj client.Object, d do
 	for i, ch := range d.reloaded {
 		logger.Info("reloaded", append([]any{"source", ch.ID.String(), "hash", ch.Hash, "containers", ch.Containers}, whatLogged(d.what, i)...)...)
 	}
-	reloaded := sourcesOf(d.reloaded, d.what...)
+	reloaded := alert.SourcesOf(d.reloaded, d.what...)
 	r.Metrics.ReloadedBy(kind, triggerManager(d.what))
 	r.Recorder.Eventf(obj, d.related, corev1.EventTypeNormal, ReasonReloaded, "Reload",
 		"%s", termsafe.ClipNote(fmt.Sprintf("Reloaded %s %s after change of %s", kind, obj.GetName(), alert.Describe(reloaded))))
@@ -90,17 +90,4 @@ func (r *WorkloadReconciler) report(ctx context.Context, obj client.Object, d do
 	return metrics.OutcomeReloaded
 }
 
-// sourcesOf names the changed sources of a reload, as Events and alerts show them.
-// what, when not nil, tells each change's keys and writer.
-func sourcesOf(changes []reload.Change, what ...whatchanged.Report) []alert.Source {
-	out := make([]alert.Source, len(changes))
-	for i, ch := range changes {
-		out[i] = alert.Source{Kind: ch.ID.Kind.Title(), Name: ch.ID.Name, Hash: ch.Hash, Deleted: ch.Hash == reload.Absent}
-		if i < len(what) {
-			out[i].Report = what[i]
-		}
-	}
-	return out
-}
-
-func describe(changes []reload.Change) string { return alert.Describe(sourcesOf(changes)) }
+func describe(changes []reload.Change) string { return alert.Describe(alert.SourcesOf(changes)) }

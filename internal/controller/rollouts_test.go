@@ -16,6 +16,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/reloader-operator/reloader/internal/controller"
+	follow "github.com/reloader-operator/reloader/internal/controller/rollout"
 	"github.com/reloader-operator/reloader/internal/extapi"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/testutil"
@@ -91,7 +92,7 @@ func gauge(t *testing.T, name string) float64 {
 }
 
 func TestReloadedDeploymentRolloutComplete(t *testing.T) {
-	before := rolloutsCounted(t, "Deployment", controller.RolloutComplete)
+	before := rolloutsCounted(t, "Deployment", follow.RolloutComplete)
 	ns, cm, d, _ := autoDeployment(t)
 	gen := reloadedGeneration(t, cm, d)
 	testutil.Eventually(t, "following", func() error {
@@ -106,17 +107,17 @@ func TestReloadedDeploymentRolloutComplete(t *testing.T) {
 		d.Status = appsv1.DeploymentStatus{ObservedGeneration: gen, Replicas: 2, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}
 	})
 	settle()
-	if evs := eventsAbout(t, ns, "web", controller.ReasonRolloutComplete); len(evs) != 0 {
+	if evs := eventsAbout(t, ns, "web", follow.ReasonRolloutComplete); len(evs) != 0 {
 		t.Fatalf("complete while an old pod runs: %s", evs[0].Note)
 	}
 
 	setStatus(t, d, func(d *appsv1.Deployment) { d.Status.Replicas = 1 })
-	ev := oneEvent(t, ns, "web", controller.ReasonRolloutComplete)
+	ev := oneEvent(t, ns, "web", follow.ReasonRolloutComplete)
 	if ev.Type != corev1.EventTypeNormal || !strings.Contains(ev.Note, "Rollout of Deployment web after change of ConfigMap cfg complete: 1 of 1 replicas updated, 1 ready, 1 available") {
 		t.Errorf("event %s %q", ev.Type, ev.Note)
 	}
 	testutil.Eventually(t, "counted", func() error {
-		if n := rolloutsCounted(t, "Deployment", controller.RolloutComplete) - before; n != 1 {
+		if n := rolloutsCounted(t, "Deployment", follow.RolloutComplete) - before; n != 1 {
 			return fmt.Errorf("reloader_rollouts_total complete +%v", n)
 		}
 		return nil
@@ -129,13 +130,13 @@ func TestReloadedDeploymentRolloutComplete(t *testing.T) {
 	setStatus(t, d, func(d *appsv1.Deployment) { d.Status.Replicas, d.Status.UpdatedReplicas = 2, 2 })
 	setStatus(t, d, func(d *appsv1.Deployment) { d.Status.Replicas, d.Status.UpdatedReplicas = 1, 1 })
 	settle()
-	if evs := eventsAbout(t, ns, "web", controller.ReasonRolloutComplete); len(evs) != 1 || evs[0].Series != nil {
+	if evs := eventsAbout(t, ns, "web", follow.ReasonRolloutComplete); len(evs) != 1 || evs[0].Series != nil {
 		t.Errorf("%d RolloutComplete Events after the rollout ended", len(evs))
 	}
 }
 
 func TestReloadedDeploymentRolloutStalled(t *testing.T) {
-	before := rolloutsCounted(t, "Deployment", controller.RolloutStalled)
+	before := rolloutsCounted(t, "Deployment", follow.RolloutStalled)
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	d := deployment(ns, "web", map[string]string{auto: "true"}, podSpec("cfg"))
@@ -150,16 +151,16 @@ func TestReloadedDeploymentRolloutStalled(t *testing.T) {
 			Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse,
 				Reason: "ProgressDeadlineExceeded", Message: `ReplicaSet "web-5d4f" has timed out progressing.`}}}
 	})
-	ev := oneEvent(t, ns, "web", controller.ReasonRolloutStalled)
+	ev := oneEvent(t, ns, "web", follow.ReasonRolloutStalled)
 	want := `Rollout of Deployment web after change of ConfigMap cfg stalled: 1 of 3 replicas updated, 3 ready, 3 available, 3 old pending termination; ProgressDeadlineExceeded: ReplicaSet "web-5d4f" has timed out progressing.`
 	if ev.Type != corev1.EventTypeWarning || ev.Note != want {
 		t.Errorf("event %s %q\nwant Warning %q", ev.Type, ev.Note, want)
 	}
-	if evs := eventsAbout(t, ns, "web", controller.ReasonRolloutComplete); len(evs) != 0 {
+	if evs := eventsAbout(t, ns, "web", follow.ReasonRolloutComplete); len(evs) != 0 {
 		t.Errorf("also complete: %s", evs[0].Note)
 	}
 	testutil.Eventually(t, "counted", func() error {
-		if n := rolloutsCounted(t, "Deployment", controller.RolloutStalled) - before; n != 1 {
+		if n := rolloutsCounted(t, "Deployment", follow.RolloutStalled) - before; n != 1 {
 			return fmt.Errorf("reloader_rollouts_total stalled +%v", n)
 		}
 		return nil
@@ -167,7 +168,7 @@ func TestReloadedDeploymentRolloutStalled(t *testing.T) {
 }
 
 func TestStatefulSetRolloutPastTheDeadlineStalls(t *testing.T) {
-	before := rolloutsCounted(t, "StatefulSet", controller.RolloutStalled)
+	before := rolloutsCounted(t, "StatefulSet", follow.RolloutStalled)
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	sts := statefulSet(ns, "db", map[string]string{auto: "true"}, podSpec("cfg"))
@@ -182,7 +183,7 @@ func TestStatefulSetRolloutPastTheDeadlineStalls(t *testing.T) {
 		s.Status = appsv1.StatefulSetStatus{ObservedGeneration: gen, Replicas: 2, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1,
 			CurrentRevision: "db-1", UpdateRevision: "db-2"}
 	})
-	ev := oneEvent(t, ns, "db", controller.ReasonRolloutStalled)
+	ev := oneEvent(t, ns, "db", follow.ReasonRolloutStalled)
 	if took := time.Since(reloaded); took < 2*time.Second {
 		t.Errorf("stalled %v after the reload, before --rollout-deadline", took)
 	}
@@ -190,7 +191,7 @@ func TestStatefulSetRolloutPastTheDeadlineStalls(t *testing.T) {
 		t.Errorf("event %q", ev.Note)
 	}
 	testutil.Eventually(t, "counted", func() error {
-		if n := rolloutsCounted(t, "StatefulSet", controller.RolloutStalled) - before; n != 1 {
+		if n := rolloutsCounted(t, "StatefulSet", follow.RolloutStalled) - before; n != 1 {
 			return fmt.Errorf("reloader_rollouts_total stalled +%v", n)
 		}
 		return nil
@@ -209,7 +210,7 @@ func TestStatefulSetRolloutCompletes(t *testing.T) {
 		s.Status = appsv1.StatefulSetStatus{ObservedGeneration: gen, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1,
 			CurrentRevision: "db-2", UpdateRevision: "db-2"}
 	})
-	oneEvent(t, ns, "db", controller.ReasonRolloutComplete)
+	oneEvent(t, ns, "db", follow.ReasonRolloutComplete)
 }
 
 // Status churn of workloads that were not reloaded reaches neither the reload controller
@@ -247,7 +248,7 @@ func TestStatusChurnOfWorkloadsNotReloadedCostsNoReconcile(t *testing.T) {
 	if reloadAfter != reloadBefore || followAfter != followBefore {
 		t.Errorf("status churn caused %v reload and %v follower reconciles, want none", reloadAfter-reloadBefore, followAfter-followBefore)
 	}
-	if evs := eventsAbout(t, ns, "web", controller.ReasonRolloutComplete); len(evs) != 0 {
+	if evs := eventsAbout(t, ns, "web", follow.ReasonRolloutComplete); len(evs) != 0 {
 		t.Errorf("a rollout reported without a reload: %s", evs[0].Note)
 	}
 }
@@ -287,11 +288,11 @@ func TestArgoRolloutRolloutComplete(t *testing.T) {
 		ReadyReplicas: 2, AvailableReplicas: 2, Phase: "Progressing", CurrentPodHash: "new", StableRS: "old"}
 	setStatus(t, ro, func(r *extapi.Rollout) { r.Status = status })
 	settle()
-	if evs := eventsAbout(t, ns, "canary", controller.ReasonRolloutComplete); len(evs) != 0 {
+	if evs := eventsAbout(t, ns, "canary", follow.ReasonRolloutComplete); len(evs) != 0 {
 		t.Fatalf("complete before the new pods were promoted to stable: %s", evs[0].Note)
 	}
 	setStatus(t, ro, func(r *extapi.Rollout) { r.Status.StableRS, r.Status.Phase = "new", "Healthy" })
-	ev := oneEvent(t, ns, "canary", controller.ReasonRolloutComplete)
+	ev := oneEvent(t, ns, "canary", follow.ReasonRolloutComplete)
 	if !strings.Contains(ev.Note, "Rollout of Rollout canary after change of ConfigMap cfg complete: 2 of 2 replicas updated") {
 		t.Errorf("event %q", ev.Note)
 	}
@@ -325,7 +326,7 @@ func TestOutcomeEventOfAReloadOfManySources(t *testing.T) {
 	setStatus(t, d, func(d *appsv1.Deployment) {
 		d.Status = appsv1.DeploymentStatus{ObservedGeneration: gen, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}
 	})
-	ev := oneEvent(t, ns, "web", controller.ReasonRolloutComplete)
+	ev := oneEvent(t, ns, "web", follow.ReasonRolloutComplete)
 	if len(ev.Note) > 1024 || !strings.HasPrefix(ev.Note, "Rollout of Deployment web after change of ConfigMap ccc") {
 		t.Errorf("note of %d bytes: %.80q", len(ev.Note), ev.Note)
 	}

@@ -411,65 +411,6 @@ func (t SourceType) observe(c reload.Candidate, why reload.Reason, s snapshot, r
 	return o
 }
 
-// concerned returns the sources that concern the workload, by ID. A referenced or literally
-// named source that does not exist is returned with the Absent hash, so that its creation can
-// be noticed later; pooled sources exist only while mounted, and are left out instead.
-func (r *WorkloadReconciler) concerned(ctx context.Context, ns string, tpl *corev1.PodTemplateSpec, rules *reload.Rules) (map[source.ID]observed, error) {
-	refs := map[source.ID]*source.Ref{}
-	for _, ref := range source.Refs(&tpl.Spec) {
-		refs[ref.ID] = &ref
-	}
-	out := map[source.ID]observed{}
-	note := weighedNote(ctx)
-	for _, st := range r.Sources {
-		consider := func(name string, s snapshot, exists bool) {
-			id := source.ID{Kind: st.Kind, Name: name}
-			ref := refs[id]
-			c := reload.Candidate{ID: id, Annotations: s.annotations, Labels: s.labels, Referenced: ref != nil}
-			ok, why := r.Policy.Concerns(rules, c)
-			note(rules, c, Weighed{Concerns: ok, Reason: why, Exists: exists})
-			switch {
-			case !ok:
-			case exists:
-				out[id] = st.observe(c, why, s, ref, rules, &tpl.Spec)
-			case st.Pool == nil:
-				out[id] = st.observe(c, why, snapshot{hash: reload.Absent}, ref, rules, &tpl.Spec)
-			}
-		}
-		wanted := append(append([]string(nil), rules.Literal[st.Kind]...), rules.ConfigLiterals(st.Kind)...)
-		for id := range refs {
-			if id.Kind == st.Kind {
-				wanted = append(wanted, id.Name)
-			}
-		}
-		if rules.HasNamed(st.Kind) || rules.ConfigSelects(st.Kind) {
-			// Named entries are regular expressions, config selectors match labels: match them
-			// against the namespace's sources.
-			all, err := st.all(ctx, r.Client, ns)
-			if err != nil {
-				return nil, err
-			}
-			for name, s := range all {
-				consider(name, s, true)
-			}
-			for _, name := range wanted {
-				if _, ok := all[name]; !ok {
-					consider(name, snapshot{}, false)
-				}
-			}
-			continue
-		}
-		for _, name := range wanted {
-			s, ok, err := st.get(ctx, r.Client, ns, name)
-			if err != nil {
-				return nil, err
-			}
-			consider(name, s, ok)
-		}
-	}
-	return out, nil
-}
-
 // CountEvents counts the watch events of the source informer in upstream's series; an update
 // that leaves the content as it was is upstream's no_data_change skip, which upstream also
 // counts as a reconcile with result "skipped" (its handler compares the hashes and stops).

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -86,3 +87,5 @@ func (r *WorkloadReconciler) queueAll(ctx context.Context, q workqueueOfRequests
 	}
 	return len(reqs), nil
 }
+
+type workqueueOfRequests = workqueue.TypedRateLimitingInterface[reconcile.Request]

@@ -250,9 +250,9 @@ func triggerManager(what []whatchanged.Report) string {
 	return whatchanged.Label(newest.Manager)
 }
 
-// whatChanged reports the keys and writer of a change of source s since the content of hash
-// seen, created when new.
-func (n *Notifier) whatChanged(st SourceType, s snapshot, created bool, seen string) whatchanged.Report {
+// Report tells the keys and writer of a change of source s, of type st, since the content of
+// hash seen, created when new (the webhook notifier's document).
+func (c *Changes) Report(st SourceType, s snapshot, created bool, seen string) whatchanged.Report {
 	if s.obj == nil || st.Pool != nil {
 		return whatchanged.Report{}
 	}
@@ -262,7 +262,7 @@ func (n *Notifier) whatChanged(st SourceType, s snapshot, created bool, seen str
 	case created:
 		keys = whatchanged.Diff(nil, st.keyDigests(s.obj), nil)
 	default:
-		keys, _ = n.Changes.keys(st, s.obj.GetNamespace(), source.ID{Kind: st.Kind, Name: s.obj.GetName()}, s.obj, nil, seen)
+		keys, _ = c.keys(st, s.obj.GetNamespace(), source.ID{Kind: st.Kind, Name: s.obj.GetName()}, s.obj, nil, seen)
 	}
 	w, known := st.writer(s.obj)
 	return whatchanged.NewReport(keys, w, known)

@@ -183,6 +183,10 @@ func (e *Explainer) reconciler(kind workload.Kind) *controller.WorkloadReconcile
 	return r
 }
 
+func (e *Explainer) lookup() controller.Lookup {
+	return app.NewLookup(e.conf, e.client, e.sources, e.configs)
+}
+
 // Workload explains the workload kind/name.
 func (e *Explainer) Workload(ctx context.Context, kind workload.Kind, name string) (*Workload, error) {
 	obj := kind.NewObject()
@@ -245,7 +249,7 @@ func (e *Explainer) Source(ctx context.Context, kind source.Kind, name string) (
 			continue
 		}
 		r := e.reconciler(wk)
-		for _, w := range r.Affected(ctx, e.namespace, id, annotations, labels) {
+		for _, w := range e.lookup().Affected(ctx, wk, e.namespace, id, annotations, labels) {
 			ex, err := r.Explain(ctx, w, e.unknownHash)
 			if err != nil {
 				return nil, err

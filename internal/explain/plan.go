@@ -230,7 +230,7 @@ func (p *Planner) candidates(ctx context.Context, wk workload.Kind, ids []source
 			if o := e.sourceObject(ctx, id); o != nil {
 				annotations, labels = o.GetAnnotations(), o.GetLabels()
 			}
-			for _, w := range e.reconciler(wk).Affected(ctx, p.namespace, id, annotations, labels) {
+			for _, w := range e.lookup().Affected(ctx, wk, p.namespace, id, annotations, labels) {
 				add(w)
 			}
 		}

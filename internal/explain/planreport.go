@@ -252,7 +252,7 @@ func (p *Planner) workload(ctx context.Context, wk workload.Kind, obj client.Obj
 		}
 	}
 	if len(assumed) > 0 {
-		if exP, err = rn.Explain(controller.AssumeChanged(ctx, assumed...), obj, p.next.unknownHash); err != nil {
+		if exP, err = rn.Explain(ctx, obj, p.next.unknownHash, assumed...); err != nil {
 			return PlannedWorkload{}, false, err
 		}
 	}

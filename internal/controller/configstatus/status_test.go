@@ -1,4 +1,4 @@
-package controller
+package configstatus
 
 import (
 	"testing"
@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
+	"github.com/reloader-operator/reloader/internal/controller/rollout"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 	"github.com/reloader-operator/reloader/internal/source"
@@ -25,10 +26,10 @@ func TestConfigStatusFromReloads(t *testing.T) {
 	other := source.ID{Kind: source.ConfigMap, Name: "other"}
 	web := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"}}
 	api := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "api"}}
-	r := &ConfigStatusReconciler{Keys: reload.DefaultKeys(), Reloads: NewReloadLog(0), Now: func() time.Time { return now }}
+	r := &Reconciler{Keys: reload.DefaultKeys(), Reloads: NewReloadLog(0), Now: func() time.Time { return now }}
 	r.Reloads.Add("Deployment", types.NamespacedName{Namespace: "shop", Name: "web"}, now.Add(-time.Minute), []reload.Change{{ID: cm, Hash: "h2"}})
-	r.RolloutEnded(Outcome{Kind: "Deployment", Namespace: "shop", Name: "web", ReloadedAt: now.Add(-time.Minute - time.Millisecond),
-		Outcome: RolloutStalled, Reason: "ProgressDeadlineExceeded"})
+	r.RolloutEnded(rollout.Outcome{Kind: "Deployment", Namespace: "shop", Name: "web", ReloadedAt: now.Add(-time.Minute - time.Millisecond),
+		Outcome: rollout.RolloutStalled, Reason: "ProgressDeadlineExceeded"})
 	r.Reloads.Add("Deployment", types.NamespacedName{Namespace: "shop", Name: "api"}, now, []reload.Change{{ID: other, Hash: "o"}})
 
 	stored := &v1alpha1.Reload{Time: metav1.NewTime(now.Add(-time.Hour)), Source: "configmap/app-config", Hash: "h1"}

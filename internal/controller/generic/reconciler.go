@@ -1,4 +1,6 @@
-package controller
+// Package generic reloads the generic targets of ReloaderConfigs (spec.genericTargets):
+// objects of any kind whose pod template an operator derives pods from.
+package generic
 
 import (
 	"context"
@@ -9,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	shared "github.com/reloader-operator/reloader/internal/controller"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -40,24 +44,24 @@ const (
 // granting the rule, or an operator creating its CR, sends no event reloader watches.
 const genericRetry = time.Minute
 
-// GenericTargetReconciler patches the pod templates of generic targets (spec.genericTargets of
+// Reconciler patches the pod templates of generic targets (spec.genericTargets of
 // ReloaderConfigs): objects of any kind, read and written live with unstructured clients, as
 // far as reloader's ServiceAccount may (it asks first, and says what is missing).
-type GenericTargetReconciler struct {
+type Reconciler struct {
 	// Client reads the configs (cached) and writes targets, statuses and access reviews.
 	Client client.Client
 	// APIReader reads sources and targets live: a target's kind has no informer.
 	APIReader client.Reader
 	Configs   *reloaderconfig.Cache
 	Recorder  recorder.EventRecorder
-	Sources   []SourceType
+	Sources   []shared.SourceType
 	Now       func() time.Time
 	// Shard is WorkloadReconciler.Shard: under --shards, only the namespace's owner acts.
 	Shard func(namespace string) (own, ready bool)
 }
 
 // Reconcile brings each generic target of one config to the current hash of its sources.
-func (r *GenericTargetReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	if r.Shard != nil {
 		switch own, ready := r.Shard(req.Namespace); {
 		case !own:
@@ -120,7 +124,7 @@ func (r *GenericTargetReconciler) Reconcile(ctx context.Context, req reconcile.R
 // apply brings one target to hash: on first sight it only records the hash (no restart), then
 // it patches the template's annotation and the record once per new hash. again is true when
 // the target could not be read and is worth another look.
-func (r *GenericTargetReconciler) apply(ctx context.Context, cfg *v1alpha1.ReloaderConfig, t reloaderconfig.GenericTarget, hash string) (again bool, err error) {
+func (r *Reconciler) apply(ctx context.Context, cfg *v1alpha1.ReloaderConfig, t reloaderconfig.GenericTarget, hash string) (again bool, err error) {
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(t.GVK)
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: cfg.Namespace, Name: t.Name}, obj); err != nil {
@@ -158,7 +162,7 @@ func (r *GenericTargetReconciler) apply(ctx context.Context, cfg *v1alpha1.Reloa
 	if err != nil {
 		return false, err
 	}
-	if err := r.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, body), client.FieldOwner(FieldOwner)); err != nil {
+	if err := r.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, body), client.FieldOwner(shared.FieldOwner)); err != nil {
 		return false, fmt.Errorf("patch %s %s/%s: %w", t.GVK.Kind, cfg.Namespace, t.Name, err)
 	}
 	if recorded != "" {
@@ -172,7 +176,7 @@ func (r *GenericTargetReconciler) apply(ctx context.Context, cfg *v1alpha1.Reloa
 // topOwner follows the controller ownerReferences up from the workload t.OwnerOf names, at
 // most v1alpha1.MaxOwnerDepth of them, and returns the last object's name when it is of t's
 // kind; problem says why not, for the user.
-func (r *GenericTargetReconciler) topOwner(ctx context.Context, ns string, t reloaderconfig.GenericTarget) (name, problem string, err error) {
+func (r *Reconciler) topOwner(ctx context.Context, ns string, t reloaderconfig.GenericTarget) (name, problem string, err error) {
 	gvk, name := *t.OwnerOf, t.OwnerOfName
 	for hop := 0; ; hop++ {
 		obj := &unstructured.Unstructured{}
@@ -204,7 +208,7 @@ func (r *GenericTargetReconciler) topOwner(ctx context.Context, ns string, t rel
 
 // access asks the API server whether reloader may get and patch the target; missing names
 // the rule to grant, empty when both are allowed.
-func (r *GenericTargetReconciler) access(ctx context.Context, ns string, t reloaderconfig.GenericTarget) (missing string, err error) {
+func (r *Reconciler) access(ctx context.Context, ns string, t reloaderconfig.GenericTarget) (missing string, err error) {
 	mapping, err := r.Client.RESTMapper().RESTMapping(t.GVK.GroupKind(), t.GVK.Version)
 	if err != nil {
 		if apimeta.IsNoMatchError(err) {
@@ -233,7 +237,7 @@ func (r *GenericTargetReconciler) access(ctx context.Context, ns string, t reloa
 
 // setAccessCondition writes the GenericTargetsAccessible condition when it changes, and a
 // Warning Event when access turns refused.
-func (r *GenericTargetReconciler) setAccessCondition(ctx context.Context, cfg *v1alpha1.ReloaderConfig, denied []string) error {
+func (r *Reconciler) setAccessCondition(ctx context.Context, cfg *v1alpha1.ReloaderConfig, denied []string) error {
 	cond := metav1.Condition{Type: v1alpha1.ConditionGenericTargets, Status: metav1.ConditionTrue,
 		Reason: v1alpha1.ReasonAccessGranted, Message: "reloader may get and patch every generic target", ObservedGeneration: cfg.Generation}
 	if len(denied) > 0 {
@@ -255,21 +259,21 @@ func (r *GenericTargetReconciler) setAccessCondition(ctx context.Context, cfg *v
 	apimeta.SetStatusCondition(&cfg.Status.Conditions, cond)
 	// Optimistic lock: the list is replaced whole, and the status controller writes it too.
 	patch := client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
-	if err := r.Client.Status().Patch(ctx, cfg, patch, client.FieldOwner(FieldOwner)); err != nil {
+	if err := r.Client.Status().Patch(ctx, cfg, patch, client.FieldOwner(shared.FieldOwner)); err != nil {
 		return fmt.Errorf("patch status of ReloaderConfig %s/%s: %w", cfg.Namespace, cfg.Name, err)
 	}
 	return nil
 }
 
 // dropAccessCondition removes GenericTargetsAccessible from a config without generic targets.
-func (r *GenericTargetReconciler) dropAccessCondition(ctx context.Context, cfg *v1alpha1.ReloaderConfig) error {
+func (r *Reconciler) dropAccessCondition(ctx context.Context, cfg *v1alpha1.ReloaderConfig) error {
 	if apimeta.FindStatusCondition(cfg.Status.Conditions, v1alpha1.ConditionGenericTargets) == nil {
 		return nil
 	}
 	base := cfg.DeepCopy()
 	apimeta.RemoveStatusCondition(&cfg.Status.Conditions, v1alpha1.ConditionGenericTargets)
 	patch := client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
-	if err := r.Client.Status().Patch(ctx, cfg, patch, client.FieldOwner(FieldOwner)); err != nil {
+	if err := r.Client.Status().Patch(ctx, cfg, patch, client.FieldOwner(shared.FieldOwner)); err != nil {
 		return fmt.Errorf("patch status of ReloaderConfig %s/%s: %w", cfg.Namespace, cfg.Name, err)
 	}
 	return nil
@@ -277,7 +281,7 @@ func (r *GenericTargetReconciler) dropAccessCondition(ctx context.Context, cfg *
 
 // sourcesHash is the hash of the config's sources chosen by name (of their listed keys, when
 // keys are set), read live; a missing source counts as absent.
-func (r *GenericTargetReconciler) sourcesHash(ctx context.Context, cfg *v1alpha1.ReloaderConfig) (string, error) {
+func (r *Reconciler) sourcesHash(ctx context.Context, cfg *v1alpha1.ReloaderConfig) (string, error) {
 	h := sha256.New()
 	for _, s := range cfg.Spec.Sources[:min(len(cfg.Spec.Sources), v1alpha1.MaxSources)] {
 		if s.Name == "" {

@@ -1,4 +1,7 @@
-package controller
+// Package configstatus writes the status of ReloaderConfigs: what their rules resolve to
+// (through the controllers' shared Lookup), what is wrong with them, and each target's last
+// reload and rollout (ReloadLog, fed by the workload reconcilers and the rollout follower).
+package configstatus
 
 import (
 	"context"
@@ -8,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	shared "github.com/reloader-operator/reloader/internal/controller"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -26,16 +31,17 @@ import (
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
-// ConfigStatusReconciler writes the status of ReloaderConfigs: what their rules resolve to
+// Reconciler writes the status of ReloaderConfigs: what their rules resolve to
 // now (targets, sources and their hashes), what is wrong with them, and each target's last
 // reload by them. It reads only the cache, and patches the status only when it changed.
-type ConfigStatusReconciler struct {
+type Reconciler struct {
+	// Client reads the configs and writes their status.
 	Client client.Client
+	// Lookup reads the targets and the sources (its Sources are the source types watched; a
+	// source of another kind is reported) and compiles the configs (Lookup.Configs).
+	Lookup shared.Lookup
 	// Kinds are the workload kinds reloader reconciles; a target of another kind is reported.
-	Kinds []workload.Kind
-	// Sources are the source types watched; a source of another kind is reported.
-	Sources  []SourceType
-	Configs  *reloaderconfig.Cache
+	Kinds    []workload.Kind
 	Keys     reload.Keys
 	Reloads  *ReloadLog
 	Recorder recorder.EventRecorder
@@ -48,7 +54,7 @@ type ConfigStatusReconciler struct {
 }
 
 // Reconcile implements reconcile.Reconciler.
-func (r *ConfigStatusReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	if r.Shard != nil {
 		// As the workload reconcilers: another replica's, or its targets not listed yet.
 		switch own, ready := r.Shard(req.Namespace); {
@@ -65,12 +71,12 @@ func (r *ConfigStatusReconciler) Reconcile(ctx context.Context, req reconcile.Re
 	if !cfg.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil
 	}
-	c := r.Configs.Get(cfg)
+	c := r.Lookup.Configs.Get(cfg)
 	res, err := r.resolve(ctx, cfg.Namespace, c)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	peers, err := r.configsOf(ctx, cfg.Namespace)
+	peers, err := r.Lookup.NamespaceConfigs(ctx, cfg.Namespace)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -84,7 +90,7 @@ func (r *ConfigStatusReconciler) Reconcile(ctx context.Context, req reconcile.Re
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if err := r.Client.Status().Patch(ctx, cfg, patch, client.FieldOwner(FieldOwner)); err != nil {
+	if err := r.Client.Status().Patch(ctx, cfg, patch, client.FieldOwner(shared.FieldOwner)); err != nil {
 		return reconcile.Result{}, fmt.Errorf("patch status of ReloaderConfig %s: %w", req, err)
 	}
 	return reconcile.Result{}, nil
@@ -123,7 +129,7 @@ func statusPatch(cfg *v1alpha1.ReloaderConfig, status v1alpha1.ReloaderConfigSta
 
 // status builds the status of cfg from what its rules resolve to; the last reloads of the
 // status before are kept when reloader holds none newer (it forgets them on restart).
-func (r *ConfigStatusReconciler) status(cfg *v1alpha1.ReloaderConfig, c *reloaderconfig.Compiled, res *resolution) v1alpha1.ReloaderConfigStatus {
+func (r *Reconciler) status(cfg *v1alpha1.ReloaderConfig, c *reloaderconfig.Compiled, res *resolution) v1alpha1.ReloaderConfigStatus {
 	st := v1alpha1.ReloaderConfigStatus{ObservedGeneration: cfg.Generation,
 		TargetCount: int32(len(res.targets)), SourceCount: int32(len(res.sources))}
 	before := map[workloadKey]*v1alpha1.Reload{}
@@ -166,7 +172,7 @@ const rolloutStalledStatus = "Stalled"
 // lastReload is the latest reload of the workload that reloader holds, when a source the
 // config chooses caused it, since the config was created (before, its rules had no part in
 // it).
-func (r *ConfigStatusReconciler) lastReload(key workloadKey, res *resolution, created time.Time) *v1alpha1.Reload {
+func (r *Reconciler) lastReload(key workloadKey, res *resolution, created time.Time) *v1alpha1.Reload {
 	e, ok := r.Reloads.Latest(key.kind, key.NamespacedName, func(id source.ID) bool { return res.chosen[id] })
 	if !ok || e.At.Before(created.Truncate(time.Second)) {
 		return nil
@@ -188,7 +194,7 @@ func newer(stored, held *v1alpha1.Reload) *v1alpha1.Reload {
 }
 
 // tell reports a config that became degraded, or changed why, in an Event and the log.
-func (r *ConfigStatusReconciler) tell(ctx context.Context, cfg *v1alpha1.ReloaderConfig, status v1alpha1.ReloaderConfigStatus) {
+func (r *Reconciler) tell(ctx context.Context, cfg *v1alpha1.ReloaderConfig, status v1alpha1.ReloaderConfigStatus) {
 	now := apimeta.FindStatusCondition(status.Conditions, v1alpha1.ConditionDegraded)
 	if now == nil || now.Status != metav1.ConditionTrue {
 		return
@@ -201,33 +207,11 @@ func (r *ConfigStatusReconciler) tell(ctx context.Context, cfg *v1alpha1.Reloade
 	r.Recorder.Eventf(cfg, nil, corev1.EventTypeWarning, now.Reason, "Resolve", "%s", now.Message)
 }
 
-// configsOf returns the ReloaderConfigs of a namespace, compiled.
-func (r *ConfigStatusReconciler) configsOf(ctx context.Context, ns string) ([]*reloaderconfig.Compiled, error) {
-	list := &v1alpha1.ReloaderConfigList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list ReloaderConfigs in %s: %w", ns, err)
-	}
-	out := make([]*reloaderconfig.Compiled, len(list.Items))
-	for i := range list.Items {
-		out[i] = r.Configs.Get(&list.Items[i])
-	}
-	return out, nil
-}
-
-func (r *ConfigStatusReconciler) kind(name string) workload.Kind {
+func (r *Reconciler) kind(name string) workload.Kind {
 	for _, k := range r.Kinds {
 		if strings.EqualFold(k.Name(), name) {
 			return k
 		}
 	}
 	return nil
-}
-
-func (r *ConfigStatusReconciler) sourceType(kind source.Kind) (SourceType, bool) {
-	for _, st := range r.Sources {
-		if st.Kind == kind {
-			return st, true
-		}
-	}
-	return SourceType{}, false
 }

@@ -1,4 +1,4 @@
-package controller
+package configstatus
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	shared "github.com/reloader-operator/reloader/internal/controller"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -29,7 +31,7 @@ type resolution struct {
 	// seen dedups issues.
 	seen map[string]bool
 	// all caches each source kind's objects of the namespace for the selector rules.
-	all map[source.Kind]map[string]snapshot
+	all map[source.Kind]map[string]shared.Snapshot
 }
 
 type resolvedTarget struct {
@@ -53,9 +55,9 @@ func (res *resolution) issue(reason, format string, args ...any) {
 }
 
 // resolve reads what config c of namespace ns chooses, from the cache.
-func (r *ConfigStatusReconciler) resolve(ctx context.Context, ns string, c *reloaderconfig.Compiled) (*resolution, error) {
+func (r *Reconciler) resolve(ctx context.Context, ns string, c *reloaderconfig.Compiled) (*resolution, error) {
 	res := &resolution{targets: map[workloadKey]resolvedTarget{}, sources: map[source.ID]resolvedSource{},
-		chosen: map[source.ID]bool{}, seen: map[string]bool{}, all: map[source.Kind]map[string]snapshot{}}
+		chosen: map[source.ID]bool{}, seen: map[string]bool{}, all: map[source.Kind]map[string]shared.Snapshot{}}
 	for _, err := range c.Errs {
 		res.issue(v1alpha1.ReasonInvalidSpec, "%v", err)
 	}
@@ -70,14 +72,14 @@ func (r *ConfigStatusReconciler) resolve(ctx context.Context, ns string, c *relo
 	return res, nil
 }
 
-func (r *ConfigStatusReconciler) resolveTargets(ctx context.Context, ns string, c *reloaderconfig.Compiled, res *resolution) error {
+func (r *Reconciler) resolveTargets(ctx context.Context, ns string, c *reloaderconfig.Compiled, res *resolution) error {
 	for _, t := range c.Targets {
 		kind := r.kind(t.Kind)
 		if kind == nil {
 			res.issue(v1alpha1.ReasonKindNotWatched, "reloader does not reconcile %ss: the kind is ignored (--ignored-workload-types, --is-Argo-Rollouts) or its API is not served", t.Kind)
 			continue
 		}
-		found, err := targetsOf(ctx, r.Client, kind, ns, t, func(obj client.Object) {
+		found, err := r.Lookup.TargetsOf(ctx, kind, ns, t, func(obj client.Object) {
 			res.targets[workloadKey{kind.Name(), client.ObjectKeyFromObject(obj)}] = resolvedTarget{kind: kind, obj: obj}
 		})
 		switch {
@@ -92,13 +94,13 @@ func (r *ConfigStatusReconciler) resolveTargets(ctx context.Context, ns string, 
 	return nil
 }
 
-func (r *ConfigStatusReconciler) resolveSources(ctx context.Context, ns string, rule *reload.ConfigRule, res *resolution) error {
-	st, ok := r.sourceType(rule.Kind)
+func (r *Reconciler) resolveSources(ctx context.Context, ns string, rule *reload.ConfigRule, res *resolution) error {
+	st, ok := r.Lookup.SourceType(rule.Kind)
 	if !ok {
 		res.issue(v1alpha1.ReasonKindNotWatched, "reloader ignores %ss (--resources-to-ignore)", rule.Kind.Title())
 		return nil
 	}
-	add := func(name string, s snapshot, exists bool, missing string) {
+	add := func(name string, s shared.Snapshot, exists bool, missing string) {
 		id := source.ID{Kind: rule.Kind, Name: name}
 		res.chosen[id] = true
 		if !exists {
@@ -108,10 +110,10 @@ func (r *ConfigStatusReconciler) resolveSources(ctx context.Context, ns string, 
 		rs := res.sources[id]
 		rs.kind, rs.keys = rule.Kind, union(rs.keys, rule.Keys)
 		// The hash reloader compares for these targets: of the listed keys when there are.
-		rs.hash = st.hashOf(s.obj, rs.keys, len(rs.keys) > 0)
+		rs.hash = st.HashOf(s.Object(), rs.keys, len(rs.keys) > 0)
 		res.sources[id] = rs
 		if len(rule.Keys) > 0 {
-			have := st.keyDigests(s.obj)
+			have := st.KeyDigestsOf(s.Object())
 			for _, k := range rule.Keys {
 				if _, ok := have[k]; !ok {
 					res.issue(v1alpha1.ReasonKeyMissing, "%s %s has no key %s", rule.Kind.Title(), name, k)
@@ -121,19 +123,19 @@ func (r *ConfigStatusReconciler) resolveSources(ctx context.Context, ns string, 
 	}
 	switch {
 	case rule.Name != "":
-		s, exists, err := st.get(ctx, r.Client, ns, rule.Name)
+		s, exists, err := r.Lookup.Source(ctx, st, ns, rule.Name)
 		if err != nil {
 			return err
 		}
 		add(rule.Name, s, exists, fmt.Sprintf("%s %s does not exist", rule.Kind.Title(), rule.Name))
 	case rule.Selector != nil:
-		all, err := res.allOf(ctx, r.Client, st, ns)
+		all, err := res.allOf(ctx, r.Lookup, st, ns)
 		if err != nil {
 			return err
 		}
 		found := 0
 		for _, name := range slices.Sorted(maps.Keys(all)) {
-			if s := all[name]; rule.Selector.Matches(labels.Set(s.labels)) {
+			if s := all[name]; rule.Selector.Matches(labels.Set(s.Labels())) {
 				found++
 				add(name, s, true, "")
 			}
@@ -148,7 +150,7 @@ func (r *ConfigStatusReconciler) resolveSources(ctx context.Context, ns string, 
 				if ref.Kind != rule.Kind {
 					continue
 				}
-				s, exists, err := st.get(ctx, r.Client, ns, ref.Name)
+				s, exists, err := r.Lookup.Source(ctx, st, ns, ref.Name)
 				if err != nil {
 					return err
 				}
@@ -160,11 +162,11 @@ func (r *ConfigStatusReconciler) resolveSources(ctx context.Context, ns string, 
 }
 
 // allOf reads every source of st's kind in ns once per reconcile.
-func (res *resolution) allOf(ctx context.Context, c client.Reader, st SourceType, ns string) (map[string]snapshot, error) {
+func (res *resolution) allOf(ctx context.Context, l shared.Lookup, st shared.SourceType, ns string) (map[string]shared.Snapshot, error) {
 	if all, ok := res.all[st.Kind]; ok {
 		return all, nil
 	}
-	all, err := st.all(ctx, c, ns)
+	all, err := l.SourcesIn(ctx, st, ns)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +175,7 @@ func (res *resolution) allOf(ctx context.Context, c client.Reader, st SourceType
 }
 
 // conflicts adds the settings another config targeting the same workloads sets differently.
-func (r *ConfigStatusReconciler) conflicts(c *reloaderconfig.Compiled, peers []*reloaderconfig.Compiled, res *resolution) {
+func (r *Reconciler) conflicts(c *reloaderconfig.Compiled, peers []*reloaderconfig.Compiled, res *resolution) {
 	if len(peers) < 2 {
 		return
 	}
@@ -195,7 +197,7 @@ func (r *ConfigStatusReconciler) conflicts(c *reloaderconfig.Compiled, peers []*
 
 // pausedUntil is when a paused-for-a-period Deployment resumes; nil when it is not paused so.
 // The workload's own pause-period annotation wins over the config's, as in the reconciler.
-func (r *ConfigStatusReconciler) pausedUntil(t resolvedTarget, c *reloaderconfig.Compiled) *metav1.Time {
+func (r *Reconciler) pausedUntil(t resolvedTarget, c *reloaderconfig.Compiled) *metav1.Time {
 	p, ok := t.kind.(workload.Pausable)
 	if !ok || !p.Paused(t.obj) {
 		return nil

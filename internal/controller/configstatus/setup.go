@@ -1,9 +1,11 @@
-package controller
+package configstatus
 
 import (
 	"context"
 	"strings"
 	"time"
+
+	shared "github.com/reloader-operator/reloader/internal/controller"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,8 +21,10 @@ import (
 	crsource "sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
+	"github.com/reloader-operator/reloader/internal/controller/rollout"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/workload"
 )
 
 type workqueueOfRequests = workqueue.TypedRateLimitingInterface[reconcile.Request]
@@ -32,17 +36,17 @@ const ConfigStatusController = "reloaderconfig-status"
 // runs on the leader only. Nothing it writes wakes it: configs are watched for spec changes
 // (generation), sources for content and label changes, workloads for creation, deletion,
 // labels and spec, never status; each event goes to the configs of its namespace it concerns.
-func (r *ConfigStatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ConfigStatusController).
 		// A config's change may end or start a conflict with the others of its namespace.
 		Watches(&v1alpha1.ReloaderConfig{}, handler.EnqueueRequestsFromMapFunc(r.mapNamespaceConfigs),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
-	for _, st := range r.Sources {
+	for _, st := range r.Lookup.Sources {
 		if st.Pool != nil {
 			continue // configs choose ConfigMaps and Secrets only
 		}
-		b = b.Watches(st.NewObject(), r.toConfigs(r.sourceConcerns(st)), builder.WithPredicates(sourceContentOrLabelsChanged()))
+		b = b.Watches(st.NewObject(), r.toConfigs(r.sourceConcerns(st)), builder.WithPredicates(shared.SourceContentOrLabelsChanged()))
 	}
 	for _, kind := range r.Kinds {
 		name := kind.Name()
@@ -69,7 +73,7 @@ func (r *ConfigStatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // Reloaded hears of a reload written (WorkloadReconciler.OnReload) and enqueues the configs
 // that target the workload. It runs on the reconciler's goroutine and reads only the cache.
-func (r *ConfigStatusReconciler) Reloaded(rl Reloaded) {
+func (r *Reconciler) Reloaded(rl shared.Reloaded) {
 	r.Reloads.Add(rl.Kind, client.ObjectKeyFromObject(rl.Workload), rl.At, rl.Changes)
 	r.enqueueTargeting(rl.Kind, rl.Workload)
 }
@@ -77,7 +81,7 @@ func (r *ConfigStatusReconciler) Reloaded(rl Reloaded) {
 // RolloutEnded hears how the rollout after a reload ended (Rollouts.OnOutcome: "complete" or
 // "stalled", and why) and enqueues the configs that target the workload. It reads only the
 // cache: the follower must not block.
-func (r *ConfigStatusReconciler) RolloutEnded(o Outcome) {
+func (r *Reconciler) RolloutEnded(o rollout.Outcome) {
 	word := o.Outcome
 	if word != "" {
 		word = strings.ToUpper(word[:1]) + word[1:]
@@ -96,14 +100,14 @@ func (r *ConfigStatusReconciler) RolloutEnded(o Outcome) {
 	}
 }
 
-func (r *ConfigStatusReconciler) enqueueTargeting(kind string, obj client.Object) {
+func (r *Reconciler) enqueueTargeting(kind string, obj client.Object) {
 	r.mu.Lock()
 	q := r.queue
 	r.mu.Unlock()
 	if q == nil {
 		return // not started (not the leader): the first reconciles read the log anyway
 	}
-	configs, err := r.configsOf(context.Background(), obj.GetNamespace())
+	configs, err := r.Lookup.NamespaceConfigs(context.Background(), obj.GetNamespace())
 	if err != nil {
 		return
 	}
@@ -120,8 +124,8 @@ func (r *ConfigStatusReconciler) enqueueTargeting(kind string, obj client.Object
 const statusDelay = time.Second
 
 // mapNamespaceConfigs enqueues every config of the object's namespace.
-func (r *ConfigStatusReconciler) mapNamespaceConfigs(ctx context.Context, obj client.Object) []reconcile.Request {
-	configs, err := r.configsOf(ctx, obj.GetNamespace())
+func (r *Reconciler) mapNamespaceConfigs(ctx context.Context, obj client.Object) []reconcile.Request {
+	configs, err := r.Lookup.NamespaceConfigs(ctx, obj.GetNamespace())
 	if err != nil {
 		log.FromContext(ctx).Error(err, "listing ReloaderConfigs")
 		return nil
@@ -139,10 +143,10 @@ type concernsFunc func(ctx context.Context, objs []client.Object) func(*reloader
 
 // toConfigs enqueues, for each event, the configs of the object's namespace it concerns,
 // after statusDelay.
-func (r *ConfigStatusReconciler) toConfigs(concerns concernsFunc) handler.TypedEventHandler[client.Object, reconcile.Request] {
+func (r *Reconciler) toConfigs(concerns concernsFunc) handler.TypedEventHandler[client.Object, reconcile.Request] {
 	enqueue := func(ctx context.Context, q workqueueOfRequests, objs ...client.Object) {
 		ns := objs[0].GetNamespace()
-		configs, err := r.configsOf(ctx, ns)
+		configs, err := r.Lookup.NamespaceConfigs(ctx, ns)
 		if err != nil {
 			log.FromContext(ctx).Error(err, "listing ReloaderConfigs")
 			return
@@ -175,7 +179,7 @@ func (r *ConfigStatusReconciler) toConfigs(concerns concernsFunc) handler.TypedE
 
 // sourceConcerns: a config is concerned by a source it names, selects (before or after a
 // label change), or that one of its targets references while it has an auto rule.
-func (r *ConfigStatusReconciler) sourceConcerns(st SourceType) concernsFunc {
+func (r *Reconciler) sourceConcerns(st shared.SourceType) concernsFunc {
 	return func(ctx context.Context, objs []client.Object) func(*reloaderconfig.Compiled) bool {
 		ns, id := objs[0].GetNamespace(), source.ID{Kind: st.Kind, Name: objs[0].GetName()}
 		var users []resolvedTarget
@@ -213,25 +217,10 @@ func (r *ConfigStatusReconciler) sourceConcerns(st SourceType) concernsFunc {
 }
 
 // usersOf finds, through the source index, the workloads that reference or name source id.
-func (r *ConfigStatusReconciler) usersOf(ctx context.Context, ns string, id source.ID) []resolvedTarget {
+func (r *Reconciler) usersOf(ctx context.Context, ns string, id source.ID) []resolvedTarget {
 	var out []resolvedTarget
-	for _, kind := range r.Kinds {
-		list := kind.NewList()
-		if err := r.Client.List(ctx, list, client.InNamespace(ns), client.MatchingFields{IndexSources: id.String()}, client.UnsafeDisableDeepCopy); err != nil {
-			log.FromContext(ctx).Error(err, "listing by source index", "kind", kind.Name())
-			continue
-		}
-		_ = forEach(list, func(o client.Object) { out = append(out, resolvedTarget{kind: kind, obj: o}) })
-	}
-	return out
-}
-
-// sourceContentOrLabelsChanged lets through source updates that change what a status shows:
-// the content hash, or the labels that selectors match.
-func sourceContentOrLabelsChanged() predicate.Predicate {
-	return predicate.Or(predicate.LabelChangedPredicate{}, predicate.Funcs{
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			return cachedHash(e.ObjectOld) != cachedHash(e.ObjectNew)
-		},
+	r.Lookup.Users(ctx, r.Kinds, ns, id, func(kind workload.Kind, o client.Object) {
+		out = append(out, resolvedTarget{kind: kind, obj: o})
 	})
+	return out
 }

@@ -1,4 +1,5 @@
-package controller
+// Package webhook replaces reloads with notifications (--webhook-url): the Notifier.
+package webhook
 
 import (
 	"context"
@@ -15,10 +16,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	shared "github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/notify"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/workload"
 )
 
 // Notifier replaces reloads with notifications (--webhook-url): when a source changes, it
@@ -27,15 +30,15 @@ import (
 // taken as they are, so a restart sends no burst of notifications, and changes made while it
 // was down are not reported.
 type Notifier struct {
-	Client  client.Client
-	Sources []SourceType
-	// Workloads find the affected workloads, one per kind; they are never started.
-	Workloads []*WorkloadReconciler
-	Events    reload.Events
-	Send      func(context.Context, notify.Change) error
-	Metrics   *metrics.Metrics
+	// Lookup reads the sources and finds the affected workloads.
+	Lookup shared.Lookup
+	// Kinds are the workload kinds whose workloads a notification names.
+	Kinds   []workload.Kind
+	Events  reload.Events
+	Send    func(context.Context, notify.Change) error
+	Metrics *metrics.Metrics
 	// Changes tell the keys of each change, for the document; nil names none.
-	Changes *Changes
+	Changes *shared.Changes
 	Now     func() time.Time
 
 	started time.Time
@@ -49,14 +52,14 @@ func (n *Notifier) SetupWithManager(mgr ctrl.Manager) error {
 	n.seen = map[string]string{}
 	b := ctrl.NewControllerManagedBy(mgr).Named("webhook").
 		WithOptions(controller.Options{NewQueue: metrics.NewQueue[reconcile.Request](n.Metrics.Queues, mgr.GetLogger())})
-	for _, st := range n.Sources {
+	for _, st := range n.Lookup.Sources {
 		b = b.Watches(st.NewObject(), handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			name := st.sourceName(o)
+			name := n.Lookup.SourceName(st, o)
 			if name == "" {
 				return nil
 			}
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: string(st.Kind) + "/" + name}}}
-		}), builder.WithPredicates(n.Changes.Observe(st), sourceChanged(n.Workloads[0].Policy.Keys, n.Workloads[0].Configs != nil)))
+		}), builder.WithPredicates(n.Changes.Observe(st), shared.SourceChanged(n.Lookup.Policy.Keys, n.Lookup.Configs != nil)))
 	}
 	return b.Complete(n)
 }
@@ -64,16 +67,11 @@ func (n *Notifier) SetupWithManager(mgr ctrl.Manager) error {
 // Reconcile compares one source with the hash last seen and notifies on a change.
 func (n *Notifier) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	kind, name, _ := strings.Cut(req.Name, "/")
-	var st *SourceType
-	for i := range n.Sources {
-		if string(n.Sources[i].Kind) == kind {
-			st = &n.Sources[i]
-		}
-	}
-	if st == nil {
+	st, ok := n.Lookup.SourceType(source.Kind(kind))
+	if !ok {
 		return reconcile.Result{}, nil
 	}
-	s, exists, err := st.get(ctx, n.Client, req.Namespace, name)
+	s, exists, err := n.Lookup.Source(ctx, st, req.Namespace, name)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -82,7 +80,7 @@ func (n *Notifier) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	last, known := n.seen[key]
 	n.mu.Unlock()
 
-	change := notify.Change{Kind: st.Kind.Title(), Namespace: req.Namespace, Name: name, Hash: s.hash, Time: n.Now().UTC()}
+	change := notify.Change{Kind: st.Kind.Title(), Namespace: req.Namespace, Name: name, Hash: s.Hash(), Time: n.Now().UTC()}
 	notifying := false
 	switch {
 	case !exists:
@@ -90,15 +88,14 @@ func (n *Notifier) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		notifying = known && n.Events.OnDelete
 	case !known:
 		// New to this process: present at start-up, or created since.
-		created := s.obj != nil && s.obj.GetCreationTimestamp().After(n.started)
+		created := s.Object() != nil && s.Object().GetCreationTimestamp().After(n.started)
 		change.Created = true
 		notifying = created && n.Events.OnCreate
 	default:
-		notifying = last != s.hash
+		notifying = last != s.Hash()
 	}
 	if notifying {
-		// Every workload kind shares one namespace selector.
-		selected, err := n.Workloads[0].namespaceSelected(ctx, req.Namespace)
+		selected, err := n.Lookup.NamespaceSelected(ctx, req.Namespace)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
@@ -106,15 +103,15 @@ func (n *Notifier) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	}
 	if notifying {
 		id := source.ID{Kind: st.Kind, Name: name}
-		for _, w := range n.Workloads {
-			w.affected(ctx, req.Namespace, id, s.annotations, s.labels, func(o client.Object) {
-				change.Workloads = append(change.Workloads, notify.Workload{Kind: w.Kind.Name(), Namespace: o.GetNamespace(), Name: o.GetName()})
-			})
+		for _, kind := range n.Kinds {
+			for _, o := range n.Lookup.Affected(ctx, kind, req.Namespace, id, s.Annotations(), s.Labels()) {
+				change.Workloads = append(change.Workloads, notify.Workload{Kind: kind.Name(), Namespace: o.GetNamespace(), Name: o.GetName()})
+			}
 		}
 		notifying = len(change.Workloads) > 0
 	}
 	if notifying {
-		change.Report = n.whatChanged(*st, s, !known, last)
+		change.Report = n.Changes.Report(st, s, !known, last)
 		err := n.Send(ctx, change)
 		n.Metrics.Notified(metrics.TargetWebhook, err == nil)
 		if err != nil {
@@ -125,7 +122,7 @@ func (n *Notifier) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	}
 	n.mu.Lock()
 	if exists {
-		n.seen[key] = s.hash
+		n.seen[key] = s.Hash()
 	} else {
 		delete(n.seen, key)
 	}

@@ -1,4 +1,4 @@
-package controller
+package rollout
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 )
 
 // The follower's decisions, on objects in memory: what the API server would answer is in
-// rollouts_test.go.
+// internal/controller/rollouts_test.go.
 
 type clock struct{ now time.Time }
 

@@ -1,8 +1,10 @@
-package controller
+package generic
 
 import (
 	"context"
 	"strings"
+
+	shared "github.com/reloader-operator/reloader/internal/controller"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -20,7 +22,7 @@ const GenericTargetController = "reloaderconfig-generic"
 
 // SetupWithManager registers the generic targets' controller: a config's spec change, or a
 // content change of a source one of its generic targets' configs names, reconciles that config.
-func (r *GenericTargetReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(GenericTargetController).
 		For(&v1alpha1.ReloaderConfig{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
@@ -31,13 +33,13 @@ func (r *GenericTargetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		kind := string(st.Kind)
 		b = b.Watches(st.NewObject(), handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return r.configsNaming(ctx, kind, o)
-		}), builder.WithPredicates(sourceContentOrLabelsChanged()))
+		}), builder.WithPredicates(shared.SourceContentOrLabelsChanged()))
 	}
 	return b.Complete(r)
 }
 
 // configsNaming are the configs of o's namespace with generic targets and a source naming o.
-func (r *GenericTargetReconciler) configsNaming(ctx context.Context, kind string, o client.Object) []reconcile.Request {
+func (r *Reconciler) configsNaming(ctx context.Context, kind string, o client.Object) []reconcile.Request {
 	list := &v1alpha1.ReloaderConfigList{}
 	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
 		log.FromContext(ctx).Error(err, "listing ReloaderConfigs")

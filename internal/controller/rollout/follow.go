@@ -1,4 +1,7 @@
-package controller
+// Package rollout follows, after each reload, the workload's rollout until it completes or
+// stalls (Events RolloutComplete and RolloutStalled, reloader_rollouts_total, and the
+// ReloaderConfig status through OnOutcome).
+package rollout
 
 import (
 	"context"
@@ -101,7 +104,7 @@ func (t *Rollouts) Follow(kind workload.Kind, obj client.Object, changes []reloa
 	if t.followed == nil {
 		t.followed = map[followKey]*following{}
 	}
-	t.followed[key] = &following{uid: obj.GetUID(), generation: obj.GetGeneration(), sources: sourcesOf(changes),
+	t.followed[key] = &following{uid: obj.GetUID(), generation: obj.GetGeneration(), sources: alert.SourcesOf(changes),
 		reloadedAt: now, since: now}
 	t.Metrics.RolloutsFollowed.Set(float64(len(t.followed)))
 	// The status event of the write may have passed the predicate before the entry existed.
