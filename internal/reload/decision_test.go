@@ -59,6 +59,14 @@ func TestDecide(t *testing.T) {
 		f:    Facts{Input: changed, Recorded: true, Now: now, Hold: window},
 		want: Decision{Hold: Hold{Reason: HoldReloadWindow, Until: opens}, GiveBack: true, Requeue: opens.Sub(now), Outcome: OutcomeHeld},
 	}, {
+		name: "quarantined by the flap breaker: held past its own window, the slot goes back, nothing written",
+		f:    Facts{Input: changed, Recorded: true, Now: now, Hold: window, Quarantine: &Hold{Reason: "quarantine", Until: now.Add(5 * time.Minute)}},
+		want: Decision{Hold: Hold{Reason: "quarantine", Until: now.Add(5 * time.Minute)}, GiveBack: true, Requeue: 5 * time.Minute, Outcome: OutcomeHeld},
+	}, {
+		name: "a quarantine holds nothing when nothing is due",
+		f:    Facts{Input: unchanged, Recorded: true, Now: now, Quarantine: &Hold{Reason: "quarantine", Until: now.Add(5 * time.Minute)}},
+		want: Decision{GiveBack: true, WriteRecord: true},
+	}, {
 		name: "held by the minimum interval",
 		f:    Facts{Input: changed, Recorded: true, Now: now, Hold: interval},
 		want: Decision{Hold: Hold{Reason: HoldMinInterval, Until: now.Add(50 * time.Minute), MinInterval: time.Hour}, GiveBack: true, Requeue: 50 * time.Minute, Outcome: OutcomeHeld},
