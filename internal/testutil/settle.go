@@ -210,6 +210,9 @@ func QuietMetrics(urls ...string) func() (string, error) {
 			if err != nil {
 				return "", err
 			}
+			if _, ok := m["reloader_workqueue_depth"]; !ok {
+				return "", fmt.Errorf("%s: no reloader_workqueue_depth: not reloader's metrics", u)
+			}
 			if err := m.Busy(); err != nil {
 				return "", fmt.Errorf("%s: %w", u, err)
 			}
