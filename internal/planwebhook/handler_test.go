@@ -32,6 +32,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/app"
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/localcluster"
+	"github.com/reloader-operator/reloader/internal/localcluster/clustertest"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/planwebhook"
 	"github.com/reloader-operator/reloader/internal/proc"
@@ -42,15 +43,10 @@ import (
 var cluster *localcluster.Cluster
 
 func TestMain(m *testing.M) {
-	var err error
-	cluster, err = localcluster.Start(context.Background(), localcluster.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start control plane:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = cluster.Stop()
-	os.Exit(code)
+	clustertest.Main(m, localcluster.Options{}, func(c *localcluster.Cluster) error {
+		cluster = c
+		return nil
+	})
 }
 
 // warnings collects the warnings the API server returns.
