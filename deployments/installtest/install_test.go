@@ -265,7 +265,15 @@ func (r *installRun) checkConfigStatus() {
 
 // checkUntouched checks that ignored kinds and unwatched namespaces were left alone.
 func (r *installRun) checkUntouched() {
-	time.Sleep(2 * time.Second) // room for a late, wrong reload
+	// Room for a late, wrong reload: every replica idle, its counters still.
+	var scrapes []func() (testutil.Metrics, error)
+	for _, p := range r.procs {
+		scrapes = append(scrapes, func() (testutil.Metrics, error) {
+			text, err := p.metrics()
+			return testutil.ParseMetrics(text), err
+		})
+	}
+	testutil.Settle(r.t, "the reloaders", testutil.Quiet(scrapes...))
 	for _, w := range r.untouched {
 		now, err := state(r.ctx, w)
 		if err != nil {

@@ -2,8 +2,11 @@ package hashkey_test
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -264,9 +267,24 @@ func TestRBACGrantedDuringRetriesLoadsTheKey(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	reg := prometheus.NewRegistry()
+	var refusals atomic.Int32
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			if err == nil && resp.StatusCode == http.StatusForbidden {
+				refusals.Add(1)
+			}
+			return resp, err
+		})
+	}
 	l, err := hashkey.Setup(ctx, cfg, hashkey.Options{Namespace: ns, ForbiddenFor: 20 * time.Second, Registry: reg}, logr.Discard())
 	testutil.Must(t, err)
-	time.Sleep(1500 * time.Millisecond) // past the first refusal
+	testutil.Eventually(t, "the first refusal", func() error { // bound after it, as the retries must find
+		if refusals.Load() == 0 {
+			return errors.New("no request refused yet")
+		}
+		return nil
+	})
 	bind(t, ns, "late", ownRules(t, ns))
 	testutil.Must(t, l.Wait(ctx))
 	if !l.Key().Valid() || fallbackGauge(t, reg) != 0 {
@@ -303,3 +321,8 @@ func TestWaitEndsWithTheCallersContext(t *testing.T) {
 		}
 	}
 }
+
+// roundTripper lets a function serve as an http.RoundTripper.
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -140,7 +140,9 @@ func TestTableSufficesOnARealAPIServer(t *testing.T) {
 
 			refused := runAs(t, opts, rules, own)
 			if tt.webhook {
-				time.Sleep(time.Second) // the notifier remembers the hashes it starts with
+				// The notifier remembers the hashes it starts with: reloader idle after its
+				// start has taken them.
+				testutil.Settle(t, "reloader after its start", testutil.Quiet(clustertest.InProcessMetrics))
 				workloads = nil
 			}
 			for _, w := range workloads {
@@ -189,7 +191,8 @@ func TestTableSufficesOnARealAPIServer(t *testing.T) {
 				}
 			}
 			if tt.noStatus {
-				time.Sleep(2 * time.Second) // past the status controller's delay, had it run
+				// Quiet for longer than the status controller's delay (1 s), had it run.
+				testutil.SettleFor(t, 2*time.Second, "reloader", testutil.Quiet(clustertest.InProcessMetrics))
 				testutil.Must(t, admin.Get(ctx, client.ObjectKeyFromObject(rc), rc))
 				if rc.Status.ObservedGeneration != 0 {
 					t.Errorf("status written without the RBAC for it: %+v", rc.Status)
@@ -221,8 +224,9 @@ func TestTableSufficesOnARealAPIServer(t *testing.T) {
 					return admin.Get(ctx, client.ObjectKey{Namespace: own, Name: opts.LeaderElectionID}, &coordinationv1.Lease{})
 				})
 			}
-			// Events are written in the background; give the last ones time to land.
-			time.Sleep(time.Second)
+			// Events are written in the background: reloader idle, its counters and its
+			// requests to the API server still.
+			testutil.Settle(t, "reloader", testutil.QuietRequests(clustertest.InProcessMetrics))
 			if r := refused(); len(r) > 0 {
 				t.Errorf("with the rules of internal/rbac, %d requests were refused:\n  %s\nrules: %v",
 					len(r), strings.Join(r, "\n  "), rbac.Grants(slices.Concat(rules.Watched, rules.Cluster, rules.Own)))

@@ -184,12 +184,12 @@ func (m Metrics) Busy() error {
 	return fmt.Errorf("busy: %s", strings.Join(in, ", "))
 }
 
-// Activity is a fingerprint of reloader's activity counters: equal in two scrapes when
-// reloader heard nothing and did nothing in between.
-func (m Metrics) Activity() string {
+// Activity is a fingerprint of reloader's activity counters, and of the metrics named in
+// also: equal in two scrapes when reloader heard nothing and did nothing in between.
+func (m Metrics) Activity(also ...string) string {
 	var out []string
 	for series, v := range m {
-		if slices.Contains(activity, metricName(series)) {
+		if name := metricName(series); slices.Contains(activity, name) || slices.Contains(also, name) {
 			out = append(out, fmt.Sprintf("%s %g", series, v))
 		}
 	}
@@ -203,20 +203,48 @@ func (m Metrics) Activity() string {
 // "room for a late duplicate": it returns once no reloader has anything queued, running or
 // waiting, and none of their counters has moved for QuietFor.
 func QuietMetrics(urls ...string) func() (string, error) {
+	scrapes := make([]func() (Metrics, error), len(urls))
+	for i, u := range urls {
+		scrapes[i] = func() (Metrics, error) {
+			m, err := ScrapeMetrics(u)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", u, err)
+			}
+			return m, nil
+		}
+	}
+	return Quiet(scrapes...)
+}
+
+// Quiet is QuietMetrics over any source of reloader's metrics, such as the registry of the
+// reloaders running in the test's own process (clustertest.InProcessMetrics).
+func Quiet(scrapes ...func() (Metrics, error)) func() (string, error) {
+	return quiet(nil, scrapes)
+}
+
+// QuietRequests is Quiet that also waits for reloader's API requests to stop
+// (rest_client_requests_total): for work done in the background, outside any queue, such
+// as Events written by the broadcaster. Leader election renews a Lease every retry period,
+// so it suits reloaders whose period is longer than QuietFor.
+func QuietRequests(scrapes ...func() (Metrics, error)) func() (string, error) {
+	return quiet([]string{"rest_client_requests_total"}, scrapes)
+}
+
+func quiet(also []string, scrapes []func() (Metrics, error)) func() (string, error) {
 	return func() (string, error) {
 		var fps []string
-		for _, u := range urls {
-			m, err := ScrapeMetrics(u)
+		for _, scrape := range scrapes {
+			m, err := scrape()
 			if err != nil {
 				return "", err
 			}
 			if _, ok := m["reloader_workqueue_depth"]; !ok {
-				return "", fmt.Errorf("%s: no reloader_workqueue_depth: not reloader's metrics", u)
+				return "", errors.New("no reloader_workqueue_depth: not reloader's metrics")
 			}
 			if err := m.Busy(); err != nil {
-				return "", fmt.Errorf("%s: %w", u, err)
+				return "", err
 			}
-			fps = append(fps, m.Activity())
+			fps = append(fps, m.Activity(also...))
 		}
 		return strings.Join(fps, "\n--\n"), nil
 	}
