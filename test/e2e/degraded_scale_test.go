@@ -23,6 +23,7 @@ import (
 // Deployment ends on its ConfigMap's last content; none rolls twice to the same content,
 // nor more often than its ConfigMap changed; the 180 others never roll.
 func TestDegradedModeAtScale(t *testing.T) {
+	t.Parallel() // its own control plane and reloader
 	const total, changed, twice, late = 300, 100, 50, 20
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -196,6 +196,7 @@ func workloadKey(o client.Object) string {
 // kind once per change; nothing rolls at start-up; a change made while it is stopped is rolled
 // out at the restart for the workloads it had recorded.
 func TestImageSwapUnderUpstreamRBAC(t *testing.T) {
+	t.Parallel() // its own control plane and reloader
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -313,6 +314,7 @@ func TestImageSwapUnderUpstreamRBAC(t *testing.T) {
 // With the RBAC of this project's table (rbac.For, watch granted), reloader does not enter the
 // degraded mode: reloader_degraded is 0 for every kind and nothing warns of it.
 func TestFullRBACIsNotDegraded(t *testing.T) {
+	t.Parallel() // its own control plane and reloader
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -32,6 +32,7 @@ import (
 // a pod twice; a change during a restart restarts to the newest content; an unknown strategy
 // value is reported.
 func TestEvictStrategyRestartsPodsAnOperatorOwns(t *testing.T) {
+	t.Parallel() // its own control plane and reloader
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -350,6 +351,7 @@ func (l *podLog) check(t *testing.T, r round, exact bool) (gone []types.UID) {
 // A StatefulSet's replacement pod has the name of the pod it replaces: each is evicted once
 // all the same (the eviction names the pod's UID), and the StatefulSet keeps its revision.
 func TestEvictStrategyRestartsStatefulSetPodsOnce(t *testing.T) {
+	t.Parallel() // its own control plane and reloader
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

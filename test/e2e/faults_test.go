@@ -44,6 +44,7 @@ import (
 // once, with the new config; a Deployment using the same ConfigMap is rolled once, not again
 // by the next process.
 func TestKilledBetweenJobDeleteAndCreate(t *testing.T) {
+	t.Parallel() // its own control plane and reloader
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -354,6 +355,7 @@ func (b *burst) checkRollouts(t *testing.T, cm *corev1.ConfigMap, values []strin
 // new one is recorded, not rolled, for the content it was created with, then rolled for each
 // later change; the others go on as before. 0 missed, 0 duplicates.
 func TestWorkloadRecreatedDuringBurst(t *testing.T) {
+	t.Parallel() // its own control plane and reloader
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -425,6 +427,7 @@ func TestWorkloadRecreatedDuringBurst(t *testing.T) {
 // its informers list again. What reloader wrote is judged from the API server's audit log:
 // every patch of a Deployment, with its body. 0 missed, 0 duplicates.
 func TestAPIServerRestartedDuringBurst(t *testing.T) {
+	t.Parallel() // its own control plane and reloader
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

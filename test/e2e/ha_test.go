@@ -33,6 +33,7 @@ import (
 // nothing twice: every Deployment ends on its ConfigMap's last content, and each pod-template
 // change carries content never rolled out before.
 func TestLeaderKilledDuringBurst(t *testing.T) {
+	t.Parallel() // its own control plane and reloader
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

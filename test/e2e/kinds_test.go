@@ -24,6 +24,7 @@ import (
 // new pod runs the new config while the old pod goes; a CronJob gets a new job template and no
 // Job; a Deployment with a pause period rolls only once the period is over.
 func TestJobsCronJobsAndPausePeriodWithRealControllers(t *testing.T) {
+	t.Parallel() // its own control plane and reloader
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

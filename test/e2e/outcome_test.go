@@ -23,6 +23,7 @@ import (
 // RolloutComplete; one whose new pods can't be scheduled (every node cordoned) ends in
 // RolloutStalled with the controller's ProgressDeadlineExceeded.
 func TestRolloutOutcomesWithRealControllers(t *testing.T) {
+	t.Parallel() // its own control plane and reloader
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -34,6 +34,7 @@ import (
 // changes caught up. Across it all every Deployment ends on its ConfigMap's last content and
 // no content is rolled out twice.
 func TestShardedReplicas(t *testing.T) {
+	t.Parallel() // its own control plane and reloader
 	bin := buildReloader(t)
 	for _, gate := range []bool{true, false} {
 		t.Run(fmt.Sprintf("ShardedListAndWatch=%v", gate), func(t *testing.T) { testShardedReplicas(t, bin, gate) })

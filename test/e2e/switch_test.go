@@ -46,6 +46,7 @@ func syncedGauge(body string) string {
 // becomes ready and reloads. reloader_caches_synced is 0 while a watched kind's cache can't
 // sync (a user without RBAC) and 1 once it has, as /ready.
 func TestBinaryStartsWithUpstreamStyleArgs(t *testing.T) {
+	t.Parallel() // its own control plane and reloader
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -122,6 +123,7 @@ func TestBinaryStartsWithUpstreamStyleArgs(t *testing.T) {
 // contends for: while upstream renews it, reloader writes nothing; once upstream stops, reloader
 // takes the Lease over and reloads from then on.
 func TestUpstreamLeaderKeepsReloaderFollowing(t *testing.T) {
+	t.Parallel() // its own control plane and reloader
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
