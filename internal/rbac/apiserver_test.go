@@ -142,7 +142,7 @@ func TestTableSufficesOnARealAPIServer(t *testing.T) {
 			if tt.webhook {
 				// The notifier remembers the hashes it starts with: reloader idle after its
 				// start has taken them.
-				testutil.Settle(t, "reloader after its start", testutil.Quiet(clustertest.InProcessMetrics))
+				clustertest.Settled(t)
 				workloads = nil
 			}
 			for _, w := range workloads {

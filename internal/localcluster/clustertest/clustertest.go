@@ -74,3 +74,30 @@ func InProcessMetrics() (testutil.Metrics, error) {
 	}
 	return m, nil
 }
+
+// Settled is the wait before a negative check in a package that runs reloader in-process:
+// it returns once every reloader of the process has nothing queued, running or waiting and
+// its counters have been still for testutil.QuietFor. Make it follow a positive sign that
+// the change under test got to reloader (SettledAfter, or a reload it also causes).
+func Settled(t testing.TB) {
+	t.Helper()
+	testutil.Settle(t, "reloader", testutil.Quiet(InProcessMetrics))
+}
+
+// SettledAfter makes change, waits until the counter heard (such as
+// reloader_events_received_total for a ConfigMap or Secret change) has moved, the proof
+// that reloader received it, and then until reloader has Settled.
+func SettledAfter(t testing.TB, heard string, change func()) {
+	t.Helper()
+	before, err := InProcessMetrics()
+	testutil.Must(t, err)
+	change()
+	testutil.Eventually(t, heard+" moved", func() error {
+		now, err := InProcessMetrics()
+		if err != nil {
+			return err
+		}
+		return testutil.Heard(before, now, heard)
+	})
+	Settled(t)
+}
