@@ -21,7 +21,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/localcluster"
@@ -89,7 +88,7 @@ func TestImageRunsAndReloads(t *testing.T) {
 	logPath := filepath.Join(t.TempDir(), "reloader.log")
 	startContainer(t, container(rootfs, cf, uid, gid, "--kubeconfig=/tmp/kubeconfig", "--metrics-addr="+metricsAddr), logPath, uid)
 
-	waitFor(ctx, t, "reloader ready and the Deployment recorded", func(ctx context.Context) (bool, error) {
+	testutil.Eventually(t, "reloader ready and the Deployment recorded", testutil.Cond(func() (bool, error) {
 		if !ready(ctx, metricsAddr) {
 			return false, nil
 		}
@@ -98,11 +97,11 @@ func TestImageRunsAndReloads(t *testing.T) {
 			return false, err
 		}
 		return d.Annotations["reloader.dev/source-hashes"] != "", nil
-	})
+	}))
 
 	cm.Data["greeting"] = "hello again"
 	testutil.Must(t, cl.Update(ctx, cm))
-	waitFor(ctx, t, "the Deployment's pod template reloaded", func(ctx context.Context) (bool, error) {
+	testutil.Eventually(t, "the Deployment's pod template reloaded", testutil.Cond(func() (bool, error) {
 		var d appsv1.Deployment
 		if err := cl.Get(ctx, client.ObjectKeyFromObject(dep), &d); err != nil {
 			return false, err
@@ -114,7 +113,7 @@ func TestImageRunsAndReloads(t *testing.T) {
 			}
 		}
 		return false, nil
-	})
+	}))
 }
 
 // container is the command a runtime would run for the image config: the entrypoint and
@@ -256,11 +255,4 @@ func ready(ctx context.Context, addr string) bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
-}
-
-func waitFor(ctx context.Context, t *testing.T, what string, cond wait.ConditionWithContextFunc) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
 }
