@@ -38,6 +38,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/proc"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/testutil"
+	"github.com/reloader-operator/reloader/internal/testutil/objects"
 )
 
 var cluster *localcluster.Cluster
@@ -95,13 +96,10 @@ func selfSigned(t *testing.T, dir string) []byte {
 // deployment uses ConfigMap cm through envFrom, with the auto annotation and the record of
 // cm's current content (as reloader writes it on first sight).
 func deployment(ns, name string, replicas int32, cm *corev1.ConfigMap) *appsv1.Deployment {
-	tpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox",
-			EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name}}}}}}}}
-	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{
-		"reloader.stakater.com/auto": "true",
-		reload.RecordAnnotation:      reload.Record{"configmap/" + cm.Name: hash.ConfigMap(cm)}.Encode(),
-	}}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To(replicas), Selector: &metav1.LabelSelector{MatchLabels: tpl.Labels}, Template: tpl}}
+	d := objects.AutoDeployment(ns, name, cm.Name)
+	d.Annotations[reload.RecordAnnotation] = reload.Record{"configmap/" + cm.Name: hash.ConfigMap(cm)}.Encode()
+	d.Spec.Replicas = ptr.To(replicas)
+	return d
 }
 
 // served is reloader's manager serving the webhook, registered with the API server for the
