@@ -10,15 +10,15 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // The pages a reader moves between: the front page, the developer guide and docs/.
 func pages(t *testing.T) []string {
 	t.Helper()
 	found, err := filepath.Glob("*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	pages := append([]string{"../README.md", "../DEVELOPMENT.md"}, found...)
 	if len(found) == 0 {
 		t.Fatal("no pages in docs/")
@@ -141,8 +141,6 @@ func headingAnchors(lines []string) map[string]bool {
 func readLines(t *testing.T, path string) []string {
 	t.Helper()
 	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return strings.Split(string(b), "\n")
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/localcluster"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 const crdDir = "../../deployments/chart/reloader/files/crds"
@@ -24,18 +25,12 @@ const crdDir = "../../deployments/chart/reloader/files/crds"
 func TestSchemaRefusesBadSpecs(t *testing.T) {
 	ctx := context.Background()
 	cluster, err := localcluster.Start(ctx, localcluster.Options{CRDDirectoryPaths: []string{crdDir}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	t.Cleanup(func() { _ = cluster.Stop() })
 	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, v1alpha1.AddToScheme(scheme))
 	c, err := client.New(cluster.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	web := v1alpha1.Target{Kind: "Deployment", Name: "web"}
 	cfg := v1alpha1.Source{Kind: "ConfigMap", Name: "cfg"}
 	sel := &v1alpha1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}

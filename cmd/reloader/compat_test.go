@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // Upstream v2's and PR 1206's flags, as a user or upstream's chart writes them, parse through
@@ -13,9 +15,7 @@ func TestUpstreamV2AndLeaderElectionFlags(t *testing.T) {
 		"--leader-election-lease-duration=30s", "--leader-election-renew-deadline=20s", "--leader-election-retry-period=4s",
 		"--leader-election-id=reloader-leader-election", "--leader-election-namespace=ops",
 		"--metrics-addr=:9090", "--health-addr=:8080", "--log-level=warn")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if !o.IsArgoRollouts || o.OpenShift == nil || *o.OpenShift || o.WatchesDeploymentConfigs(true) {
 		t.Errorf("argo %v openshift %v", o.IsArgoRollouts, o.OpenShift)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // helpOf runs cmd with args and returns what it printed.
@@ -115,9 +117,7 @@ func TestKubectlPluginCompletion(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	script, err := filepath.Abs("../../deployments/krew/kubectl_complete-reloader")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	for _, tc := range []struct {
 		args []string
 		want []string

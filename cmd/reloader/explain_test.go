@@ -19,6 +19,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/localcluster"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 func TestPluginName(t *testing.T) {
@@ -39,14 +40,10 @@ func TestPluginName(t *testing.T) {
 func startCluster(t *testing.T) (*localcluster.Cluster, client.Client) {
 	t.Helper()
 	cluster, err := localcluster.Start(context.Background(), localcluster.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	t.Cleanup(func() { _ = cluster.Stop() })
 	c, err := client.New(cluster.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return cluster, c
 }
 
@@ -66,30 +63,22 @@ func TestExplainCommand(t *testing.T) {
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "cli", Name: "web", Annotations: map[string]string{"example.com/auto": "true"}},
 			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: tpl.Labels}, Template: tpl}},
 	} {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, c.Create(ctx, o))
 	}
 	// A kubeconfig whose context "cli" defaults to namespace cli.
 	kc, err := clientcmd.LoadFromFile(cluster.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	cli := kc.Contexts[kc.CurrentContext].DeepCopy()
 	cli.Namespace = "cli"
 	kc.Contexts["cli"] = cli
 	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, clientcmd.WriteToFile(*kc, path))
 
 	var out bytes.Buffer
 	plugin := newPluginCommand()
 	plugin.SetArgs([]string{"explain", "deploy/web", "--kubeconfig", path, "--context", "cli", "-o", "json", "--auto-annotation", "example.com/auto"})
 	plugin.SetOut(&out)
-	if err := plugin.Execute(); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, plugin.Execute())
 	var w explain.Workload
 	if err := json.Unmarshal(out.Bytes(), &w); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
@@ -102,9 +91,7 @@ func TestExplainCommand(t *testing.T) {
 	root := newRootCommand(nil)
 	root.SetArgs([]string{"explain", "configmaps/cfg", "--kubeconfig", path, "-n", "cli", "--auto-annotation", "example.com/auto"})
 	root.SetOut(&out)
-	if err := root.Execute(); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, root.Execute())
 	if !strings.Contains(out.String(), "Deployment/web") {
 		t.Errorf("explain configmap/cfg did not list Deployment/web:\n%s", out.String())
 	}
@@ -127,18 +114,14 @@ func TestExplainReadsTheKeyOnlyInReloadersNamespace(t *testing.T) {
 	cluster, c := startCluster(t)
 	decoy := bytes.Repeat([]byte{9}, hash.KeySize)
 	key, err := hash.NewKey(decoy)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	db := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "cli", Name: "db"}, Data: map[string][]byte{"p": []byte("x")}}
 	tpl := corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox",
 			EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "db"}}}}}}},
 	}
-	if err := cluster.EnsureNamespace(ctx, c, "default"); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cluster.EnsureNamespace(ctx, c, "default"))
 	for _, o := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cli"}},
 		db,
@@ -149,9 +132,7 @@ func TestExplainReadsTheKeyOnlyInReloadersNamespace(t *testing.T) {
 			reload.RecordAnnotation:      reload.Record{"secret/db": hash.Secret(key, db)}.Encode(),
 		}}, Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: tpl.Labels}, Template: tpl}},
 	} {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, c.Create(ctx, o))
 	}
 	explainDB := func(extra ...string) explain.SourceDecision {
 		t.Helper()
@@ -159,9 +140,7 @@ func TestExplainReadsTheKeyOnlyInReloadersNamespace(t *testing.T) {
 		root := newRootCommand(nil)
 		root.SetArgs(append([]string{"explain", "deploy/web", "--kubeconfig", cluster.Kubeconfig, "-n", "cli", "--namespaces=cli", "-o", "json"}, extra...))
 		root.SetOut(&out)
-		if err := root.Execute(); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, root.Execute())
 		var w explain.Workload
 		if err := json.Unmarshal(out.Bytes(), &w); err != nil || len(w.Sources) != 1 {
 			t.Fatalf("%v: %s", err, out.String())

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // parseAsCommand runs the command's own parsing on args and returns the options it would
@@ -34,9 +35,7 @@ func parseAsCommand(t *testing.T, args ...string) (options.Config, error) {
 // Upstream's chart renders --namespace-selector="env=test", quotes included in the argument.
 func TestQuotedSelectorsAsUpstreamsChartRendersThem(t *testing.T) {
 	o, err := parseAsCommand(t, `--namespace-selector="env=test"`, `--resource-label-selector="reload=yes"`)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if o.NamespaceSelector != "env=test" || o.ResourceLabelSelector != "reload=yes" {
 		t.Errorf("selectors %q, %q", o.NamespaceSelector, o.ResourceLabelSelector)
 	}
@@ -75,9 +74,7 @@ func TestRepeatedSelectorsAndUpstreamForms(t *testing.T) {
 		}
 	}
 	o, err := parseAsCommand(t, "--resource-label-selector=reload:yes", "--resource-label-selector=team=*")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if sel := o.SourceLabels; sel == nil || !sel.Matches(labels.Set{"reload": "yes", "team": "a"}) || sel.Matches(labels.Set{"reload": "yes"}) {
 		t.Errorf("resource selector %v", sel)
 	}
@@ -88,9 +85,7 @@ func TestRepeatedSelectorsAndUpstreamForms(t *testing.T) {
 func TestSpaceSeparatedBooleans(t *testing.T) {
 	o, err := parseAsCommand(t, "--reload-on-create", "true", "--auto-reload-all", "false", "--reload-on-delete", "True",
 		"--recreate-finished-jobs", "false", "--enable-ha", "false", "--namespaces", "true", "--is-Argo-Rollouts", "1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if !o.ReloadOnCreate || o.AutoReloadAll || !o.ReloadOnDelete || o.RecreateFinishedJobs || o.EnableHA || !o.IsArgoRollouts {
 		t.Errorf("parsed %+v", o)
 	}
@@ -182,9 +177,7 @@ func TestVersionPrintsBuildAndExits(t *testing.T) {
 	var out strings.Builder
 	cmd.SetOut(&out)
 	cmd.SetArgs([]string{"--version"})
-	if err := cmd.Execute(); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cmd.Execute())
 	if !strings.HasPrefix(out.String(), "reloader ") || !strings.Contains(out.String(), runtime.Version()) || !strings.Contains(out.String(), "commit ") {
 		t.Errorf("--version printed %q", out.String())
 	}

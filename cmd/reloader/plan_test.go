@@ -18,6 +18,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/explain"
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // runPlan runs `reloader plan args...` (`kubectl reloader plan` with plugin) with stdin, and
@@ -46,9 +47,7 @@ func runPlan(t *testing.T, plugin bool, stdin string, args ...string) (string, i
 func writeFile(t *testing.T, name, content string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, os.WriteFile(path, []byte(content), 0o644))
 	return path
 }
 
@@ -71,9 +70,7 @@ func TestPlanCommand(t *testing.T) {
 			reload.RecordAnnotation: reload.Record{"configmap/cfg": hash.ConfigMap(cfg)}.Encode(),
 		}}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](5), Selector: &metav1.LabelSelector{MatchLabels: tpl.Labels}, Template: tpl}},
 	} {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, c.Create(ctx, o))
 	}
 	flags := []string{"--kubeconfig", cluster.Kubeconfig, "--auto-annotation", "example.com/auto", "--reloader-namespace", "cli"}
 	changed := writeFile(t, "changed.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\n  namespace: cli\ndata:\n  k: v2\n")

@@ -19,6 +19,7 @@ import (
 
 	"github.com/reloader-operator/reloader/deployments/render"
 	"github.com/reloader-operator/reloader/internal/localcluster"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // startCluster starts a control plane for the test, and a client of it.
@@ -28,20 +29,14 @@ func startCluster(t *testing.T) (*localcluster.Cluster, client.Client) {
 		t.Skip("starts a control plane")
 	}
 	cluster, err := localcluster.Start(context.Background(), localcluster.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	t.Cleanup(func() { _ = cluster.Stop() })
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{apiextensionsv1.AddToScheme, clientgoscheme.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, add(scheme))
 	}
 	c, err := client.New(cluster.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return cluster, c
 }
 
@@ -55,9 +50,7 @@ func TestCRDLeftAloneWhenOwnedElsewhere(t *testing.T) {
 	rendersCRD := func() bool {
 		t.Helper()
 		objs, err := render.ChartOnCluster(chartDir(), nil, release, namespace, cluster.Config)
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		if render.Find(objs, "Deployment", fullname) == nil {
 			t.Fatal("the chart rendered against the cluster has no Deployment")
 		}
@@ -69,13 +62,9 @@ func TestCRDLeftAloneWhenOwnedElsewhere(t *testing.T) {
 	}
 
 	b, err := os.ReadFile(filepath.Join(chartDir(), "files", "crds", "reloader.dev_reloaderconfigs.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.Unmarshal(b, crd); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, yaml.Unmarshal(b, crd))
 	if err := c.Create(ctx, crd); err != nil { // as Helm applies crds/, or kubectl: no owner
 		t.Fatal(err)
 	}
@@ -85,14 +74,10 @@ func TestCRDLeftAloneWhenOwnedElsewhere(t *testing.T) {
 
 	own := func(rel, ns string) {
 		t.Helper()
-		if err := c.Get(ctx, client.ObjectKeyFromObject(crd), crd); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, c.Get(ctx, client.ObjectKeyFromObject(crd), crd))
 		crd.Annotations = map[string]string{"meta.helm.sh/release-name": rel, "meta.helm.sh/release-namespace": ns}
 		crd.Labels = map[string]string{"app.kubernetes.io/managed-by": "Helm"}
-		if err := c.Update(ctx, crd); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, c.Update(ctx, crd))
 	}
 	own("another", namespace)
 	if rendersCRD() {
@@ -111,9 +96,7 @@ func TestCRDLeftAloneWhenOwnedElsewhere(t *testing.T) {
 func TestLiveSelectorKeptWhenThePodsCarryIt(t *testing.T) {
 	ctx := context.Background()
 	cluster, c := startCluster(t)
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}))
 	upstreams := map[string]string{"app": fullname, "release": release}
 	ours := map[string]string{"app.kubernetes.io/name": "reloader", "app.kubernetes.io/instance": release}
 	for _, tt := range []struct {
@@ -138,13 +121,9 @@ func TestLiveSelectorKeptWhenThePodsCarryIt(t *testing.T) {
 				},
 			},
 		}
-		if err := c.Create(ctx, live); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, c.Create(ctx, live))
 		objs, err := render.ChartOnCluster(chartDir(), nil, release, namespace, cluster.Config)
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		d, _ := container(t, objs)
 		if !maps.Equal(d.Spec.Selector.MatchLabels, tt.selector) {
 			t.Errorf("%s: selector %v, want %v", tt.name, d.Spec.Selector.MatchLabels, tt.selector)
@@ -152,8 +131,6 @@ func TestLiveSelectorKeptWhenThePodsCarryIt(t *testing.T) {
 		if !labels.SelectorFromSet(d.Spec.Selector.MatchLabels).Matches(labels.Set(d.Spec.Template.Labels)) {
 			t.Errorf("%s: selector %v doesn't select the pods %v", tt.name, d.Spec.Selector.MatchLabels, d.Spec.Template.Labels)
 		}
-		if err := c.Delete(ctx, live); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, c.Delete(ctx, live))
 	}
 }

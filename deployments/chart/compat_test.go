@@ -12,6 +12,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/reloader-operator/reloader/deployments/render"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // renderRelease renders the chart as release rel in ns, for a cluster serving servedAPIs.
@@ -94,9 +95,7 @@ func TestSelectorAndLabelsAreUpstreams(t *testing.T) {
 	maps.Copy(common, selector)
 
 	d := &appsv1.Deployment{}
-	if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(render.Find(objs, "Deployment", "cfg-reloader").Object, d); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, k8sruntime.DefaultUnstructuredConverter.FromUnstructured(render.Find(objs, "Deployment", "cfg-reloader").Object, d))
 	if !maps.Equal(d.Spec.Selector.MatchLabels, selector) {
 		t.Errorf("Deployment selector %v, want %v", d.Spec.Selector.MatchLabels, selector)
 	}
@@ -303,9 +302,7 @@ func TestServiceMonitorBringsItsService(t *testing.T) {
 		t.Errorf("Service ports %v, want the http port the ServiceMonitor scrapes", ports)
 	}
 	objs, err := render.Chart(chartDir(), values(t, `reloader: {serviceMonitor: {enabled: true}}`), release, namespace)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if render.Find(objs, "Service", "") != nil || render.Find(objs, "ServiceMonitor", "") != nil {
 		t.Error("without monitoring.coreos.com/v1: a Service or ServiceMonitor rendered for serviceMonitor.enabled")
 	}

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/reloader-operator/reloader/deployments/render"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 const crdName = "reloaderconfigs.reloader.dev"
@@ -20,9 +21,7 @@ const crdName = "reloaderconfigs.reloader.dev"
 // keeps it on uninstall.
 func TestChartRendersTheReloaderConfigCRD(t *testing.T) {
 	chrt, err := loader.Load(chartDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if n := len(chrt.CRDObjects()); n != 0 {
 		t.Errorf("Helm sees %d CRD files in the chart's crds/, want none: helm upgrade never applies them", n)
 	}
@@ -37,22 +36,16 @@ func TestChartRendersTheReloaderConfigCRD(t *testing.T) {
 		t.Errorf("CRD label app.kubernetes.io/managed-by = %q, want Helm", l)
 	}
 	b, err := os.ReadFile(filepath.Join(chartDir(), "files", "crds", "reloader.dev_reloaderconfigs.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	generated := map[string]any{}
-	if err := yaml.Unmarshal(b, &generated); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, yaml.Unmarshal(b, &generated))
 	if !reflect.DeepEqual(crd.Object["spec"], generated["spec"]) {
 		t.Error("the rendered CRD's spec differs from the generated files/crds/reloader.dev_reloaderconfigs.yaml")
 	}
 
 	// render.CRDs (the plain manifests, the install tests) is the same CRD.
 	crds, err := render.CRDs(chartDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if len(crds) != 1 || crds[0].GetName() != crdName {
 		t.Errorf("render.CRDs = %v, want the one %s", crds, crdName)
 	}
@@ -69,9 +62,7 @@ func TestCRDInstallOff(t *testing.T) {
 // its CRD, and say which Kubernetes versions it supports.
 func TestChartMetadata(t *testing.T) {
 	chrt, err := loader.Load(chartDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	md := chrt.Metadata
 	if md.KubeVersion == "" {
 		t.Error("Chart.yaml has no kubeVersion")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/reloader-operator/reloader/deployments/render"
 	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 const (
@@ -70,9 +71,7 @@ func container(t *testing.T, objs []*unstructured.Unstructured) (*appsv1.Deploym
 		t.Fatalf("rendered %d Deployments, want 1", len(deps))
 	}
 	d := &appsv1.Deployment{}
-	if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(deps[0].Object, d); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, k8sruntime.DefaultUnstructuredConverter.FromUnstructured(deps[0].Object, d))
 	for _, c := range d.Spec.Template.Spec.Containers {
 		if c.Name == "reloader" {
 			return d, c

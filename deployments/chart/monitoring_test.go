@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/reloader-operator/reloader/deployments/render"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // TestMonitoringMetrics lists the metrics the dashboard and the alerts query. The install
@@ -22,9 +23,7 @@ func TestMonitoringMetrics(t *testing.T) {
 		t.Fatal("dashboard ConfigMap or PrometheusRule not rendered")
 	}
 	queries, err := render.Queries(objs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	got := render.MetricNames(queries)
 	want := []string{
 		"controller_runtime_reconcile_errors_total",
@@ -60,9 +59,7 @@ func TestMonitoringOffByDefault(t *testing.T) {
 // The no-leader alert exists only with HA, where controller-runtime exports the Lease gauge.
 func TestNoLeaderAlertOnlyWithHA(t *testing.T) {
 	queries, err := render.Queries(renderChart(t, `reloader: {prometheusRule: {enabled: true}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if slices.Contains(render.MetricNames(queries), "leader_election_master_status") {
 		t.Error("the rules query leader_election_master_status without HA")
 	}
@@ -159,9 +156,7 @@ func TestMonitoringSelectsTheReleasePods(t *testing.T) {
 			List []struct{ Name, Type, Query string }
 		}
 	}
-	if err := json.Unmarshal([]byte(text), &board); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, json.Unmarshal([]byte(text), &board))
 	vars := map[string]string{}
 	for _, v := range board.Templating.List {
 		if v.Type == "constant" {
@@ -169,9 +164,7 @@ func TestMonitoringSelectsTheReleasePods(t *testing.T) {
 		}
 	}
 	dashQueries, err := render.Queries([]*unstructured.Unstructured{dash})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	for _, q := range dashQueries {
 		for name, value := range vars {
 			q = strings.ReplaceAll(q, name, value)
@@ -179,9 +172,7 @@ func TestMonitoringSelectsTheReleasePods(t *testing.T) {
 		queries = append(queries, q)
 	}
 	ruleQueries, err := render.Queries([]*unstructured.Unstructured{render.Find(objs, "PrometheusRule", "cfg-reloader")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	queries = append(queries, ruleQueries...)
 	if len(dashQueries) == 0 || len(ruleQueries) == 0 {
 		t.Fatalf("%d dashboard and %d rule queries", len(dashQueries), len(ruleQueries))

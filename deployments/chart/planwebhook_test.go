@@ -15,6 +15,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/reloader-operator/reloader/deployments/render"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 const (
@@ -30,9 +31,7 @@ func planWebhookConfig(t *testing.T, objs []*unstructured.Unstructured) *admissi
 		t.Fatal("no ValidatingWebhookConfiguration " + planWebhook)
 	}
 	vwc := &admissionv1.ValidatingWebhookConfiguration{}
-	if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(o.Object, vwc); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, k8sruntime.DefaultUnstructuredConverter.FromUnstructured(o.Object, vwc))
 	if len(vwc.Webhooks) != 1 {
 		t.Fatalf("%d webhooks, want 1", len(vwc.Webhooks))
 	}
@@ -43,9 +42,7 @@ func planWebhookConfig(t *testing.T, objs []*unstructured.Unstructured) *admissi
 func TestPlanWebhookOffByDefault(t *testing.T) {
 	for _, apis := range [][]string{nil, {certManagerAPI}} {
 		objs, err := render.Chart(chartDir(), nil, release, namespace, apis...)
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		for _, kind := range []string{"ValidatingWebhookConfiguration", "Issuer", "Certificate"} {
 			if got := render.OfKind(objs, kind); len(got) > 0 {
 				t.Errorf("APIs %v: rendered a %s by default", apis, kind)
@@ -160,9 +157,7 @@ func TestPlanWebhookSelfManagedCertificate(t *testing.T) {
 			t.Fatalf("%s: tls.crt is no PEM", doc)
 		}
 		cert, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: planWebhook + "." + namespace + ".svc"}); err != nil {
 			t.Errorf("%s: the serving certificate does not verify for the Service: %v", doc, err)
 		}
@@ -174,9 +169,7 @@ func TestPlanWebhookSelfManagedCertificate(t *testing.T) {
 // Certificate write the Secret the pods mount, and cainjector fills the caBundle.
 func TestPlanWebhookCertManager(t *testing.T) {
 	objs, err := render.Chart(chartDir(), values(t, `planWebhook: {enabled: true, certManager: {enabled: true}}`), release, namespace, certManagerAPI)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if render.Find(objs, "Secret", planWebhook+"-tls") != nil {
 		t.Error("the chart writes the Secret cert-manager owns")
 	}

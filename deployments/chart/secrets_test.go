@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/reloader-operator/reloader/deployments/render"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // Webhook and alert URLs hold tokens in their paths. Anyone with `view` reads a Deployment
@@ -29,9 +30,7 @@ func TestURLsStayInSecrets(t *testing.T) {
 				continue
 			}
 			b, err := json.Marshal(o.Object)
-			if err != nil {
-				t.Fatal(err)
-			}
+			testutil.Must(t, err)
 			if strings.Contains(string(b), "s3cr3t") {
 				t.Errorf("%s: %s %s holds a URL: %s", doc, o.GetKind(), o.GetName(), b)
 			}

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/reloader-operator/reloader/deployments/render"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // upstreamValuesFiles are upstream's whole default values files (`helm show values` of
@@ -18,9 +19,7 @@ var upstreamValuesFiles = []string{"upstream-values-v1.4.21.yaml", "upstream-val
 func readValuesFile(t *testing.T, name string) map[string]any {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	v := map[string]any{}
 	if err := yaml.Unmarshal(b, &v); err != nil {
 		t.Fatalf("%s: %v", name, err)

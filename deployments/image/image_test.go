@@ -16,6 +16,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // testMeta stamps the test builds; any fixed values do.
@@ -48,9 +50,7 @@ func buildForTest(t *testing.T) (*Result, error) {
 func repoRoot(t *testing.T) string {
 	t.Helper()
 	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if _, err := os.Stat(filepath.Join(root, "cmd", "reloader")); err != nil {
 		t.Fatalf("main module not at %s: %v", root, err)
 	}
@@ -62,9 +62,7 @@ func repoRoot(t *testing.T) string {
 func TestBuildIsReproducible(t *testing.T) {
 	first := built(t)
 	second, err := buildForTest(t)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if a, b := digest(t, first.Index), digest(t, second.Index); a != b {
 		t.Errorf("index digests differ: %s and %s", a, b)
 	}
@@ -101,9 +99,7 @@ func TestBuildIsReproducible(t *testing.T) {
 func TestIndexAndConfig(t *testing.T) {
 	r := built(t)
 	im, err := r.Index.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if im.MediaType != types.OCIImageIndex {
 		t.Errorf("index media type %s", im.MediaType)
 	}
@@ -124,9 +120,7 @@ func TestIndexAndConfig(t *testing.T) {
 	for _, arch := range Arches {
 		img := r.Images[arch]
 		cf, err := img.ConfigFile()
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		c := cf.Config
 		if cf.OS != "linux" || cf.Architecture != arch || cf.Variant != Variant(arch) {
 			t.Errorf("%s: config platform %s/%s variant %q", arch, cf.OS, cf.Architecture, cf.Variant)
@@ -157,9 +151,7 @@ func TestIndexAndConfig(t *testing.T) {
 			t.Errorf("%s: no description label", arch)
 		}
 		layers, err := img.Layers()
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		if len(layers) != 1 {
 			t.Fatalf("%s: %d layers, want 1", arch, len(layers))
 		}
@@ -231,9 +223,7 @@ func setting(bi *buildinfo.BuildInfo, key string) string {
 func digest(t *testing.T, d interface{ Digest() (v1.Hash, error) }) v1.Hash {
 	t.Helper()
 	h, err := d.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return h
 }
 
@@ -244,14 +234,10 @@ func uncompressedLayer(t *testing.T, img v1.Image) []byte {
 		t.Fatalf("layers: %d, %v", len(layers), err)
 	}
 	rc, err := layers[0].Uncompressed()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	defer rc.Close()
 	b, err := io.ReadAll(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return b
 }
 
@@ -271,8 +257,6 @@ func treeDigests(t *testing.T, dir string) map[string][32]byte {
 		sums[rel] = sha256.Sum256(b)
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return sums
 }

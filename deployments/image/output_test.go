@@ -10,6 +10,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/validate"
+
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // TestWriteOutputs reads back what Write made, as a registry client or `docker load` would:
@@ -19,22 +21,14 @@ func TestWriteOutputs(t *testing.T) {
 	r := built(t)
 	out := t.TempDir()
 	o, err := Write(out, DefaultRepository, r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 
 	p, err := layout.FromPath(o.Layout)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	top, err := p.ImageIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	tm, err := top.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if len(tm.Manifests) != 1 || tm.Manifests[0].Digest != digest(t, r.Index) {
 		t.Fatalf("index.json lists %+v, want only the index %s", tm.Manifests, digest(t, r.Index))
 	}
@@ -50,13 +44,9 @@ func TestWriteOutputs(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	idx, err := top.ImageIndex(tm.Manifests[0].Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if err := validate.Index(idx); err != nil {
 		t.Errorf("OCI layout: %v", err)
 	}
@@ -66,16 +56,12 @@ func TestWriteOutputs(t *testing.T) {
 		path := o.Tarballs[arch]
 		wantFiles = append(wantFiles, filepath.Base(path))
 		m, err := tarball.LoadManifest(func() (io.ReadCloser, error) { return os.Open(path) })
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		if len(m) != 1 || !slices.Equal(m[0].RepoTags, []string{o.Ref.String()}) {
 			t.Errorf("%s: manifest.json %+v, want one image tagged %s", path, m, o.Ref)
 		}
 		img, err := tarball.ImageFromPath(path, &o.Ref)
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		if err := validate.Image(img); err != nil {
 			t.Errorf("%s: %v", path, err)
 		}
@@ -86,9 +72,7 @@ func TestWriteOutputs(t *testing.T) {
 		}
 	}
 	entries, err := os.ReadDir(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	var names []string
 	for _, e := range entries {
 		names = append(names, e.Name())

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // readTar returns the headers in order and the contents of regular files.
@@ -40,9 +42,7 @@ func TestRootFS(t *testing.T) {
 	mtime := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	binary := []byte("\x7fELF not really")
 	layer, err := RootFS(binary, mtime)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	hdrs, files := readTar(t, layer)
 
 	type want struct {
@@ -103,9 +103,7 @@ func TestRootFS(t *testing.T) {
 	}
 
 	again, err := RootFS(binary, mtime)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if !bytes.Equal(layer, again) {
 		t.Errorf("two builds of the layer differ")
 	}
@@ -161,9 +159,7 @@ func TestTag(t *testing.T) {
 func TestSourceDate(t *testing.T) {
 	t.Setenv("SOURCE_DATE_EPOCH", "1767323045")
 	got, err := SourceDate(t.Context(), ".")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if want := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC); !got.Equal(want) {
 		t.Errorf("SourceDate = %v, want %v", got, want)
 	}

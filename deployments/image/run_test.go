@@ -21,11 +21,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/localcluster"
 	"github.com/reloader-operator/reloader/internal/proc"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // TestImageRunsAndReloads runs the host architecture's image as a container runtime would,
@@ -42,9 +42,7 @@ func TestImageRunsAndReloads(t *testing.T) {
 		t.Skipf("no image built for this machine's architecture %s", runtime.GOARCH)
 	}
 	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	rootfs := extract(t, img)
 	uid, gid := parseUser(t, cf.Config.User)
 	if uid == 0 || gid == 0 {
@@ -65,44 +63,32 @@ func TestImageRunsAndReloads(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	cluster, err := localcluster.Start(ctx, localcluster.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	t.Cleanup(func() { _ = cluster.Stop() })
 	// The image's user must be able to read the kubeconfig, as with a mounted Secret.
 	kubeconfig, err := os.ReadFile(cluster.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	writeOwned(t, filepath.Join(rootfs, "tmp", "kubeconfig"), kubeconfig, uid, gid)
 
 	cl, err := client.New(cluster.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	const ns = "image-test"
-	if err := cluster.EnsureNamespace(ctx, cl, ns); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cluster.EnsureNamespace(ctx, cl, ns))
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "app-config", Namespace: ns},
 		Data:       map[string]string{"greeting": "hello"},
 	}
 	dep := autoDeployment(ns, "app", cm.Name)
 	for _, obj := range []client.Object{cm, dep} {
-		if err := cl.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, cl.Create(ctx, obj))
 	}
 
 	metricsAddr, err := proc.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	logPath := filepath.Join(t.TempDir(), "reloader.log")
 	startContainer(t, container(rootfs, cf, uid, gid, "--kubeconfig=/tmp/kubeconfig", "--metrics-addr="+metricsAddr), logPath, uid)
 
-	waitFor(ctx, t, "reloader ready and the Deployment recorded", func(ctx context.Context) (bool, error) {
+	testutil.Eventually(t, "reloader ready and the Deployment recorded", testutil.Cond(func() (bool, error) {
 		if !ready(ctx, metricsAddr) {
 			return false, nil
 		}
@@ -111,13 +97,11 @@ func TestImageRunsAndReloads(t *testing.T) {
 			return false, err
 		}
 		return d.Annotations["reloader.dev/source-hashes"] != "", nil
-	})
+	}))
 
 	cm.Data["greeting"] = "hello again"
-	if err := cl.Update(ctx, cm); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(ctx, t, "the Deployment's pod template reloaded", func(ctx context.Context) (bool, error) {
+	testutil.Must(t, cl.Update(ctx, cm))
+	testutil.Eventually(t, "the Deployment's pod template reloaded", testutil.Cond(func() (bool, error) {
 		var d appsv1.Deployment
 		if err := cl.Get(ctx, client.ObjectKeyFromObject(dep), &d); err != nil {
 			return false, err
@@ -129,7 +113,7 @@ func TestImageRunsAndReloads(t *testing.T) {
 			}
 		}
 		return false, nil
-	})
+	}))
 }
 
 // container is the command a runtime would run for the image config: the entrypoint and
@@ -158,9 +142,7 @@ func container(rootfs string, cf *v1.ConfigFile, uid, gid uint32, args ...string
 func startContainer(t *testing.T, cmd *exec.Cmd, logPath string, uid uint32) {
 	t.Helper()
 	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start the image's entrypoint: %v", err)
@@ -174,9 +156,7 @@ func startContainer(t *testing.T, cmd *exec.Cmd, logPath string, uid uint32) {
 		}
 	})
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	want := fmt.Sprintf("Uid:\t%d\t%d\t%d\t%d\n", uid, uid, uid, uid)
 	if !strings.Contains(string(status), want) {
 		t.Errorf("the entrypoint does not run as uid %d:\n%s", uid, status)
@@ -188,18 +168,14 @@ func startContainer(t *testing.T, cmd *exec.Cmd, logPath string, uid uint32) {
 func extract(t *testing.T, img v1.Image) string {
 	t.Helper()
 	rootfs := filepath.Join(t.TempDir(), "rootfs")
-	if err := os.Mkdir(rootfs, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, os.Mkdir(rootfs, 0o755))
 	tr := tar.NewReader(bytes.NewReader(uncompressedLayer(t, img)))
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
 			return rootfs
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		if !filepath.IsLocal(h.Name) {
 			t.Fatalf("layer entry %q leaves the root", h.Name)
 		}
@@ -242,12 +218,8 @@ func parseUser(t *testing.T, user string) (uid, gid uint32) {
 
 func writeOwned(t *testing.T, path string, data []byte, uid, gid uint32) {
 	t.Helper()
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(path, int(uid), int(gid)); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, os.WriteFile(path, data, 0o600))
+	testutil.Must(t, os.Chown(path, int(uid), int(gid)))
 }
 
 func autoDeployment(ns, name, configMap string) *appsv1.Deployment {
@@ -283,11 +255,4 @@ func ready(ctx context.Context, addr string) bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
-}
-
-func waitFor(ctx context.Context, t *testing.T, what string, cond wait.ConditionWithContextFunc) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/reloader-operator/reloader/deployments/render"
 	"github.com/reloader-operator/reloader/internal/extapi"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // The chart's admission policy, on a real API server: as reloader's ServiceAccount, every
@@ -30,15 +31,11 @@ func TestAdmissionPolicyLetsReloaderWriteOnlyItsOwnFields(t *testing.T) {
 	ensureNamespace(t, ctx, ns)
 	objs, err := render.Chart(chartDir, map[string]any{"reloader": map[string]any{"admissionPolicy": map[string]any{"enabled": true},
 		"isArgoRollouts": true, "custom_annotations": map[string]any{"pauseTime": "example.com/paused-at"}}}, release, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if render.Find(objs, "ValidatingAdmissionPolicy", release+"-reloader-workload-writes") == nil {
 		t.Fatal("no ValidatingAdmissionPolicy rendered")
 	}
-	if err := applyAll(ctx, objs, ns); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, applyAll(ctx, objs, ns))
 	t.Cleanup(func() {
 		for _, kind := range []string{"ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy"} {
 			for _, o := range render.OfKind(objs, kind) {
@@ -47,18 +44,12 @@ func TestAdmissionPolicyLetsReloaderWriteOnlyItsOwnFields(t *testing.T) {
 		}
 	})
 	kubeconfig, err := serviceAccountKubeconfig(ctx, t.TempDir(), ns, release+"-reloader")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	cfg.QPS, cfg.Burst = 100, 200
 	asReloader, err := client.New(cfg, client.Options{Scheme: admin.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 
 	// The policy takes effect once the API server has seen it: wait for a first refusal.
 	probe := create(t, ctx, newWorkload(Deployment, ns))[0].(*appsv1.Deployment)

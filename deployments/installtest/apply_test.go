@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/deployments/render"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // applyAll server-side-applies every rendered object as the cluster admin, as `helm install`
@@ -52,9 +53,7 @@ func reloaderContainer(t *testing.T, objs []*unstructured.Unstructured) (*appsv1
 		t.Fatalf("the chart rendered %d Deployments, want 1", len(deployments))
 	}
 	var d appsv1.Deployment
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(deployments[0].Object, &d); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, runtime.DefaultUnstructuredConverter.FromUnstructured(deployments[0].Object, &d))
 	cs := d.Spec.Template.Spec.Containers
 	for _, c := range cs {
 		if strings.Contains(c.Name, "reloader") {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"github.com/reloader-operator/reloader/internal/localcluster"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // helmConfig is what the helm CLI builds for `-n namespace` against the test cluster: the
@@ -57,18 +58,12 @@ func helmConfig(t *testing.T, namespace string) *action.Configuration {
 func refreshCapabilities(t *testing.T, cfg *action.Configuration) {
 	t.Helper()
 	dc, err := cfg.RESTClientGetter.ToDiscoveryClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	dc.Invalidate()
 	server, err := dc.ServerVersion()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	apiVersions, err := action.GetVersionSet(dc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	gitVersion := server.GitVersion
 	if strings.HasPrefix(gitVersion, "v0.0.0") {
 		if gitVersion, err = builtKubernetesVersion(); err != nil {

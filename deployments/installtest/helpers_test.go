@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 func ensureNamespace(t *testing.T, ctx context.Context, name string) {
@@ -39,19 +39,17 @@ func describe(o client.Object) string {
 	return fmt.Sprintf("%s %s/%s", kind, o.GetNamespace(), o.GetName())
 }
 
-// eventually polls check until it returns nil, and fails the test with its last error; an
-// error from abort fails it at once.
+// eventually is testutil.Eventually with a fast failure: an error from abort (the process
+// under test died) fails the test at once.
 func eventually(t *testing.T, ctx context.Context, what string, abort, check func() error) {
 	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 45*time.Second, true, func(context.Context) (bool, error) {
+	testutil.Eventually(t, what, func() error {
 		if err := abort(); err != nil {
-			return false, err
+			t.Fatalf("%s: %v", what, err)
 		}
-		last = check()
-		return last == nil, nil
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("%s: %v (last: %v)", what, err, check())
+		}
+		return check()
 	})
-	if err != nil {
-		t.Fatalf("%s: %v (last: %v)", what, err, last)
-	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/deployments/render"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // install is one values set of the matrix and what it must do.
@@ -154,9 +155,7 @@ func (r *installRun) installChart() (*appsv1.Deployment, corev1.Container) {
 func (r *installRun) startReplicas(deploy *appsv1.Deployment, container corev1.Container) {
 	t, sa := r.t, deploy.Spec.Template.Spec.ServiceAccountName
 	kubeconfig, err := serviceAccountKubeconfig(r.ctx, t.TempDir(), r.releaseNS, sa)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	replicas := 1
 	if deploy.Spec.Replicas != nil {
 		replicas = int(*deploy.Spec.Replicas)
@@ -172,15 +171,11 @@ func (r *installRun) startReplicas(deploy *appsv1.Deployment, container corev1.C
 			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi")},
 		}
 		env, err := containerEnv(container, pod)
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		r.procs = append(r.procs, startReloader(t, pod.Name, containerArgs(container, env), env, kubeconfig))
 	}
 	for _, p := range r.procs {
-		if err := p.waitReady(r.ctx, r.refused); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, p.waitReady(r.ctx, r.refused))
 	}
 }
 
@@ -227,14 +222,10 @@ func (r *installRun) createWorkloads() {
 func (r *installRun) changeSourcesAndSeeReloads() {
 	t, ctx := r.t, r.ctx
 	for _, ns := range r.watched {
-		if err := changeSources(ctx, ns, slices.Contains(r.in.kinds, CSI)); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, changeSources(ctx, ns, slices.Contains(r.in.kinds, CSI)))
 	}
 	if r.in.unwatched != "" {
-		if err := changeSources(ctx, r.in.unwatched, false); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, changeSources(ctx, r.in.unwatched, false))
 	}
 	for _, w := range r.expected {
 		eventually(t, ctx, describe(w)+" reloaded", r.refused, func() error {
@@ -274,7 +265,15 @@ func (r *installRun) checkConfigStatus() {
 
 // checkUntouched checks that ignored kinds and unwatched namespaces were left alone.
 func (r *installRun) checkUntouched() {
-	time.Sleep(2 * time.Second) // room for a late, wrong reload
+	// Room for a late, wrong reload: every replica idle, its counters still.
+	var scrapes []func() (testutil.Metrics, error)
+	for _, p := range r.procs {
+		scrapes = append(scrapes, func() (testutil.Metrics, error) {
+			text, err := p.metrics()
+			return testutil.ParseMetrics(text), err
+		})
+	}
+	testutil.Settle(r.t, "the reloaders", testutil.Quiet(scrapes...))
 	for _, w := range r.untouched {
 		now, err := state(r.ctx, w)
 		if err != nil {
@@ -297,9 +296,7 @@ func (r *installRun) checkReplicas() {
 	reloaders, leader := 0, ""
 	for _, p := range r.procs {
 		text, err := p.metrics()
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		n := sample(text, "reloader_reload_executed_total", `success="true"`)
 		t.Logf("%s: reloader_reload_executed_total{success=\"true\"} %v", p.name, n)
 		if n == 0 {
@@ -326,9 +323,7 @@ func (r *installRun) checkReplicas() {
 func checkLeaseHolder(t *testing.T, ctx context.Context, namespace, leader string) {
 	t.Helper()
 	var leases coordinationv1.LeaseList
-	if err := admin.List(ctx, &leases, client.InNamespace(namespace)); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, admin.List(ctx, &leases, client.InNamespace(namespace)))
 	var holders []string
 	for _, l := range leases.Items {
 		if l.Spec.HolderIdentity != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/reloader-operator/reloader/deployments/render"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // sample sums the values of the samples of metric whose labels contain every one of labels
@@ -78,13 +79,9 @@ func checkDashboardMetrics(t *testing.T, in install, release, namespace, exposit
 	t.Helper()
 	values := mergeValues(in.values, observabilityValues)
 	objs, err := render.Chart(chartDir, values, release, namespace, "monitoring.coreos.com/v1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	queries, err := render.Queries(objs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if render.Find(objs, "PrometheusRule", "") == nil || len(queries) == 0 {
 		t.Fatalf("no dashboard or PrometheusRule queries in the chart rendered with %v", observabilityValues)
 	}

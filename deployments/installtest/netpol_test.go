@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/reloader-operator/reloader/deployments/render"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // reloader.netpol.to and from are lists of peers, as in upstream's chart: `to` is the peers
@@ -54,20 +55,12 @@ func TestNetworkPolicyPeersAsUpstream(t *testing.T) {
 			ns := "netpol-" + tt.name
 			ensureNamespace(t, ctx, ns)
 			var v map[string]any
-			if err := yaml.Unmarshal([]byte(tt.values), &v); err != nil {
-				t.Fatal(err)
-			}
+			testutil.Must(t, yaml.Unmarshal([]byte(tt.values), &v))
 			objs, err := render.Chart(chartDir, v, "rel", ns)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := applyAll(ctx, render.OfKind(objs, "NetworkPolicy"), ns); err != nil {
-				t.Fatal(err)
-			}
+			testutil.Must(t, err)
+			testutil.Must(t, applyAll(ctx, render.OfKind(objs, "NetworkPolicy"), ns))
 			var np networkingv1.NetworkPolicy
-			if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "rel-reloader"}, &np); err != nil {
-				t.Fatal(err)
-			}
+			testutil.Must(t, admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "rel-reloader"}, &np))
 			if !equality.Semantic.DeepEqual(np.Spec.Egress, tt.egress) {
 				t.Errorf("egress %s, want %s", asYAML(np.Spec.Egress), asYAML(tt.egress))
 			}

@@ -28,6 +28,7 @@ import (
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/deployments/render"
 	"github.com/reloader-operator/reloader/internal/proc"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // TestPlanWebhookInstalled installs the chart with planWebhook.enabled (its own certificate)
@@ -47,22 +48,14 @@ func TestPlanWebhookInstalled(t *testing.T) {
 	vals := map[string]any{"planWebhook": map[string]any{"enabled": true}}
 
 	crds, err := render.CRDs(chartDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := applyAll(ctx, crds, ""); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
+	testutil.Must(t, applyAll(ctx, crds, ""))
 	eventually(t, ctx, "the ReloaderConfig API served", func() error { return nil }, func() error {
 		return admin.List(ctx, &v1alpha1.ReloaderConfigList{})
 	})
 	objs, err := render.ChartOnCluster(chartDir, vals, release, ns, cluster.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := applyAll(ctx, objs, ns); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
+	testutil.Must(t, applyAll(ctx, objs, ns))
 	vwcName := release + "-reloader-plan-webhook"
 	t.Cleanup(func() {
 		_ = admin.Delete(context.Background(), &admissionregv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: vwcName}})
@@ -83,9 +76,7 @@ func TestPlanWebhookInstalled(t *testing.T) {
 		hooks, _, _ := unstructured.NestedSlice(v.Object, "webhooks")
 		ca, _, _ := unstructured.NestedString(hooks[0].(map[string]any), "clientConfig", "caBundle")
 		bundle, err := base64.StdEncoding.DecodeString(ca)
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		return out, bundle
 	}
 	first, bundle := tlsData(objs)
@@ -93,9 +84,7 @@ func TestPlanWebhookInstalled(t *testing.T) {
 		t.Fatal("the caBundle is not the Secret's CA")
 	}
 	again, err := render.ChartOnCluster(chartDir, vals, release, ns, cluster.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if second, bundle2 := tlsData(again); !bytes.Equal(second["tls.crt"], first["tls.crt"]) || !bytes.Equal(second["tls.key"], first["tls.key"]) || !bytes.Equal(bundle2, bundle) {
 		t.Error("an upgrade generated a new certificate; want the Secret's kept")
 	}
@@ -106,25 +95,17 @@ func TestPlanWebhookInstalled(t *testing.T) {
 	user := serviceAccountUser(ns, sa)
 	t.Cleanup(func() { checkAudit(t, user) })
 	kubeconfig, err := serviceAccountKubeconfig(ctx, t.TempDir(), ns, sa)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	certDir := t.TempDir()
 	for _, k := range []string{"tls.crt", "tls.key"} {
-		if err := os.WriteFile(filepath.Join(certDir, k), first[k], 0o600); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, os.WriteFile(filepath.Join(certDir, k), first[k], 0o600))
 	}
 	addr, err := proc.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	pod := fakePod{Name: deploy.Name + "-0", Namespace: ns, UID: "uid-planhook", NodeName: "node-0", ServiceAccount: sa, IP: "127.0.0.1",
 		Labels: deploy.Spec.Template.Labels, Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi")}}
 	env, err := containerEnv(container, pod)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	var args []string
 	served := false
 	for _, a := range containerArgs(container, env) {
@@ -141,9 +122,7 @@ func TestPlanWebhookInstalled(t *testing.T) {
 	}
 	p := startReloader(t, pod.Name, args, env, kubeconfig)
 	refused := func() error { return refusals(user) }
-	if err := p.waitReady(ctx, refused); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, p.waitReady(ctx, refused))
 
 	create(t, ctx, sources(appNS)...)
 	w := create(t, ctx, newWorkload(Deployment, appNS))[0]
@@ -156,9 +135,7 @@ func TestPlanWebhookInstalled(t *testing.T) {
 
 	// What the API server sends on an update of the ConfigMap, over TLS as it would check it.
 	live := &corev1.ConfigMap{}
-	if err := admin.Get(ctx, client.ObjectKey{Namespace: appNS, Name: configName}, live); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, admin.Get(ctx, client.ObjectKey{Namespace: appNS, Name: configName}, live))
 	changed := live.DeepCopy()
 	changed.Data["greeting"] = "bonjour"
 	review := admissionReview(t, live, changed)
@@ -193,9 +170,7 @@ func admissionReview(t *testing.T, old, obj *corev1.ConfigMap) []byte {
 	t.Helper()
 	raw := func(o runtime.Object) runtime.RawExtension {
 		b, err := json.Marshal(o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		return runtime.RawExtension{Raw: b}
 	}
 	b, err := json.Marshal(admissionv1.AdmissionReview{
@@ -208,8 +183,6 @@ func admissionReview(t *testing.T, old, obj *corev1.ConfigMap) []byte {
 			Object: raw(obj), OldObject: raw(old),
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return b
 }

@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 func TestContainerEnvAsTheKubeletResolvesIt(t *testing.T) {
@@ -32,9 +34,7 @@ func TestContainerEnvAsTheKubeletResolvesIt(t *testing.T) {
 		Args: []string{"--namespaces=$(POD_NAMESPACE)", "--id=$(ID)"},
 	}
 	env, err := containerEnv(c, pod)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	want := []string{"POD_NAME=reloader-0", "POD_NAMESPACE=ops", "APP=reloader", "GOMAXPROCS=2",
 		"GOMEMLIMIT=536870912", "MEM_MI=128", "CPU_REQ_M=1500", "ID=ops/reloader-0 $(LATER) $(POD_NAME)", "LATER=x"}
 	if !slices.Equal(env, want) {
@@ -47,9 +47,7 @@ func TestContainerEnvAsTheKubeletResolvesIt(t *testing.T) {
 	// No limit: the node's allocatable, as the kubelet does.
 	c.Resources.Limits = nil
 	env, err = containerEnv(corev1.Container{Env: c.Env[3:5]}, pod)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if want := []string{"GOMAXPROCS=4", "GOMEMLIMIT=8589934592"}; !slices.Equal(env, want) {
 		t.Errorf("without limits got %q, want %q", env, want)
 	}

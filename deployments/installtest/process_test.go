@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/reloader-operator/reloader/internal/proc"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // reloaderProcess is the reloader binary running as the chart's container would.
@@ -33,9 +34,7 @@ type reloaderProcess struct {
 func startReloader(t *testing.T, name string, argv, env []string, kubeconfig string) *reloaderProcess {
 	t.Helper()
 	addr, err := proc.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	args := append(withMetricsAddr(argv, addr), "--kubeconfig="+kubeconfig)
 	p := &reloaderProcess{name: name, url: "http://" + addr, exited: make(chan struct{})}
 	p.cmd = exec.Command(reloaderBin, args...)

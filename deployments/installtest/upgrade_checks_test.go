@@ -22,6 +22,7 @@ import (
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/deployments/render"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // reloaderConfigCRD is the CustomResourceDefinition of the ReloaderConfig API.
@@ -48,14 +49,10 @@ func describeObject(o *unstructured.Unstructured) string {
 func recordUpstream(t *testing.T, ctx context.Context, manifest, namespace string) *upstreamRelease {
 	t.Helper()
 	objs, err := render.Decode(manifest)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	uids := map[string]types.UID{}
 	for _, o := range objs {
-		if err := defaultNamespace(o, namespace); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, defaultNamespace(o, namespace))
 		live := &unstructured.Unstructured{}
 		live.SetGroupVersionKind(o.GroupVersionKind())
 		if err := admin.Get(ctx, client.ObjectKeyFromObject(o), live); err != nil {
@@ -68,9 +65,7 @@ func recordUpstream(t *testing.T, ctx context.Context, manifest, namespace strin
 		t.Fatalf("upstream's chart rendered %d Deployments, want 1", len(deployments))
 	}
 	var d appsv1.Deployment
-	if err := admin.Get(ctx, client.ObjectKeyFromObject(deployments[0]), &d); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, admin.Get(ctx, client.ObjectKeyFromObject(deployments[0]), &d))
 	return &upstreamRelease{objects: objs, uids: uids, deploy: &d}
 }
 
@@ -135,9 +130,7 @@ func lostLabels(want, got map[string]string) []string {
 func (u *upstreamRelease) checkContainers(t *testing.T, ctx context.Context) {
 	t.Helper()
 	var d appsv1.Deployment
-	if err := admin.Get(ctx, client.ObjectKeyFromObject(u.deploy), &d); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, admin.Get(ctx, client.ObjectKeyFromObject(u.deploy), &d))
 	if got, want := containerImages(&d), containerImages(u.deploy); !slices.Equal(got, want) {
 		t.Errorf("after the rollback Deployment %s runs %v, want upstream's %v", d.Name, got, want)
 	}
@@ -166,17 +159,13 @@ func containerImages(d *appsv1.Deployment) []string {
 func checkOurPods(t *testing.T, ctx context.Context, before *appsv1.Deployment, manifest string, ours *chart.Chart, values map[string]any) *unstructured.Unstructured {
 	t.Helper()
 	objs, err := render.Decode(manifest)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	rendered := render.OfKind(objs, "Deployment")
 	if len(rendered) != 1 {
 		t.Fatalf("our chart rendered %d Deployments, want 1", len(rendered))
 	}
 	var want, live appsv1.Deployment
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(rendered[0].Object, &want); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, runtime.DefaultUnstructuredConverter.FromUnstructured(rendered[0].Object, &want))
 	if err := admin.Get(ctx, client.ObjectKey{Namespace: before.Namespace, Name: want.Name}, &live); err != nil {
 		t.Fatalf("the Deployment our chart renders: %v", err)
 	}
@@ -206,9 +195,7 @@ func checkOurPods(t *testing.T, ctx context.Context, before *appsv1.Deployment, 
 	}
 
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&live)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	u := &unstructured.Unstructured{Object: obj}
 	u.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
 	return u
@@ -219,17 +206,13 @@ func checkOurPods(t *testing.T, ctx context.Context, before *appsv1.Deployment, 
 func checkSelectorsReachPods(t *testing.T, ctx context.Context, manifest, namespace string) {
 	t.Helper()
 	objs, err := render.Decode(manifest)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	deployments := render.OfKind(objs, "Deployment")
 	if len(deployments) != 1 {
 		t.Fatalf("our chart rendered %d Deployments, want 1", len(deployments))
 	}
 	var d appsv1.Deployment
-	if err := admin.Get(ctx, client.ObjectKey{Namespace: namespace, Name: deployments[0].GetName()}, &d); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, admin.Get(ctx, client.ObjectKey{Namespace: namespace, Name: deployments[0].GetName()}, &d))
 	pods := labels.Set(d.Spec.Template.Labels)
 	for _, o := range objs {
 		var sel *metav1.LabelSelector
@@ -244,9 +227,7 @@ func checkSelectorsReachPods(t *testing.T, ctx context.Context, manifest, namesp
 			}
 			m, _, _ := unstructured.NestedMap(o.Object, "spec", field)
 			sel = &metav1.LabelSelector{}
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, sel); err != nil {
-				t.Fatal(err)
-			}
+			testutil.Must(t, runtime.DefaultUnstructuredConverter.FromUnstructured(m, sel))
 		default:
 			continue
 		}
@@ -294,9 +275,7 @@ func waitReloaderConfigAPI(t *testing.T, ctx context.Context) {
 	if apierrors.IsNotFound(err) {
 		t.Fatalf("after the upgrade there is no CRD %s: the ReloaderConfig API is not installed (helm upgrade applies no chart's crds/ directory)", reloaderConfigCRD)
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	t.Logf("CRD %s: annotations %v", reloaderConfigCRD, crd.GetAnnotations())
 	eventually(t, ctx, "CRD "+reloaderConfigCRD+" established", func() error { return nil }, func() error {
 		if err := admin.Get(ctx, client.ObjectKeyFromObject(crd), crd); err != nil {

@@ -15,6 +15,8 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // upgradeCase is a release of upstream's chart and the values it was installed with; the
@@ -109,9 +111,7 @@ func runUpgrade(t *testing.T, c upgradeCase) {
 	u.before.checkKept(t, ctx, "after the rollback to upstream's revision")
 	u.before.checkContainers(t, ctx)
 	history, err := action.NewHistory(u.cfg).Run(c.release)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	var revisions []string
 	for _, h := range history {
 		revisions = append(revisions, fmt.Sprintf("%d %s %s: %s", h.Version, h.Chart.Metadata.Name, h.Chart.Metadata.Version, h.Info.Status))
@@ -183,9 +183,7 @@ func (c upgradeCase) valuesMap(t *testing.T) map[string]any {
 		return c.values
 	}
 	v, err := chartutil.ReadValuesFile(filepath.Join(repoRoot, "deployments", "installtest", "testdata", c.valuesFile))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return v
 }
 

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/reloader-operator/reloader/deployments/render"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 func TestUpgradeLostLabels(t *testing.T) {
@@ -61,9 +62,7 @@ func TestUpgradeFixtureIsUpstreamsChart(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			objs, err := render.Chart(upstreamChartDir(), tc.values, tc.release, "rel")
-			if err != nil {
-				t.Fatal(err)
-			}
+			testutil.Must(t, err)
 			var got []string
 			for _, o := range objs {
 				ns := o.GetNamespace()

@@ -19,6 +19,8 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"sigs.k8s.io/yaml"
+
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // What the test release is stamped with; any fixed values do.
@@ -53,9 +55,7 @@ func TestMain(m *testing.M) {
 func testOptions(t *testing.T) Options {
 	t.Helper()
 	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return Options{RepoRoot: root, Version: testVersion, Commit: testCommit, Created: testCreated, GitHubRepo: "example/reloader"}
 }
 
@@ -103,9 +103,7 @@ func TestKrewManifest(t *testing.T) {
 		t.Fatalf("no krew manifest rendered for %s", testVersion)
 	}
 	raw, err := os.ReadFile(filepath.Join(a.Dir, a.Krew))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	var p krewPlugin
 	if err := yaml.UnmarshalStrict(raw, &p); err != nil {
 		t.Fatalf("%s: %v\n%s", a.Krew, err, raw)
@@ -160,9 +158,7 @@ func TestKrewManifest(t *testing.T) {
 // RenderKrew has, and refuses what it should.
 func TestKrewTemplate(t *testing.T) {
 	tmpl, err := os.ReadFile(filepath.Join(testOptions(t).RepoRoot, KrewTemplate))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if _, err := template.New("krew").Funcs(template.FuncMap{
 		"archive": func(_, _ string) string { return "" }, "sha256": func(string) string { return "" }}).Parse(string(tmpl)); err != nil {
 		t.Fatal(err)
@@ -173,9 +169,7 @@ func TestKrewTemplate(t *testing.T) {
 		sums[ArchiveName(PluginBin, "v1.2.3", p)] = strings.Repeat("ab", 32)
 	}
 	out, err := RenderKrew(string(tmpl), data, sums)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if !strings.Contains(string(out), "uri: https://github.com/reloader-operator/reloader/releases/download/v1.2.3/kubectl-reloader_v1.2.3_darwin_arm64.tar.gz\n") {
 		t.Errorf("rendered without the default repository's URL:\n%s", out)
 	}
@@ -197,9 +191,7 @@ var checksumLine = regexp.MustCompile(`^[0-9a-f]{64}  [^/ ]+$`)
 func TestChecksums(t *testing.T) {
 	a := built(t)
 	raw, err := os.ReadFile(filepath.Join(a.Dir, ChecksumsFile))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	listed := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n") {
 		if !checksumLine.MatchString(line) {
@@ -210,9 +202,7 @@ func TestChecksums(t *testing.T) {
 		listed[name] = sum
 	}
 	entries, err := os.ReadDir(a.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	var names []string
 	for _, e := range entries {
 		if e.Name() == ChecksumsFile {
@@ -220,9 +210,7 @@ func TestChecksums(t *testing.T) {
 		}
 		names = append(names, e.Name())
 		data, err := os.ReadFile(filepath.Join(a.Dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		if got := sha256Hex(data); listed[e.Name()] != got {
 			t.Errorf("%s: checksums.txt says %q, the file's is %s", e.Name(), listed[e.Name()], got)
 		}
@@ -248,9 +236,7 @@ func TestChart(t *testing.T) {
 		t.Errorf("chart package %q", a.Chart)
 	}
 	ch, err := loader.Load(filepath.Join(a.Dir, a.Chart))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if ch.Metadata.Version != "0.0.0-disttest" || ch.Metadata.AppVersion != testVersion {
 		t.Errorf("chart version %q appVersion %q", ch.Metadata.Version, ch.Metadata.AppVersion)
 	}
@@ -274,9 +260,7 @@ func TestArchivesAreReproducible(t *testing.T) {
 	opts := testOptions(t)
 	opts.NoChart = true
 	second, err := Build(t.Context(), filepath.Join(distRoot, "second"), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if len(second.Sums) != len(first.Sums)-1 {
 		t.Errorf("second build wrote %d files, first %d (with the chart)", len(second.Sums), len(first.Sums))
 	}
@@ -296,9 +280,7 @@ type file struct {
 func untar(t *testing.T, data []byte) map[string]*file {
 	t.Helper()
 	zr, err := gzip.NewReader(bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	tr := tar.NewReader(zr)
 	files := map[string]*file{}
 	for {
@@ -306,16 +288,12 @@ func untar(t *testing.T, data []byte) map[string]*file {
 		if err == io.EOF {
 			return files
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		if h.Typeflag != tar.TypeReg || strings.Contains(h.Name, "/") || h.Uid != 0 || h.Gid != 0 || !h.ModTime.Equal(testCreated) {
 			t.Errorf("entry %q: type %c, uid %d, gid %d, mtime %v", h.Name, h.Typeflag, h.Uid, h.Gid, h.ModTime)
 		}
 		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		files[h.Name] = &file{mode: h.Mode, data: b}
 	}
 }
@@ -351,8 +329,6 @@ func checkBinary(t *testing.T, p Platform, f *file) {
 func mustRead(t *testing.T, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return b
 }

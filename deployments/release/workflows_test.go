@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // workflows are the repository's GitHub Actions workflows.
@@ -17,9 +19,7 @@ func workflows(t *testing.T) (root string, paths []string) {
 	t.Helper()
 	root = testOptions(t).RepoRoot
 	paths, err := filepath.Glob(filepath.Join(root, ".github", "workflows", "*.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if len(paths) < 2 {
 		t.Fatalf("workflows %v, want at least release.yaml and ci.yaml", paths)
 	}
@@ -60,9 +60,7 @@ func TestWorkflowsLint(t *testing.T) {
 	}
 
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
-	if err := os.WriteFile(bad, []byte("on: push\njobs:\n  a:\n    runs-on: ubuntu-24.04\n    steps:\n      - run: echo ${{ steps.nope.outputs.x }}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, os.WriteFile(bad, []byte("on: push\njobs:\n  a:\n    runs-on: ubuntu-24.04\n    steps:\n      - run: echo ${{ steps.nope.outputs.x }}\n"), 0o644))
 	if out, err := lint(bad); err == nil || !strings.Contains(out, "steps.nope") {
 		t.Errorf("actionlint passed a workflow that reads an undefined step: %v\n%s", err, out)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 
 	"github.com/reloader-operator/reloader/internal/notify"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 var sample = Reload{Kind: "Deployment", Namespace: "team-a", Name: "api",
@@ -40,9 +41,7 @@ func received(t *testing.T, status int) (string, <-chan map[string]any) {
 func start(t *testing.T, sink, url string, delivered func(string, bool)) *Alerter {
 	t.Helper()
 	poster, err := notify.NewPoster(time.Second, 1, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	a := New(sink, url, "cluster prod-eu", poster, logr.Discard())
 	a.Delivered = delivered
 	ctx, cancel := context.WithCancel(context.Background())
@@ -147,9 +146,7 @@ func TestFailedAlertLogShowsNoToken(t *testing.T) {
 		lines = append(lines, prefix+" "+args)
 	}, funcr.Options{})
 	poster, err := notify.NewPoster(time.Second, 1, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	a := New("slack", "http://127.0.0.1:1/services/T0/B0/PATHTOKEN?token=QUERYTOKEN", "", poster, logger)
 	delivered := make(chan bool, 1)
 	a.Delivered = func(_ string, ok bool) { delivered <- ok }

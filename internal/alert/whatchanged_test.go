@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/whatchanged"
 )
 
@@ -18,14 +19,10 @@ func TestBodiesNameKeysAndWriter(t *testing.T) {
 	const want = "ConfigMap app-config (keys changed: LOG_LEVEL; added: NEW; removed: OLD) by kubectl-edit (Update) at 2026-11-26T21:00:00Z"
 	for _, sink := range []string{"slack", "teams", "gchat", "raw"} {
 		body, err := Body(sink, r, "")
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		var text string
 		var doc map[string]any
-		if err := json.Unmarshal(body, &doc); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, json.Unmarshal(body, &doc))
 		text = string(body)
 		if !strings.Contains(text, want) {
 			t.Errorf("%s: %s\nwant it to contain %q", sink, body, want)
@@ -55,16 +52,12 @@ func TestChatBlocksNameKeysAndWriter(t *testing.T) {
 	r.Name = "api<!here>"
 	r.Sources = []Source{{Kind: "Secret", Name: "creds", Report: whatchanged.NewReport(keys, whatchanged.Writer{Manager: "helm", Operation: "Apply"}, true)}}
 	body, err := Body("slack", r, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	var slack struct {
 		Text   string
 		Blocks []struct{ Text struct{ Text string } }
 	}
-	if err := json.Unmarshal(body, &slack); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, json.Unmarshal(body, &slack))
 	if len(slack.Blocks) != 2 || strings.Contains(slack.Blocks[0].Text.Text, "<!here>") ||
 		slack.Blocks[1].Text.Text != "*Secret creds*\nkeys added: TOKEN\nchanged by: helm (Apply)" {
 		t.Errorf("Slack blocks %s", body)
@@ -80,9 +73,7 @@ func TestChatBlocksNameKeysAndWriter(t *testing.T) {
 			}
 		}
 	}
-	if err := json.Unmarshal(body, &teams); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, json.Unmarshal(body, &teams))
 	b := teams.Attachments[0].Content.Body
 	if len(b) != 2 || b[1].Type != "FactSet" || len(b[1].Facts) != 2 || b[1].Facts[0].Title != "Secret creds keys added" || b[1].Facts[0].Value != "TOKEN" ||
 		b[1].Facts[1].Value != "helm (Apply)" {

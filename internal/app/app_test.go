@@ -2,10 +2,8 @@ package app_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,31 +18,26 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/app"
 	"github.com/reloader-operator/reloader/internal/localcluster"
+	"github.com/reloader-operator/reloader/internal/localcluster/clustertest"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/proc"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // This package's reloaders watch every namespace, so it has a control plane of its own.
 var restConfig *rest.Config
 
 func TestMain(m *testing.M) {
-	cluster, err := localcluster.Start(context.Background(), localcluster.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start control plane:", err)
-		os.Exit(1)
-	}
-	restConfig = cluster.Config
-	code := m.Run()
-	_ = cluster.Stop()
-	os.Exit(code)
+	clustertest.Main(m, localcluster.Options{}, func(c *localcluster.Cluster) error {
+		restConfig = c.Config
+		return nil
+	})
 }
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	addr, err := proc.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return addr
 }
 
@@ -52,14 +45,10 @@ func freeAddr(t *testing.T) string {
 func start(t *testing.T, opts options.Options) manager.Manager {
 	t.Helper()
 	conf, err := options.Parse(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	mgr, err := app.New(ctx, restConfig, conf, logr.Discard())
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
@@ -81,32 +70,24 @@ func httpGet(addr, path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func TestMetricsPortServesLiveReadyAndMetrics(t *testing.T) {
 	opts := options.Default()
 	opts.MetricsAddr = freeAddr(t)
 	start(t, opts)
-	waitFor(t, "/ready 200", func() bool { code, _ := httpGet(opts.MetricsAddr, "/ready"); return code == http.StatusOK })
+	testutil.Eventually(t, "/ready 200", testutil.Cond(func() (bool, error) {
+		code, _ := httpGet(opts.MetricsAddr, "/ready")
+		return code == http.StatusOK, nil
+	}))
 	if code, body := httpGet(opts.MetricsAddr, "/live"); code != http.StatusOK {
 		t.Errorf("/live = %d %s", code, body)
 	}
 	// Controllers register their series as they start, a moment after the caches sync
 	// (ready): seen on a busy machine.
 	for _, name := range []string{`reloader_reload_executed_total{success="true"}`, "controller_runtime_reconcile_total", "rest_client_requests_total"} {
-		waitFor(t, "/metrics with "+name, func() bool {
+		testutil.Eventually(t, "/metrics with "+name, testutil.Cond(func() (bool, error) {
 			code, body := httpGet(opts.MetricsAddr, "/metrics")
-			return code == http.StatusOK && strings.Contains(body, name)
-		})
+			return code == http.StatusOK && strings.Contains(body, name), nil
+		}))
 	}
 	if code, _ := httpGet(opts.MetricsAddr, "/debug/pprof/"); code == http.StatusOK {
 		t.Error("pprof served on the metrics port")
@@ -119,7 +100,10 @@ func TestPprofOnlyWhenEnabledAndOnItsOwnAddress(t *testing.T) {
 	opts.EnablePprof = true
 	opts.PprofAddr = freeAddr(t)
 	start(t, opts)
-	waitFor(t, "pprof index", func() bool { code, _ := httpGet(opts.PprofAddr, "/debug/pprof/"); return code == http.StatusOK })
+	testutil.Eventually(t, "pprof index", testutil.Cond(func() (bool, error) {
+		code, _ := httpGet(opts.PprofAddr, "/debug/pprof/")
+		return code == http.StatusOK, nil
+	}))
 	if code, _ := httpGet(opts.PprofAddr, "/debug/pprof/heap?debug=1"); code != http.StatusOK {
 		t.Errorf("/debug/pprof/heap = %d, want 200", code)
 	}
@@ -134,9 +118,7 @@ func TestPprofOnlyWhenEnabledAndOnItsOwnAddress(t *testing.T) {
 func TestFiltersShrinkTheCache(t *testing.T) {
 	ctx := context.Background()
 	k8s, err := client.New(restConfig, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	keep, skip := "filters-keep", "filters-skip"
 	type pair struct {
 		ns, name string
@@ -144,9 +126,7 @@ func TestFiltersShrinkTheCache(t *testing.T) {
 	}
 	pairs := []pair{{keep, "labelled", true}, {keep, "plain", false}, {skip, "labelled", true}}
 	for _, ns := range []string{keep, skip} {
-		if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	}
 	for _, p := range pairs {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: p.name}, Data: map[string]string{"k": "v1"}}
@@ -163,23 +143,19 @@ func TestFiltersShrinkTheCache(t *testing.T) {
 			}},
 		}
 		for _, o := range []client.Object{cm, d} {
-			if err := k8s.Create(ctx, o); err != nil {
-				t.Fatal(err)
-			}
+			testutil.Must(t, k8s.Create(ctx, o))
 		}
 	}
 
 	opts := options.Default()
-	opts.MetricsAddr = "0"
+	opts.MetricsAddr = freeAddr(t) // for the wait before the negative check
 	opts.CoalesceWindow = 0
 	opts.NamespacesToIgnore = []string{skip}
 	opts.ResourceLabelSelector = "reload:yes" // upstream's legacy form
 	mgr := start(t, opts)
 
 	var cached corev1.ConfigMapList
-	if err := mgr.GetCache().List(ctx, &cached); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, mgr.GetCache().List(ctx, &cached))
 	var names []string
 	for _, cm := range cached.Items {
 		names = append(names, cm.Namespace+"/"+cm.Name)
@@ -194,37 +170,31 @@ func TestFiltersShrinkTheCache(t *testing.T) {
 		}
 	}
 	var deployments appsv1.DeploymentList
-	if err := mgr.GetCache().List(ctx, &deployments); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, mgr.GetCache().List(ctx, &deployments))
 	for _, d := range deployments.Items {
 		if d.Namespace == skip {
 			t.Errorf("Deployment %s/%s of an ignored namespace is cached", d.Namespace, d.Name)
 		}
 	}
 
-	waitFor(t, "keep/labelled recorded", func() bool {
+	testutil.Eventually(t, "keep/labelled recorded", testutil.Cond(func() (bool, error) {
 		var d appsv1.Deployment
 		_ = k8s.Get(ctx, client.ObjectKey{Namespace: keep, Name: "labelled"}, &d)
-		return d.Annotations["reloader.dev/source-hashes"] != ""
-	})
+		return d.Annotations["reloader.dev/source-hashes"] != "", nil
+	}))
 	for _, p := range pairs {
 		var cm corev1.ConfigMap
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: p.ns, Name: p.name}, &cm); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, k8s.Get(ctx, client.ObjectKey{Namespace: p.ns, Name: p.name}, &cm))
 		cm.Data["k"] = "v2"
-		if err := k8s.Update(ctx, &cm); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, k8s.Update(ctx, &cm))
 	}
 	envCount := func(ns, name string) int {
 		var d appsv1.Deployment
 		_ = k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d)
 		return len(d.Spec.Template.Spec.Containers[0].Env)
 	}
-	waitFor(t, "keep/labelled reloaded", func() bool { return envCount(keep, "labelled") == 1 })
-	time.Sleep(1500 * time.Millisecond)
+	testutil.Eventually(t, "keep/labelled reloaded", testutil.Cond(func() (bool, error) { return envCount(keep, "labelled") == 1, nil }))
+	testutil.Settle(t, "reloader", testutil.QuietMetrics("http://"+opts.MetricsAddr+"/metrics"))
 	if envCount(keep, "plain") != 0 || envCount(skip, "labelled") != 0 {
 		t.Errorf("filtered out workloads reloaded: keep/plain %d, skip/labelled %d", envCount(keep, "plain"), envCount(skip, "labelled"))
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/app"
 	"github.com/reloader-operator/reloader/internal/extapi"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // lines is a logger that keeps what it logs.
@@ -44,9 +45,7 @@ func (l *lines) text() string {
 func unanswered(t *testing.T, gv schema.GroupVersion) {
 	t.Helper()
 	k8s, err := client.New(restConfig, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	svc := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
 		"metadata": map[string]any{"name": gv.Version + "." + gv.Group},
@@ -54,14 +53,10 @@ func unanswered(t *testing.T, gv schema.GroupVersion) {
 			"groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
 			"service": map[string]any{"namespace": "default", "name": "nobody-answers", "port": int64(443)}},
 	}}
-	if err := k8s.Create(context.Background(), svc); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, k8s.Create(context.Background(), svc))
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), svc) })
 	dc, err := discovery.NewDiscoveryClientForConfig(restConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		_, _, err := dc.ServerGroupsAndResources()

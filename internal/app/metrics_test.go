@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // sample is one line of a Prometheus text exposition.
@@ -105,9 +106,7 @@ func hasSample(samples []sample, name string, labels map[string]string) bool {
 func TestUpstreamMetricNamesKeepUpstreamLabels(t *testing.T) {
 	ctx := context.Background()
 	k8s, err := client.New(restConfig, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	ns := "upstream-metrics"
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cfg"}, Data: map[string]string{"k": "v1"}}
 	labels := map[string]string{"app": "web"}
@@ -120,9 +119,7 @@ func TestUpstreamMetricNamesKeepUpstreamLabels(t *testing.T) {
 		}},
 	}
 	for _, o := range []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, cm, d} {
-		if err := k8s.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, k8s.Create(ctx, o))
 	}
 
 	opts := options.Default()
@@ -133,7 +130,10 @@ func TestUpstreamMetricNamesKeepUpstreamLabels(t *testing.T) {
 	opts.CoalesceWindow = 100 * time.Millisecond
 	opts.MetricsCountByNamespace = true
 	start(t, opts)
-	waitFor(t, "/ready 200", func() bool { code, _ := httpGet(opts.MetricsAddr, "/ready"); return code == http.StatusOK })
+	testutil.Eventually(t, "/ready 200", testutil.Cond(func() (bool, error) {
+		code, _ := httpGet(opts.MetricsAddr, "/ready")
+		return code == http.StatusOK, nil
+	}))
 	scrape := func() []sample {
 		code, body := httpGet(opts.MetricsAddr, "/metrics")
 		if code != http.StatusOK {
@@ -150,22 +150,18 @@ func TestUpstreamMetricNamesKeepUpstreamLabels(t *testing.T) {
 		}
 	}
 
-	waitFor(t, "recorded", func() bool {
+	testutil.Eventually(t, "recorded", testutil.Cond(func() (bool, error) {
 		_ = k8s.Get(ctx, client.ObjectKeyFromObject(d), d)
-		return d.Annotations["reloader.dev/source-hashes"] != ""
-	})
+		return d.Annotations["reloader.dev/source-hashes"] != "", nil
+	}))
 	cm.Data["k"] = "v2"
-	if err := k8s.Update(ctx, cm); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "reloaded", func() bool {
+	testutil.Must(t, k8s.Update(ctx, cm))
+	testutil.Eventually(t, "reloaded", testutil.Cond(func() (bool, error) {
 		_ = k8s.Get(ctx, client.ObjectKeyFromObject(d), d)
-		return len(d.Spec.Template.Spec.Containers[0].Env) == 1
-	})
+		return len(d.Spec.Template.Spec.Containers[0].Env) == 1, nil
+	}))
 	cm.Labels = map[string]string{"touched": "yes"} // no content change: upstream's no_data_change
-	if err := k8s.Update(ctx, cm); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, k8s.Update(ctx, cm))
 
 	want := map[string][]string{
 		"reloader_reload_executed_total":              {"success"},

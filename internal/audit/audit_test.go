@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 func TestReadKeepsOneUsersEventsAndSkipsNoise(t *testing.T) {
@@ -13,13 +15,9 @@ not json
 {"verb":"create","user":{"username":"sa"},"objectRef":{"resource":"serviceaccounts","subresource":"token","namespace":"a","name":"r"},"responseStatus":{"code":403}}
 `
 	path := filepath.Join(t.TempDir(), "audit.log")
-	if err := os.WriteFile(path, []byte(log), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, os.WriteFile(path, []byte(log), 0o600))
 	events, err := Read(path, "sa")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if len(events) != 2 {
 		t.Fatalf("got %d events of sa, want 2: %+v", len(events), events)
 	}

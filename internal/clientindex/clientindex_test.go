@@ -12,6 +12,7 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/clientindex"
 	"github.com/reloader-operator/reloader/internal/localcluster"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // TestListByIndex: a List by an indexed field returns the objects the index function gives
@@ -19,14 +20,10 @@ import (
 func TestListByIndex(t *testing.T) {
 	ctx := context.Background()
 	cluster, err := localcluster.Start(ctx, localcluster.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	t.Cleanup(func() { _ = cluster.Stop() })
 	direct, err := client.New(cluster.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	c := clientindex.New(direct)
 	byTeam := func(o client.Object) []string {
 		if team := o.GetLabels()["team"]; team != "" {
@@ -34,21 +31,15 @@ func TestListByIndex(t *testing.T) {
 		}
 		return nil
 	}
-	if err := c.IndexField(ctx, &corev1.ConfigMap{}, "by-team", byTeam); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, c.IndexField(ctx, &corev1.ConfigMap{}, "by-team", byTeam))
 	for i, team := range []string{"a", "b", "a", ""} {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("cm-%d", i), Labels: map[string]string{"team": team}}}
-		if err := c.Create(ctx, cm); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, c.Create(ctx, cm))
 	}
 	names := func(opts ...client.ListOption) []string {
 		t.Helper()
 		var list corev1.ConfigMapList
-		if err := c.List(ctx, &list, append(opts, client.InNamespace("default"))...); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, c.List(ctx, &list, append(opts, client.InNamespace("default"))...))
 		var out []string
 		for _, cm := range list.Items {
 			if cm.Name != "kube-root-ca.crt" {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/clientindex"
 	"github.com/reloader-operator/reloader/internal/localcluster"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // TestSplitReadsLiveKindsThroughTheIndexAndReusesFreshLists: reads of the kinds named go to
@@ -23,19 +24,13 @@ import (
 func TestSplitReadsLiveKindsThroughTheIndexAndReusesFreshLists(t *testing.T) {
 	ctx := context.Background()
 	cluster, err := localcluster.Start(ctx, localcluster.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	t.Cleanup(func() { _ = cluster.Stop() })
 	direct, err := client.New(cluster.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	var liveLists, otherLists atomic.Int32
 	live, err := client.NewWithWatch(cluster.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	liveCounted := interceptor.NewClient(live, interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, o ...client.ListOption) error {
 		liveLists.Add(1)
 		return c.List(ctx, l, o...)
@@ -45,28 +40,20 @@ func TestSplitReadsLiveKindsThroughTheIndexAndReusesFreshLists(t *testing.T) {
 		return c.List(ctx, l, o...)
 	}})
 	split, err := clientindex.NewSplit(otherCounted, liveCounted, &corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	byTeam := func(o client.Object) []string { return []string{o.GetLabels()["team"]} }
-	if err := split.Live.IndexField(ctx, &corev1.ConfigMap{}, "by-team", byTeam); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, split.Live.IndexField(ctx, &corev1.ConfigMap{}, "by-team", byTeam))
 	const reuse = 300 * time.Millisecond
 	split.Live.ReuseLists(reuse)
 	create := func(name, team string) {
 		t.Helper()
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Labels: map[string]string{"team": team}}}
-		if err := direct.Create(ctx, cm); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, direct.Create(ctx, cm))
 	}
 	team := func(name string) []string {
 		t.Helper()
 		var list corev1.ConfigMapList
-		if err := split.List(ctx, &list, client.InNamespace("default"), client.MatchingFields{"by-team": name}); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, split.List(ctx, &list, client.InNamespace("default"), client.MatchingFields{"by-team": name}))
 		var out []string
 		for _, cm := range list.Items {
 			out = append(out, cm.Name)
@@ -98,9 +85,7 @@ func TestSplitReadsLiveKindsThroughTheIndexAndReusesFreshLists(t *testing.T) {
 		t.Errorf("live Get: %v", err)
 	}
 	var secrets corev1.SecretList
-	if err := split.List(ctx, &secrets, client.InNamespace("default")); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, split.List(ctx, &secrets, client.InNamespace("default")))
 	if otherLists.Load() != 1 || liveLists.Load() != 2 {
 		t.Errorf("a Secret list went to the live client (other %d, live %d)", otherLists.Load(), liveLists.Load())
 	}

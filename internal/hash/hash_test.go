@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 func TestConfigMap(t *testing.T) {
@@ -44,9 +46,7 @@ func TestConfigMap(t *testing.T) {
 func TestSecret(t *testing.T) {
 	key := func(b byte) Key {
 		k, err := NewKey(bytes.Repeat([]byte{b}, KeySize))
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		return k
 	}
 	s := func(ns, name, uid, password string) *corev1.Secret {
@@ -89,9 +89,7 @@ func TestSecret(t *testing.T) {
 func TestKeyNeverPrintsItsBytes(t *testing.T) {
 	secret := bytes.Repeat([]byte{0xab}, KeySize)
 	k, err := NewKey(secret)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	for _, format := range []string{"%v", "%+v", "%#v", "%s", "%x"} {
 		if out := fmt.Sprintf(format, k); strings.Contains(out, "abab") || strings.Contains(out, string(secret)) {
 			t.Errorf("%s prints the key's bytes: %s", format, out)

@@ -2,8 +2,11 @@ package hashkey_test
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +28,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/localcluster/clustertest"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/rbac"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 var (
@@ -42,9 +46,7 @@ func TestMain(m *testing.M) {
 
 func namespace(t *testing.T, name string) string {
 	t.Helper()
-	if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}))
 	return name
 }
 
@@ -72,9 +74,7 @@ func TestReplicasStartingTogetherShareOneKey(t *testing.T) {
 		}
 	}
 	s := &corev1.Secret{}
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: hashkey.SecretName}, s); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: hashkey.SecretName}, s))
 	if s.Immutable == nil || !*s.Immutable {
 		t.Error("key Secret is not immutable")
 	}
@@ -90,9 +90,7 @@ func TestBrokenKeyIsNeverReplaced(t *testing.T) {
 	ns := namespace(t, "broken")
 	bad := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hashkey.SecretName},
 		Data: map[string][]byte{"key": []byte("short")}}
-	if err := k8s.Create(context.Background(), bad); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, k8s.Create(context.Background(), bad))
 	if _, err := hashkey.Load(context.Background(), k8s, ns); err == nil {
 		t.Fatal("a 5-byte key was accepted")
 	}
@@ -125,9 +123,7 @@ func TestNamespace(t *testing.T) {
 func grant(t *testing.T, ns, user string, rules []rbacv1.PolicyRule) *rest.Config {
 	t.Helper()
 	cfg, _, err := cluster.AddUser(user)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	bind(t, ns, user, rules)
 	return cfg
 }
@@ -140,9 +136,7 @@ func bind(t *testing.T, ns, user string, rules []rbacv1.PolicyRule) {
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}},
 	} {
-		if err := k8s.Create(context.Background(), o); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, k8s.Create(context.Background(), o))
 	}
 }
 
@@ -153,9 +147,7 @@ func ownRules(t *testing.T, ns string) []rbacv1.PolicyRule {
 	conf, err := options.Load(options.Default(), func(name string) string {
 		return map[string]string{"POD_NAMESPACE": ns}[name]
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return rbac.For(conf, rbac.Platform{}).Own
 }
 
@@ -165,9 +157,7 @@ func ownRules(t *testing.T, ns string) []rbacv1.PolicyRule {
 func TestChartRoleCreatesOnlyTheKey(t *testing.T) {
 	ns := namespace(t, "chart-role")
 	c, err := client.New(grant(t, ns, "chart-role", ownRules(t, ns)), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	ctx := context.Background()
 	ids := make([]string, 4)
 	errs := make([]error, 4)
@@ -200,9 +190,7 @@ func TestChartRoleCreatesOnlyTheKey(t *testing.T) {
 func TestAppliedKeyIsNeverReplaced(t *testing.T) {
 	ns := namespace(t, "applied")
 	first, err := hashkey.Load(context.Background(), k8s, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	// What a replica that found no key a moment ago applies now.
 	ac := corev1ac.Secret(hashkey.SecretName, ns).WithData(map[string][]byte{"key": make([]byte, hash.KeySize)}).WithImmutable(true)
 	if err := k8s.Apply(context.Background(), ac, client.FieldOwner("Reloader")); !apierrors.IsInvalid(err) {
@@ -218,9 +206,7 @@ func TestAppliedKeyIsNeverReplaced(t *testing.T) {
 func fallbackGauge(t *testing.T, reg *prometheus.Registry) float64 {
 	t.Helper()
 	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	for _, f := range families {
 		if f.GetName() == "reloader_hash_key_fallback" {
 			return f.GetMetric()[0].GetGauge().GetValue()
@@ -243,9 +229,7 @@ func TestWithoutRBACFallsBackLoudly(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	start := time.Now()
 	l, err := hashkey.Setup(ctx, cfg, hashkey.Options{Namespace: ns, Pod: "reloader-0", ForbiddenFor: 2 * time.Second, Registry: reg}, testr.New(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if err := l.Wait(ctx); err != nil {
 		t.Fatalf("Wait: %v; want the UID-keyed fallback", err)
 	}
@@ -263,9 +247,7 @@ func TestWithoutRBACFallsBackLoudly(t *testing.T) {
 		t.Errorf("reloader_hash_key_fallback = %v, want 1", g)
 	}
 	var events eventsv1.EventList
-	if err := k8s.List(ctx, &events, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, k8s.List(ctx, &events, client.InNamespace(ns)))
 	if len(events.Items) != 1 {
 		t.Fatalf("%d Events, want the fallback's", len(events.Items))
 	}
@@ -281,21 +263,30 @@ func TestWithoutRBACFallsBackLoudly(t *testing.T) {
 func TestRBACGrantedDuringRetriesLoadsTheKey(t *testing.T) {
 	ns := namespace(t, "late-rbac")
 	cfg, _, err := cluster.AddUser("late")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	reg := prometheus.NewRegistry()
+	var refusals atomic.Int32
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			if err == nil && resp.StatusCode == http.StatusForbidden {
+				refusals.Add(1)
+			}
+			return resp, err
+		})
+	}
 	l, err := hashkey.Setup(ctx, cfg, hashkey.Options{Namespace: ns, ForbiddenFor: 20 * time.Second, Registry: reg}, logr.Discard())
-	if err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(1500 * time.Millisecond) // past the first refusal
+	testutil.Must(t, err)
+	testutil.Eventually(t, "the first refusal", func() error { // bound after it, as the retries must find
+		if refusals.Load() == 0 {
+			return errors.New("no request refused yet")
+		}
+		return nil
+	})
 	bind(t, ns, "late", ownRules(t, ns))
-	if err := l.Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, l.Wait(ctx))
 	if !l.Key().Valid() || fallbackGauge(t, reg) != 0 {
 		t.Errorf("key valid %v, fallback %v; want the key loaded", l.Key().Valid(), fallbackGauge(t, reg))
 	}
@@ -317,9 +308,7 @@ func TestWaitEndsWithTheCallersContext(t *testing.T) {
 		loading, stop := context.WithCancel(context.Background())
 		t.Cleanup(stop)
 		l, err := hashkey.Setup(loading, &rest.Config{Host: "http://127.0.0.1:1"}, tc.opts, logr.Discard())
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		if l.Own() != tc.own {
 			t.Errorf("%+v: Own %v, want %v", tc.opts, l.Own(), tc.own)
 		}
@@ -332,3 +321,8 @@ func TestWaitEndsWithTheCallersContext(t *testing.T) {
 		}
 	}
 }
+
+// roundTripper lets a function serve as an http.RoundTripper.
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -8,6 +8,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // The checks read what a real API server returns as stored; a fake client stores the same.
@@ -40,9 +42,7 @@ func TestChecks(t *testing.T) {
 	changes := map[string][]time.Time{"Deployment/ns/cut": three, "Deployment/ns/not-cut": three, "Deployment/ns/paused": three}
 	cl := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
 	got, err := runChecks(context.Background(), cl, []string{CheckLastReloadedFrom, CheckPauseCut}, tracked, specs, changes)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	want := map[string]float64{
 		"reloaded workloads without last-reloaded-from":                       1, // not-cut; quiet never reloaded
 		"reloaded workloads checked":                                          3,

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // At scale 1 the scenarios have the design's sizes and points; a smaller scale shrinks them.
@@ -204,15 +206,11 @@ func TestPerScenarioReports(t *testing.T) {
 	}
 	rep := Build([]Result{mk("S1", "old"), mk("S1", "new"), mk("S4", "old"), mk("S4", "new")}, DefaultGates())
 	dir := t.TempDir()
-	if err := rep.WriteAll(dir); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, rep.WriteAll(dir))
 	for _, id := range []string{"S1", "S4"} {
 		for _, f := range Formats {
 			b, err := os.ReadFile(filepath.Join(dir, "scenarios", id+"."+f))
-			if err != nil {
-				t.Fatal(err)
-			}
+			testutil.Must(t, err)
 			other := map[string]string{"S1": "S4", "S4": "S1"}[id]
 			if !strings.Contains(string(b), id) || strings.Contains(string(b), other+" ") || strings.Contains(string(b), "\""+other+"\"") {
 				t.Errorf("scenarios/%s.%s holds the wrong scenarios", id, f)

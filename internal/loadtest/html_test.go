@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // sampleReport: S1 where only the old build misses reloads (the report passes: it is the new
@@ -55,9 +57,7 @@ func TestHTMLRendersInHeadlessChromium(t *testing.T) {
 		t.Skip("no headless Chromium installed (apt-get install chromium)")
 	}
 	dir := t.TempDir()
-	if err := sampleReport().WriteAll(dir); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, sampleReport().WriteAll(dir))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	page := "file://" + filepath.Join(dir, "report.html")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/reloader-operator/reloader/internal/audit"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 func TestJudge(t *testing.T) {
@@ -229,13 +230,9 @@ func TestAuditCounting(t *testing.T) {
 		`{"verb":"get","user":{"username":"admin"},"objectRef":{"resource":"pods"},"responseStatus":{"code":200},"requestReceivedTimestamp":"2026-11-21T10:00:03.000000Z"}`,
 	}, "\n")
 	path := filepath.Join(t.TempDir(), "audit.log")
-	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, os.WriteFile(path, []byte(log), 0o644))
 	ev, err := audit.Read(path, "loadtest-new")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	api := CountAPI(ev)
 	if api.Total != 4 || api.Conflicts != 1 || api.Lists != 1 || api.Writes != 2 || api.ByVerb["watch"] != 1 {
 		t.Errorf("counted %+v", api)

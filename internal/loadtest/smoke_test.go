@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/reloader-operator/reloader/internal/proc"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // binDir holds the reloader the smoke tests build once; TestMain removes it.
@@ -40,15 +41,11 @@ func TestSmokeRunAndReport(t *testing.T) {
 	}
 	t.Parallel() // mostly waits, as does TestSmokeFaultsAndChecks
 	bin, err := reloaderBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	dir := t.TempDir()
 	var progress strings.Builder
 	scenarios, err := Select("S4,S6")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	results, err := Run(ctx, Config{
@@ -56,9 +53,7 @@ func TestSmokeRunAndReport(t *testing.T) {
 		Scenarios: scenarios, Params: Params{Scale: 0.05, Duration: 4 * time.Second},
 		ResultsDir: dir, MetricsAddrFlag: "--metrics-addr", Nodes: 1, Progress: &progress, Parallelism: 2,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	t.Log(progress.String())
 	if len(results) != 4 {
 		t.Fatalf("%d results", len(results))
@@ -109,9 +104,7 @@ func TestSmokeRunAndReport(t *testing.T) {
 			}
 		}
 	}
-	if err := rep.WriteAll(dir); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, rep.WriteAll(dir))
 	for _, name := range []string{"report.txt", "report.json", "report.md", "report.html", "scenarios/S6.md", "scenarios/S4.html"} {
 		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.Size() == 0 {
 			t.Errorf("%s not written: %v", name, err)
@@ -129,21 +122,15 @@ func TestSmokeFaultsAndChecks(t *testing.T) {
 	}
 	t.Parallel()
 	bin, err := reloaderBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	scenarios, err := Select("S1,S7,S12")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var progress strings.Builder
 	results, err := Run(ctx, Config{Sides: []Side{{Name: "new", Bin: bin}}, Scenarios: scenarios, Params: Params{Scale: 0.05, Duration: 6 * time.Second},
 		ResultsDir: t.TempDir(), MetricsAddrFlag: "--metrics-addr", Nodes: 1, Progress: &progress, Parallelism: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	t.Log(progress.String())
 	for _, r := range results {
 		if r.Error != "" || r.Missed != 0 || r.Duplicates != 0 || r.Unexpected != 0 || r.Reloads == 0 {

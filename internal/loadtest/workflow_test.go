@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 const actionlintVersion = "v1.7.12"
@@ -25,9 +27,7 @@ func actionlint(t *testing.T, root string) string {
 		return strings.TrimSpace(string(out))
 	}
 	cache, err := os.UserCacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	dir := filepath.Join(cache, "reloader", "tools", "actionlint-"+actionlintVersion)
 	bin := filepath.Join(dir, "actionlint")
 	if _, err := os.Stat(bin); err != nil {
@@ -45,14 +45,10 @@ func actionlint(t *testing.T, root string) string {
 // targets that exist; the lint catches a known mistake, so it checks something.
 func TestLoadTestWorkflow(t *testing.T) {
 	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	path := filepath.Join(root, ".github", "workflows", "loadtest.yaml")
 	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	lint := actionlint(t, root)
 	if _, err := exec.LookPath("shellcheck"); err != nil {
 		t.Log("no shellcheck on the PATH: run: scripts are not checked by it")
@@ -61,9 +57,7 @@ func TestLoadTestWorkflow(t *testing.T) {
 		t.Errorf("actionlint %s: %v\n%s", path, err, out)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
-	if err := os.WriteFile(bad, []byte("on: push\njobs:\n  a:\n    runs-on: ubuntu-24.04\n    steps:\n      - run: echo ${{ steps.nope.outputs.x }}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, os.WriteFile(bad, []byte("on: push\njobs:\n  a:\n    runs-on: ubuntu-24.04\n    steps:\n      - run: echo ${{ steps.nope.outputs.x }}\n"), 0o644))
 	if out, err := exec.Command(lint, "-color=false", bad).CombinedOutput(); err == nil || !strings.Contains(string(out), "steps.nope") {
 		t.Errorf("actionlint passed a workflow that reads an undefined step: %v\n%s", err, out)
 	}
@@ -87,9 +81,7 @@ func TestLoadTestWorkflow(t *testing.T) {
 			} `json:"steps"`
 		} `json:"jobs"`
 	}
-	if err := yaml.Unmarshal(raw, &wf); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, yaml.Unmarshal(raw, &wf))
 	if wf.On.PullRequest == nil {
 		wf.On = wf.True
 	}
@@ -118,13 +110,9 @@ func TestLoadTestWorkflow(t *testing.T) {
 		}
 	}
 	script, err := os.ReadFile(filepath.Join(root, "hack", "loadtest-ci.sh"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	makefile, err := os.ReadFile(filepath.Join(root, "Makefile"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	for _, target := range []string{"loadtest-quick", "loadtest-full", "build"} {
 		if !strings.Contains(string(makefile), "\n"+target+":") {
 			t.Errorf("the Makefile has no %s target", target)

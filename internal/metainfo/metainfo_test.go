@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/version"
 )
 
@@ -15,13 +16,9 @@ func TestBuildInfoComesFromTheVersionPackage(t *testing.T) {
 	version.Version, version.Commit = "v9.8.7", "abc123"
 
 	data, err := (&Publisher{}).Data()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	var got map[string]any
-	if err := json.Unmarshal([]byte(data["buildInfo"]), &got); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, json.Unmarshal([]byte(data["buildInfo"]), &got))
 	want := version.Get()
 	if got["releaseVersion"] != "v9.8.7" || got["commitHash"] != "abc123" || got["goVersion"] != want.GoVersion {
 		t.Errorf("buildInfo %v, want version %s, commit abc123, %s", got, "v9.8.7", want.GoVersion)

@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // The queue wrapper feeds upstream's reloader_workqueue_* and reloader_retries_total while
@@ -62,9 +64,7 @@ func TestQueuesMeasureAddsDepthLatencyAndRetries(t *testing.T) {
 func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	for _, f := range families {
 		if f.GetName() == name {
 			return f.GetMetric()[0].GetCounter().GetValue()
@@ -77,9 +77,7 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	for _, f := range families {
 		if f.GetName() == name {
 			return f.GetMetric()[0].GetGauge().GetValue()
@@ -92,9 +90,7 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 func histogram(t *testing.T, reg *prometheus.Registry, name string) (uint64, float64) {
 	t.Helper()
 	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	for _, f := range families {
 		if f.GetName() == name {
 			h := f.GetMetric()[0].GetHistogram()

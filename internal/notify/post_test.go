@@ -12,14 +12,14 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 func newPoster(t *testing.T, timeout time.Duration, attempts int, proxy string) *Poster {
 	t.Helper()
 	p, err := NewPoster(timeout, attempts, proxy)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	p.Backoff = 10 * time.Millisecond
 	return p
 }
@@ -43,9 +43,7 @@ func TestPostRetriesServerErrorsThenSucceeds(t *testing.T) {
 	w := Webhook{URL: srv.URL + "/hook", Poster: newPoster(t, time.Second, 3, "")}
 	sent := Change{Kind: "ConfigMap", Namespace: "team-a", Name: "app", Hash: "abc",
 		Workloads: []Workload{{Kind: "Deployment", Namespace: "team-a", Name: "api"}}}
-	if err := w.Send(context.Background(), sent); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, w.Send(context.Background(), sent))
 	if calls.Load() != 3 {
 		t.Errorf("%d calls, want 3", calls.Load())
 	}
@@ -126,9 +124,7 @@ func TestPostThroughProxy(t *testing.T) {
 	}))
 	defer proxy.Close()
 	err := newPoster(t, time.Second, 1, proxy.URL).Post(context.Background(), "http://hooks.invalid/services/x", []byte(`{"a":1}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if got, _ := proxied.Load().(string); got != `http://hooks.invalid/services/x {"a":1}` {
 		t.Errorf("proxy saw %q", got)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/whatchanged"
 )
 
@@ -16,9 +17,7 @@ func TestChangeDocumentNamesKeysAndWriter(t *testing.T) {
 	c := Change{Kind: "Secret", Namespace: "ns", Name: "creds", Hash: "h", Time: at,
 		Report: whatchanged.NewReport(keys, whatchanged.Writer{Manager: "external-secrets", Operation: "Update", Time: at}, true)}
 	b, err := json.Marshal(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	const want = `{"kind":"Secret","namespace":"ns","name":"creds","hash":"h","keysAdded":["c"],"keysRemoved":["b"],"keysChanged":["a"],"changedBy":{"manager":"external-secrets","operation":"Update","time":"2026-11-26T21:00:00Z"},"workloads":null,"time":"2026-11-26T21:00:00Z"}`
 	if string(b) != want {
 		t.Errorf("document\n%s\nwant\n%s", b, want)

@@ -17,6 +17,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/localcluster"
 	"github.com/reloader-operator/reloader/internal/localcluster/clustertest"
 	"github.com/reloader-operator/reloader/internal/nsindex"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 var cluster *localcluster.Cluster
@@ -47,30 +48,20 @@ func TestNamespacedLookupsAsIndexField(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c, err := client.New(cluster.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	for _, ns := range []string{"nsindex-a", "nsindex-b"} {
-		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 		for i, src := range []string{"shared", "shared", "own-" + ns} {
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("p%d", i)},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x",
 					EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: src}}}}}}}}
-			if err := c.Create(ctx, pod); err != nil {
-				t.Fatal(err)
-			}
+			testutil.Must(t, c.Create(ctx, pod))
 		}
 	}
 
 	ca, err := cache.New(cluster.Config, cache.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := (nsindex.Indexer{Cache: ca}).IndexField(ctx, &corev1.Pod{}, field, firstSource); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
+	testutil.Must(t, (nsindex.Indexer{Cache: ca}).IndexField(ctx, &corev1.Pod{}, field, firstSource))
 	go func() { _ = ca.Start(ctx) }()
 	syncCtx, stop := context.WithTimeout(ctx, 30*time.Second)
 	defer stop()
@@ -80,9 +71,7 @@ func TestNamespacedLookupsAsIndexField(t *testing.T) {
 
 	for ns, want := range map[string][]string{"nsindex-a": {"p0", "p1"}, "nsindex-b": {"p0", "p1"}} {
 		var pods corev1.PodList
-		if err := ca.List(ctx, &pods, client.InNamespace(ns), client.MatchingFields{field: "shared"}); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, ca.List(ctx, &pods, client.InNamespace(ns), client.MatchingFields{field: "shared"}))
 		var got []string
 		for _, p := range pods.Items {
 			if p.Namespace != ns {
@@ -100,9 +89,7 @@ func TestNamespacedLookupsAsIndexField(t *testing.T) {
 	}
 
 	informer, err := ca.GetInformer(ctx, &corev1.Pod{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	keys := informer.(toolscache.SharedIndexInformer).GetIndexer().ListIndexFuncValues(nsindex.IndexName(field))
 	slices.Sort(keys)
 	want := []string{"nsindex-a/own-nsindex-a", "nsindex-a/shared", "nsindex-b/own-nsindex-b", "nsindex-b/shared"}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // Each bad value is refused at start-up with an error that names the flag or variable and
@@ -177,9 +178,7 @@ func TestParseGivesTypedValues(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := Parse(parse(t, tt.args...))
-			if err != nil {
-				t.Fatal(err)
-			}
+			testutil.Must(t, err)
 			tt.check(t, c)
 		})
 	}

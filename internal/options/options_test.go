@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 func parse(t *testing.T, args ...string) Options {
@@ -15,17 +16,13 @@ func parse(t *testing.T, args ...string) Options {
 	o := Default()
 	fs := pflag.NewFlagSet("reloader", pflag.ContinueOnError)
 	o.BindFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, fs.Parse(args))
 	return o
 }
 
 func applyEnv(t *testing.T, o *Options, env map[string]string) {
 	t.Helper()
-	if err := o.ApplyEnv(func(k string) string { return env[k] }); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, o.ApplyEnv(func(k string) string { return env[k] }))
 }
 
 func TestAnnotationFlagsRenameKeys(t *testing.T) {
@@ -61,9 +58,7 @@ func TestUpstreamFlagSpellingsParse(t *testing.T) {
 	o := parse(t, "--is-Argo-Rollouts=true", "--reload-on-create=true", "--resources-to-ignore=configMaps",
 		"--ignored-workload-types=jobs,cronjobs", "--namespaces=a,b", "--log-format=json", "--log-level=debug")
 	c, err := Parse(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if !c.IsArgoRollouts || !c.ReloadOnCreate || len(c.Namespaces) != 2 || !c.IgnoredSources[source.ConfigMap] || c.IgnoredSources[source.Secret] {
 		t.Errorf("parsed %+v", c)
 	}

@@ -32,25 +32,22 @@ import (
 	"github.com/reloader-operator/reloader/internal/app"
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/localcluster"
+	"github.com/reloader-operator/reloader/internal/localcluster/clustertest"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/planwebhook"
 	"github.com/reloader-operator/reloader/internal/proc"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/testutil"
+	"github.com/reloader-operator/reloader/internal/testutil/objects"
 )
 
 var cluster *localcluster.Cluster
 
 func TestMain(m *testing.M) {
-	var err error
-	cluster, err = localcluster.Start(context.Background(), localcluster.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start control plane:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = cluster.Stop()
-	os.Exit(code)
+	clustertest.Main(m, localcluster.Options{}, func(c *localcluster.Cluster) error {
+		cluster = c
+		return nil
+	})
 }
 
 // warnings collects the warnings the API server returns.
@@ -99,13 +96,10 @@ func selfSigned(t *testing.T, dir string) []byte {
 // deployment uses ConfigMap cm through envFrom, with the auto annotation and the record of
 // cm's current content (as reloader writes it on first sight).
 func deployment(ns, name string, replicas int32, cm *corev1.ConfigMap) *appsv1.Deployment {
-	tpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox",
-			EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name}}}}}}}}
-	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{
-		"reloader.stakater.com/auto": "true",
-		reload.RecordAnnotation:      reload.Record{"configmap/" + cm.Name: hash.ConfigMap(cm)}.Encode(),
-	}}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To(replicas), Selector: &metav1.LabelSelector{MatchLabels: tpl.Labels}, Template: tpl}}
+	d := objects.AutoDeployment(ns, name, cm.Name)
+	d.Annotations[reload.RecordAnnotation] = reload.Record{"configmap/" + cm.Name: hash.ConfigMap(cm)}.Encode()
+	d.Spec.Replicas = ptr.To(replicas)
+	return d
 }
 
 // served is reloader's manager serving the webhook, registered with the API server for the

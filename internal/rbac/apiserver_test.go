@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -35,6 +34,7 @@ import (
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/app"
 	"github.com/reloader-operator/reloader/internal/localcluster"
+	"github.com/reloader-operator/reloader/internal/localcluster/clustertest"
 	"github.com/reloader-operator/reloader/internal/metainfo"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/rbac"
@@ -51,26 +51,17 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	var err error
-	cluster, err = localcluster.Start(context.Background(), localcluster.Options{
-		CRDDirectoryPaths: []string{filepath.Join("..", "..", "test", "crds"), filepath.Join("..", "..", "deployments", "chart", "reloader", "files", "crds")},
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start control plane:", err)
-		os.Exit(1)
-	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = v1alpha1.AddToScheme(scheme)
-	admin, err = client.New(cluster.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
 	ctrllog.SetLogger(logr.Discard())
-	code := m.Run()
-	_ = cluster.Stop()
-	os.Exit(code)
+	clustertest.Main(m, localcluster.Options{
+		CRDDirectoryPaths: []string{filepath.Join("..", "..", "test", "crds"), filepath.Join("..", "..", "deployments", "chart", "reloader", "files", "crds")},
+	}, func(c *localcluster.Cluster) (err error) {
+		cluster = c
+		scheme := runtime.NewScheme()
+		_ = clientgoscheme.AddToScheme(scheme)
+		_ = v1alpha1.AddToScheme(scheme)
+		admin, err = client.New(c.Config, client.Options{Scheme: scheme})
+		return err
+	})
 }
 
 // TestTableSufficesOnARealAPIServer: for each option set, reloader granted only the table's
@@ -149,7 +140,9 @@ func TestTableSufficesOnARealAPIServer(t *testing.T) {
 
 			refused := runAs(t, opts, rules, own)
 			if tt.webhook {
-				time.Sleep(time.Second) // the notifier remembers the hashes it starts with
+				// The notifier remembers the hashes it starts with: reloader idle after its
+				// start has taken them.
+				clustertest.Settled(t)
 				workloads = nil
 			}
 			for _, w := range workloads {
@@ -198,7 +191,8 @@ func TestTableSufficesOnARealAPIServer(t *testing.T) {
 				}
 			}
 			if tt.noStatus {
-				time.Sleep(2 * time.Second) // past the status controller's delay, had it run
+				// Quiet for longer than the status controller's delay (1 s), had it run.
+				testutil.SettleFor(t, 2*time.Second, "reloader", testutil.Quiet(clustertest.InProcessMetrics))
 				testutil.Must(t, admin.Get(ctx, client.ObjectKeyFromObject(rc), rc))
 				if rc.Status.ObservedGeneration != 0 {
 					t.Errorf("status written without the RBAC for it: %+v", rc.Status)
@@ -230,8 +224,9 @@ func TestTableSufficesOnARealAPIServer(t *testing.T) {
 					return admin.Get(ctx, client.ObjectKey{Namespace: own, Name: opts.LeaderElectionID}, &coordinationv1.Lease{})
 				})
 			}
-			// Events are written in the background; give the last ones time to land.
-			time.Sleep(time.Second)
+			// Events are written in the background: reloader idle, its counters and its
+			// requests to the API server still.
+			testutil.Settle(t, "reloader", testutil.QuietRequests(clustertest.InProcessMetrics))
 			if r := refused(); len(r) > 0 {
 				t.Errorf("with the rules of internal/rbac, %d requests were refused:\n  %s\nrules: %v",
 					len(r), strings.Join(r, "\n  "), rbac.Grants(slices.Concat(rules.Watched, rules.Cluster, rules.Own)))

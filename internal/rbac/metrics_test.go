@@ -57,13 +57,7 @@ func TestSecureMetricsOnARealAPIServer(t *testing.T) {
 	testutil.Must(t, expect(t, metrics, "not-a-token", http.StatusUnauthorized))
 	testutil.Must(t, expect(t, metrics, stranger, http.StatusForbidden))
 	// The binding reaches the authorizer through its informers: a denial is cached 10 s.
-	deadline := time.Now().Add(30 * time.Second)
-	for err := expect(t, metrics, scraper, http.StatusOK); err != nil; err = expect(t, metrics, scraper, http.StatusOK) {
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Second)
-	}
+	testutil.Eventually(t, "/metrics for the scraper", func() error { return expect(t, metrics, scraper, http.StatusOK) })
 	if r := refused(); len(r) > 0 {
 		t.Errorf("with the rules of internal/rbac, requests were refused: %v", r)
 	}

@@ -9,6 +9,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // parse builds options the way cmd/reloader does: flags, then the environment.
@@ -17,13 +18,9 @@ func parse(t *testing.T, env map[string]string, args ...string) options.Config {
 	o := options.Default()
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	o.BindFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, fs.Parse(args))
 	c, err := options.Load(o, func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return c
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // manySources returns n ConfigMaps with names of 200 characters and their hashes.
@@ -26,9 +27,7 @@ func store(t *testing.T, r Record) Record {
 		t.Fatalf("record of %d sources encodes to %d bytes, over %d", len(r), len(v), MaxRecordBytes)
 	}
 	got, err := ParseRecord(v)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return got
 }
 

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // FuzzParseRules checks, for any reload and exclude annotation values, that parsing stays
@@ -96,9 +97,7 @@ func FuzzRecord(f *testing.F) {
 		_, next := Diff(nil, false, current, Events{})
 		enc := next.Encode()
 		stored, err := ParseRecord(enc)
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		if len(enc) > MaxRecordBytes && len(enc) > len(next.fold().Encode()) {
 			t.Fatalf("%d sources stored in %d bytes", len(current), len(enc))
 		}

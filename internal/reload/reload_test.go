@@ -11,6 +11,7 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 func TestEnvVarName(t *testing.T) {
@@ -188,9 +189,7 @@ func TestAnnotationsStrategy(t *testing.T) {
 	tpl := &corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}}}
 	Annotations{}.Apply(tpl, "ns", []Change{{ID: source.ID{Kind: source.Secret, Name: "db"}, Hash: "h1", Containers: []string{"app"}}})
 	var got LastReloaded
-	if err := json.Unmarshal([]byte(tpl.Annotations[LastReloadedFrom]), &got); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, json.Unmarshal([]byte(tpl.Annotations[LastReloadedFrom]), &got))
 	want := LastReloaded{Type: "SECRET", Name: "db", Namespace: "ns", Hash: "h1", ContainerRefs: []string{"app"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("annotation = %+v, want %+v", got, want)

@@ -4,15 +4,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 func TestReloadWindowsNext(t *testing.T) {
 	at := func(s string) time.Time {
 		t.Helper()
 		v, err := time.Parse(time.RFC3339, s)
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		return v
 	}
 	tests := []struct {
@@ -46,9 +46,7 @@ func TestReloadWindowsNext(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ws, err := ParseReloadWindows(tt.windows)
-			if err != nil {
-				t.Fatal(err)
-			}
+			testutil.Must(t, err)
 			got, ok := ws.Next(at(tt.now))
 			if !ok || !got.Equal(at(tt.want)) {
 				t.Errorf("Next(%s) = %s, %v; want %s", tt.now, got.UTC().Format(time.RFC3339), ok, tt.want)

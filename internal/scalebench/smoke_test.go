@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/reloader-operator/reloader/internal/proc"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // The benchmark at a small scale, as `make bench-10k` runs it at 10,000 ConfigMaps: every
@@ -16,9 +17,7 @@ import (
 // fan-out no faster than its rate.
 func TestSmallRun(t *testing.T) {
 	bin, err := proc.Build("../../cmd/reloader", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var out io.Writer = io.Discard
@@ -28,9 +27,7 @@ func TestSmallRun(t *testing.T) {
 	f, err := Run(ctx, Config{Bin: bin, ConfigMaps: 200, Secrets: 40, Deployments: 150, Shared: 60, Namespaces: 3,
 		SourceBytes: 10 << 10, Changes: 20, ChangeRate: 50, Workers: 16, Out: out,
 		PacedArgs: []string{"--reload-rate=20", "--reload-burst=5"}, PacedRate: 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	f.Print(testWriter{t})
 	switch {
 	case f.FirstSightWrites < f.Objects.Deployments:

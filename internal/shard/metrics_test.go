@@ -7,6 +7,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // Two managers in one process (tests) make their metrics on the same registry: the second
@@ -21,9 +23,7 @@ func TestMetricsMadeTwice(t *testing.T) {
 	NewMetrics(reg, second, ClientSide).Owned([]int{2})
 
 	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	got := map[string][]*dto.Metric{}
 	for _, f := range families {
 		got[f.GetName()] = f.GetMetric()

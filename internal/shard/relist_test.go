@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,26 +17,20 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/reloader-operator/reloader/internal/localcluster"
+	"github.com/reloader-operator/reloader/internal/localcluster/clustertest"
 	"github.com/reloader-operator/reloader/internal/shard"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 var clientset *kubernetes.Clientset
 
 // One real kube-apiserver for the package, with the API server applying shard selectors.
 func TestMain(m *testing.M) {
-	cluster, err := localcluster.Start(context.Background(), localcluster.Options{
-		APIServerFlags: map[string]string{"feature-gates": "ShardedListAndWatch=true"}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start control plane:", err)
-		os.Exit(1)
-	}
-	if clientset, err = kubernetes.NewForConfig(cluster.Config); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = cluster.Stop()
-	os.Exit(code)
+	clustertest.Main(m, localcluster.Options{APIServerFlags: map[string]string{"feature-gates": "ShardedListAndWatch=true"}},
+		func(c *localcluster.Cluster) (err error) {
+			clientset, err = kubernetes.NewForConfig(c.Config)
+			return err
+		})
 }
 
 // The objects of a shard just taken reach the informer's handlers as adds that are not
@@ -60,9 +53,7 @@ func testRelisted(t *testing.T, serverSide bool) {
 	configMap := func(name string) {
 		t.Helper()
 		_, err := clientset.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 	}
 	configMap("before")
 
@@ -97,9 +88,7 @@ func testRelisted(t *testing.T, serverSide bool) {
 		cm := o.(*corev1.ConfigMap)
 		adds <- add{cm.Name, initial, f.Relisted(cm)}
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	go inf.Run(ctx.Done())
 	if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		t.Fatal("no first list")

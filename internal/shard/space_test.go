@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apisharding "k8s.io/apiserver/pkg/sharding"
+
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // The API server, parsing the selector as it does, matches exactly the namespaces named.
@@ -21,9 +23,7 @@ func TestSelectorNamesNamespacesAsTheServerReadsIt(t *testing.T) {
 	for k := range 200 {
 		for _, ns := range []string{fmt.Sprintf("team-%d", k), "payments", "kube-system", "default"} {
 			got, err := sel.Matches(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "x"}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			testutil.Must(t, err)
 			if want := slices.Contains(named, ns); got != want {
 				t.Fatalf("%s: the server's selector matches %v, want %v", ns, got, want)
 			}

@@ -60,9 +60,7 @@ func appliedDeployment() []byte {
 func decode[T any](t testing.TB, b []byte) *T {
 	t.Helper()
 	v := new(T)
-	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, json.Unmarshal(b, v))
 	return v
 }
 
@@ -72,9 +70,7 @@ var tables = intern.New()
 func transform(t testing.TB, kind Kind, followed func(client.Object) bool, obj client.Object) client.Object {
 	t.Helper()
 	out, err := SlimTransform(kind, followed, false, tables)(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return out.(client.Object)
 }
 
@@ -239,9 +235,7 @@ func TestSlimCopiesMakeTheSamePatches(t *testing.T) {
 						p.SetPaused(changed, true)
 					}
 					data, err := kind.PatchFrom(orig).Data(changed)
-					if err != nil {
-						t.Fatal(err)
-					}
+					testutil.Must(t, err)
 					return string(data)
 				}
 				slim := transform(t, kind, nil, full.DeepCopyObject().(client.Object))
@@ -273,17 +267,13 @@ func TestDropLabels(t *testing.T) {
 	for _, drop := range []bool{false, true} {
 		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d", Labels: labels()}}
 		out, err := SlimTransform(Deployment(), nil, drop, tables)(d)
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		if got := out.(client.Object).GetLabels(); (got == nil) != drop {
 			t.Errorf("Deployment, dropLabels %v: labels %v", drop, got)
 		}
 		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j", Labels: labels()}}
 		out, err = SlimTransform(Job(), nil, drop, tables)(j)
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		if got := out.(client.Object).GetLabels(); got["team"] != "a" {
 			t.Errorf("Job, dropLabels %v: labels %v", drop, got)
 		}

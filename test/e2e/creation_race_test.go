@@ -13,6 +13,8 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/localcluster"
 	"github.com/reloader-operator/reloader/internal/proc"
+	"github.com/reloader-operator/reloader/internal/testutil"
+	"github.com/reloader-operator/reloader/internal/testutil/objects"
 )
 
 // A source changed right after its workload was created (as upstream's e2e suite does, and a
@@ -30,8 +32,10 @@ func TestChangeRightAfterCreationRolls(t *testing.T) {
 	if err := cluster.EnsureNamespace(ctx, cl, ns); err != nil {
 		t.Fatal(err)
 	}
+	addr, err := proc.FreeAddr()
+	testutil.Must(t, err)
 	p, err := proc.Run(proc.Spec{Bin: bin, Kubeconfig: cluster.Kubeconfig, Prefix: "reloader | ", Out: out,
-		Args: []string{"--metrics-addr=0"}})
+		Args: []string{"--metrics-addr=" + addr}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +43,7 @@ func TestChangeRightAfterCreationRolls(t *testing.T) {
 	var b burst // its content hashes and env var names
 	// The ready ConfigMap tells that reloader's caches are up: its workload gets a record.
 	ready := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ready"}, Data: map[string]string{"round": "0"}}
-	for _, o := range []client.Object{ready, deploymentUsing(ns, "ready", "ready")} {
+	for _, o := range []client.Object{ready, objects.AutoDeployment(ns, "ready", "ready")} {
 		if err := cl.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +59,7 @@ func TestChangeRightAfterCreationRolls(t *testing.T) {
 			t.Fatal(err)
 		}
 		all = append(all, cm)
-		d := deploymentUsing(ns, name, name)
+		d := objects.AutoDeployment(ns, name, name)
 		steps := []func() error{
 			func() error { return cl.Create(ctx, d) },
 			func() error { cm.Data["round"] = "1"; return cl.Update(ctx, cm) },
@@ -75,7 +79,7 @@ func TestChangeRightAfterCreationRolls(t *testing.T) {
 			t.Logf("not rolled: %v", behind)
 		}
 	}()
-	waitFor(t, ctx, "every Deployment created before its change on the new content", func() (bool, error) {
+	testutil.Eventually(t, "every Deployment created before its change on the new content", testutil.Cond(func() (bool, error) {
 		behind = behind[:0]
 		for i, cm := range all {
 			if i%2 == 0 && templates.last(cm.Name, b.env(cm)) != b.hashOf(cm, 1) {
@@ -83,17 +87,17 @@ func TestChangeRightAfterCreationRolls(t *testing.T) {
 			}
 		}
 		return len(behind) == 0, nil
-	})
+	}))
 	// A marker change after everything: once it has rolled its workload, reloader has handled
 	// every event before it (one work queue per kind, in order of the events heard).
 	ready.Data["round"] = "1"
 	if err := cl.Update(ctx, ready); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, "the marker rolled", func() (bool, error) {
+	testutil.Eventually(t, "the marker rolled", testutil.Cond(func() (bool, error) {
 		return templates.last("ready", b.env(ready)) == b.hashOf(ready, 1), nil
-	})
-	time.Sleep(2 * time.Second) // room for a late duplicate to show up
+	}))
+	settled(t, "reloader", addr) // room for a late duplicate
 	rolled, extra := 0, 0
 	for i, cm := range all {
 		values := templates.values(cm.Name, b.env(cm))

@@ -9,10 +9,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/localcluster"
+	"github.com/reloader-operator/reloader/internal/testutil"
+	"github.com/reloader-operator/reloader/internal/testutil/objects"
 )
 
 // In degraded mode (upstream's RBAC), a namespace of 300 Deployments, each on its own
@@ -22,6 +23,7 @@ import (
 // Deployment ends on its ConfigMap's last content; none rolls twice to the same content,
 // nor more often than its ConfigMap changed; the 180 others never roll.
 func TestDegradedModeAtScale(t *testing.T) {
+	t.Parallel() // its own control plane and reloader
 	const total, changed, twice, late = 300, 100, 50, 20
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -29,9 +31,7 @@ func TestDegradedModeAtScale(t *testing.T) {
 	cluster, cl := startCluster(t, ctx, localcluster.Options{})
 	out := outputLoggedOnFailure(t)
 	const own, ns = "reloader", "busy"
-	if err := cluster.EnsureNamespace(ctx, cl, ns); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cluster.EnsureNamespace(ctx, cl, ns))
 	kubeconfig := upstreamUser(t, ctx, cluster, cl, own)
 	b := newBurst(t, ctx, cl, ns, total)
 	templates := watchTemplates(t, ctx, cluster.Config, ns)
@@ -49,18 +49,28 @@ func TestDegradedModeAtScale(t *testing.T) {
 
 	// Created after start-up: no watch, so reloader first sees them when their ConfigMap changes.
 	lateOnes := &burst{}
+	const added = `reloader_events_received_total{event_type="add",resource_type="configmaps"}`
+	before, err := testutil.ScrapeMetrics("http://" + addr + "/metrics")
+	testutil.Must(t, err)
 	for i := range late {
 		name := fmt.Sprintf("late-%d", i)
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{"round": "0"}}
-		if err := cl.Create(ctx, cm); err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.Create(ctx, deploymentUsing(ns, name, name)); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, cl.Create(ctx, cm))
+		testutil.Must(t, cl.Create(ctx, objects.AutoDeployment(ns, name, name)))
 		lateOnes.cms = append(lateOnes.cms, cm)
 	}
-	time.Sleep(time.Second) // the late ones' creation is not a change their ConfigMaps make
+	// The late ones' creation is not a change their ConfigMaps make: reloader has heard them
+	// created before they change.
+	testutil.Eventually(t, "the late ConfigMaps' creation heard", func() error {
+		now, err := testutil.ScrapeMetrics("http://" + addr + "/metrics")
+		if err != nil {
+			return err
+		}
+		if now[added] < before[added]+late {
+			return fmt.Errorf("%s %g, want %g", added, now[added], before[added]+late)
+		}
+		return nil
+	})
 	lateOnes.round(t, ctx, cl, 1)
 
 	want := func(i int) int {
@@ -86,15 +96,16 @@ func TestDegradedModeAtScale(t *testing.T) {
 		}
 		return names
 	}
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
-		return len(behind()) == 0, nil
-	}); err != nil {
-		d := deploymentUsing(ns, "late-0", "late-0")
-		_ = cl.Get(ctx, client.ObjectKeyFromObject(d), d)
-		t.Fatalf("not on their ConfigMap's last content: %v; late-0: %v %v", behind(), d.Annotations, d.Spec.Template.Spec.Containers[0].Env)
-	}
+	testutil.EventuallyWithin(t, 90*time.Second, "every Deployment on its ConfigMap's last content", func() error {
+		if names := behind(); len(names) > 0 {
+			d := objects.AutoDeployment(ns, "late-0", "late-0")
+			_ = cl.Get(ctx, client.ObjectKeyFromObject(d), d)
+			return fmt.Errorf("not on their ConfigMap's last content: %v; late-0: %v %v", names, d.Annotations, d.Spec.Template.Spec.Containers[0].Env)
+		}
+		return nil
+	})
 	took := time.Since(started)
-	time.Sleep(2 * time.Second) // a duplicate, if any, would land within it
+	settled(t, "reloader", addr) // a duplicate, if any, would move its counters
 	rolls := 0
 	for i, cm := range b.cms {
 		values := templates.values(cm.Name, b.env(cm))

@@ -25,6 +25,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/proc"
 	"github.com/reloader-operator/reloader/internal/rbac"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // upstreamRules are the ClusterRole upstream's chart (stakater/Reloader v1.4.21) renders
@@ -54,20 +55,14 @@ func upstreamMetadataRules() []rbacv1.PolicyRule {
 func upstreamUser(t *testing.T, ctx context.Context, cluster *localcluster.Cluster, cl client.Client, own string) string {
 	t.Helper()
 	const user = "upstream-reloader"
-	if err := cluster.EnsureNamespace(ctx, cl, own); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cluster.EnsureNamespace(ctx, cl, own))
 	_, kubeconfig, err := cluster.AddUser(user)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	grant(t, ctx, cl, user, "", "reloader-reloader-role", upstreamRules())
 	grant(t, ctx, cl, user, own, "reloader-reloader-metadata-role", upstreamMetadataRules())
 	meta := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: own, Name: metainfo.Name,
 		Labels: map[string]string{metainfo.LabelKey: metainfo.LabelValue}}, Data: map[string]string{"buildInfo": "{}"}}
-	if err := cl.Create(ctx, meta); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cl.Create(ctx, meta))
 	return kubeconfig
 }
 
@@ -76,20 +71,16 @@ func upstreamUser(t *testing.T, ctx context.Context, cluster *localcluster.Clust
 func startReady(t *testing.T, ctx context.Context, bin, kubeconfig, own, prefix string, out *proc.Output, args ...string) (*proc.Process, string) {
 	t.Helper()
 	addr, err := proc.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	p, err := proc.Run(proc.Spec{Bin: bin, Kubeconfig: kubeconfig, Prefix: prefix, Out: out,
 		Args: append([]string{"--metrics-addr=" + addr}, args...),
 		Env:  []string{"RELOADER_NAMESPACE=" + own, "POD_NAMESPACE=" + own}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	t.Cleanup(p.Stop)
-	waitFor(t, ctx, "/ready 200", func() (bool, error) {
+	testutil.Eventually(t, "/ready 200", testutil.Cond(func() (bool, error) {
 		code, _ := get("http://" + addr + "/ready")
 		return code == http.StatusOK, nil
-	})
+	}))
 	return p, addr
 }
 
@@ -112,9 +103,7 @@ func grant(t *testing.T, ctx context.Context, cl client.Client, user, ns, name s
 		}
 	}
 	for _, o := range objs {
-		if err := cl.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, cl.Create(ctx, o))
 	}
 }
 
@@ -129,15 +118,11 @@ type templateCounter struct {
 func countTemplates(t *testing.T, ctx context.Context, cfg *rest.Config, ns string) *templateCounter {
 	t.Helper()
 	wc, err := client.NewWithWatch(cfg, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	c := &templateCounter{current: map[string]string{}, changes: map[string]int{}}
 	for _, list := range []client.ObjectList{&appsv1.DeploymentList{}, &appsv1.StatefulSetList{}, &appsv1.DaemonSetList{}} {
 		w, err := wc.Watch(ctx, list, client.InNamespace(ns))
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		t.Cleanup(w.Stop)
 		go func() {
 			for ev := range w.ResultChan() {
@@ -211,6 +196,7 @@ func workloadKey(o client.Object) string {
 // kind once per change; nothing rolls at start-up; a change made while it is stopped is rolled
 // out at the restart for the workloads it had recorded.
 func TestImageSwapUnderUpstreamRBAC(t *testing.T) {
+	t.Parallel() // its own control plane and reloader
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -218,9 +204,7 @@ func TestImageSwapUnderUpstreamRBAC(t *testing.T) {
 	out := outputLoggedOnFailure(t)
 
 	const own, ns = "reloader", "apps"
-	if err := cluster.EnsureNamespace(ctx, cl, ns); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cluster.EnsureNamespace(ctx, cl, ns))
 	kubeconfig := upstreamUser(t, ctx, cluster, cl, own)
 	cfg := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cfg"}, Data: map[string]string{"k": "v1"}}
 	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"}, Data: map[string]string{"k": "v1"}}
@@ -232,9 +216,7 @@ func TestImageSwapUnderUpstreamRBAC(t *testing.T) {
 				EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}}}}}}}}}
 	workloads := degradedWorkloads(ns)
 	for _, o := range append([]client.Object{cfg, other, sec, cron}, workloads...) {
-		if err := cl.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, cl.Create(ctx, o))
 	}
 	counter := countTemplates(t, ctx, cluster.Config, ns)
 
@@ -267,7 +249,7 @@ func TestImageSwapUnderUpstreamRBAC(t *testing.T) {
 			}
 		}
 	}
-	settle := func() { time.Sleep(2 * time.Second) } // a second reload, if any, would land within it
+	settle := func() { settled(t, "reloader", addr) } // a second reload, if any, would move its counters
 	settle()
 	checkChanges("at start-up", 0)
 
@@ -287,26 +269,22 @@ func TestImageSwapUnderUpstreamRBAC(t *testing.T) {
 			return false, nil
 		}
 	}
-	waitFor(t, ctx, "the DegradedMode Event on the meta-info ConfigMap", eventWith(own, metainfo.Name, "DegradedMode",
-		`{apiGroups: ["apps"], resources: ["deployments", "statefulsets", "daemonsets"], verbs: ["watch"]}`))
-	waitFor(t, ctx, "the ReloadFail Event on the CronJob", eventWith(ns, cron.Name, "ReloadFail", "patch cronjobs.batch"))
+	testutil.Eventually(t, "the DegradedMode Event on the meta-info ConfigMap", testutil.Cond(eventWith(own, metainfo.Name, "DegradedMode",
+		`{apiGroups: ["apps"], resources: ["deployments", "statefulsets", "daemonsets"], verbs: ["watch"]}`)))
+	testutil.Eventually(t, "the ReloadFail Event on the CronJob", testutil.Cond(eventWith(ns, cron.Name, "ReloadFail", "patch cronjobs.batch")))
 
 	cfg.Data["k"] = "v2"
-	if err := cl.Update(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cl.Update(ctx, cfg))
 	for _, o := range workloads[:3] {
-		waitFor(t, ctx, workloadKey(o)+" reloaded on the ConfigMap", func() (bool, error) { return counter.of(workloadKey(o)) >= 1, nil })
+		testutil.Eventually(t, workloadKey(o)+" reloaded on the ConfigMap", testutil.Cond(func() (bool, error) { return counter.of(workloadKey(o)) >= 1, nil }))
 	}
 	settle()
 	checkChanges("after a ConfigMap change", 1)
 
 	sec.Data["k"] = []byte("s2")
-	if err := cl.Update(ctx, sec); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cl.Update(ctx, sec))
 	for _, o := range workloads[:3] {
-		waitFor(t, ctx, workloadKey(o)+" reloaded on the Secret", func() (bool, error) { return counter.of(workloadKey(o)) >= 2, nil })
+		testutil.Eventually(t, workloadKey(o)+" reloaded on the Secret", testutil.Cond(func() (bool, error) { return counter.of(workloadKey(o)) >= 2, nil }))
 	}
 	settle()
 	checkChanges("after a Secret change", 2)
@@ -314,12 +292,10 @@ func TestImageSwapUnderUpstreamRBAC(t *testing.T) {
 	// Stopped; the ConfigMap changes; started again: the recorded workloads catch up, once.
 	p.Stop()
 	cfg.Data["k"] = "v3"
-	if err := cl.Update(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	start("reloader (restarted) | ")
+	testutil.Must(t, cl.Update(ctx, cfg))
+	_, addr = start("reloader (restarted) | ")
 	for _, o := range workloads[:3] {
-		waitFor(t, ctx, workloadKey(o)+" reloaded after the restart", func() (bool, error) { return counter.of(workloadKey(o)) >= 3, nil })
+		testutil.Eventually(t, workloadKey(o)+" reloaded after the restart", testutil.Cond(func() (bool, error) { return counter.of(workloadKey(o)) >= 3, nil }))
 	}
 	settle()
 	checkChanges("after a change made while stopped", 3)
@@ -329,9 +305,7 @@ func TestImageSwapUnderUpstreamRBAC(t *testing.T) {
 	if n := strings.Count(out.String(), "write refused by RBAC"); n == 0 || n > 4 {
 		t.Errorf("the CronJob's refused record was logged %d times; want 1 to 4", n)
 	}
-	if err := cl.Get(ctx, client.ObjectKeyFromObject(cron), cron); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cl.Get(ctx, client.ObjectKeyFromObject(cron), cron))
 	if _, ok := cron.Annotations[reload.RecordAnnotation]; ok {
 		t.Error("the CronJob was recorded although upstream's RBAC grants no patch on CronJobs")
 	}
@@ -340,24 +314,19 @@ func TestImageSwapUnderUpstreamRBAC(t *testing.T) {
 // With the RBAC of this project's table (rbac.For, watch granted), reloader does not enter the
 // degraded mode: reloader_degraded is 0 for every kind and nothing warns of it.
 func TestFullRBACIsNotDegraded(t *testing.T) {
+	t.Parallel() // its own control plane and reloader
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cluster, cl := startCluster(t, ctx, localcluster.Options{})
 	out := outputLoggedOnFailure(t)
 	const own, user = "reloader", "table-reloader"
-	if err := cluster.EnsureNamespace(ctx, cl, own); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cluster.EnsureNamespace(ctx, cl, own))
 	_, kubeconfig, err := cluster.AddUser(user)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	env := map[string]string{"RELOADER_NAMESPACE": own, "POD_NAMESPACE": own}
 	conf, err := options.Load(options.Default(), func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	rules := rbac.For(conf, rbac.Platform{})
 	grant(t, ctx, cl, user, "", "reloader-watched", rules.Watched)
 	grant(t, ctx, cl, user, "", "reloader-cluster", rules.Cluster)

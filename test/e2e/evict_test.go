@@ -22,6 +22,8 @@ import (
 	"github.com/reloader-operator/reloader/internal/localcluster"
 	"github.com/reloader-operator/reloader/internal/proc"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testutil"
+	"github.com/reloader-operator/reloader/internal/testutil/objects"
 )
 
 // A Deployment whose template a (fake) operator resets, restarted by eviction: each change
@@ -30,6 +32,7 @@ import (
 // a pod twice; a change during a restart restarts to the newest content; an unknown strategy
 // value is reported.
 func TestEvictStrategyRestartsPodsAnOperatorOwns(t *testing.T) {
+	t.Parallel() // its own control plane and reloader
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -37,9 +40,7 @@ func TestEvictStrategyRestartsPodsAnOperatorOwns(t *testing.T) {
 	out := outputLoggedOnFailure(t)
 	const ns, own = "evict", "reloader-own"
 	for _, n := range []string{ns, own} {
-		if err := cluster.EnsureNamespace(ctx, cl, n); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, cluster.EnsureNamespace(ctx, cl, n))
 	}
 	start := func() *proc.Process {
 		p, _ := startReady(t, ctx, bin, cluster.Kubeconfig, own, "reloader | ", out, "--enable-evict-strategy", "--coalesce-window=100ms")
@@ -48,10 +49,10 @@ func TestEvictStrategyRestartsPodsAnOperatorOwns(t *testing.T) {
 	first := start()
 
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cfg"}, Data: map[string]string{"k": "v0"}}
-	web := deploymentUsing(ns, "web", "cfg")
+	web := objects.AutoDeployment(ns, "web", "cfg")
 	web.Annotations[reload.RestartStrategyAnnotation] = reload.RestartEvict
 	web.Spec.Replicas = ptr.To[int32](3)
-	bad := deploymentUsing(ns, "bad", "cfg")
+	bad := objects.AutoDeployment(ns, "bad", "cfg")
 	bad.Annotations[reload.RestartStrategyAnnotation] = "bogus"
 	pdb := &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
@@ -59,9 +60,7 @@ func TestEvictStrategyRestartsPodsAnOperatorOwns(t *testing.T) {
 			MaxUnavailable: ptr.To(intstr.FromInt32(0))}, // refuses every eviction, until relaxed
 	}
 	for _, o := range []client.Object{cm, web, bad, pdb} {
-		if err := cl.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, cl.Create(ctx, o))
 	}
 	pods := watchPods(t, ctx, cluster, ns, "web", 3)
 	waitRecorded(t, ctx, cl, web)
@@ -71,38 +70,34 @@ func TestEvictStrategyRestartsPodsAnOperatorOwns(t *testing.T) {
 	// The same operator owns bad, whose unknown strategy falls back to a template change: the
 	// operator undoes it, which is the problem the evict strategy solves.
 	badResets := fakeOperator(ctx, cl, client.ObjectKeyFromObject(bad), *bad.Spec.Template.DeepCopy())
-	waitFor(t, ctx, "3 ready pods", func() (bool, error) { return len(pods.ready()) == 3, nil })
+	testutil.Eventually(t, "3 ready pods", testutil.Cond(func() (bool, error) { return len(pods.ready()) == 3, nil }))
 
 	change := func(v string) {
 		t.Helper()
 		cm.Data["k"] = v
-		if err := cl.Update(ctx, cm); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, cl.Update(ctx, cm))
 	}
 	restarted := func(round string) {
 		t.Helper()
-		waitFor(t, ctx, round+": restart over", func() (bool, error) {
+		testutil.Eventually(t, round+": restart over", testutil.Cond(func() (bool, error) {
 			d := &appsv1.Deployment{}
 			err := cl.Get(ctx, client.ObjectKeyFromObject(web), d)
 			_, evicting := d.Annotations[reload.EvictingAnnotation]
 			return err == nil && !evicting && len(pods.ready()) == 3, err
-		})
+		}))
 	}
 
 	// Round 1: the budget refuses at first; nothing goes until it is relaxed.
 	r1 := pods.start("round 1")
 	change("v1")
-	waitFor(t, ctx, "EvictionBlocked", func() (bool, error) { return hasEvent(ctx, cl, ns, "web", "EvictionBlocked") })
-	waitFor(t, ctx, "bad's InvalidAnnotation", func() (bool, error) { return hasEvent(ctx, cl, ns, "bad", "InvalidAnnotation") })
-	waitFor(t, ctx, "the operator undoing bad's template change", func() (bool, error) { return badResets() == 1, nil })
+	testutil.Eventually(t, "EvictionBlocked", testutil.Cond(func() (bool, error) { return hasEvent(ctx, cl, ns, "web", "EvictionBlocked") }))
+	testutil.Eventually(t, "bad's InvalidAnnotation", testutil.Cond(func() (bool, error) { return hasEvent(ctx, cl, ns, "bad", "InvalidAnnotation") }))
+	testutil.Eventually(t, "the operator undoing bad's template change", testutil.Cond(func() (bool, error) { return badResets() == 1, nil }))
 	if n := len(pods.deleted()); n != 0 {
 		t.Fatalf("%d pods deleted while the budget allows none", n)
 	}
 	relax := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"maxUnavailable":1}}`))
-	if err := cl.Patch(ctx, pdb, relax); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cl.Patch(ctx, pdb, relax))
 	restarted("round 1")
 	pods.check(t, r1, true)
 
@@ -110,12 +105,10 @@ func TestEvictStrategyRestartsPodsAnOperatorOwns(t *testing.T) {
 	// pod twice and none of the new ones.
 	r2 := pods.start("round 2")
 	change("v2")
-	waitFor(t, ctx, "round 2: first eviction", func() (bool, error) { return len(pods.deletedOf(r2.before)) >= 1, nil })
+	testutil.Eventually(t, "round 2: first eviction", testutil.Cond(func() (bool, error) { return len(pods.deletedOf(r2.before)) >= 1, nil }))
 	first.Kill()
 	mid := &appsv1.Deployment{}
-	if err := cl.Get(ctx, client.ObjectKeyFromObject(web), mid); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cl.Get(ctx, client.ObjectKeyFromObject(web), mid))
 	if _, evicting := mid.Annotations[reload.EvictingAnnotation]; !evicting || len(pods.deletedOf(r2.before)) == len(r2.before) {
 		t.Fatalf("reloader was not killed mid-restart: %d of %d evicted", len(pods.deletedOf(r2.before)), len(r2.before))
 	}
@@ -127,15 +120,13 @@ func TestEvictStrategyRestartsPodsAnOperatorOwns(t *testing.T) {
 	// Round 3: a second change while the restart of the first is under way restarts to it.
 	r3 := pods.start("round 3")
 	change("v3")
-	waitFor(t, ctx, "round 3: first eviction", func() (bool, error) { return len(pods.deletedOf(r3.before)) >= 1, nil })
+	testutil.Eventually(t, "round 3: first eviction", testutil.Cond(func() (bool, error) { return len(pods.deletedOf(r3.before)) >= 1, nil }))
 	d := &appsv1.Deployment{}
-	if err := cl.Get(ctx, client.ObjectKeyFromObject(web), d); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cl.Get(ctx, client.ObjectKeyFromObject(web), d))
 	v3 := d.Annotations[reload.RecordAnnotation]
 	change("v4")
 	var since time.Time
-	waitFor(t, ctx, "round 3: restart of v4", func() (bool, error) {
+	testutil.Eventually(t, "round 3: restart of v4", testutil.Cond(func() (bool, error) {
 		d := &appsv1.Deployment{}
 		if err := cl.Get(ctx, client.ObjectKeyFromObject(web), d); err != nil {
 			return false, err
@@ -146,7 +137,7 @@ func TestEvictStrategyRestartsPodsAnOperatorOwns(t *testing.T) {
 		}
 		since = e.Since
 		return true, nil
-	})
+	}))
 	restarted("round 3")
 	for _, uid := range pods.check(t, r3, false) {
 		if p := pods.pod(uid); !p.CreationTimestamp.Time.Before(since) {
@@ -159,9 +150,7 @@ func TestEvictStrategyRestartsPodsAnOperatorOwns(t *testing.T) {
 		}
 	}
 
-	if err := cl.Get(ctx, client.ObjectKeyFromObject(web), d); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cl.Get(ctx, client.ObjectKeyFromObject(web), d))
 	if !equality.Semantic.DeepEqual(d.Spec.Template, template) {
 		t.Errorf("template changed: %+v", d.Spec.Template)
 	}
@@ -169,9 +158,7 @@ func TestEvictStrategyRestartsPodsAnOperatorOwns(t *testing.T) {
 		t.Errorf("the operator reset web's template %d times, want 0", n)
 	}
 	var rss appsv1.ReplicaSetList
-	if err := cl.List(ctx, &rss, client.InNamespace(ns), client.MatchingLabels{"app": "web"}); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cl.List(ctx, &rss, client.InNamespace(ns), client.MatchingLabels{"app": "web"}))
 	if len(rss.Items) != 1 {
 		t.Errorf("%d ReplicaSets of web: reloader changed its template", len(rss.Items))
 	}
@@ -214,13 +201,9 @@ type podLog struct {
 func watchPods(t *testing.T, ctx context.Context, cluster *localcluster.Cluster, ns, name string, replicas int) *podLog {
 	t.Helper()
 	wc, err := client.NewWithWatch(cluster.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	w, err := wc.Watch(ctx, &corev1.PodList{}, client.InNamespace(ns), client.MatchingLabels{"app": name})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	l := &podLog{pods: map[types.UID]corev1.Pod{}, deletes: map[types.UID]int{}, minAvail: -1, replicas: replicas}
 	go func() {
 		defer w.Stop()
@@ -368,6 +351,7 @@ func (l *podLog) check(t *testing.T, r round, exact bool) (gone []types.UID) {
 // A StatefulSet's replacement pod has the name of the pod it replaces: each is evicted once
 // all the same (the eviction names the pod's UID), and the StatefulSet keeps its revision.
 func TestEvictStrategyRestartsStatefulSetPodsOnce(t *testing.T) {
+	t.Parallel() // its own control plane and reloader
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -375,9 +359,7 @@ func TestEvictStrategyRestartsStatefulSetPodsOnce(t *testing.T) {
 	out := outputLoggedOnFailure(t)
 	const ns, own = "evict-sts", "reloader-own"
 	for _, n := range []string{ns, own} {
-		if err := cluster.EnsureNamespace(ctx, cl, n); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, cluster.EnsureNamespace(ctx, cl, n))
 	}
 	startReady(t, ctx, bin, cluster.Kubeconfig, own, "reloader | ", out, "--enable-evict-strategy", "--coalesce-window=100ms")
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cfg"}, Data: map[string]string{"k": "v0"}}
@@ -389,27 +371,21 @@ func TestEvictStrategyRestartsStatefulSetPodsOnce(t *testing.T) {
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: usingConfigMap("cfg", corev1.RestartPolicyAlways)}},
 	}
 	for _, o := range []client.Object{cm, sts} {
-		if err := cl.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, cl.Create(ctx, o))
 	}
 	pods := watchPods(t, ctx, cluster, ns, "db", 2)
 	waitRecorded(t, ctx, cl, sts)
-	waitFor(t, ctx, "2 ready pods", func() (bool, error) { return len(pods.ready()) == 2, nil })
-	if err := cl.Get(ctx, client.ObjectKeyFromObject(sts), sts); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Eventually(t, "2 ready pods", testutil.Cond(func() (bool, error) { return len(pods.ready()) == 2, nil }))
+	testutil.Must(t, cl.Get(ctx, client.ObjectKeyFromObject(sts), sts))
 	revision := sts.Status.CurrentRevision
 	r := pods.start("statefulset")
 	cm.Data["k"] = "v1"
-	if err := cl.Update(ctx, cm); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, ctx, "restart over", func() (bool, error) {
+	testutil.Must(t, cl.Update(ctx, cm))
+	testutil.Eventually(t, "restart over", testutil.Cond(func() (bool, error) {
 		err := cl.Get(ctx, client.ObjectKeyFromObject(sts), sts)
 		_, evicting := sts.Annotations[reload.EvictingAnnotation]
 		return err == nil && len(pods.deletedOf(r.before)) == 2 && !evicting && len(pods.ready()) == 2, err
-	})
+	}))
 	// Not exact: kwok's fake kubelet deletes a terminating pod by name, so when the
 	// StatefulSet has re-created the name meanwhile, the new pod goes too (a real kubelet
 	// deletes with the pod's UID as precondition). What reloader evicted is in its log: each

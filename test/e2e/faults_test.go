@@ -33,6 +33,8 @@ import (
 	"github.com/reloader-operator/reloader/internal/proc"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/testutil"
+	"github.com/reloader-operator/reloader/internal/testutil/objects"
 )
 
 // reloader SIGKILLed between the delete and the create of a Job replacement: the API server
@@ -42,6 +44,7 @@ import (
 // once, with the new config; a Deployment using the same ConfigMap is rolled once, not again
 // by the next process.
 func TestKilledBetweenJobDeleteAndCreate(t *testing.T) {
+	t.Parallel() // its own control plane and reloader
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -56,31 +59,29 @@ func killBetweenJobDeleteAndCreate(t *testing.T, ctx context.Context, cluster *l
 	if ha {
 		ns = "faults-job-ha"
 	}
-	if err := cluster.EnsureNamespace(ctx, cl, ns); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cluster.EnsureNamespace(ctx, cl, ns))
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cfg"}, Data: map[string]string{"k": "v1"}}
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "migrate", Annotations: map[string]string{"reloader.stakater.com/auto": "true"}},
 		Spec:       batchv1.JobSpec{BackoffLimit: ptr.To[int32](3), Template: corev1.PodTemplateSpec{Spec: usingConfigMap("cfg", corev1.RestartPolicyNever)}},
 	}
-	d := deploymentUsing(ns, "web", "cfg")
+	d := objects.AutoDeployment(ns, "web", "cfg")
 	for _, o := range []client.Object{cm, job, d} {
-		if err := cl.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, cl.Create(ctx, o))
 	}
+	metrics := map[string]string{} // each process's metrics address, for settled
 	start := func(name string) *proc.Process {
-		args := []string{"--metrics-addr=0", "--namespaces=" + ns}
+		addr, err := proc.FreeAddr()
+		testutil.Must(t, err)
+		metrics[name] = addr
+		args := []string{"--metrics-addr=" + addr, "--namespaces=" + ns}
 		if ha {
 			args = append(args, "--enable-ha", "--leader-election-lease-duration=4s",
 				"--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms")
 		}
 		p, err := proc.Run(proc.Spec{Bin: bin, Kubeconfig: cluster.Kubeconfig, Prefix: name + " | ", Out: out,
 			Args: args, Env: []string{"POD_NAME=" + name, "POD_NAMESPACE=" + ns}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		t.Cleanup(p.Kill)
 		return p
 	}
@@ -93,7 +94,7 @@ func killBetweenJobDeleteAndCreate(t *testing.T, ctx context.Context, cluster *l
 	}
 	first := start("first")
 	if ha {
-		waitFor(t, ctx, "the first reloader leads", leads("first"))
+		testutil.Eventually(t, "the first reloader leads", testutil.Cond(leads("first")))
 		start("second")
 	}
 	for _, o := range []client.Object{job, d} {
@@ -110,28 +111,24 @@ func killBetweenJobDeleteAndCreate(t *testing.T, ctx context.Context, cluster *l
 		})
 	})
 	cm.Data["k"] = "v2"
-	if err := cl.Update(ctx, cm); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, ctx, "the old Job deleted and its re-create refused", func() (bool, error) {
+	testutil.Must(t, cl.Update(ctx, cm))
+	testutil.Eventually(t, "the old Job deleted and its re-create refused", testutil.Cond(func() (bool, error) {
 		err := cl.Get(ctx, client.ObjectKeyFromObject(job), &batchv1.Job{})
 		if !apierrors.IsNotFound(err) {
 			return false, client.IgnoreNotFound(err)
 		}
 		return hasEvent(ctx, cl, ns, "migrate", controller.ReasonReloadFail)
-	})
+	}))
 	first.Kill()
 	t.Log("killed the first reloader between the delete and the create")
 	var records appsv1.ControllerRevisionList
-	if err := cl.List(ctx, &records, client.InNamespace(ns), client.HasLabels{controller.ReplacementLabel}); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cl.List(ctx, &records, client.InNamespace(ns), client.HasLabels{controller.ReplacementLabel}))
 	if len(records.Items) != 1 {
 		t.Fatalf("%d replacement records in the cluster after the kill, want 1", len(records.Items))
 	}
 	lift()
 	if ha {
-		waitFor(t, ctx, "the second reloader leads", leads("second"))
+		testutil.Eventually(t, "the second reloader leads", testutil.Cond(leads("second")))
 	} else {
 		start("second")
 	}
@@ -139,20 +136,20 @@ func killBetweenJobDeleteAndCreate(t *testing.T, ctx context.Context, cluster *l
 	want := hash.ConfigMap(cm)
 	envName := reload.EnvVarName(source.ID{Kind: source.ConfigMap, Name: "cfg"})
 	var created batchv1.Job
-	waitFor(t, ctx, "the Job re-created by the second reloader with the new config", func() (bool, error) {
+	testutil.Eventually(t, "the Job re-created by the second reloader with the new config", testutil.Cond(func() (bool, error) {
 		if err := cl.Get(ctx, client.ObjectKeyFromObject(job), &created); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
 		return created.UID != oldUID && envValue(created.Spec.Template.Spec, envName) == want, nil
-	})
-	waitFor(t, ctx, "the Deployment on the new config", func() (bool, error) {
+	}))
+	testutil.Eventually(t, "the Deployment on the new config", testutil.Cond(func() (bool, error) {
 		return templates.last("web", envName) == want, nil
-	})
-	waitFor(t, ctx, "the replacement record removed", func() (bool, error) {
+	}))
+	testutil.Eventually(t, "the replacement record removed", testutil.Cond(func() (bool, error) {
 		err := cl.List(ctx, &records, client.InNamespace(ns), client.HasLabels{controller.ReplacementLabel})
 		return err == nil && len(records.Items) == 0, err
-	})
-	time.Sleep(2 * time.Second) // room for a late duplicate to show up
+	}))
+	settled(t, "the second reloader", metrics["second"]) // room for a late duplicate
 
 	if got, want := jobs.named("migrate"), []types.UID{oldUID, created.UID}; !slices.Equal(got, want) {
 		t.Errorf("Jobs named migrate: %v, want the old one and exactly one replacement: %v", got, want)
@@ -171,25 +168,13 @@ func usingConfigMap(name string, restart corev1.RestartPolicy) corev1.PodSpec {
 		EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}}}}}
 }
 
-// deploymentUsing is an auto-reloaded Deployment whose pods read ConfigMap cm.
-func deploymentUsing(ns, name, cm string) *appsv1.Deployment {
-	labels := map[string]string{"app": name}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{"reloader.stakater.com/auto": "true"}},
-		Spec: appsv1.DeploymentSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: usingConfigMap(cm, corev1.RestartPolicyAlways)},
-		},
-	}
-}
-
 func waitRecorded(t *testing.T, ctx context.Context, cl client.Client, o client.Object) {
 	t.Helper()
-	waitFor(t, ctx, o.GetName()+" recorded", func() (bool, error) {
+	testutil.Eventually(t, o.GetName()+" recorded", testutil.Cond(func() (bool, error) {
 		err := cl.Get(ctx, client.ObjectKeyFromObject(o), o)
 		_, ok := o.GetAnnotations()[reload.RecordAnnotation]
 		return ok, err
-	})
+	}))
 }
 
 func envValue(spec corev1.PodSpec, name string) string {
@@ -246,17 +231,15 @@ func denyCreates(t *testing.T, ctx context.Context, cl client.Client, ns, group,
 		},
 	}
 	for _, o := range []client.Object{policy, binding} {
-		if err := cl.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, cl.Create(ctx, o))
 	}
-	waitFor(t, ctx, "creates of "+resource+" refused", func() (bool, error) { return probe() != nil, nil })
+	testutil.Eventually(t, "creates of "+resource+" refused", testutil.Cond(func() (bool, error) { return probe() != nil, nil }))
 	var once sync.Once
 	lift = func() {
 		once.Do(func() {
 			_ = cl.Delete(ctx, binding)
 			_ = cl.Delete(ctx, policy)
-			waitFor(t, ctx, "creates of "+resource+" allowed again", func() (bool, error) { return probe() == nil, nil })
+			testutil.Eventually(t, "creates of "+resource+" allowed again", testutil.Cond(func() (bool, error) { return probe() == nil, nil }))
 		})
 	}
 	t.Cleanup(func() { _ = cl.Delete(context.Background(), binding); _ = cl.Delete(context.Background(), policy) })
@@ -279,13 +262,9 @@ func (c *creations) named(name string) []types.UID {
 func watchCreations(t *testing.T, ctx context.Context, cluster *localcluster.Cluster, list client.ObjectList, ns string) *creations {
 	t.Helper()
 	wc, err := client.NewWithWatch(cluster.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	w, err := wc.Watch(ctx, list, client.InNamespace(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	t.Cleanup(w.Stop)
 	c := &creations{uids: map[string][]types.UID{}}
 	go func() {
@@ -319,10 +298,8 @@ func newBurst(t *testing.T, ctx context.Context, cl client.Client, ns string, n 
 	for i := range n {
 		name := fmt.Sprintf("app-%d", i)
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{"round": "0"}}
-		for _, o := range []client.Object{cm, deploymentUsing(ns, name, name)} {
-			if err := cl.Create(ctx, o); err != nil {
-				t.Fatal(err)
-			}
+		for _, o := range []client.Object{cm, objects.AutoDeployment(ns, name, name)} {
+			testutil.Must(t, cl.Create(ctx, o))
 		}
 		b.cms = append(b.cms, cm)
 	}
@@ -378,21 +355,20 @@ func (b *burst) checkRollouts(t *testing.T, cm *corev1.ConfigMap, values []strin
 // new one is recorded, not rolled, for the content it was created with, then rolled for each
 // later change; the others go on as before. 0 missed, 0 duplicates.
 func TestWorkloadRecreatedDuringBurst(t *testing.T) {
+	t.Parallel() // its own control plane and reloader
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cluster, cl := startCluster(t, ctx, localcluster.Options{})
 	out := outputLoggedOnFailure(t)
 	const ns, workloads, rounds, recreateAfter = "faults-recreate", 6, 6, 3
-	if err := cluster.EnsureNamespace(ctx, cl, ns); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cluster.EnsureNamespace(ctx, cl, ns))
 	b := newBurst(t, ctx, cl, ns, workloads)
+	addr, err := proc.FreeAddr()
+	testutil.Must(t, err)
 	p, err := proc.Run(proc.Spec{Bin: bin, Kubeconfig: cluster.Kubeconfig, Prefix: "reloader | ", Out: out,
-		Args: []string{"--metrics-addr=0"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+		Args: []string{"--metrics-addr=" + addr}})
+	testutil.Must(t, err)
 	t.Cleanup(p.Stop)
 	for _, cm := range b.cms {
 		waitRecorded(t, ctx, cl, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cm.Name}})
@@ -405,14 +381,12 @@ func TestWorkloadRecreatedDuringBurst(t *testing.T) {
 		b.round(t, ctx, cl, round)
 		if round == recreateAfter {
 			old := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: recreated.Name}}
-			if err := cl.Delete(ctx, old); err != nil {
-				t.Fatal(err)
-			}
-			fresh := deploymentUsing(ns, recreated.Name, recreated.Name)
-			waitFor(t, ctx, "the name free again", func() (bool, error) {
+			testutil.Must(t, cl.Delete(ctx, old))
+			fresh := objects.AutoDeployment(ns, recreated.Name, recreated.Name)
+			testutil.Eventually(t, "the name free again", testutil.Cond(func() (bool, error) {
 				err := cl.Create(ctx, fresh)
 				return err == nil, client.IgnoreAlreadyExists(err)
-			})
+			}))
 			newUID = fresh.UID
 			// The next round waits for the record: a ConfigMap written after a workload's
 			// creation may reach reloader before the workload does (two watches, no order
@@ -421,7 +395,7 @@ func TestWorkloadRecreatedDuringBurst(t *testing.T) {
 		}
 		time.Sleep(400 * time.Millisecond)
 	}
-	waitFor(t, ctx, "every Deployment on its ConfigMap's last content", func() (bool, error) {
+	testutil.Eventually(t, "every Deployment on its ConfigMap's last content", testutil.Cond(func() (bool, error) {
 		for _, cm := range b.cms {
 			if templates.last(cm.Name, b.env(cm)) != b.hashOf(cm, rounds) {
 				return false, nil
@@ -430,8 +404,8 @@ func TestWorkloadRecreatedDuringBurst(t *testing.T) {
 		var d appsv1.Deployment
 		err := cl.Get(ctx, client.ObjectKeyFromObject(recreated), &d)
 		return err == nil && d.UID == newUID && envValue(d.Spec.Template.Spec, b.env(recreated)) == b.hashOf(recreated, rounds), err
-	})
-	time.Sleep(2 * time.Second) // room for a late duplicate to show up
+	}))
+	settled(t, "reloader", addr) // room for a late duplicate
 
 	all, after := []int{}, []int{}
 	for r := 1; r <= rounds; r++ {
@@ -453,6 +427,7 @@ func TestWorkloadRecreatedDuringBurst(t *testing.T) {
 // its informers list again. What reloader wrote is judged from the API server's audit log:
 // every patch of a Deployment, with its body. 0 missed, 0 duplicates.
 func TestAPIServerRestartedDuringBurst(t *testing.T) {
+	t.Parallel() // its own control plane and reloader
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -476,20 +451,16 @@ rules:
 	cluster, cl := startCluster(t, ctx, localcluster.Options{APIServerFlags: map[string]string{
 		"audit-policy-file": policy, "audit-log-path": auditLog, "audit-log-format": "json"}})
 	_, kubeconfig, err := cluster.AddUser("reloader", "system:masters")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	out := outputLoggedOnFailure(t)
 	const ns, workloads, rounds, restartAfter = "faults-apiserver", 8, 6, 3
-	if err := cluster.EnsureNamespace(ctx, cl, ns); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cluster.EnsureNamespace(ctx, cl, ns))
 	b := newBurst(t, ctx, cl, ns, workloads)
+	addr, err := proc.FreeAddr()
+	testutil.Must(t, err)
 	p, err := proc.Run(proc.Spec{Bin: bin, Kubeconfig: kubeconfig, Prefix: "reloader | ", Out: out,
-		Args: []string{"--metrics-addr=0"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+		Args: []string{"--metrics-addr=" + addr}})
+	testutil.Must(t, err)
 	t.Cleanup(p.Stop)
 	for _, cm := range b.cms {
 		waitRecorded(t, ctx, cl, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cm.Name}})
@@ -500,9 +471,7 @@ rules:
 		b.round(t, ctx, cl, round)
 		if round == restartAfter {
 			restarted = time.Now()
-			if err := cluster.RestartAPIServer(); err != nil {
-				t.Fatal(err)
-			}
+			testutil.Must(t, cluster.RestartAPIServer())
 			t.Logf("kube-apiserver restarted in %s", time.Since(restarted).Round(time.Millisecond))
 		}
 		time.Sleep(400 * time.Millisecond)
@@ -510,9 +479,7 @@ rules:
 
 	patches := func() map[string][]string {
 		events, err := readAudit(auditLog)
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		byName := map[string][]string{}
 		for _, e := range events {
 			if e.Verb != "patch" || e.ObjectRef.Resource != "deployments" || e.ResponseStatus.Code != 200 {
@@ -532,7 +499,7 @@ rules:
 		}
 		return byName
 	}
-	waitFor(t, ctx, "every Deployment patched to its ConfigMap's last content (audit log)", func() (bool, error) {
+	testutil.Eventually(t, "every Deployment patched to its ConfigMap's last content (audit log)", testutil.Cond(func() (bool, error) {
 		got := patches()
 		for _, cm := range b.cms {
 			v := got[cm.Name]
@@ -541,8 +508,8 @@ rules:
 			}
 		}
 		return true, nil
-	})
-	time.Sleep(2 * time.Second) // room for a late duplicate to show up
+	}))
+	settled(t, "reloader", addr) // room for a late duplicate
 	all := make([]int, rounds)
 	for i := range all {
 		all[i] = i + 1
@@ -551,9 +518,7 @@ rules:
 	for _, cm := range b.cms {
 		b.checkRollouts(t, cm, got[cm.Name], all)
 		var d appsv1.Deployment
-		if err := cl.Get(ctx, client.ObjectKeyFromObject(cm), &d); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, cl.Get(ctx, client.ObjectKeyFromObject(cm), &d))
 		if v := envValue(d.Spec.Template.Spec, b.env(cm)); v != b.hashOf(cm, rounds) {
 			t.Errorf("%s: template has %s=%q, want the last round's", cm.Name, b.env(cm), v)
 		}
@@ -562,9 +527,7 @@ rules:
 	// The relist: after the restart, reloader read ConfigMaps afresh (a list, or a watch
 	// that sends the initial state), not only resumed its watch.
 	events, err := readAudit(auditLog)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	var relists, after []string
 	for _, e := range events {
 		if e.ObjectRef.Resource != "configmaps" || e.Received.Before(restarted) {

@@ -17,6 +17,8 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/flap"
 	"github.com/reloader-operator/reloader/internal/localcluster"
+	"github.com/reloader-operator/reloader/internal/testutil"
+	"github.com/reloader-operator/reloader/internal/testutil/objects"
 )
 
 // The flap breaker on a real control plane, windows shortened by flags: two writers (field
@@ -42,7 +44,7 @@ func TestFlapBreaker(t *testing.T) {
 	templates := watchTemplates(t, ctx, cluster.Config, ns)
 
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "creds"}, StringData: map[string]string{"token": "A"}}
-	web := deploymentUsing(ns, "web", "unused")
+	web := objects.AutoDeployment(ns, "web", "unused")
 	web.Spec.Template.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}}}}
 	for _, o := range []client.Object{secret, web} {
 		if err := cl.Create(ctx, o); err != nil {
@@ -94,9 +96,9 @@ func TestFlapBreaker(t *testing.T) {
 	}
 
 	// Quiet for --flap-quiet: one roll, on the latest content.
-	waitFor(t, ctx, "web rolled once after the quiet", func() (bool, error) {
+	testutil.Eventually(t, "web rolled once after the quiet", testutil.Cond(func() (bool, error) {
 		return len(templates.values("web", env)) > during, nil
-	})
+	}))
 	time.Sleep(5 * time.Second) // room for a second roll to show
 	after := len(templates.values("web", env))
 	t.Logf("after the quiet: %d roll(s) (%d in all)", after-during, after)
@@ -112,9 +114,9 @@ func TestFlapBreaker(t *testing.T) {
 
 	// A later single change rolls once.
 	write(secret, "writer-a", "data", base64.StdEncoding.EncodeToString([]byte("C")))
-	waitFor(t, ctx, "web rolled on a single change", func() (bool, error) {
+	testutil.Eventually(t, "web rolled on a single change", testutil.Cond(func() (bool, error) {
 		return len(templates.values("web", env)) > after, nil
-	})
+	}))
 	time.Sleep(3 * time.Second)
 	if got := len(templates.values("web", env)); got != after+1 {
 		t.Errorf("a single change after the quiet rolled web %d times, want 1", got-after)
@@ -123,7 +125,7 @@ func TestFlapBreaker(t *testing.T) {
 	// Release: a ConfigMap whose quiet (its annotation) outlasts the test.
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings",
 		Annotations: map[string]string{flap.QuietAnnotation: "1h"}}, Data: map[string]string{"token": "A"}}
-	api := deploymentUsing(ns, "api", "settings")
+	api := objects.AutoDeployment(ns, "api", "settings")
 	for _, o := range []client.Object{cm, api} {
 		if err := cl.Create(ctx, o); err != nil {
 			t.Fatal(err)
@@ -135,10 +137,10 @@ func TestFlapBreaker(t *testing.T) {
 		write(cm, "flux", "data", []string{"B", "A"}[i%2])
 		time.Sleep(2 * time.Second)
 	}
-	waitFor(t, ctx, "api's quarantine recorded", func() (bool, error) {
+	testutil.Eventually(t, "api's quarantine recorded", testutil.Cond(func() (bool, error) {
 		err := cl.Get(ctx, client.ObjectKeyFromObject(api), api)
 		return strings.Contains(api.Annotations[flap.RecordAnnotation], "configmap/settings"), err
-	})
+	}))
 	held := len(templates.values("api", cmEnv))
 	time.Sleep(3 * time.Second)
 	if got := len(templates.values("api", cmEnv)); got != held {
@@ -150,9 +152,9 @@ func TestFlapBreaker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, "api rolled after the release", func() (bool, error) {
+	testutil.Eventually(t, "api rolled after the release", testutil.Cond(func() (bool, error) {
 		return len(templates.values("api", cmEnv)) > held, nil
-	})
+	}))
 	time.Sleep(3 * time.Second)
 	if got := len(templates.values("api", cmEnv)); got != held+1 {
 		t.Errorf("the release rolled api %d times, want 1", got-held)
@@ -165,10 +167,10 @@ func TestFlapBreaker(t *testing.T) {
 		write(cm, "flux", "data", []string{"C", "D"}[i%2])
 		time.Sleep(2 * time.Second)
 	}
-	waitFor(t, ctx, "api's new quarantine recorded", func() (bool, error) {
+	testutil.Eventually(t, "api's new quarantine recorded", testutil.Cond(func() (bool, error) {
 		err := cl.Get(ctx, client.ObjectKeyFromObject(api), api)
 		return strings.Contains(api.Annotations[flap.RecordAnnotation], "configmap/settings"), err
-	})
+	}))
 	if n := warnings(t, ctx, cl, ns, "api"); n < 2 {
 		t.Errorf("%d SourceQuarantined Events on api, want one per quarantine (2)", n)
 	}

@@ -23,6 +23,8 @@ import (
 	"github.com/reloader-operator/reloader/internal/proc"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/testutil"
+	"github.com/reloader-operator/reloader/internal/testutil/objects"
 )
 
 // Two replicas with --enable-ha against one control plane. The leader is killed (SIGKILL, no
@@ -31,6 +33,7 @@ import (
 // nothing twice: every Deployment ends on its ConfigMap's last content, and each pod-template
 // change carries content never rolled out before.
 func TestLeaderKilledDuringBurst(t *testing.T) {
+	t.Parallel() // its own control plane and reloader
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -38,33 +41,25 @@ func TestLeaderKilledDuringBurst(t *testing.T) {
 	out := outputLoggedOnFailure(t)
 
 	const ns, workloads, rounds, killAfter = "ha", 10, 6, 3
-	if err := cluster.EnsureNamespace(ctx, cl, ns); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cluster.EnsureNamespace(ctx, cl, ns))
 	cms := make([]*corev1.ConfigMap, workloads)
 	for i := range workloads {
 		name := fmt.Sprintf("app-%d", i)
 		cms[i] = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{"round": "0"}}
-		d := autoDeployment(ns, name)
+		d := objects.AutoDeployment(ns, name, name)
 		for _, o := range []client.Object{cms[i], d} {
-			if err := cl.Create(ctx, o); err != nil {
-				t.Fatal(err)
-			}
+			testutil.Must(t, cl.Create(ctx, o))
 		}
 	}
 
 	replica := func(name string) (*proc.Process, string) {
 		addr, err := proc.FreeAddr()
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		p, err := proc.Run(proc.Spec{Bin: bin, Kubeconfig: cluster.Kubeconfig, Prefix: name + " | ", Out: out,
 			Args: []string{"--enable-ha", "--metrics-addr=" + addr, "--leader-election-lease-duration=4s",
 				"--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms"},
 			Env: []string{"POD_NAME=" + name, "POD_NAMESPACE=" + ns}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		t.Cleanup(p.Stop)
 		return p, "http://" + addr
 	}
@@ -85,28 +80,26 @@ func TestLeaderKilledDuringBurst(t *testing.T) {
 	}
 
 	leader, _ := replica("replica-a")
-	waitFor(t, ctx, "replica-a leads", func() (bool, error) { return holder() == "replica-a", nil })
+	testutil.Eventually(t, "replica-a leads", testutil.Cond(func() (bool, error) { return holder() == "replica-a", nil }))
 	_, followerURL := replica("replica-b")
-	waitFor(t, ctx, "the follower reports ready", func() (bool, error) { return ready(followerURL), nil })
+	testutil.Eventually(t, "the follower reports ready", testutil.Cond(func() (bool, error) { return ready(followerURL), nil }))
 	if h := holder(); h != "replica-a" {
 		t.Fatalf("lease held by %q", h)
 	}
 	for _, cm := range cms {
-		waitFor(t, ctx, cm.Name+" recorded", func() (bool, error) {
+		testutil.Eventually(t, cm.Name+" recorded", testutil.Cond(func() (bool, error) {
 			var d appsv1.Deployment
 			err := cl.Get(ctx, client.ObjectKeyFromObject(cm), &d)
 			_, ok := d.Annotations[reload.RecordAnnotation]
 			return ok, err
-		})
+		}))
 	}
 
 	seen := watchTemplates(t, ctx, cluster.Config, ns)
 	for round := 1; round <= rounds; round++ {
 		for _, cm := range cms {
 			cm.Data["round"] = strconv.Itoa(round)
-			if err := cl.Update(ctx, cm); err != nil {
-				t.Fatal(err)
-			}
+			testutil.Must(t, cl.Update(ctx, cm))
 		}
 		if round == killAfter {
 			leader.Kill()
@@ -114,20 +107,20 @@ func TestLeaderKilledDuringBurst(t *testing.T) {
 		}
 		time.Sleep(400 * time.Millisecond)
 	}
-	waitFor(t, ctx, "replica-b leads", func() (bool, error) { return holder() == "replica-b", nil })
+	testutil.Eventually(t, "replica-b leads", testutil.Cond(func() (bool, error) { return holder() == "replica-b", nil }))
 
 	envName := func(cm *corev1.ConfigMap) string {
 		return reload.EnvVarName(source.ID{Kind: source.ConfigMap, Name: cm.Name})
 	}
-	waitFor(t, ctx, "every Deployment on its ConfigMap's last content", func() (bool, error) {
+	testutil.Eventually(t, "every Deployment on its ConfigMap's last content", testutil.Cond(func() (bool, error) {
 		for _, cm := range cms {
 			if last := seen.last(cm.Name, envName(cm)); last != hash.ConfigMap(cm) {
 				return false, nil
 			}
 		}
 		return true, nil
-	})
-	time.Sleep(3 * time.Second) // room for a late duplicate to show up
+	}))
+	settled(t, "replica-b", followerURL) // room for a late duplicate
 	for _, cm := range cms {
 		values := seen.values(cm.Name, envName(cm))
 		distinct := map[string]bool{}
@@ -187,13 +180,9 @@ func (l *templateLog) last(name, env string) string {
 func watchTemplates(t *testing.T, ctx context.Context, cfg *rest.Config, ns string) *templateLog {
 	t.Helper()
 	wc, err := client.NewWithWatch(cfg, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	w, err := wc.Watch(ctx, &appsv1.DeploymentList{}, client.InNamespace(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	t.Cleanup(w.Stop)
 	l := &templateLog{current: map[string]string{}, changes: map[string][]templateChange{}}
 	go func() {

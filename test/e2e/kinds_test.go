@@ -11,28 +11,20 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/localcluster"
 	"github.com/reloader-operator/reloader/internal/proc"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
-
-func buildReloader(t *testing.T) string {
-	t.Helper()
-	bin, err := proc.Build("../../cmd/reloader", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
 
 // With the real Job, CronJob and Deployment controllers running: a Job is replaced and its
 // new pod runs the new config while the old pod goes; a CronJob gets a new job template and no
 // Job; a Deployment with a pause period rolls only once the period is over.
 func TestJobsCronJobsAndPausePeriodWithRealControllers(t *testing.T) {
+	t.Parallel() // its own control plane and reloader
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -44,19 +36,13 @@ func TestJobsCronJobsAndPausePeriodWithRealControllers(t *testing.T) {
 		}
 	}()
 	addr, err := proc.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	stop, err := proc.Start(bin, []string{"--metrics-addr=" + addr}, cluster.Kubeconfig, "reloader | ", &log)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	defer stop()
 
 	const ns = "e2e"
-	if err := cluster.EnsureNamespace(ctx, cl, ns); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cluster.EnsureNamespace(ctx, cl, ns))
 	annotated := map[string]string{"reloader.stakater.com/auto": "true"}
 	spec := func() corev1.PodSpec {
 		return corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{
@@ -88,29 +74,25 @@ func TestJobsCronJobsAndPausePeriodWithRealControllers(t *testing.T) {
 		},
 	}
 	for _, o := range []client.Object{cm, job, cron, d} {
-		if err := cl.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, cl.Create(ctx, o))
 	}
 	for _, o := range []client.Object{job, cron, d} {
-		waitFor(t, ctx, o.GetName()+" recorded", func() (bool, error) {
+		testutil.Eventually(t, o.GetName()+" recorded", testutil.Cond(func() (bool, error) {
 			err := cl.Get(ctx, client.ObjectKeyFromObject(o), o)
 			_, ok := o.GetAnnotations()[reload.RecordAnnotation]
 			return ok, err
-		})
+		}))
 	}
 	oldJobUID := job.UID
-	waitFor(t, ctx, "the Job's first pod", func() (bool, error) {
+	testutil.Eventually(t, "the Job's first pod", testutil.Cond(func() (bool, error) {
 		n, err := podsOf(ctx, cl, ns, oldJobUID)
 		return n > 0, err
-	})
+	}))
 	oldRS := replicaSets(t, ctx, cl, ns)
 
 	cm.Data["k"] = "v2"
-	if err := cl.Update(ctx, cm); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, ctx, "Job replaced, its new pod running the new config", func() (bool, error) {
+	testutil.Must(t, cl.Update(ctx, cm))
+	testutil.Eventually(t, "Job replaced, its new pod running the new config", testutil.Cond(func() (bool, error) {
 		if err := cl.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
@@ -119,37 +101,41 @@ func TestJobsCronJobsAndPausePeriodWithRealControllers(t *testing.T) {
 		}
 		n, err := podsOf(ctx, cl, ns, job.UID)
 		return n > 0, err
-	})
-	waitFor(t, ctx, "the old Job's pod garbage-collected", func() (bool, error) {
+	}))
+	testutil.Eventually(t, "the old Job's pod garbage-collected", testutil.Cond(func() (bool, error) {
 		n, err := podsOf(ctx, cl, ns, oldJobUID)
 		return n == 0, err
-	})
-	waitFor(t, ctx, "CronJob template reloaded", func() (bool, error) {
+	}))
+	testutil.Eventually(t, "CronJob template reloaded", testutil.Cond(func() (bool, error) {
 		err := cl.Get(ctx, client.ObjectKeyFromObject(cron), cron)
 		return err == nil && hasReloadEnv(cron.Spec.JobTemplate.Spec.Template.Spec), err
-	})
-	waitFor(t, ctx, "Deployment paused with the new template", func() (bool, error) {
+	}))
+	testutil.Eventually(t, "Deployment paused with the new template", testutil.Cond(func() (bool, error) {
 		err := cl.Get(ctx, client.ObjectKeyFromObject(d), d)
 		return err == nil && d.Spec.Paused && hasReloadEnv(d.Spec.Template.Spec), err
-	})
-	time.Sleep(2 * time.Second)
+	}))
+	// The Deployment controller has seen the paused spec once it reports its generation
+	// observed: a ReplicaSet for it would exist by then.
+	paused := d.Generation
+	testutil.Eventually(t, "the paused spec observed by the Deployment controller", testutil.Cond(func() (bool, error) {
+		var now appsv1.Deployment
+		err := cl.Get(ctx, client.ObjectKeyFromObject(d), &now)
+		return err == nil && now.Status.ObservedGeneration >= paused, err
+	}))
 	if got := replicaSets(t, ctx, cl, ns); got != oldRS {
 		t.Errorf("a paused Deployment rolled: ReplicaSets %d -> %d", oldRS, got)
 	}
-	waitFor(t, ctx, "resumed and rolled to a new ReplicaSet", func() (bool, error) {
+	testutil.Eventually(t, "resumed and rolled to a new ReplicaSet", testutil.Cond(func() (bool, error) {
 		err := cl.Get(ctx, client.ObjectKeyFromObject(d), d)
 		return err == nil && !d.Spec.Paused && replicaSets(t, ctx, cl, ns) == oldRS+1, err
-	})
+	}))
 	var jobs batchv1.JobList
-	if err := cl.List(ctx, &jobs, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cl.List(ctx, &jobs, client.InNamespace(ns)))
 	if len(jobs.Items) != 1 {
 		t.Errorf("%d Jobs in the namespace, want only the replaced one (the CronJob must not start one)", len(jobs.Items))
 	}
 }
 
-// startCluster starts a local control plane for the test and an admin client of it.
 // outputLoggedOnFailure collects the output of the test's processes and logs it if the test
 // fails, once the processes are stopped.
 func outputLoggedOnFailure(t *testing.T) *proc.Output {
@@ -162,28 +148,15 @@ func outputLoggedOnFailure(t *testing.T) *proc.Output {
 	return out
 }
 
+// startCluster starts a local control plane for the test and an admin client of it.
 func startCluster(t *testing.T, ctx context.Context, opts localcluster.Options) (*localcluster.Cluster, client.Client) {
 	t.Helper()
 	cluster, err := localcluster.Start(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	t.Cleanup(func() { _ = cluster.Stop() })
 	cl, err := client.New(cluster.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	return cluster, cl
-}
-
-func waitFor(t *testing.T, ctx context.Context, what string, cond func() (bool, error)) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
-		return cond()
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
 }
 
 func podsOf(ctx context.Context, cl client.Client, ns string, jobUID any) (int, error) {
@@ -195,9 +168,7 @@ func podsOf(ctx context.Context, cl client.Client, ns string, jobUID any) (int, 
 func replicaSets(t *testing.T, ctx context.Context, cl client.Client, ns string) int {
 	t.Helper()
 	var list appsv1.ReplicaSetList
-	if err := cl.List(ctx, &list, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cl.List(ctx, &list, client.InNamespace(ns)))
 	return len(list.Items)
 }
 

@@ -15,45 +15,40 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/localcluster"
 	"github.com/reloader-operator/reloader/internal/proc"
+	"github.com/reloader-operator/reloader/internal/testutil"
+	"github.com/reloader-operator/reloader/internal/testutil/objects"
 )
 
 // With the real Deployment controller: a reload whose new pods come up ends in
 // RolloutComplete; one whose new pods can't be scheduled (every node cordoned) ends in
 // RolloutStalled with the controller's ProgressDeadlineExceeded.
 func TestRolloutOutcomesWithRealControllers(t *testing.T) {
+	t.Parallel() // its own control plane and reloader
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cluster, cl := startCluster(t, ctx, localcluster.Options{Rollouts: true, Nodes: 1})
 	out := outputLoggedOnFailure(t)
 	stop, err := proc.Start(bin, []string{"--metrics-addr=0"}, cluster.Kubeconfig, "reloader | ", out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	defer stop()
 
 	const ns = "e2e"
-	if err := cluster.EnsureNamespace(ctx, cl, ns); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cluster.EnsureNamespace(ctx, cl, ns))
 	cm := &corev1.ConfigMap{Data: map[string]string{"k": "v1"}}
 	cm.Namespace, cm.Name = ns, "cfg"
-	d := deploymentUsing(ns, "web", "cfg")
+	d := objects.AutoDeployment(ns, "web", "cfg")
 	d.Spec.Replicas = ptr.To[int32](2)
 	d.Spec.ProgressDeadlineSeconds = ptr.To[int32](5)
 	d.Spec.Strategy.RollingUpdate = &appsv1.RollingUpdateDeployment{MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0))}
 	for _, o := range []client.Object{cm, d} {
-		if err := cl.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, cl.Create(ctx, o))
 	}
 	waitRecorded(t, ctx, cl, d)
 	change := func(v string) {
 		t.Helper()
 		cm.Data["k"] = v
-		if err := cl.Update(ctx, cm); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, cl.Update(ctx, cm))
 	}
 
 	change("v2")
@@ -63,16 +58,12 @@ func TestRolloutOutcomesWithRealControllers(t *testing.T) {
 	}
 
 	var nodes corev1.NodeList
-	if err := cl.List(ctx, &nodes); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cl.List(ctx, &nodes))
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
 		patch := client.MergeFrom(n.DeepCopy())
 		n.Spec.Unschedulable = true
-		if err := cl.Patch(ctx, n, patch); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, cl.Patch(ctx, n, patch))
 	}
 	change("v3")
 	stalled := waitForEvent(t, ctx, cl, ns, "web", "RolloutStalled")
@@ -86,7 +77,7 @@ func TestRolloutOutcomesWithRealControllers(t *testing.T) {
 func waitForEvent(t *testing.T, ctx context.Context, cl client.Client, ns, name, reason string) eventsv1.Event {
 	t.Helper()
 	var found eventsv1.Event
-	waitFor(t, ctx, reason+" Event", func() (bool, error) {
+	testutil.Eventually(t, reason+" Event", testutil.Cond(func() (bool, error) {
 		var events eventsv1.EventList
 		if err := cl.List(ctx, &events, client.InNamespace(ns)); err != nil {
 			return false, err
@@ -98,6 +89,6 @@ func waitForEvent(t *testing.T, ctx context.Context, cl client.Client, ns, name,
 			}
 		}
 		return false, nil
-	})
+	}))
 	return found
 }

@@ -13,6 +13,7 @@ import (
 )
 
 func TestConfigMapChangeRollsTheDeploymentToNewPods(t *testing.T) {
+	t.Parallel() // its own control plane and reloader
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

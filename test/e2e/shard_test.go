@@ -23,6 +23,8 @@ import (
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/shard"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/testutil"
+	"github.com/reloader-operator/reloader/internal/testutil/objects"
 )
 
 // Replicas with --shards over 30 namespaces, with the API server applying shard selectors
@@ -32,6 +34,7 @@ import (
 // changes caught up. Across it all every Deployment ends on its ConfigMap's last content and
 // no content is rolled out twice.
 func TestShardedReplicas(t *testing.T) {
+	t.Parallel() // its own control plane and reloader
 	bin := buildReloader(t)
 	for _, gate := range []bool{true, false} {
 		t.Run(fmt.Sprintf("ShardedListAndWatch=%v", gate), func(t *testing.T) { testShardedReplicas(t, bin, gate) })
@@ -47,25 +50,17 @@ func testShardedReplicas(t *testing.T, bin string, gate bool) {
 
 	const own, namespaces, shards = "reloader-system", 30, 12
 	space, err := shard.NewSpace(shards)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	for _, ns := range []string{own} {
-		if err := cluster.EnsureNamespace(ctx, cl, ns); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, cluster.EnsureNamespace(ctx, cl, ns))
 	}
 	cms := make([]*corev1.ConfigMap, namespaces)
 	for k := range namespaces {
 		ns, name := fmt.Sprintf("team-%d", k), fmt.Sprintf("app-%d", k)
-		if err := cluster.EnsureNamespace(ctx, cl, ns); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, cluster.EnsureNamespace(ctx, cl, ns))
 		cms[k] = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{"round": "0"}}
-		for _, o := range []client.Object{cms[k], autoDeployment(ns, name)} {
-			if err := cl.Create(ctx, o); err != nil {
-				t.Fatal(err)
-			}
+		for _, o := range []client.Object{cms[k], objects.AutoDeployment(ns, name, name)} {
+			testutil.Must(t, cl.Create(ctx, o))
 		}
 	}
 
@@ -76,25 +71,19 @@ func testShardedReplicas(t *testing.T, bin string, gate bool) {
 	replicas := map[string]replica{}
 	start := func(name string) {
 		addr, err := proc.FreeAddr()
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		p, err := proc.Run(proc.Spec{Bin: bin, Kubeconfig: cluster.Kubeconfig, Prefix: name + " | ", Out: out,
 			Args: []string{fmt.Sprintf("--shards=%d", shards), "--metrics-addr=" + addr, "--leader-election-lease-duration=4s",
 				"--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms"},
 			Env: []string{"POD_NAME=" + name, "POD_NAMESPACE=" + own}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		t.Cleanup(p.Stop)
 		replicas[name] = replica{p: p, url: "http://" + addr + "/metrics"}
 	}
 	// holders maps each shard to the replica holding its Lease now.
 	holders := func() map[int]string {
 		var leases coordinationv1.LeaseList
-		if err := cl.List(ctx, &leases, client.InNamespace(own), client.HasLabels{shard.ShardLabel}); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, cl.List(ctx, &leases, client.InNamespace(own), client.HasLabels{shard.ShardLabel}))
 		h := map[int]string{}
 		for _, l := range leases.Items {
 			i, err := strconv.Atoi(strings.TrimPrefix(l.Name, "reloader-shard-"))
@@ -107,7 +96,7 @@ func testShardedReplicas(t *testing.T, bin string, gate bool) {
 	// balanced waits until the live replicas hold every shard between them, in even shares,
 	// each as its own metric says too.
 	balanced := func(live ...string) {
-		waitFor(t, ctx, fmt.Sprintf("%d shards shared by %v", shards, live), func() (bool, error) {
+		testutil.Eventually(t, fmt.Sprintf("%d shards shared by %v", shards, live), testutil.Cond(func() (bool, error) {
 			h := holders()
 			count := map[string]int{}
 			for _, who := range h {
@@ -123,7 +112,7 @@ func testShardedReplicas(t *testing.T, bin string, gate bool) {
 				}
 			}
 			return true, nil
-		})
+		}))
 	}
 	// cachedSlices checks that each live replica caches exactly the Deployments and ConfigMaps
 	// of the namespaces its shards hold, and logs its share.
@@ -131,12 +120,8 @@ func testShardedReplicas(t *testing.T, bin string, gate bool) {
 		h := holders()
 		var deployments appsv1.DeploymentList
 		var configMaps corev1.ConfigMapList
-		if err := cl.List(ctx, &deployments); err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.List(ctx, &configMaps); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, cl.List(ctx, &deployments))
+		testutil.Must(t, cl.List(ctx, &configMaps))
 		for _, name := range live {
 			want := map[string]int{}
 			nss := map[string]bool{}
@@ -151,10 +136,10 @@ func testShardedReplicas(t *testing.T, bin string, gate bool) {
 					want["ConfigMap"]++
 				}
 			}
-			waitFor(t, ctx, name+"'s cache to hold its slice", func() (bool, error) {
+			testutil.Eventually(t, name+"'s cache to hold its slice", testutil.Cond(func() (bool, error) {
 				return gauge(replicas[name].url, "reloader_cached_objects", `kind="Deployment"`) == want["Deployment"] &&
 					gauge(replicas[name].url, "reloader_cached_objects", `kind="ConfigMap"`) == want["ConfigMap"], nil
-			})
+			}))
 			t.Logf("%s caches %d of %d Deployments (%d of %d namespaces) and %d of %d ConfigMaps",
 				name, want["Deployment"], len(deployments.Items), len(nss), namespaces, want["ConfigMap"], len(configMaps.Items))
 			if share := float64(want["Deployment"]) / float64(len(deployments.Items)); share < 0.5/float64(len(live)) || share > 1.6/float64(len(live)) {
@@ -175,12 +160,12 @@ func testShardedReplicas(t *testing.T, bin string, gate bool) {
 		t.Errorf("reloader_shard_filtering{mode=%q} = %d, want 1", mode, got)
 	}
 	for _, cm := range cms {
-		waitFor(t, ctx, cm.Namespace+" recorded", func() (bool, error) {
+		testutil.Eventually(t, cm.Namespace+" recorded", testutil.Cond(func() (bool, error) {
 			var d appsv1.Deployment
 			err := cl.Get(ctx, client.ObjectKeyFromObject(cm), &d)
 			_, ok := d.Annotations[reload.RecordAnnotation]
 			return ok, err
-		})
+		}))
 	}
 	cachedSlices("replica-a", "replica-b", "replica-c")
 
@@ -189,9 +174,7 @@ func testShardedReplicas(t *testing.T, bin string, gate bool) {
 	for round := 1; round <= rounds; round++ {
 		for _, cm := range cms {
 			cm.Data["round"] = strconv.Itoa(round)
-			if err := cl.Update(ctx, cm); err != nil {
-				t.Fatal(err)
-			}
+			testutil.Must(t, cl.Update(ctx, cm))
 		}
 		switch round {
 		case joinAt:
@@ -219,15 +202,15 @@ func testShardedReplicas(t *testing.T, bin string, gate bool) {
 	envName := func(cm *corev1.ConfigMap) string {
 		return reload.EnvVarName(source.ID{Kind: source.ConfigMap, Name: cm.Name})
 	}
-	waitFor(t, ctx, "every Deployment on its ConfigMap's last content", func() (bool, error) {
+	testutil.Eventually(t, "every Deployment on its ConfigMap's last content", testutil.Cond(func() (bool, error) {
 		for _, cm := range cms {
 			if seen.last(cm.Name, envName(cm)) != hash.ConfigMap(cm) {
 				return false, nil
 			}
 		}
 		return true, nil
-	})
-	time.Sleep(3 * time.Second) // room for a late duplicate to show up
+	}))
+	settled(t, "the live replicas", replicas["replica-a"].url, replicas["replica-c"].url, replicas["replica-d"].url) // room for a late duplicate
 	total := 0
 	for _, cm := range cms {
 		values := seen.values(cm.Name, envName(cm))
@@ -242,21 +225,6 @@ func testShardedReplicas(t *testing.T, bin string, gate bool) {
 	}
 	t.Logf("%d rollouts of %d Deployments over %d rounds, none missed, none repeated", total, namespaces, rounds)
 	cachedSlices("replica-a", "replica-c", "replica-d")
-}
-
-// autoDeployment is a Deployment named name that reloads on its ConfigMap of the same name.
-func autoDeployment(ns, name string) *appsv1.Deployment {
-	labels := map[string]string{"app": name}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{"reloader.stakater.com/auto": "true"}},
-		Spec: appsv1.DeploymentSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
-				Containers: []corev1.Container{{Name: "app", Image: "busybox", EnvFrom: []corev1.EnvFromSource{{
-					ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}}}},
-			}},
-		},
-	}
 }
 
 // gauge reads one integer sample from a /metrics page: -1 when absent or unreachable.

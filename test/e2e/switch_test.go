@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +17,8 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/localcluster"
 	"github.com/reloader-operator/reloader/internal/proc"
+	"github.com/reloader-operator/reloader/internal/testutil"
+	"github.com/reloader-operator/reloader/internal/testutil/objects"
 )
 
 // get fetches url and returns the status code and body; 0 when unreachable.
@@ -41,23 +42,11 @@ func syncedGauge(body string) string {
 	return ""
 }
 
-// webDeployment reads ConfigMap cfg through envFrom and reloads on auto.
-func webDeployment(ns string) *appsv1.Deployment {
-	labels := map[string]string{"app": "web"}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", Annotations: map[string]string{"reloader.stakater.com/auto": "true"}},
-		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{Labels: labels},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox",
-				EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}}}},
-		}},
-	}
-}
-
 // The built binary, given flags in the forms upstream's chart and users write them, starts,
 // becomes ready and reloads. reloader_caches_synced is 0 while a watched kind's cache can't
 // sync (a user without RBAC) and 1 once it has, as /ready.
 func TestBinaryStartsWithUpstreamStyleArgs(t *testing.T) {
+	t.Parallel() // its own control plane and reloader
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -66,21 +55,15 @@ func TestBinaryStartsWithUpstreamStyleArgs(t *testing.T) {
 
 	// No RBAC: the caches never sync.
 	_, noRights, err := cluster.AddUser("nobody")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	addr, err := proc.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	p, err := proc.Run(proc.Spec{Bin: bin, Kubeconfig: noRights, Prefix: "nobody | ", Out: out, Args: []string{"--metrics-addr=" + addr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, ctx, "/metrics of the unsynced reloader", func() (bool, error) {
+	testutil.Must(t, err)
+	testutil.Eventually(t, "/metrics of the unsynced reloader", testutil.Cond(func() (bool, error) {
 		code, _ := get("http://" + addr + "/metrics")
 		return code == http.StatusOK, nil
-	})
+	}))
 	time.Sleep(2 * time.Second)
 	_, body := get("http://" + addr + "/metrics")
 	if code, _ := get("http://" + addr + "/ready"); code != http.StatusServiceUnavailable || syncedGauge(body) != "0" {
@@ -98,49 +81,39 @@ func TestBinaryStartsWithUpstreamStyleArgs(t *testing.T) {
 	}
 
 	ns := "team-a"
-	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"env": "test", "team": "a"}}}); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"env": "test", "team": "a"}}}))
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cfg", Labels: map[string]string{"reload": "yes"}}, Data: map[string]string{"k": "v1"}}
-	d := webDeployment(ns)
+	d := objects.AutoDeployment(ns, "web", "cfg")
 	for _, o := range []client.Object{cm, d} {
-		if err := cl.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, cl.Create(ctx, o))
 	}
 	addr, err = proc.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	args := []string{"--metrics-addr=" + addr,
 		`--namespace-selector="env=test"`, "--namespace-selector", "team:*", // upstream's chart quotes; repeated; key:*
 		`--resource-label-selector="reload=*"`,                                                    // key=*
 		"--reload-on-create", "true", "--auto-reload-all", "false", "--reload-on-delete", "false", // space-separated booleans
 		"--ignored-workload-types=Jobs,cronjob", "--log-format=json"}
 	p, err = proc.Run(proc.Spec{Bin: bin, Kubeconfig: cluster.Kubeconfig, Prefix: "reloader | ", Out: out, Args: args})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	t.Cleanup(p.Stop)
-	waitFor(t, ctx, "/ready 200", func() (bool, error) {
+	testutil.Eventually(t, "/ready 200", testutil.Cond(func() (bool, error) {
 		code, _ := get("http://" + addr + "/ready")
 		return code == http.StatusOK, nil
-	})
+	}))
 	if _, body := get("http://" + addr + "/metrics"); syncedGauge(body) != "1" {
 		t.Errorf("ready, but reloader_caches_synced %q", syncedGauge(body))
 	}
-	waitFor(t, ctx, "web recorded", func() (bool, error) {
+	testutil.Eventually(t, "web recorded", testutil.Cond(func() (bool, error) {
 		err := cl.Get(ctx, client.ObjectKeyFromObject(d), d)
 		return d.Annotations["reloader.dev/source-hashes"] != "", err
-	})
+	}))
 	cm.Data["k"] = "v2"
-	if err := cl.Update(ctx, cm); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, ctx, "web reloaded", func() (bool, error) {
+	testutil.Must(t, cl.Update(ctx, cm))
+	testutil.Eventually(t, "web reloaded", testutil.Cond(func() (bool, error) {
 		err := cl.Get(ctx, client.ObjectKeyFromObject(d), d)
 		return len(d.Spec.Template.Spec.Containers[0].Env) == 1, err
-	})
+	}))
 	if !strings.Contains(out.String(), `"msg":"starting reloader"`) {
 		t.Error("no JSON start-up log line")
 	}
@@ -150,24 +123,21 @@ func TestBinaryStartsWithUpstreamStyleArgs(t *testing.T) {
 // contends for: while upstream renews it, reloader writes nothing; once upstream stops, reloader
 // takes the Lease over and reloads from then on.
 func TestUpstreamLeaderKeepsReloaderFollowing(t *testing.T) {
+	t.Parallel() // its own control plane and reloader
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cluster, cl := startCluster(t, ctx, localcluster.Options{})
 	ns := "reloader"
-	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cfg"}, Data: map[string]string{"k": "v1"}}
-	d := webDeployment(ns)
+	d := objects.AutoDeployment(ns, "web", "cfg")
 	now := metav1.NewMicroTime(time.Now())
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stakater-reloader-lock"},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("upstream-reloader-7c9f"), LeaseDurationSeconds: ptr.To[int32](4),
 			AcquireTime: &now, RenewTime: &now}}
 	for _, o := range []client.Object{cm, d, lease} {
-		if err := cl.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, cl.Create(ctx, o))
 	}
 	// Upstream's leader renews every second until told to stop.
 	renewCtx, stopRenewing := context.WithCancel(ctx)
@@ -191,54 +161,44 @@ func TestUpstreamLeaderKeepsReloaderFollowing(t *testing.T) {
 
 	out := outputLoggedOnFailure(t)
 	addr, err := proc.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	// No --leader-election-id: the default must be upstream's Lease.
 	p, err := proc.Run(proc.Spec{Bin: bin, Kubeconfig: cluster.Kubeconfig, Prefix: "reloader | ", Out: out,
 		Args: []string{"--enable-ha", "--metrics-addr=" + addr, "--leader-election-lease-duration=4s",
 			"--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms"},
 		Env: []string{"POD_NAME=reloader-0", "POD_NAMESPACE=" + ns}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	t.Cleanup(p.Stop)
-	waitFor(t, ctx, "/ready 200", func() (bool, error) {
+	testutil.Eventually(t, "/ready 200", testutil.Cond(func() (bool, error) {
 		code, _ := get("http://" + addr + "/ready")
 		return code == http.StatusOK, nil
-	})
+	}))
 	cm.Data["k"] = "v2"
-	if err := cl.Update(ctx, cm); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cl.Update(ctx, cm))
 	time.Sleep(6 * time.Second) // longer than the Lease's duration: only renewals keep it
-	if err := cl.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, cl.Get(ctx, client.ObjectKeyFromObject(d), d))
 	if len(d.Spec.Template.Spec.Containers[0].Env) != 0 || d.Annotations["reloader.dev/source-hashes"] != "" {
 		t.Fatalf("reloader acted while upstream held the Lease: env %v, annotations %v", d.Spec.Template.Spec.Containers[0].Env, d.Annotations)
 	}
 
 	stopRenewing()
 	<-renewed
-	waitFor(t, ctx, "reloader holds the Lease", func() (bool, error) {
+	testutil.Eventually(t, "reloader holds the Lease", testutil.Cond(func() (bool, error) {
 		var l coordinationv1.Lease
 		err := cl.Get(ctx, client.ObjectKeyFromObject(lease), &l)
 		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == "reloader-0", nil
-	})
+	}))
 	// The change made under upstream's leadership was not reloaded by reloader; a workload
 	// reloader sees for the first time is recorded, not rolled (upstream, as leader, owned
 	// that change). The next change rolls it.
-	waitFor(t, ctx, "web recorded", func() (bool, error) {
+	testutil.Eventually(t, "web recorded", testutil.Cond(func() (bool, error) {
 		err := cl.Get(ctx, client.ObjectKeyFromObject(d), d)
 		return d.Annotations["reloader.dev/source-hashes"] != "", err
-	})
+	}))
 	cm.Data["k"] = "v3"
-	if err := cl.Update(ctx, cm); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, ctx, "web reloaded by the new leader", func() (bool, error) {
+	testutil.Must(t, cl.Update(ctx, cm))
+	testutil.Eventually(t, "web reloaded by the new leader", testutil.Cond(func() (bool, error) {
 		err := cl.Get(ctx, client.ObjectKeyFromObject(d), d)
 		return len(d.Spec.Template.Spec.Containers[0].Env) == 1, err
-	})
+	}))
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // TestRun builds the host architecture's image through the command line `make image` uses,
@@ -16,9 +18,7 @@ func TestRun(t *testing.T) {
 	var stdout bytes.Buffer
 	err := run(t.Context(), []string{"--out", out, "--repo", "../../..", "--version", "v9.8.7+meta",
 		"--commit", "abc123", "--arch", "amd64"}, &stdout)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	report := stdout.String()
 	t.Log(report)
 	for _, want := range []string{

@@ -13,15 +13,14 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/reloader-operator/reloader/deployments/render"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // The committed manifests are what the chart renders now.
 func TestCommittedManifestsAreCurrent(t *testing.T) {
 	dir := filepath.Join("..", "..")
 	files, err := generate(filepath.Join(dir, "chart", "reloader"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	for p, want := range files {
 		got, err := os.ReadFile(filepath.Join(dir, p))
 		if err != nil || !bytes.Equal(got, want) {
@@ -40,14 +39,10 @@ func TestCommittedManifestsAreCurrent(t *testing.T) {
 // Rendering twice gives the same bytes: no map order or time leaks into the files.
 func TestDeterministic(t *testing.T) {
 	a, err := generate(filepath.Join("..", "..", "chart", "reloader"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	for range 3 {
 		b, err := generate(filepath.Join("..", "..", "chart", "reloader"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		testutil.Must(t, err)
 		for p := range a {
 			if !bytes.Equal(a[p], b[p]) {
 				t.Fatalf("%s differs between two renders", p)
@@ -60,13 +55,9 @@ func TestDeterministic(t *testing.T) {
 // that says Helm manages them.
 func TestManifestContent(t *testing.T) {
 	files, err := generate(filepath.Join("..", "..", "chart", "reloader"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	objs, err := render.Decode(string(files["reloader.yaml"]))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	if objs[0].GetKind() != "Namespace" || objs[0].GetName() != namespace {
 		t.Errorf("first object is %s %s, want Namespace %s", objs[0].GetKind(), objs[0].GetName(), namespace)
 	}
@@ -99,21 +90,13 @@ func TestKustomizeBaseBuilds(t *testing.T) {
 		t.Fatalf("kustomize build: %v", err)
 	}
 	built, err := resmap.AsYaml()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	fromBase, err := render.Decode(string(built))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	raw, err := os.ReadFile(filepath.Join(dir, "reloader.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	plain, err := render.Decode(string(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	index := func(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
 		m := map[string]*unstructured.Unstructured{}
 		for _, o := range objs {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // upstream answers 200, and streams a watch until the client goes away.
@@ -34,9 +36,7 @@ func upstream(t *testing.T) *httptest.Server {
 
 func start(t *testing.T) *Proxy {
 	p, err := Start(&rest.Config{Host: upstream(t).URL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	t.Cleanup(func() { _ = p.Close() })
 	return p
 }
@@ -45,9 +45,7 @@ func get(t *testing.T, url string) (*http.Response, time.Duration) {
 	t.Helper()
 	start := time.Now()
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp, time.Since(start)
@@ -113,9 +111,7 @@ func TestFaults(t *testing.T) {
 func TestWatchCut(t *testing.T) {
 	p := start(t)
 	resp, err := (&http.Client{Timeout: 20 * time.Second}).Get(p.URL + "/api/v1/configmaps?watch=true")
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Must(t, err)
 	defer resp.Body.Close()
 	done := make(chan error, 1)
 	go func() {
