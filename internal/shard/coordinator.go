@@ -91,7 +91,11 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	c.held, c.wake = map[int]*held{}, make(chan struct{}, 1)
 	c.live = newLiveness(c.LeaseDuration)
 	members := c.leaseInformer(GroupLabel + "=" + c.Prefix)
-	shards := c.leaseInformer(ShardLabel + "=" + c.Prefix)
+	// Every Lease of the namespace, not only those labelled ShardLabel: a shard's Lease
+	// written by an earlier version (client-go's leader election) carries no label, and its
+	// holder's expiry must be seen to take it over in a rolling upgrade. Shard Leases are
+	// found by name; reloader's namespace holds a handful of Leases.
+	shards := c.leaseInformer("")
 	c.shards = shards.GetStore()
 	namespaces := c.namespaceInformer()
 	go members.Run(ctx.Done())
