@@ -48,9 +48,23 @@ type Config struct {
 	Progress io.Writer
 }
 
+// metricsAddrFlag is the flag that sets side's metrics address: its own, or the run's.
+func (cfg Config) metricsAddrFlag(side Side) string {
+	if side.MetricsAddrFlag != nil {
+		return *side.MetricsAddrFlag
+	}
+	return cfg.MetricsAddrFlag
+}
+
 // Run runs every scenario, each side after the other on a fresh control plane, and writes one
 // JSON result per scenario and side into ResultsDir.
 func Run(ctx context.Context, cfg Config) ([]Result, error) {
+	for _, side := range cfg.Sides {
+		if cfg.Parallelism > 1 && cfg.metricsAddrFlag(side) == "" {
+			return nil, fmt.Errorf("the %s side (%s) takes no metrics-address flag and serves /metrics on the fixed port 9090: "+
+				"its scenarios cannot run side by side (--parallelism must be 1)", side.Name, side.Bin)
+		}
+	}
 	if err := os.MkdirAll(cfg.ResultsDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -188,7 +202,7 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 
 	side := c.side
 	side.Args = append(append([]string(nil), side.Args...), spec.Args...)
-	ctl := &Controller{Side: side, Kubeconfig: controllerKubeconfig, MetricsAddrFlag: c.cfg.MetricsAddrFlag, Out: logFile}
+	ctl := &Controller{Side: side, Kubeconfig: controllerKubeconfig, MetricsAddrFlag: c.cfg.metricsAddrFlag(side), Out: logFile}
 	c.progress("starting " + filepath.Base(side.Bin))
 	runStart := time.Now()
 	if err := ctl.Start(ctx); err != nil {

@@ -1,0 +1,90 @@
+package loadtest
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// writeScript makes an executable shell script that prints out and exits with code.
+func writeScript(t *testing.T, out string, code int) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "bin")
+	body := "#!/bin/sh\ncat <<'EOF'\n" + out + "\nEOF\nexit " + string(rune('0'+code)) + "\n"
+	if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestDetectMetricsAddrFlag(t *testing.T) {
+	for _, c := range []struct {
+		name, help string
+		code       int
+		want       string
+	}{
+		{"this project's help", "Flags:\n      --metrics-addr string   address of /metrics (default \":9090\")\n      --version   print", 0, "--metrics-addr"},
+		// Upstream's binary builds its client before parsing flags and exits without a cluster.
+		{"upstream without a cluster", `time="..." level=fatal msg="Unable to create Kubernetes client error = unable to load in-cluster configuration"`, 1, ""},
+		{"a flag with a longer name", "      --metrics-addr-extra string", 0, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := DetectMetricsAddrFlag(writeScript(t, c.help, c.code)); got != c.want {
+				t.Errorf("DetectMetricsAddrFlag = %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+func TestDescribeFallsBackToBuildInfo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a binary")
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "main.go")
+	// Exits non-zero for --version, as upstream's binary does.
+	prog := "package main\n\nimport \"os\"\n\nvar Version = \"dev\"\n\nfunc main() { os.Exit(1) }\n"
+	if err := os.WriteFile(src, []byte(prog), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/upstreamlike\n\ngo 1.22\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "upstreamlike")
+	cmd := exec.Command("go", "build", "-ldflags=-X main.Version=v1.4.21", "-o", bin, ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-buildvcs=false")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	b := describe(bin)
+	if !strings.HasPrefix(b.Version, "example.com/upstreamlike v1.4.21 (build info, go") {
+		t.Errorf("Version = %q, want the module and the -ldflags version from the build info", b.Version)
+	}
+	if len(b.SHA256) != 64 {
+		t.Errorf("SHA256 = %q", b.SHA256)
+	}
+
+	// A binary that answers --version is described by its answer.
+	if v := describe(writeScript(t, "reloader v9 (commit abc)\nmore", 0)).Version; v != "reloader v9 (commit abc)" {
+		t.Errorf("Version = %q, want the first line of --version", v)
+	}
+}
+
+func TestPortFree(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := portFree(addr); err == nil {
+		t.Errorf("portFree(%s) = nil while something listens there", addr)
+	}
+	l.Close()
+	if err := portFree(addr); err != nil {
+		t.Errorf("portFree(%s) after close: %v", addr, err)
+	}
+}
