@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/reloader-operator/reloader/internal/audit"
 )
 
 // writeScript makes an executable shell script that prints out and exits with code.
@@ -86,5 +89,35 @@ func TestPortFree(t *testing.T) {
 	l.Close()
 	if err := portFree(addr); err != nil {
 		t.Errorf("portFree(%s) after close: %v", addr, err)
+	}
+}
+
+func TestStartupRequestsAreShownApart(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	ev := func(verb string, sec int) audit.Event {
+		var e audit.Event
+		e.Verb, e.Received = verb, t0.Add(time.Duration(sec)*time.Second)
+		return e
+	}
+	events := []audit.Event{ev("list", 0), ev("patch", 1), ev("patch", 2), ev("patch", 10), ev("get", 11)}
+	startup, load := splitAt(events, t0.Add(10*time.Second))
+	if len(startup) != 3 || len(load) != 2 {
+		t.Fatalf("split at 10 s: %d before, %d from it on; want 3 and 2", len(startup), len(load))
+	}
+	// The gates judge the load; the start-up requests get rows of their own, not judged.
+	api, start := CountAPI(load), CountAPI(startup)
+	old := &Result{Scenario: "S4", Side: "old", API: &API{ByVerb: map[string]int{}}, APIStartup: &API{ByVerb: map[string]int{}}}
+	nu := &Result{Scenario: "S4", Side: "new", API: &api, APIStartup: &start}
+	var startupRow *Row
+	for _, r := range rows(old, nu, DefaultGates()) {
+		if r.Metric == "API requests at start-up (before the load)" {
+			startupRow = &r
+		}
+		if r.Metric == RowAPIRequests && (r.New == nil || *r.New != 2) {
+			t.Errorf("API requests row: new %v, want the 2 of the load", r.New)
+		}
+	}
+	if startupRow == nil || startupRow.New == nil || *startupRow.New != 3 || startupRow.NewVerdict != "" {
+		t.Errorf("start-up row %+v, want 3 requests, not judged", startupRow)
 	}
 }

@@ -145,6 +145,10 @@ func rows(old, nu *Result, g Gates) []Row {
 			info("API "+verb+src, "", count(func(r *Result) int { return r.API.ByVerb[verb] }))
 		}
 		info("API 409 conflicts", "", count(func(r *Result) int { return r.API.Conflicts }))
+		if (old == nil || old.APIStartup != nil) && (nu == nil || nu.APIStartup != nil) {
+			info("API requests at start-up (before the load)", "", count(func(r *Result) int { return r.APIStartup.Total }))
+			info("API writes at start-up (before the load)", "", count(func(r *Result) int { return r.APIStartup.Writes }))
+		}
 		if audited {
 			info("idle req/s after load", "req/s", plain(func(r *Result) float64 { return r.IdleRPSAfter }))
 			row := Row{Metric: "repeated req/s after load (hot loop)", short: "hot loop", unit: "req/s",

@@ -299,8 +299,13 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 	totals := ctl.Totals()
 	if auditLog != "" {
 		ev := events()
-		api := CountAPI(ev)
-		r.API = &api
+		// The gates judge the requests from the start of the load on; those before it (caches
+		// filled, first records written) are start-up, shown apart: a build that records each
+		// workload at first sight and one that does not differ there by the workloads, not by
+		// how they handle the load.
+		startup, rest := splitAt(ev, load.from)
+		api, startupAPI := CountAPI(rest), CountAPI(startup)
+		r.API, r.APIStartup = &api, &startupAPI
 		r.IdleRPSAfter, r.RepeatRPSAfter = rate(ev, after.from, after.to), repeatRate(ev, after.from, after.to)
 	} else if len(totals.Client) > 0 {
 		api := clientAPI(totals.Client)
