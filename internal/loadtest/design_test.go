@@ -132,9 +132,16 @@ func TestUsageAndReconcileReturn(t *testing.T) {
 		sc := Scrape{Sums: map[string]float64{"reloader_reconcile_total": rec, "go_goroutines": float64(100 + i)}}
 		samples = append(samples, Sample{At: t0.Add(time.Duration(i) * time.Second), CPU: cpu, RSS: int64(i) << 20, Metrics: &sc})
 	}
-	u := usage(samples, 6, 50<<20, window{t0, t0.Add(40 * time.Second)}, window{t0.Add(10 * time.Second), t0.Add(20 * time.Second)})
+	u := usage(samples, 6, 50<<20, window{t0, t0.Add(40 * time.Second)}, window{t0.Add(10 * time.Second), t0.Add(20 * time.Second)}, t0.Add(4500*time.Millisecond))
 	if u.CPUSteadyCores != 0.5 || u.CPUPeakCores != 0.5 || u.CPUAvgCores != 6.0/40 || u.RSSPeakMiB != 50 || u.RSSSteadyMiB != 15 {
 		t.Errorf("usage %+v", u)
+	}
+	// The load began at 4.5 s: the sample at 4 s holds the start-up's CPU.
+	if u.CPUStartupSeconds == nil || *u.CPUStartupSeconds != 2 {
+		t.Errorf("CPU at start-up %v, want 2 s", u.CPUStartupSeconds)
+	}
+	if u := usage(samples, 6, 50<<20, window{t0, t0.Add(40 * time.Second)}, window{}, t0.Add(-time.Second)); u.CPUStartupSeconds != nil {
+		t.Errorf("CPU at start-up %v with no sample before the load, want none", *u.CPUStartupSeconds)
 	}
 	rt := runtimeFigures(samples, *samples[len(samples)-1].Metrics, window{t0, t0.Add(20 * time.Second)}, window{t0.Add(10 * time.Second), t0.Add(20 * time.Second)})
 	if rt.Reconciles == nil || *rt.Reconciles != 200 || *rt.ReconcilesPerSecond != 10 || *rt.GoroutinesPeak != 139 || rt.Errors != nil {

@@ -225,6 +225,9 @@ func rows(old, nu *Result, g Gates) []Row {
 	hist("reconcile duration", func(x Runtime) *Latency { return x.ReconcileDurationMs })
 	hist("action latency", func(x Runtime) *Latency { return x.ActionLatencyMs })
 	bounded(RowCPU, "CPU seconds", "s", g.CPURatio, g.CPUSlackSeconds, plain(func(r *Result) float64 { return r.CPUSeconds }))
+	if (old == nil || old.Usage.CPUStartupSeconds != nil) && (nu == nil || nu.Usage.CPUStartupSeconds != nil) {
+		info("CPU seconds at start-up (before the load)", "s", plain(func(r *Result) float64 { return *r.Usage.CPUStartupSeconds }))
+	}
 	info("CPU cores, average", "", plain(func(r *Result) float64 { return r.Usage.CPUAvgCores }))
 	info("CPU cores, steady state", "", plain(func(r *Result) float64 { return r.Usage.CPUSteadyCores }))
 	info("CPU cores, peak (5 s)", "", plain(func(r *Result) float64 { return r.Usage.CPUPeakCores }))

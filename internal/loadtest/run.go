@@ -314,7 +314,7 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 	r.CPUSeconds = ctl.CPUSeconds
 	r.PeakRSSMiB = float64(ctl.PeakRSS) / (1 << 20)
 	steady := window{from: load.from.Add(load.to.Sub(load.from) / 2), to: load.to}
-	r.Usage = usage(ctl.Samples(), ctl.CPUSeconds, ctl.PeakRSS, window{runStart, runEnd}, steady)
+	r.Usage = usage(ctl.Samples(), ctl.CPUSeconds, ctl.PeakRSS, window{runStart, runEnd}, steady, load.from)
 	base, back, notBack := r.Runtime.ReconcileBaseline, r.Runtime.ReconcileReturnSeconds, r.Runtime.ReconcileNotBack
 	r.Runtime = runtimeFigures(ctl.Samples(), totals, window{load.from, settledAt}, steady)
 	r.Runtime.ReconcileBaseline, r.Runtime.ReconcileReturnSeconds, r.Runtime.ReconcileNotBack = base, back, notBack
