@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/reloader-operator/reloader/internal/audit"
 )
 
@@ -119,5 +122,31 @@ func TestStartupRequestsAreShownApart(t *testing.T) {
 	}
 	if startupRow == nil || startupRow.New == nil || *startupRow.New != 3 || startupRow.NewVerdict != "" {
 		t.Errorf("start-up row %+v, want 3 requests, not judged", startupRow)
+	}
+}
+
+func TestManualJobCountsForItsCronJob(t *testing.T) {
+	job := func(annotations map[string]string, ownerKind string, controller bool) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetAnnotations(annotations)
+		if ownerKind != "" {
+			u.SetOwnerReferences([]metav1.OwnerReference{{Kind: ownerKind, Name: "nightly", Controller: &controller}})
+		}
+		return u
+	}
+	manual := map[string]string{"cronjob.kubernetes.io/instantiate": "manual"}
+	for _, c := range []struct {
+		name string
+		job  *unstructured.Unstructured
+		want string
+	}{
+		{"made by hand from a CronJob (upstream's reload)", job(manual, CronJob, true), "nightly"},
+		{"made on the CronJob's schedule", job(nil, CronJob, true), ""},
+		{"a Job of its own", job(manual, "", false), ""},
+		{"owned but not controlled", job(manual, CronJob, false), ""},
+	} {
+		if got := manualJobOf(c.job); got != c.want {
+			t.Errorf("%s: manualJobOf = %q, want %q", c.name, got, c.want)
+		}
 	}
 }
