@@ -202,6 +202,24 @@ func TestWarnAndNewGates(t *testing.T) {
 	if rep := Build([]Result{upstreamLike, bad}, DefaultGates()); !rep.Pass || rep.Sections[0].NewVerdict.Level() != "PASS" {
 		t.Errorf("errors judged against a side without the metric: %v", rep.Sections[0].NewVerdict)
 	}
+	// Against a side that missed reloads (did less of the work, or none: no latency at all) the
+	// comparative gates are shown, not judged; that side still fails on its misses, and is
+	// still judged against the side that did the work.
+	idle := old
+	idle.Missed, idle.LatencyFromLastWrite, idle.API, idle.CPUSeconds = 50, Latency{}, &API{Total: 2}, 0.1
+	slow := nu
+	slow.LatencyFromLastWrite.P50 = 5000
+	if rep := Build([]Result{idle, slow}, DefaultGates()); !rep.Pass || rep.Sections[0].NewVerdict.Level() != "PASS" ||
+		rep.Sections[0].OldVerdict.String() != "FAIL (missed 50)" {
+		t.Errorf("against a side that missed reloads: new %v, old %v; want new PASS, old FAIL (missed 50)", rep.Sections[0].NewVerdict, rep.Sections[0].OldVerdict)
+	}
+	lazy := nu
+	lazy.Missed = 3
+	fast := old
+	fast.LatencyFromLastWrite.P50 = 5000
+	if rep := Build([]Result{fast, lazy}, DefaultGates()); rep.Pass || rep.Sections[0].OldVerdict.Level() != "PASS" {
+		t.Errorf("the old side judged against a new side that missed: old %v, new %v", rep.Sections[0].OldVerdict, rep.Sections[0].NewVerdict)
+	}
 }
 
 // Each scenario gets its own reports, and `report --scenario --output` their subset.
