@@ -3,7 +3,7 @@
 SHELL := bash
 GO    ?= go
 
-.PHONY: all build kube-binaries test unit demo lint clean generate loadtest-quick loadtest loadtest-full image manifests test-deployments bench-10k bench-mem bench-100k bench-failover soak bench-fairness dist sbom lint-workflows
+.PHONY: all build kube-binaries test unit demo lint clean generate loadtest-quick loadtest loadtest-full upstream-binary image manifests test-deployments bench-10k bench-mem bench-100k bench-failover soak bench-fairness dist sbom lint-workflows
 
 all: build
 
@@ -85,8 +85,8 @@ demo: build kube-binaries
 	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" ./bin/demo --reloader bin/reloader $(DEMO_ARGS)
 
 # A/B load tests (docs/benchmarks.md). LOADTEST_OLD and LOADTEST_NEW (or OLD and NEW) are any
-# reloader-compatible binaries, both this build by default (OLD=$$(bash hack/upstream-reloader.sh)
-# for upstream's); LOADTEST_OLD_ARGS and LOADTEST_NEW_ARGS are their extra flags;
+# reloader-compatible binaries, both this build by default (OLD=$$(bash hack/upstream-binary.sh)
+# for upstream's release, see upstream-binary); LOADTEST_OLD_ARGS and LOADTEST_NEW_ARGS are their extra flags;
 # LOADTEST_SCENARIOS, LOADTEST_SCALE (1: the design's size) and LOADTEST_DURATION (empty: each
 # scenario's design duration) shape the run; LOADTEST_ARGS passes anything else (gates, say).
 OLD ?= bin/reloader
@@ -114,6 +114,12 @@ loadtest-full: build kube-binaries
 
 # Any scenarios at any size: LOADTEST_SCENARIOS (default all), LOADTEST_SCALE, LOADTEST_DURATION.
 loadtest: loadtest-full
+
+# Upstream Stakater Reloader v1.4.21 built from its source (UPSTREAM_GIT: a clone or mirror of it;
+# UPSTREAM_SRC: its source tree; else a clone from GitHub), cached in
+# ~/.cache/reloader/upstream-v1.4.21/reloader; prints the path. The load tests' old side.
+upstream-binary:
+	@bash hack/upstream-binary.sh
 
 # Fairness between namespaces: one namespace's ConfigMap used by 2,000 Deployments changes, then
 # another's used by one; the second reload's latency over 20 tries, --reload-rate unset and 50

@@ -7,7 +7,8 @@
 #   hack/loadtest-ci.sh quick|full
 #
 # LOADTEST_OLD      base (default): the build of LOADTEST_BASE_REF (default origin/main);
-#                   upstream: upstream's release (hack/upstream-reloader.sh), or, when it cannot
+#                   upstream: upstream's release (hack/upstream-binary.sh: from UPSTREAM_GIT,
+#                   UPSTREAM_SRC or a clone from GitHub), or, when it cannot
 #                   be built, this build with --coalesce-window=0 standing in for it;
 #                   or a path to a binary.
 # LOADTEST_SCENARIOS  comma-separated IDs (S1..S17) or all; checked, it may come from a comment.
@@ -44,11 +45,11 @@ base)
 	old_bin=$work/reloader
 	;;
 upstream)
-	if old_bin=$(bash hack/upstream-reloader.sh); then
+	if old_bin=$(bash hack/upstream-binary.sh); then
 		log "old side: upstream at $old_bin"
-		# Upstream serves /metrics on :9090 and takes no --metrics-addr: both sides keep
-		# their default port, one scenario at a time.
-		extra_args="--metrics-addr-flag= --parallelism=1"
+		# Upstream serves /metrics on :9090 and takes no --metrics-addr (the tool finds that
+		# in its --help): one scenario at a time.
+		extra_args="--parallelism=1"
 	else
 		log "upstream's release could not be built; this build with --coalesce-window=0 stands in for it"
 		old_bin=bin/reloader

@@ -64,6 +64,7 @@ func bindGates(fs *pflag.FlagSet, g *loadtest.Gates) {
 func newRun() *cobra.Command {
 	var (
 		oldBin, newBin, oldArgs, newArgs, scenarios, results, kubeconfig, metricsFlag, crdDir string
+		oldMetricsFlag, newMetricsFlag                                                        string
 		duration                                                                              time.Duration
 		scale                                                                                 float64
 		parallelism, nodes                                                                    int
@@ -75,7 +76,8 @@ func newRun() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var sides []loadtest.Side
-			for _, s := range []struct{ name, bin, args string }{{"old", oldBin, oldArgs}, {"new", newBin, newArgs}} {
+			for _, s := range []struct{ name, bin, args, metricsFlag string }{
+				{"old", oldBin, oldArgs, oldMetricsFlag}, {"new", newBin, newArgs, newMetricsFlag}} {
 				if s.bin == "" {
 					continue
 				}
@@ -86,7 +88,15 @@ func newRun() *cobra.Command {
 				if _, err := os.Stat(bin); err != nil {
 					return fmt.Errorf("--%s: %w", s.name, err)
 				}
-				sides = append(sides, loadtest.Side{Name: s.name, Bin: bin, Args: strings.Fields(s.args)})
+				flag := metricsFlag
+				if cmd.Flags().Changed(s.name + "-metrics-addr-flag") {
+					flag = s.metricsFlag
+				}
+				if flag == "auto" {
+					flag = loadtest.DetectMetricsAddrFlag(bin)
+					fmt.Fprintf(os.Stderr, "%s side: metrics address flag %q (from its --help)\n", s.name, flag)
+				}
+				sides = append(sides, loadtest.Side{Name: s.name, Bin: bin, Args: strings.Fields(s.args), MetricsAddrFlag: &flag})
 			}
 			if len(sides) == 0 {
 				return errors.New("give --new, --old, or both")
@@ -120,7 +130,9 @@ func newRun() *cobra.Command {
 	fs.IntVar(&parallelism, "parallelism", 1, "scenarios run at once, each on its own control plane (the sides of one scenario never overlap)")
 	fs.StringVar(&results, "results-dir", "loadtest-results", "where results, logs, audit logs and reports go")
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "run on this existing cluster instead of local control planes (no audit log: API counts are left out)")
-	fs.StringVar(&metricsFlag, "metrics-addr-flag", "--metrics-addr", "the flag that sets a binary's metrics address; empty if it has none (it then must listen on :9090, and --parallelism must be 1)")
+	fs.StringVar(&metricsFlag, "metrics-addr-flag", "auto", "the flag that sets a binary's metrics address; empty if it has none (it then must listen on :9090, as upstream's does, and --parallelism must be 1); auto: --metrics-addr if the binary's --help lists it, else none")
+	fs.StringVar(&oldMetricsFlag, "old-metrics-addr-flag", "", "--metrics-addr-flag for the old binary alone")
+	fs.StringVar(&newMetricsFlag, "new-metrics-addr-flag", "", "--metrics-addr-flag for the new binary alone")
 	fs.IntVar(&nodes, "nodes", 3, "fake kwok nodes per local control plane")
 	fs.StringVar(&crdDir, "crd-dir", "deployments/chart/reloader/files/crds", "the ReloaderConfig CRD, installed into each local control plane (scenarios S16 and S17 need it)")
 	bindGates(fs, &gates)

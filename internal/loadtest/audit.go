@@ -93,3 +93,15 @@ func repeatRate(events []audit.Event, from, to time.Time) float64 {
 	}
 	return 0
 }
+
+// splitAt parts events into those received before t and the rest.
+func splitAt(events []audit.Event, t time.Time) (before, after []audit.Event) {
+	for _, e := range events {
+		if e.Received.Before(t) {
+			before = append(before, e)
+		} else {
+			after = append(after, e)
+		}
+	}
+	return before, after
+}

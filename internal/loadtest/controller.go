@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -21,7 +22,15 @@ type Side struct {
 	Name string
 	Bin  string
 	Args []string
+	// MetricsAddrFlag, when set, is the flag that sets this binary's metrics address ("" for
+	// none, as upstream's binary, which listens on :9090); nil takes the run's
+	// (Config.MetricsAddrFlag).
+	MetricsAddrFlag *string
 }
+
+// fixedMetricsAddr is where a binary without a metrics-address flag serves /metrics (upstream
+// Reloader's constants.DefaultHttpListenAddr).
+const fixedMetricsAddr = "127.0.0.1:9090"
 
 // Controller runs one side's binary and measures its process.
 type Controller struct {
@@ -69,9 +78,15 @@ const maxSamples = 20000
 
 // Start runs the binary and waits until it is ready.
 func (c *Controller) Start(ctx context.Context) error {
-	addr := "127.0.0.1:9090"
+	addr := fixedMetricsAddr
 	args := append([]string(nil), c.Side.Args...)
-	if c.MetricsAddrFlag != "" {
+	if c.MetricsAddrFlag == "" {
+		// Another process on the port would answer the scrapes in the binary's place (and the
+		// binary, upstream's, exits when it cannot listen).
+		if err := portFree(addr); err != nil {
+			return fmt.Errorf("%s takes no metrics-address flag and serves /metrics on :9090, which is in use: %w", c.Side.Bin, err)
+		}
+	} else {
 		var err error
 		if addr, err = proc.FreeAddr(); err != nil {
 			return err
@@ -95,6 +110,19 @@ func (c *Controller) Start(ctx context.Context) error {
 	c.sampling.Add(1)
 	go c.sample(sctx, p.Pid())
 	return c.waitReady(ctx)
+}
+
+// portFree fails when something listens on addr's port, on any address.
+func portFree(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", ":"+port)
+	if err != nil {
+		return err
+	}
+	return l.Close()
 }
 
 // sample records the process every second until ctx ends.

@@ -134,9 +134,16 @@ func TestUsageAndReconcileReturn(t *testing.T) {
 		sc := Scrape{Sums: map[string]float64{"reloader_reconcile_total": rec, "go_goroutines": float64(100 + i)}}
 		samples = append(samples, Sample{At: t0.Add(time.Duration(i) * time.Second), CPU: cpu, RSS: int64(i) << 20, Metrics: &sc})
 	}
-	u := usage(samples, 6, 50<<20, window{t0, t0.Add(40 * time.Second)}, window{t0.Add(10 * time.Second), t0.Add(20 * time.Second)})
+	u := usage(samples, 6, 50<<20, window{t0, t0.Add(40 * time.Second)}, window{t0.Add(10 * time.Second), t0.Add(20 * time.Second)}, t0.Add(4500*time.Millisecond))
 	if u.CPUSteadyCores != 0.5 || u.CPUPeakCores != 0.5 || u.CPUAvgCores != 6.0/40 || u.RSSPeakMiB != 50 || u.RSSSteadyMiB != 15 {
 		t.Errorf("usage %+v", u)
+	}
+	// The load began at 4.5 s: the sample at 4 s holds the start-up's CPU.
+	if u.CPUStartupSeconds == nil || *u.CPUStartupSeconds != 2 {
+		t.Errorf("CPU at start-up %v, want 2 s", u.CPUStartupSeconds)
+	}
+	if u := usage(samples, 6, 50<<20, window{t0, t0.Add(40 * time.Second)}, window{}, t0.Add(-time.Second)); u.CPUStartupSeconds != nil {
+		t.Errorf("CPU at start-up %v with no sample before the load, want none", *u.CPUStartupSeconds)
 	}
 	rt := runtimeFigures(samples, *samples[len(samples)-1].Metrics, window{t0, t0.Add(20 * time.Second)}, window{t0.Add(10 * time.Second), t0.Add(20 * time.Second)})
 	if rt.Reconciles == nil || *rt.Reconciles != 200 || *rt.ReconcilesPerSecond != 10 || *rt.GoroutinesPeak != 139 || rt.Errors != nil {
@@ -196,6 +203,24 @@ func TestWarnAndNewGates(t *testing.T) {
 	bad.Runtime.Errors = errs(5)
 	if rep := Build([]Result{upstreamLike, bad}, DefaultGates()); !rep.Pass || rep.Sections[0].NewVerdict.Level() != "PASS" {
 		t.Errorf("errors judged against a side without the metric: %v", rep.Sections[0].NewVerdict)
+	}
+	// Against a side that missed reloads (did less of the work, or none: no latency at all) the
+	// comparative gates are shown, not judged; that side still fails on its misses, and is
+	// still judged against the side that did the work.
+	idle := old
+	idle.Missed, idle.LatencyFromLastWrite, idle.API, idle.CPUSeconds = 50, Latency{}, &API{Total: 2}, 0.1
+	slow := nu
+	slow.LatencyFromLastWrite.P50 = 5000
+	if rep := Build([]Result{idle, slow}, DefaultGates()); !rep.Pass || rep.Sections[0].NewVerdict.Level() != "PASS" ||
+		rep.Sections[0].OldVerdict.String() != "FAIL (missed 50)" {
+		t.Errorf("against a side that missed reloads: new %v, old %v; want new PASS, old FAIL (missed 50)", rep.Sections[0].NewVerdict, rep.Sections[0].OldVerdict)
+	}
+	lazy := nu
+	lazy.Missed = 3
+	fast := old
+	fast.LatencyFromLastWrite.P50 = 5000
+	if rep := Build([]Result{fast, lazy}, DefaultGates()); rep.Pass || rep.Sections[0].OldVerdict.Level() != "PASS" {
+		t.Errorf("the old side judged against a new side that missed: old %v, new %v", rep.Sections[0].OldVerdict, rep.Sections[0].NewVerdict)
 	}
 }
 

@@ -21,16 +21,33 @@ var workloadGVKs = map[string]schema.GroupVersionKind{
 }
 
 // Observer records every pod-template change of the load test's workloads, with the time it
-// was seen. A Job replaced under the same name counts when the new one's template differs.
+// was seen. A Job replaced under the same name counts when the new one's template differs. A
+// Job made by hand from a CronJob (annotated cronjob.kubernetes.io/instantiate=manual and
+// controlled by it: upstream's reload of a CronJob, which leaves the CronJob as it is) counts
+// as a change of that CronJob when it first appears.
 type Observer struct {
-	mu       sync.Mutex
-	template map[string]string
-	changes  map[string][]time.Time
+	mu         sync.Mutex
+	template   map[string]string
+	changes    map[string][]time.Time
+	manualJobs map[string]bool
+}
+
+// manualJobOf returns the CronJob a Job was made from by hand, "" for any other Job.
+func manualJobOf(u *unstructured.Unstructured) string {
+	if u.GetAnnotations()["cronjob.kubernetes.io/instantiate"] != "manual" {
+		return ""
+	}
+	for _, ref := range u.GetOwnerReferences() {
+		if ref.Kind == CronJob && ref.Controller != nil && *ref.Controller {
+			return ref.Name
+		}
+	}
+	return ""
 }
 
 // Observe watches every workload kind labelled loadtest=true until ctx ends.
 func Observe(ctx context.Context, c client.WithWatch) (*Observer, error) {
-	o := &Observer{template: map[string]string{}, changes: map[string][]time.Time{}}
+	o := &Observer{template: map[string]string{}, changes: map[string][]time.Time{}, manualJobs: map[string]bool{}}
 	started := make(chan error, len(workloadGVKs))
 	for kind, gvk := range workloadGVKs {
 		go o.watch(ctx, c, kind, gvk, started)
@@ -67,6 +84,19 @@ func (o *Observer) watch(ctx context.Context, c client.WithWatch, kind string, g
 			u, ok := ev.Object.(*unstructured.Unstructured)
 			if !ok {
 				continue
+			}
+			if kind == Job {
+				if cronJob := manualJobOf(u); cronJob != "" {
+					o.mu.Lock()
+					// A watch started again lists the Jobs that exist: each counts once.
+					if !o.manualJobs[string(u.GetUID())] {
+						o.manualJobs[string(u.GetUID())] = true
+						key := CronJob + "/" + u.GetNamespace() + "/" + cronJob
+						o.changes[key] = append(o.changes[key], time.Now())
+					}
+					o.mu.Unlock()
+					continue
+				}
 			}
 			tpl, _, _ := unstructured.NestedMap(u.Object, TemplatePath(kind)...)
 			b, _ := json.Marshal(tpl)

@@ -47,7 +47,11 @@ type Result struct {
 	// API counts the side's requests: from the audit log on a local control plane, from the
 	// controller's own client metrics (rest_client_requests_total) on an existing cluster;
 	// nil when neither was available.
-	API *API `json:"api,omitempty"`
+	// With the audit log, API holds the requests from the start of the load to the end of the
+	// run (what the API gates judge) and APIStartup those before the load: start-up, from the
+	// controller's start until its requests settled.
+	API        *API `json:"api,omitempty"`
+	APIStartup *API `json:"apiStartup,omitempty"`
 	// IdleRPSBefore and IdleRPSAfter are the request rates (watches aside) before the load
 	// and in the 5 s after it settled; RepeatRPSBefore and RepeatRPSAfter count only the
 	// requests on an object asked for more than once in the window, the sign of a hot loop.

@@ -55,18 +55,29 @@ func rows(old, nu *Result, g Gates) []Row {
 	count := func(f func(*Result) int) func(*Result) *float64 {
 		return func(r *Result) *float64 { v := float64(f(r)); return &v }
 	}
+	// missedWork: a side that missed reloads did less of the scenario's work than was asked,
+	// so its costs and latencies are no yardstick for the other side (a side that reloaded
+	// nothing has no latency at all).
+	missedWork := func(r *Result) bool { return r != nil && r.Error == "" && r.Missed > g.MaxMissed }
 	// bounded gates each side against the other: new may be ratio times old plus slack, and
 	// so may old against new, so a build far behind the other fails whichever side it is on.
-	// With one side, or a figure one side lacks, it is only shown.
+	// With one side, or a figure one side lacks, it is only shown; against a side that missed
+	// reloads it is shown, not judged.
 	bounded := func(metric, short, unit string, ratio, slack float64, f func(*Result) *float64) {
 		row := Row{Metric: metric, short: short, Old: opt(old, f), New: opt(nu, f), unit: unit}
 		if row.Old != nil && row.New != nil {
 			row.Expected = fmt.Sprintf("≤ other×%g + %g", ratio, slack)
-			judge := func(v, other float64) string {
+			judge := func(v, other float64, otherMissed bool) string {
+				if otherMissed {
+					return ""
+				}
 				limit := other*ratio + slack
 				return level(&v, v > limit, v > other+g.WarnAt*(limit-other))
 			}
-			row.OldVerdict, row.NewVerdict = judge(*row.Old, *row.New), judge(*row.New, *row.Old)
+			row.OldVerdict, row.NewVerdict = judge(*row.Old, *row.New, missedWork(nu)), judge(*row.New, *row.Old, missedWork(old))
+			if missedWork(old) || missedWork(nu) {
+				row.Expected += " (not against a side that missed)"
+			}
 		}
 		out = append(out, row)
 	}
@@ -145,6 +156,10 @@ func rows(old, nu *Result, g Gates) []Row {
 			info("API "+verb+src, "", count(func(r *Result) int { return r.API.ByVerb[verb] }))
 		}
 		info("API 409 conflicts", "", count(func(r *Result) int { return r.API.Conflicts }))
+		if (old == nil || old.APIStartup != nil) && (nu == nil || nu.APIStartup != nil) {
+			info("API requests at start-up (before the load)", "", count(func(r *Result) int { return r.APIStartup.Total }))
+			info("API writes at start-up (before the load)", "", count(func(r *Result) int { return r.APIStartup.Writes }))
+		}
 		if audited {
 			info("idle req/s after load", "req/s", plain(func(r *Result) float64 { return r.IdleRPSAfter }))
 			row := Row{Metric: "repeated req/s after load (hot loop)", short: "hot loop", unit: "req/s",
@@ -221,6 +236,9 @@ func rows(old, nu *Result, g Gates) []Row {
 	hist("reconcile duration", func(x Runtime) *Latency { return x.ReconcileDurationMs })
 	hist("action latency", func(x Runtime) *Latency { return x.ActionLatencyMs })
 	bounded(RowCPU, "CPU seconds", "s", g.CPURatio, g.CPUSlackSeconds, plain(func(r *Result) float64 { return r.CPUSeconds }))
+	if (old == nil || old.Usage.CPUStartupSeconds != nil) && (nu == nil || nu.Usage.CPUStartupSeconds != nil) {
+		info("CPU seconds at start-up (before the load)", "s", plain(func(r *Result) float64 { return *r.Usage.CPUStartupSeconds }))
+	}
 	info("CPU cores, average", "", plain(func(r *Result) float64 { return r.Usage.CPUAvgCores }))
 	info("CPU cores, steady state", "", plain(func(r *Result) float64 { return r.Usage.CPUSteadyCores }))
 	info("CPU cores, peak (5 s)", "", plain(func(r *Result) float64 { return r.Usage.CPUPeakCores }))

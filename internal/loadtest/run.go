@@ -48,9 +48,23 @@ type Config struct {
 	Progress io.Writer
 }
 
+// metricsAddrFlag is the flag that sets side's metrics address: its own, or the run's.
+func (cfg Config) metricsAddrFlag(side Side) string {
+	if side.MetricsAddrFlag != nil {
+		return *side.MetricsAddrFlag
+	}
+	return cfg.MetricsAddrFlag
+}
+
 // Run runs every scenario, each side after the other on a fresh control plane, and writes one
 // JSON result per scenario and side into ResultsDir.
 func Run(ctx context.Context, cfg Config) ([]Result, error) {
+	for _, side := range cfg.Sides {
+		if cfg.Parallelism > 1 && cfg.metricsAddrFlag(side) == "" {
+			return nil, fmt.Errorf("the %s side (%s) takes no metrics-address flag and serves /metrics on the fixed port 9090: "+
+				"its scenarios cannot run side by side (--parallelism must be 1)", side.Name, side.Bin)
+		}
+	}
 	if err := os.MkdirAll(cfg.ResultsDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -188,7 +202,7 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 
 	side := c.side
 	side.Args = append(append([]string(nil), side.Args...), spec.Args...)
-	ctl := &Controller{Side: side, Kubeconfig: controllerKubeconfig, MetricsAddrFlag: c.cfg.MetricsAddrFlag, Out: logFile}
+	ctl := &Controller{Side: side, Kubeconfig: controllerKubeconfig, MetricsAddrFlag: c.cfg.metricsAddrFlag(side), Out: logFile}
 	c.progress("starting " + filepath.Base(side.Bin))
 	runStart := time.Now()
 	if err := ctl.Start(ctx); err != nil {
@@ -285,8 +299,13 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 	totals := ctl.Totals()
 	if auditLog != "" {
 		ev := events()
-		api := CountAPI(ev)
-		r.API = &api
+		// The gates judge the requests from the start of the load on; those before it (caches
+		// filled, first records written) are start-up, shown apart: a build that records each
+		// workload at first sight and one that does not differ there by the workloads, not by
+		// how they handle the load.
+		startup, rest := splitAt(ev, load.from)
+		api, startupAPI := CountAPI(rest), CountAPI(startup)
+		r.API, r.APIStartup = &api, &startupAPI
 		r.IdleRPSAfter, r.RepeatRPSAfter = rate(ev, after.from, after.to), repeatRate(ev, after.from, after.to)
 	} else if len(totals.Client) > 0 {
 		api := clientAPI(totals.Client)
@@ -295,7 +314,7 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 	r.CPUSeconds = ctl.CPUSeconds
 	r.PeakRSSMiB = float64(ctl.PeakRSS) / (1 << 20)
 	steady := window{from: load.from.Add(load.to.Sub(load.from) / 2), to: load.to}
-	r.Usage = usage(ctl.Samples(), ctl.CPUSeconds, ctl.PeakRSS, window{runStart, runEnd}, steady)
+	r.Usage = usage(ctl.Samples(), ctl.CPUSeconds, ctl.PeakRSS, window{runStart, runEnd}, steady, load.from)
 	base, back, notBack := r.Runtime.ReconcileBaseline, r.Runtime.ReconcileReturnSeconds, r.Runtime.ReconcileNotBack
 	r.Runtime = runtimeFigures(ctl.Samples(), totals, window{load.from, settledAt}, steady)
 	r.Runtime.ReconcileBaseline, r.Runtime.ReconcileReturnSeconds, r.Runtime.ReconcileNotBack = base, back, notBack

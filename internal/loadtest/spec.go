@@ -187,8 +187,11 @@ func workloadObject(w Workload) client.Object {
 	case DaemonSet:
 		return &appsv1.DaemonSet{ObjectMeta: meta, Spec: appsv1.DaemonSetSpec{Selector: selector, Template: podTemplate(w, corev1.RestartPolicyAlways)}}
 	case CronJob:
+		// The Job template carries the load test's label, so that a Job made from the CronJob
+		// (upstream's reload of a CronJob) is seen by the observer.
 		return &batchv1.CronJob{ObjectMeta: meta, Spec: batchv1.CronJobSpec{Schedule: "0 0 1 1 *", JobTemplate: batchv1.JobTemplateSpec{
-			Spec: batchv1.JobSpec{Template: podTemplate(w, corev1.RestartPolicyNever)}}}}
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"loadtest": "true"}},
+			Spec:       batchv1.JobSpec{Template: podTemplate(w, corev1.RestartPolicyNever)}}}}
 	case Job:
 		return &batchv1.Job{ObjectMeta: meta, Spec: batchv1.JobSpec{Template: podTemplate(w, corev1.RestartPolicyNever),
 			ActiveDeadlineSeconds: ptr.To[int64](3600)}}

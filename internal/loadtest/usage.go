@@ -17,6 +17,10 @@ type Usage struct {
 	RSSSteadyMiB float64 `json:"rssSteadyMiB"`
 	RSSPeakMiB   float64 `json:"rssPeakMiB"`
 	Samples      int     `json:"samples"`
+	// CPUStartupSeconds is the CPU spent before the load began (start-up: caches filled, first
+	// records written), from the last sample before it; nil without one. Shown, not judged:
+	// the CPU gate judges the whole run.
+	CPUStartupSeconds *float64 `json:"cpuStartupSeconds,omitempty"`
 }
 
 // Runtime is what the controller's /metrics told, added up over restarts; a figure the binary
@@ -69,8 +73,15 @@ type window struct{ from, to time.Time }
 func (w window) has(t time.Time) bool { return !t.Before(w.from) && !t.After(w.to) }
 
 // usage derives the process figures from the samples.
-func usage(samples []Sample, cpuSeconds float64, peakRSS int64, run, steady window) Usage {
+func usage(samples []Sample, cpuSeconds float64, peakRSS int64, run, steady window, loadFrom time.Time) Usage {
 	u := Usage{CPUSeconds: cpuSeconds, RSSPeakMiB: float64(peakRSS) / (1 << 20), Samples: len(samples)}
+	for _, s := range samples {
+		if !s.At.Before(loadFrom) {
+			break
+		}
+		cpu := s.CPU
+		u.CPUStartupSeconds = &cpu
+	}
 	if s := run.to.Sub(run.from).Seconds(); s > 0 {
 		u.CPUAvgCores = cpuSeconds / s
 	}

@@ -118,7 +118,7 @@ func TestLoadTestWorkflow(t *testing.T) {
 			t.Errorf("the Makefile has no %s target", target)
 		}
 	}
-	if !strings.Contains(string(script), `make "loadtest-$set_name"`) || !strings.Contains(string(script), "hack/upstream-reloader.sh") {
+	if !strings.Contains(string(script), `make "loadtest-$set_name"`) || !strings.Contains(string(script), "hack/upstream-binary.sh") {
 		t.Error("hack/loadtest-ci.sh does not run the make targets or build upstream")
 	}
 	// The step that reads the event, run as the runner would: a comment names the pull
