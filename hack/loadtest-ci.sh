@@ -53,7 +53,7 @@ upstream)
 	else
 		log "upstream's release could not be built; this build with --coalesce-window=0 stands in for it"
 		old_bin=bin/reloader
-		old_args="--coalesce-window=0 $old_args"
+		old_args="--coalesce-window=0 --flap-max-changes=0 $old_args"
 	fi
 	;;
 *) old_bin=$old ;;
