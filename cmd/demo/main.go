@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/reloader-operator/reloader/internal/demo"
+	"github.com/reloader-operator/reloader/internal/devtools/demo"
 )
 
 func main() {

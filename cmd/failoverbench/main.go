@@ -1,5 +1,5 @@
 // Command failoverbench measures the hand-over of shards between reloader replicas on a local
-// control plane (see internal/shard/failover): a replica stopped (SIGTERM), one joining, one
+// control plane (see internal/devtools/failover): a replica stopped (SIGTERM), one joining, one
 // killed (SIGKILL), at each size given. `make bench-failover` runs it at 3 replicas x 12
 // shards x 12 namespaces and 5 x 64 x 200.
 package main
@@ -19,9 +19,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/reloader-operator/reloader/internal/localcluster"
-	"github.com/reloader-operator/reloader/internal/proc"
-	"github.com/reloader-operator/reloader/internal/shard/failover"
+	"github.com/reloader-operator/reloader/internal/devtools/failover"
+	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
+	"github.com/reloader-operator/reloader/internal/devtools/proc"
 )
 
 func main() {

@@ -21,7 +21,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/reloader-operator/reloader/internal/loadtest"
+	"github.com/reloader-operator/reloader/internal/devtools/loadtest"
 )
 
 func main() {

@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/reloader-operator/reloader/internal/app"
-	"github.com/reloader-operator/reloader/internal/gctune"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/planwebhook"
 	"github.com/reloader-operator/reloader/internal/version"
@@ -78,7 +77,7 @@ func run(_ context.Context, conf options.Config) error {
 	ctx := ctrl.SetupSignalHandler()
 	logger := newLogger(conf)
 	ctrl.SetLogger(logger)
-	gcPercent, fromEnv := gctune.Apply(os.Getenv)
+	gcPercent, fromEnv := applyGCPercent(os.Getenv)
 	for _, w := range conf.Warnings {
 		logger.Info("WARNING: " + w)
 	}

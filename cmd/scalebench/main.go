@@ -1,5 +1,5 @@
 // Command scalebench measures reloader at scale on a local control plane (see
-// internal/scalebench): `make bench-10k` runs it at 10,000 ConfigMaps, `make soak` soaks it.
+// internal/devtools/scalebench): `make bench-10k` runs it at 10,000 ConfigMaps, `make soak` soaks it.
 package main
 
 import (
@@ -18,7 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/reloader-operator/reloader/internal/scalebench"
+	"github.com/reloader-operator/reloader/internal/devtools/scalebench"
 )
 
 func main() {

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
+	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
 	"github.com/reloader-operator/reloader/internal/extapi"
-	"github.com/reloader-operator/reloader/internal/localcluster"
 )
 
 // One control plane and one reloader build serve the whole package; they are started by the

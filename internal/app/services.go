@@ -1,8 +1,8 @@
 package app
 
 import (
-	"runtime/debug"
 	"context"
+	"runtime/debug"
 	"sync/atomic"
 
 	"github.com/go-logr/logr"
@@ -54,4 +54,3 @@ type everyReplica func(ctx context.Context) error
 
 func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
 func (everyReplica) NeedLeaderElection() bool          { return false }
-

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/reloader-operator/reloader/internal/shrink"
+	"github.com/reloader-operator/reloader/internal/cachemem/shrink"
 )
 
 // Window is a trailing window per key: a key is due once Quiet has passed since its last

@@ -11,8 +11,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/reloader-operator/reloader/internal/cachemem/shrink"
 	"github.com/reloader-operator/reloader/internal/reload"
-	"github.com/reloader-operator/reloader/internal/shrink"
 	"github.com/reloader-operator/reloader/internal/source"
 )
 

@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/coreevents"
-	"github.com/reloader-operator/reloader/internal/localcluster"
-	"github.com/reloader-operator/reloader/internal/localcluster/clustertest"
+	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
+	"github.com/reloader-operator/reloader/internal/devtools/localcluster/clustertest"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 

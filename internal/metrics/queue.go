@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 
-	"github.com/reloader-operator/reloader/internal/shrink"
+	"github.com/reloader-operator/reloader/internal/cachemem/shrink"
 )
 
 // Queues measures every controller's work queue for upstream's unlabelled series:

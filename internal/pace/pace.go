@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/reloader-operator/reloader/internal/cachemem/shrink"
 	"github.com/reloader-operator/reloader/internal/fair"
-	"github.com/reloader-operator/reloader/internal/shrink"
 )
 
 // Pacer hands out write slots per workload key. A workload that must wait keeps the slot it

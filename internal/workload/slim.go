@@ -10,7 +10,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/reloader-operator/reloader/internal/intern"
+	"github.com/reloader-operator/reloader/internal/cachemem/intern"
 )
 
 // LastAppliedAnnotation is kubectl's copy of the whole object as last applied: often the

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reloader-operator/reloader/internal/localcluster"
-	"github.com/reloader-operator/reloader/internal/shard/failover"
+	"github.com/reloader-operator/reloader/internal/devtools/failover"
+	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
 )
 
 // Hand-over bounds of --shards, measured as `make bench-failover` does (internal/shard/

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/reloader-operator/reloader/internal/proc"
+	"github.com/reloader-operator/reloader/internal/devtools/proc"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 

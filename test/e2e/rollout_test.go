@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reloader-operator/reloader/internal/demo"
+	"github.com/reloader-operator/reloader/internal/devtools/demo"
 )
 
 func TestConfigMapChangeRollsTheDeploymentToNewPods(t *testing.T) {
