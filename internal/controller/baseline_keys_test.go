@@ -15,6 +15,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // A start-up baseline of a workload restricted to key a is hashed over key a: a change of
@@ -115,16 +116,7 @@ func TestRebaseOfSubsetHashes(t *testing.T) {
 // created before it, in resourceVersion order; one created after it (re-created in the same
 // second, say) is not, and neither is one whose change is older than the window.
 func TestBaselineOfWorkloadCreatedJustBeforeAChange(t *testing.T) {
-	id := source.ID{Kind: source.ConfigMap, Name: "cfg"}
-	cached := func(v string) client.Object {
-		o, err := ConfigMaps.Transform(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cfg"}, Data: map[string]string{"a": v}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return o.(client.Object)
-	}
-	whole := func(_ source.ID, o client.Object) string { return ConfigMaps.hashOf(o, nil, false) }
-	before, after := cached("1"), cached("2")
+	id, before, after := twoContents(t)
 	now := time.Now()
 	tests := []struct {
 		name     string
@@ -183,19 +175,24 @@ func TestRecentBaselinesBounded(t *testing.T) {
 
 func noRV(source.ID) string { return "" }
 
+// twoContents are ConfigMap ns/cfg as the cache holds it with key a at "1", then at "2".
+func twoContents(t *testing.T) (id source.ID, before, after client.Object) {
+	t.Helper()
+	cached := func(v string) client.Object {
+		o, err := ConfigMaps.Transform(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cfg"}, Data: map[string]string{"a": v}})
+		testutil.Must(t, err)
+		return o.(client.Object)
+	}
+	return source.ID{Kind: source.ConfigMap, Name: "cfg"}, cached("1"), cached("2")
+}
+
+// whole hashes a cached ConfigMap whole.
+func whole(_ source.ID, o client.Object) string { return ConfigMaps.hashOf(o, nil, false) }
+
 // A change the handlers have not heard yet, or heard and noted on the workload, is a change
 // since the workload was seen, unless the workload's ADD event shows it was created after it.
 func TestBaselineOfWorkloadCreatedAfterAnUnheardChange(t *testing.T) {
-	id := source.ID{Kind: source.ConfigMap, Name: "cfg"}
-	cached := func(v string) client.Object {
-		o, err := ConfigMaps.Transform(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cfg"}, Data: map[string]string{"a": v}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return o.(client.Object)
-	}
-	whole := func(_ source.ID, o client.Object) string { return ConfigMaps.hashOf(o, nil, false) }
-	before, after := cached("1"), cached("2")
+	id, before, after := twoContents(t)
 	tests := []struct {
 		name   string
 		addRV  string // "": ADD not heard (a workload of the first list, say)
