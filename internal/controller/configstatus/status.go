@@ -12,8 +12,6 @@ import (
 	"sync"
 	"time"
 
-	shared "github.com/reloader-operator/reloader/internal/controller"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -25,8 +23,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
+	shared "github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
+	"github.com/reloader-operator/reloader/internal/shard"
 	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
@@ -55,14 +55,9 @@ type Reconciler struct {
 
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	if r.Shard != nil {
-		// As the workload reconcilers: another replica's, or its targets not listed yet.
-		switch own, ready := r.Shard(req.Namespace); {
-		case !own:
-			return reconcile.Result{}, nil
-		case !ready:
-			return reconcile.Result{RequeueAfter: 500 * time.Millisecond}, nil
-		}
+	// As the workload reconcilers: another replica's, or its targets not listed yet.
+	if skip, wait := shard.Gate(r.Shard, req.Namespace); skip || wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	cfg := &v1alpha1.ReloaderConfig{}
 	if err := r.Client.Get(ctx, req.NamespacedName, cfg); err != nil {

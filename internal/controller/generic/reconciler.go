@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	shared "github.com/reloader-operator/reloader/internal/controller"
-
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,7 +26,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
+	shared "github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
+	"github.com/reloader-operator/reloader/internal/shard"
 )
 
 // Annotations of generic targets: the pod template's (its change rolls the pods the
@@ -62,13 +62,9 @@ type Reconciler struct {
 
 // Reconcile brings each generic target of one config to the current hash of its sources.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	if r.Shard != nil {
-		switch own, ready := r.Shard(req.Namespace); {
-		case !own:
-			return reconcile.Result{}, nil
-		case !ready:
-			return reconcile.Result{RequeueAfter: 500 * time.Millisecond}, nil
-		}
+	// As the workload reconcilers: another replica's, or its targets not listed yet.
+	if skip, wait := shard.Gate(r.Shard, req.Namespace); skip || wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	cfg := &v1alpha1.ReloaderConfig{}
 	if err := r.Client.Get(ctx, req.NamespacedName, cfg); err != nil {
