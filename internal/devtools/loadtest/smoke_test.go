@@ -18,7 +18,7 @@ var binDir string
 
 // reloaderBinary builds cmd/reloader once for the smoke tests.
 var reloaderBinary = sync.OnceValues(func() (string, error) {
-	return proc.Build("../../cmd/reloader", binDir)
+	return proc.Build("../../../cmd/reloader", binDir)
 })
 
 func TestMain(m *testing.M) {

@@ -44,7 +44,7 @@ func actionlint(t *testing.T, root string) string {
 // on the load-tests label, a /loadtest comment and nightly, and calls only scripts and make
 // targets that exist; the lint catches a known mistake, so it checks something.
 func TestLoadTestWorkflow(t *testing.T) {
-	root, err := filepath.Abs("../..")
+	root, err := filepath.Abs("../../..")
 	testutil.Must(t, err)
 	path := filepath.Join(root, ".github", "workflows", "loadtest.yaml")
 	raw, err := os.ReadFile(path)

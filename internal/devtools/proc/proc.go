@@ -96,7 +96,7 @@ func FreeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// Build compiles the package at pkg (a path such as ../../cmd/reloader) into dir and returns
+// Build compiles the package at pkg (a path such as ../../../cmd/reloader) into dir and returns
 // the binary's path; tests run reloader as users do, as a built binary.
 func Build(pkg, dir string) (string, error) {
 	bin := dir + "/" + lastElem(pkg)

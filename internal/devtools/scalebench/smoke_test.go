@@ -16,7 +16,7 @@ import (
 // no LIST after sync, one Deployment write per reload, the whole fan-out patched, the paced
 // fan-out no faster than its rate.
 func TestSmallRun(t *testing.T) {
-	bin, err := proc.Build("../../cmd/reloader", t.TempDir())
+	bin, err := proc.Build("../../../cmd/reloader", t.TempDir())
 	testutil.Must(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
