@@ -254,6 +254,7 @@ func (b *Baselines) watchSource(ctx context.Context, mgr ctrl.Manager, st Source
 		return fmt.Errorf("watch %ss for baselines: %w", st.Kind, err)
 	}
 	changedFrom := func(o, old client.Object) {
+		b.changedRecently(o.GetNamespace(), source.ID{Kind: st.Kind, Name: o.GetName()}, old, o.GetResourceVersion(), time.Now())
 		b.mu.Lock()
 		watchers := b.watchers
 		b.mu.Unlock()
@@ -270,7 +271,6 @@ func (b *Baselines) watchSource(ctx context.Context, mgr ctrl.Manager, st Source
 				// just taken (--shards).
 				if !initial && (b.Relisted == nil || !b.Relisted(o)) {
 					changedFrom(o, nil)
-					b.changedRecently(o.GetNamespace(), source.ID{Kind: st.Kind, Name: o.GetName()}, nil, o.GetResourceVersion(), time.Now())
 				}
 				b.setHandled(o.GetNamespace(), source.ID{Kind: st.Kind, Name: o.GetName()}, o)
 			}
@@ -283,7 +283,6 @@ func (b *Baselines) watchSource(ctx context.Context, mgr ctrl.Manager, st Source
 			}
 			if st.contentHash(o) != st.contentHash(n) {
 				changedFrom(n, o)
-				b.changedRecently(n.GetNamespace(), source.ID{Kind: st.Kind, Name: n.GetName()}, o, n.GetResourceVersion(), time.Now())
 			}
 			b.setHandled(n.GetNamespace(), source.ID{Kind: st.Kind, Name: n.GetName()}, n)
 		},
@@ -293,7 +292,6 @@ func (b *Baselines) watchSource(ctx context.Context, mgr ctrl.Manager, st Source
 			}
 			if o, ok := obj.(client.Object); ok {
 				changedFrom(o, o)
-				b.changedRecently(o.GetNamespace(), source.ID{Kind: st.Kind, Name: o.GetName()}, o, o.GetResourceVersion(), time.Now())
 				b.forgetHandled(o.GetNamespace(), source.ID{Kind: st.Kind, Name: o.GetName()})
 			}
 		},

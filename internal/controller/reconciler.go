@@ -188,7 +188,8 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Reques
 // reconcileCopy decides from obj, the copy of the workload read, and acts on the decision:
 // read -> reload.Decide -> act -> one report.
 func (r *WorkloadReconciler) reconcileCopy(ctx context.Context, obj client.Object, k string, started time.Time) (reconcile.Result, string, error) {
-	if _, recorded := obj.GetAnnotations()[reload.RecordAnnotation]; !recorded && !r.Baselines.synced() {
+	_, recorded := obj.GetAnnotations()[reload.RecordAnnotation]
+	if !recorded && !r.Baselines.synced() {
 		// A first record taken before the baseline handlers heard the first list could miss
 		// a change made meanwhile; they catch up within moments of the caches' sync.
 		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, metrics.OutcomeWaiting, nil
@@ -199,7 +200,7 @@ func (r *WorkloadReconciler) reconcileCopy(ctx context.Context, obj client.Objec
 	}
 	// A first sighting waits for the handlers (baseline_recent.go); not in degraded mode,
 	// where workloads are read live and no ADD event orders their creation.
-	if _, recorded := obj.GetAnnotations()[reload.RecordAnnotation]; !recorded && !r.live() && !r.Baselines.heard(obj, w.sources) {
+	if !recorded && !r.live() && !r.Baselines.heard(obj, w.sources) {
 		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, metrics.OutcomeWaiting, nil
 	}
 	r.invalid(ctx, obj, w.invalid...)
