@@ -33,15 +33,8 @@ import (
 // value is reported.
 func TestEvictStrategyRestartsPodsAnOperatorOwns(t *testing.T) {
 	t.Parallel() // its own control plane and reloader
-	bin := buildReloader(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cluster, cl := startCluster(t, ctx, localcluster.Options{Rollouts: true, Nodes: 1})
-	out := outputLoggedOnFailure(t)
 	const ns, own = "evict", "reloader-own"
-	for _, n := range []string{ns, own} {
-		testutil.Must(t, cluster.EnsureNamespace(ctx, cl, n))
-	}
+	ctx, bin, cluster, cl, out := evictCluster(t, 5*time.Minute, ns, own)
 	start := func() *proc.Process {
 		p, _ := startReady(t, ctx, bin, cluster.Kubeconfig, own, "reloader | ", out, "--enable-evict-strategy", "--coalesce-window=100ms")
 		return p
@@ -352,15 +345,8 @@ func (l *podLog) check(t *testing.T, r round, exact bool) (gone []types.UID) {
 // all the same (the eviction names the pod's UID), and the StatefulSet keeps its revision.
 func TestEvictStrategyRestartsStatefulSetPodsOnce(t *testing.T) {
 	t.Parallel() // its own control plane and reloader
-	bin := buildReloader(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cluster, cl := startCluster(t, ctx, localcluster.Options{Rollouts: true, Nodes: 1})
-	out := outputLoggedOnFailure(t)
 	const ns, own = "evict-sts", "reloader-own"
-	for _, n := range []string{ns, own} {
-		testutil.Must(t, cluster.EnsureNamespace(ctx, cl, n))
-	}
+	ctx, bin, cluster, cl, out := evictCluster(t, 3*time.Minute, ns, own)
 	startReady(t, ctx, bin, cluster.Kubeconfig, own, "reloader | ", out, "--enable-evict-strategy", "--coalesce-window=100ms")
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cfg"}, Data: map[string]string{"k": "v0"}}
 	labels := map[string]string{"app": "db"}
@@ -407,4 +393,19 @@ func TestEvictStrategyRestartsStatefulSetPodsOnce(t *testing.T) {
 		names[p.Name]++
 	}
 	t.Logf("statefulset: pods now %v, deleted %d", names, len(pods.deleted()))
+}
+
+// evictCluster starts what an evict test runs on, for at most timeout: a control plane with
+// rollouts and one fake node, namespaces ns and own (reloader's), and the reloader binary.
+func evictCluster(t *testing.T, timeout time.Duration, ns, own string) (context.Context, string, *localcluster.Cluster, client.Client, *proc.Output) {
+	t.Helper()
+	bin := buildReloader(t)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	cluster, cl := startCluster(t, ctx, localcluster.Options{Rollouts: true, Nodes: 1})
+	out := outputLoggedOnFailure(t)
+	for _, n := range []string{ns, own} {
+		testutil.Must(t, cluster.EnsureNamespace(ctx, cl, n))
+	}
+	return ctx, bin, cluster, cl, out
 }
