@@ -134,3 +134,65 @@ func testRelisted(t *testing.T, serverSide bool) {
 		t.Errorf("the informer listed again %d times over three hand-overs", n)
 	}
 }
+
+// A shard taken and given up again at once, over and over, leaves none of its objects in the
+// cache: the deletes of a shard given up reach what the informer holds, even what it has not
+// taken into its store yet when the shard goes.
+func TestQuickHandOversLeaveNothingBehind(t *testing.T) {
+	for _, serverSide := range []bool{true, false} {
+		t.Run(fmt.Sprintf("serverSide=%v", serverSide), func(t *testing.T) { testQuickHandOvers(t, serverSide) })
+	}
+}
+
+func testQuickHandOvers(t *testing.T, serverSide bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	ns := fmt.Sprintf("quick-%04d", rand.IntN(10000))
+	if _, err := clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = clientset.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	const objects = 300
+	for i := range objects {
+		_, err := clientset.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%03d", i)}}, metav1.CreateOptions{})
+		testutil.Must(t, err)
+	}
+
+	space, _ := shard.NewSpace(4)
+	f := shard.NewFilter(space, serverSide)
+	f.NamespaceAdded(ns)
+	// An index that takes its time makes the store lag behind the watch, as in a busy process.
+	slow := toolscache.Indexers{"slow": func(any) ([]string, error) {
+		time.Sleep(5 * time.Millisecond)
+		return nil, nil
+	}}
+	inf := f.NewInformer(toolscache.NewListWatchFromClient(clientset.CoreV1().RESTClient(), "configmaps", ns, fields.Everything()),
+		&corev1.ConfigMap{}, 0, slow)
+	go inf.Run(ctx.Done())
+	if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		t.Fatal("no first list")
+	}
+	i := space.Of(ns)
+	for range 40 {
+		f.Add(i)
+		time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond)
+		f.Remove(i)
+		time.Sleep(time.Duration(rand.IntN(10)) * time.Millisecond)
+	}
+	testutil.Eventually(t, "the shard given up to leave the cache", func() error {
+		if n := len(inf.GetStore().ListKeys()); n > 0 {
+			return fmt.Errorf("%d of its %d ConfigMaps still cached", n, objects)
+		}
+		return nil
+	})
+	// And taken for good, it is all there.
+	all, err := clientset.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	testutil.Must(t, err)
+	f.Add(i)
+	testutil.Eventually(t, "the shard taken to fill the cache", func() error {
+		if n := len(inf.GetStore().ListKeys()); n != len(all.Items) {
+			return fmt.Errorf("%d of %d ConfigMaps cached", n, len(all.Items))
+		}
+		return nil
+	})
+}

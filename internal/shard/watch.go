@@ -60,10 +60,21 @@ type stream struct {
 	// when a splice looks there for the objects of the shards given up.
 	recent []sent
 
+	// sweeps are the checks still to come, after a splice, for objects of the shards given
+	// up that the informer took into its store only after the splice looked there (sweep).
+	sweeps []time.Duration
+	sweep  *time.Timer
+
 	out  chan watch.Event
 	stop chan struct{}
 	once sync.Once
 }
+
+// sweepAfter are the delays, from a splice, of the checks for objects of the shards given up
+// left in the informer's store: its store takes what the watch sent asynchronously, so a
+// splice can miss objects sent just before it (a list's, a previous splice's). A loaded
+// process may lag by seconds; the checks stop after the last.
+var sweepAfter = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second}
 
 func (s *stream) start() watch.Interface {
 	s.out, s.stop = make(chan watch.Event), make(chan struct{})
@@ -74,6 +85,9 @@ func (s *stream) start() watch.Interface {
 func (s *stream) run() {
 	defer close(s.out)
 	defer func() { s.upstream.Stop() }()
+	s.sweep = time.NewTimer(time.Hour)
+	s.sweep.Stop()
+	defer s.sweep.Stop()
 	for {
 		select {
 		case ev, ok := <-s.upstream.ResultChan():
@@ -113,10 +127,51 @@ func (s *stream) run() {
 					Message: "the shards this replica owns changed; list again"}})
 				return
 			}
+		case <-s.sweep.C:
+			if !s.sweepGiven() {
+				return
+			}
 		case <-s.stop:
 			return
 		}
 	}
+}
+
+// armSweeps schedules the checks after a splice (sweepAfter), from the first.
+func (s *stream) armSweeps() {
+	s.sweeps = sweepAfter
+	s.sweep.Reset(s.sweeps[0])
+}
+
+// sweepGiven passes on, as deletes, the objects of shards the stream's view does not own that
+// the informer's store holds, then a bookmark at the stream's position; and schedules the next
+// check. False when the stream was stopped.
+func (s *stream) sweepGiven() bool {
+	if len(s.sweeps) > 1 {
+		s.sweep.Reset(s.sweeps[1] - s.sweeps[0])
+	}
+	s.sweeps = s.sweeps[1:]
+	left := s.stored(s.view)
+	if len(left) == 0 || s.at == "" {
+		return true
+	}
+	klog.V(2).InfoS("objects of shards given up were still cached after the hand-over; deleting them", "count", len(left), "resourceVersion", s.at)
+	for _, o := range left {
+		if !s.send(watch.Event{Type: watch.Deleted, Object: o}) {
+			return false
+		}
+	}
+	return s.send(watch.Event{Type: watch.Bookmark, Object: s.bookmark()})
+}
+
+// bookmark is a bookmark at the stream's position: the informer goes on from there after
+// deletes that carried older resourceVersions.
+func (s *stream) bookmark() runtime.Object {
+	mark := s.exemplar.DeepCopyObject()
+	if m, err := meta.Accessor(mark); err == nil {
+		m.SetResourceVersion(s.at)
+	}
+	return mark
 }
 
 // splice brings the stream from its view to the filter's view of now, at s.at; false when it
@@ -150,13 +205,10 @@ func (s *stream) splice() bool {
 		if !s.send(watch.Event{Type: watch.Added, Object: o}) {
 			return true
 		}
+		s.remember(o)
 	}
 	// The deletes carried older resourceVersions: the informer goes on from s.at.
-	mark := s.exemplar.DeepCopyObject()
-	if m, err := meta.Accessor(mark); err == nil {
-		m.SetResourceVersion(s.at)
-	}
-	if !s.send(watch.Event{Type: watch.Bookmark, Object: mark}) {
+	if !s.send(watch.Event{Type: watch.Bookmark, Object: s.bookmark()}) {
 		return true
 	}
 	// The reflector takes each event into its store before it reads the next: what the
@@ -164,6 +216,7 @@ func (s *stream) splice() bool {
 	s.view = nv
 	s.st.completed(nv)
 	s.f.markListed(s.k, nv.gen, s.at)
+	s.armSweeps()
 	return true
 }
 
@@ -237,28 +290,38 @@ func (s *stream) remember(obj runtime.Object) {
 // given returns the objects of the shards nv does not own that the informer holds: those in
 // its store, and those added lately that may not be there yet.
 func (s *stream) given(nv view) []runtime.Object {
-	s.f.mu.Lock()
-	store := s.f.took[s.k].store
-	s.f.mu.Unlock()
-	var out []runtime.Object
-	keys := map[string]bool{}
-	add := func(o any) {
-		obj, ok := o.(runtime.Object)
-		if !ok || s.f.keeps(nv, obj) {
-			return
-		}
-		if k, err := toolscache.MetaNamespaceKeyFunc(obj); err == nil && !keys[k] {
+	out := s.stored(nv)
+	keys := make(map[string]bool, len(out))
+	for _, o := range out {
+		if k, err := toolscache.MetaNamespaceKeyFunc(o); err == nil {
 			keys[k] = true
-			out = append(out, obj)
-		}
-	}
-	if store != nil {
-		for _, o := range store.List() {
-			add(o)
 		}
 	}
 	for _, r := range s.recent {
-		add(r.obj)
+		if s.f.keeps(nv, r.obj) {
+			continue
+		}
+		if k, err := toolscache.MetaNamespaceKeyFunc(r.obj); err == nil && !keys[k] {
+			keys[k] = true
+			out = append(out, r.obj)
+		}
+	}
+	return out
+}
+
+// stored returns the objects of the shards nv does not own that the informer's store holds.
+func (s *stream) stored(nv view) []runtime.Object {
+	s.f.mu.Lock()
+	store := s.f.took[s.k].store
+	s.f.mu.Unlock()
+	if store == nil {
+		return nil
+	}
+	var out []runtime.Object
+	for _, o := range store.List() {
+		if obj, ok := o.(runtime.Object); ok && !s.f.keeps(nv, obj) {
+			out = append(out, obj)
+		}
 	}
 	return out
 }

@@ -117,14 +117,15 @@ func testShardedReplicas(t *testing.T, bin string, gate bool) {
 	// cachedSlices checks that each live replica caches exactly the Deployments and ConfigMaps
 	// of the namespaces its shards hold, and logs its share.
 	cachedSlices := func(live ...string) {
-		h := holders()
-		var deployments appsv1.DeploymentList
-		var configMaps corev1.ConfigMapList
-		testutil.Must(t, cl.List(ctx, &deployments))
-		testutil.Must(t, cl.List(ctx, &configMaps))
-		for _, name := range live {
-			want := map[string]int{}
-			nss := map[string]bool{}
+		// slice counts the Deployments and ConfigMaps of the namespaces whose shards name holds
+		// now (read again at each try: under load a Lease may change hands meanwhile).
+		slice := func(name string) (want map[string]int, nss map[string]bool, all int) {
+			h := holders()
+			var deployments appsv1.DeploymentList
+			var configMaps corev1.ConfigMapList
+			testutil.Must(t, cl.List(ctx, &deployments))
+			testutil.Must(t, cl.List(ctx, &configMaps))
+			want, nss = map[string]int{}, map[string]bool{}
 			for _, d := range deployments.Items {
 				if h[space.Of(d.Namespace)] == name {
 					want["Deployment"]++
@@ -136,13 +137,24 @@ func testShardedReplicas(t *testing.T, bin string, gate bool) {
 					want["ConfigMap"]++
 				}
 			}
-			testutil.Eventually(t, name+"'s cache to hold its slice", testutil.Cond(func() (bool, error) {
-				return gauge(replicas[name].url, "reloader_cached_objects", `kind="Deployment"`) == want["Deployment"] &&
-					gauge(replicas[name].url, "reloader_cached_objects", `kind="ConfigMap"`) == want["ConfigMap"], nil
-			}))
-			t.Logf("%s caches %d of %d Deployments (%d of %d namespaces) and %d of %d ConfigMaps",
-				name, want["Deployment"], len(deployments.Items), len(nss), namespaces, want["ConfigMap"], len(configMaps.Items))
-			if share := float64(want["Deployment"]) / float64(len(deployments.Items)); share < 0.5/float64(len(live)) || share > 1.6/float64(len(live)) {
+			return want, nss, len(deployments.Items)
+		}
+		for _, name := range live {
+			var want map[string]int
+			var nss map[string]bool
+			var all int
+			testutil.Eventually(t, name+"'s cache to hold its slice", func() error {
+				want, nss, all = slice(name)
+				d := gauge(replicas[name].url, "reloader_cached_objects", `kind="Deployment"`)
+				c := gauge(replicas[name].url, "reloader_cached_objects", `kind="ConfigMap"`)
+				if d != want["Deployment"] || c != want["ConfigMap"] {
+					return fmt.Errorf("caches %d Deployments and %d ConfigMaps, its shards hold %d and %d", d, c, want["Deployment"], want["ConfigMap"])
+				}
+				return nil
+			})
+			t.Logf("%s caches %d of %d Deployments (%d of %d namespaces) and %d ConfigMaps",
+				name, want["Deployment"], all, len(nss), namespaces, want["ConfigMap"])
+			if share := float64(want["Deployment"]) / float64(all); share < 0.5/float64(len(live)) || share > 1.6/float64(len(live)) {
 				t.Errorf("%s caches %.0f%% of the Deployments, far from 1/%d", name, 100*share, len(live))
 			}
 		}
