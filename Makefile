@@ -3,7 +3,7 @@
 SHELL := bash
 GO    ?= go
 
-.PHONY: all build kube-binaries test unit demo lint clean generate loadtest-quick loadtest loadtest-full upstream-binary image manifests test-deployments bench-10k bench-mem bench-100k bench-failover soak bench-fairness dist sbom lint-workflows
+.PHONY: all build kube-binaries test unit demo lint clean generate loadtest-quick loadtest loadtest-full upstream-binary image manifests test-deployments bench-10k bench-mem bench-100k bench-100k-sharded bench-failover soak bench-fairness dist sbom lint-workflows
 
 all: build
 
@@ -160,6 +160,11 @@ bench-100k: build kube-binaries
 	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" $(GO) run ./cmd/scalebench --reloader=$(RELOADER) \
 		--configmaps=64000 --secrets=16000 --deployments=20000 --namespaces=40 --size-kib=2 --workers=64 \
 		--changes=500 --change-rate=50 $(BENCH_ARGS)
+
+# The same 100,000 objects with four replicas sharing 16 shards: each one's shards, cache share
+# and memory.
+bench-100k-sharded:
+	$(MAKE) bench-100k BENCH_ARGS="--replicas=4 --shards=16 $(BENCH_ARGS)"
 
 # SOAK (30m) of 20 ConfigMap/Secret updates per second over 50 workloads, memory printed each minute.
 SOAK ?= 30m

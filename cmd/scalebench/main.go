@@ -54,6 +54,8 @@ func run(args []string) error {
 	fs.StringVar(&paced, "paced-args", "", "run the fan-out again with these reloader flags added, e.g. --reload-rate=100")
 	fs.Float64Var(&cfg.PacedRate, "paced-rate", 0, "the rate --paced-args configure, printed beside the rate observed")
 	fs.IntVar(&cfg.Workers, "workers", 32, "objects created at once")
+	fs.IntVar(&cfg.Replicas, "replicas", 1, "reloader replicas; above 1 they share --shards, and each one's shards, cache and memory are printed")
+	fs.IntVar(&cfg.Shards, "shards", 0, "reloader's --shards, with --replicas above 1")
 	fs.StringVar(&cfg.CRDDir, "crd-dir", "", "install the ReloaderConfig CRD from this directory first (deployments/chart/reloader/files/crds), as the chart does")
 	fs.StringVar(&jsonOut, "json", "", "also write the figures as JSON to this file")
 	fs.DurationVar(&soak.Duration, "soak", 0, "instead of the benchmark: soak this long (e.g. 30m) and print memory every --soak-every")

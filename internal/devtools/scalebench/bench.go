@@ -56,6 +56,8 @@ type Config struct {
 	// CRDDir, when set, holds the ReloaderConfig CRD to install first, as the chart does; unset,
 	// the control plane serves no ReloaderConfig API, as after a drop-in swap of upstream.
 	CRDDir string
+	// Replicas, above 1, run that many replicas with --shards=Shards instead of one.
+	Replicas, Shards int
 	// Out receives progress lines; the figures are returned.
 	Out io.Writer
 }
@@ -96,6 +98,9 @@ type Figures struct {
 	DuringChanges    Memory
 	ChangeAPI        loadtest.API
 
+	// Replicas are each replica's share when several ran (Config.Replicas).
+	Replicas []Replica
+
 	FanOut      FanOut
 	Paced       *FanOut
 	ListsAfter  int
@@ -124,6 +129,9 @@ const user = "scalebench-reloader"
 
 // Run builds the cluster, starts reloader and measures it.
 func Run(ctx context.Context, cfg Config) (*Figures, error) {
+	if cfg.Replicas > 1 && (cfg.Shards < 1 || len(cfg.PacedArgs) > 0) {
+		return nil, fmt.Errorf("%d replicas need --shards, and run no paced fan-out", cfg.Replicas)
+	}
 	f := &Figures{FullCacheBytes: map[string]int64{}, ConfigAPI: cfg.CRDDir != ""}
 	f.Objects.ConfigMaps, f.Objects.Secrets, f.Objects.Deployments, f.Objects.Shared = cfg.ConfigMaps, cfg.Secrets, cfg.Deployments, min(cfg.Shared, cfg.Deployments)
 	progress := func(format string, args ...any) {
@@ -208,11 +216,25 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 	}
 	defer logFile.Close()
 	progress("starting %s %v", filepath.Base(cfg.Bin), args)
-	r, err := startReloader(ctx, cfg.Bin, long, args, cfg.Env, kubeconfig, logFile)
+	rs := []*reloader{}
+	if cfg.Replicas > 1 {
+		progress("%d replicas with --shards=%d", cfg.Replicas, cfg.Shards)
+		rs, err = startReplicas(ctx, cfg, cluster, cl, long, args, kubeconfig, logFile)
+	} else {
+		var r *reloader
+		r, err = startReloader(ctx, cfg.Bin, long, args, cfg.Env, kubeconfig, logFile)
+		rs = append(rs, r)
+	}
 	if err != nil {
 		return nil, err
 	}
-	defer func() { r.p.Stop() }()
+	r := rs[0]
+	defer func() {
+		r.p.Stop()
+		for _, o := range rs[1:] {
+			o.p.Stop()
+		}
+	}()
 	f.Ready = time.Since(r.started)
 	if cfg.ChangesAfterReady > 0 {
 		f.DuringFirstSight = cfg.ChangesAfterReady
@@ -220,7 +242,7 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 		if err := sleep(ctx, cfg.ChangesAfterReady); err != nil {
 			return nil, err
 		}
-		if err := changeBurst(ctx, cfg, 1, f, cl, nss, uses, obs, r, events, progress); err != nil {
+		if err := changeBurst(ctx, cfg, 1, f, cl, nss, uses, obs, rs, events, progress); err != nil {
 			return nil, err
 		}
 	}
@@ -240,16 +262,19 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 		return nil, err
 	}
 	progress("first sight: %d writes in %s; after sync: %s", f.FirstSightWrites, f.FirstSight.Round(time.Millisecond), f.AfterSync)
+	if len(rs) > 1 {
+		f.Replicas = shares(rs)
+	}
 
 	if cfg.ChangesAfterReady <= 0 {
-		if err := changeBurst(ctx, cfg, 1, f, cl, nss, uses, obs, r, events, progress); err != nil {
+		if err := changeBurst(ctx, cfg, 1, f, cl, nss, uses, obs, rs, events, progress); err != nil {
 			return nil, err
 		}
 	} else {
 		// The same changes again once the first records are written: the latency without them,
 		// on the same machine at the same time, to compare with.
 		during := *f
-		if err := changeBurst(ctx, cfg, 2, f, cl, nss, uses, obs, r, events, progress); err != nil {
+		if err := changeBurst(ctx, cfg, 2, f, cl, nss, uses, obs, rs, events, progress); err != nil {
 			return nil, err
 		}
 		f.AfterFirstSight = &Latency{P50: f.LatencyP50, P95: f.LatencyP95, P99: f.LatencyP99, Missed: f.Missed, Duplicates: f.Duplicates}
@@ -283,7 +308,7 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 // changeBurst changes cfg.Changes ConfigMaps, each used by some Deployments, at
 // cfg.ChangeRate, and measures the reloads that follow.
 func changeBurst(ctx context.Context, cfg Config, version int, f *Figures, cl client.Client, nss []namespace, uses map[string][]string,
-	obs *loadtest.Observer, r *reloader, events func() []audit.Event, progress func(string, ...any)) error {
+	obs *loadtest.Observer, rs []*reloader, events func() []audit.Event, progress func(string, ...any)) error {
 	type change struct {
 		ns, name string
 		at       time.Time
@@ -299,14 +324,16 @@ func changeBurst(ctx context.Context, cfg Config, version int, f *Figures, cl cl
 	f.Changes = len(changes)
 	f.Reloads, f.Missed, f.Duplicates = 0, 0, 0
 	var mu sync.Mutex
-	var samples []Memory
+	samples := make([][]Memory, len(rs))
 	sampling, stopSampling := context.WithCancel(ctx)
 	go func() {
 		for sampling.Err() == nil {
-			if m, err := r.sample(); err == nil {
-				mu.Lock()
-				samples = append(samples, m)
-				mu.Unlock()
+			for i, r := range rs {
+				if m, err := r.sample(); err == nil {
+					mu.Lock()
+					samples[i] = append(samples[i], m)
+					mu.Unlock()
+				}
 			}
 			_ = sleep(sampling, time.Second)
 		}
@@ -347,7 +374,10 @@ func changeBurst(ctx context.Context, cfg Config, version int, f *Figures, cl cl
 	to := time.Now()
 	stopSampling()
 	mu.Lock()
-	f.DuringChanges = peak(samples)
+	f.DuringChanges = peak(samples[0])
+	for i := range f.Replicas {
+		f.Replicas[i].DuringChanges = peak(samples[i])
+	}
 	mu.Unlock()
 
 	var latencies []time.Duration

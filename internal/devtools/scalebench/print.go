@@ -25,6 +25,13 @@ func (f *Figures) Print(w io.Writer) {
 	p("first sight:        %d writes to record %d Deployments, the last %s after start", f.FirstSightWrites, f.Objects.Deployments, ms(f.FirstSight))
 	p("after sync:         %s", f.AfterSync)
 	p("  where it goes:    %s", f.AfterSync.Parts)
+	for _, r := range f.Replicas {
+		p("replica %s: %d shards; caches %d of %d ConfigMaps, %d of %d Secrets, %d of %d Deployments (%.0f%%)",
+			r.Name, r.Shards, r.Cached["ConfigMap"], f.Objects.ConfigMaps, r.Cached["Secret"], f.Objects.Secrets,
+			r.Cached["Deployment"], f.Objects.Deployments, 100*float64(r.Cached["Deployment"])/float64(max(f.Objects.Deployments, 1)))
+		p("  after sync:       %s", r.AfterSync)
+		p("  during changes:   peak %s", r.DuringChanges)
+	}
 	p("changes:            %d ConfigMaps changed; %d reloads of %d Deployments expected, %d missed, %d duplicates",
 		f.Changes, f.Reloads, f.Expected, f.Missed, f.Duplicates)
 	p("reload rate:        %.1f reloads/s", f.ReloadsPerSec)

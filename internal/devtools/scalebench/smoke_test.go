@@ -47,6 +47,40 @@ func TestSmallRun(t *testing.T) {
 	}
 }
 
+// Two replicas sharing four shards, as `make bench-100k-sharded` runs four: each caches a part
+// of the objects, the parts add up to all of them, and no reload is missed or repeated.
+func TestShardedSmallRun(t *testing.T) {
+	bin, err := proc.Build("../../../cmd/reloader", t.TempDir())
+	testutil.Must(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var out io.Writer = io.Discard
+	if testing.Verbose() {
+		out = os.Stderr
+	}
+	f, err := Run(ctx, Config{Bin: bin, ConfigMaps: 120, Secrets: 20, Deployments: 80, Shared: 20, Namespaces: 8,
+		SourceBytes: 1 << 10, Changes: 20, ChangeRate: 50, Workers: 16, Out: out, Replicas: 2, Shards: 4})
+	testutil.Must(t, err)
+	f.Print(testWriter{t})
+	if len(f.Replicas) != 2 {
+		t.Fatalf("%d replicas measured, want 2", len(f.Replicas))
+	}
+	shards, deployments := 0, 0
+	for _, r := range f.Replicas {
+		if r.Shards == 0 || r.Cached["Deployment"] == 0 || r.Cached["Deployment"] == f.Objects.Deployments || r.AfterSync.RSS == 0 {
+			t.Errorf("%s: %d shards, %d of %d Deployments cached, RSS %d", r.Name, r.Shards, r.Cached["Deployment"], f.Objects.Deployments, r.AfterSync.RSS)
+		}
+		shards += r.Shards
+		deployments += r.Cached["Deployment"]
+	}
+	if shards != 4 || deployments != f.Objects.Deployments {
+		t.Errorf("the replicas lead %d of 4 shards and cache %d of %d Deployments", shards, deployments, f.Objects.Deployments)
+	}
+	if f.Reloads == 0 || f.Reloads != f.Expected || f.Missed != 0 || f.Duplicates != 0 {
+		t.Errorf("%d reloads of %d expected, %d missed, %d duplicates", f.Reloads, f.Expected, f.Missed, f.Duplicates)
+	}
+}
+
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }

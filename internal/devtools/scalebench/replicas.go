@@ -1,0 +1,115 @@
+package scalebench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/internal/devtools/loadtest"
+	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
+)
+
+// shardNamespace holds the replicas' shard Leases (POD_NAMESPACE).
+const shardNamespace = "reloader-system"
+
+// Replica is one replica's share when Config.Replicas run with --shards: the shards it leads
+// and the objects its cache holds once balanced, and its memory after sync and at its peak
+// while the changes were made.
+type Replica struct {
+	Name          string
+	Shards        int
+	Cached        map[string]int
+	AfterSync     Memory
+	DuringChanges Memory
+}
+
+// startReplicas runs cfg.Replicas replicas with --shards=cfg.Shards and waits until each is
+// ready and the shards are all led, each replica leading some.
+func startReplicas(ctx context.Context, cfg Config, cluster *localcluster.Cluster, cl client.Client, timeout time.Duration,
+	args []string, kubeconfig string, out io.Writer) ([]*reloader, error) {
+	if err := cluster.EnsureNamespace(ctx, cl, shardNamespace); err != nil {
+		return nil, err
+	}
+	var rs []*reloader
+	stopAll := func() {
+		for _, r := range rs {
+			r.p.Stop()
+		}
+	}
+	for i := range cfg.Replicas {
+		env := append([]string{fmt.Sprintf("POD_NAME=scalebench-%d", i), "POD_NAMESPACE=" + shardNamespace}, cfg.Env...)
+		r, err := startReloader(ctx, cfg.Bin, timeout, append(args, "--shards="+strconv.Itoa(cfg.Shards)), env, kubeconfig, out)
+		if err != nil {
+			stopAll()
+			return nil, err
+		}
+		rs = append(rs, r)
+	}
+	err := loadtest.Poll(ctx, timeout, func() bool {
+		total := 0
+		for _, r := range rs {
+			n := int(scrape(r, "reloader_shards_owned", ""))
+			if n == 0 {
+				return false
+			}
+			total += n
+		}
+		return total == cfg.Shards
+	})
+	if err != nil {
+		stopAll()
+		return nil, fmt.Errorf("%d shards not shared by %d replicas after %s", cfg.Shards, cfg.Replicas, timeout)
+	}
+	return rs, nil
+}
+
+// shares reads each replica's shards and cached objects by kind, and its memory.
+func shares(rs []*reloader) []Replica {
+	out := make([]Replica, len(rs))
+	for i, r := range rs {
+		out[i] = Replica{Name: fmt.Sprintf("scalebench-%d", i), Shards: int(scrape(r, "reloader_shards_owned", "")), Cached: map[string]int{}}
+		for _, kind := range []string{"ConfigMap", "Secret", "Deployment"} {
+			out[i].Cached[kind] = int(scrape(r, "reloader_cached_objects", `kind="`+kind+`"`))
+		}
+		out[i].AfterSync, _ = r.sample()
+	}
+	return out
+}
+
+// scrape returns the sum of metric's samples whose labels contain label ("" for all) on r's
+// metrics address; 0 when it cannot be read.
+func scrape(r *reloader, metric, label string) float64 {
+	cl := http.Client{Timeout: 5 * time.Second}
+	resp, err := cl.Get(r.metricsURL + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0
+	}
+	sum := 0.0
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, metric) || !strings.Contains(line, label) {
+			continue
+		}
+		rest := line[len(metric):]
+		if rest == "" || (rest[0] != ' ' && rest[0] != '{') {
+			continue
+		}
+		fields := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
+		if len(fields) > 0 {
+			if v, err := strconv.ParseFloat(fields[0], 64); err == nil {
+				sum += v
+			}
+		}
+	}
+	return sum
+}
