@@ -3,7 +3,7 @@
 SHELL := bash
 GO    ?= go
 
-.PHONY: all build kube-binaries test unit demo lint clean generate loadtest-quick loadtest loadtest-full upstream-binary image manifests test-deployments bench-10k bench-mem bench-100k bench-100k-sharded bench-failover soak bench-fairness dist sbom lint-workflows
+.PHONY: all build kube-binaries test unit demo lint clean generate loadtest-quick loadtest loadtest-full upstream-binary image manifests test-deployments bench-10k bench-mem bench-100k bench-100k-sharded bench-rss-floor bench-failover soak bench-fairness dist sbom lint-workflows
 
 all: build
 
@@ -165,6 +165,12 @@ bench-100k: build kube-binaries
 # and memory.
 bench-100k-sharded:
 	$(MAKE) bench-100k BENCH_ARGS="--replicas=4 --shards=16 $(BENCH_ARGS)"
+
+# The floor under any controller on these libraries: RSS of a bare controller-runtime manager
+# with one synced ConfigMap informer, on an empty local control plane (a minute).
+bench-rss-floor: kube-binaries
+	$(GO) build -o bin/rssfloor ./cmd/rssfloor
+	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" $(GO) run ./cmd/scalebench --rss-floor=bin/rssfloor
 
 # SOAK (30m) of 20 ConfigMap/Secret updates per second over 50 workloads, memory printed each minute.
 SOAK ?= 30m

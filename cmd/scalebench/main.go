@@ -34,7 +34,7 @@ func run(args []string) error {
 	var soak scalebench.SoakConfig
 	fair := scalebench.FairnessConfig{Out: os.Stdout}
 	var fairness bool
-	var extra, paced, jsonOut string
+	var extra, paced, jsonOut, floor string
 	var sizeKiB int
 	fs := pflag.NewFlagSet("scalebench", pflag.ContinueOnError)
 	fs.StringVar(&cfg.Bin, "reloader", "bin/reloader", "the reloader binary under test")
@@ -58,6 +58,7 @@ func run(args []string) error {
 	fs.IntVar(&cfg.Shards, "shards", 0, "reloader's --shards, with --replicas above 1")
 	fs.StringVar(&cfg.CRDDir, "crd-dir", "", "install the ReloaderConfig CRD from this directory first (deployments/chart/reloader/files/crds), as the chart does")
 	fs.StringVar(&jsonOut, "json", "", "also write the figures as JSON to this file")
+	fs.StringVar(&floor, "rss-floor", "", "instead of the benchmark: run this build of cmd/rssfloor on an empty control plane; it prints its memory")
 	fs.DurationVar(&soak.Duration, "soak", 0, "instead of the benchmark: soak this long (e.g. 30m) and print memory every --soak-every")
 	fs.DurationVar(&soak.Every, "soak-every", time.Minute, "how often the soak prints memory")
 	fs.IntVar(&soak.Workloads, "soak-workloads", 50, "Deployments of the soak, each with its own ConfigMap and Secret")
@@ -80,6 +81,9 @@ func run(args []string) error {
 	cfg.Bin, cfg.Args, cfg.PacedArgs, cfg.SourceBytes = bin, strings.Fields(extra), strings.Fields(paced), sizeKiB<<10
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if floor != "" {
+		return scalebench.Floor(ctx, floor, os.Stdout)
+	}
 	if fairness {
 		fair.Bin, fair.Args, fair.Env = cfg.Bin, cfg.Args, cfg.Env
 		return scalebench.Fairness(ctx, fair)
