@@ -24,6 +24,7 @@ const (
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Targets",type=integer,JSONPath=`.status.targetCount`
 // +kubebuilder:printcolumn:name="Sources",type=integer,JSONPath=`.status.sourceCount`
+// +kubebuilder:printcolumn:name="Held",type=integer,JSONPath=`.status.heldCount`
 // +kubebuilder:printcolumn:name="Last Reload",type=date,JSONPath=`.status.lastReloadTime`
 // +kubebuilder:printcolumn:name="Reason",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Generic Targets",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="GenericTargetsAccessible")].reason`
@@ -330,6 +331,10 @@ type ReloaderConfigStatus struct {
 	TargetCount int32 `json:"targetCount"`
 	// +optional
 	SourceCount int32 `json:"sourceCount"`
+	// HeldCount is how many targets have a reload due that something holds (targets[].held):
+	// pacing, a quarantined source, a wave, an approval.
+	// +optional
+	HeldCount int32 `json:"heldCount"`
 
 	// LastReloadTime is the latest reload of any target by these rules.
 	// +optional
@@ -370,6 +375,21 @@ type TargetStatus struct {
 	// PausedUntil is set while a pause period holds the workload's rollout.
 	// +optional
 	PausedUntil *metav1.Time `json:"pausedUntil,omitempty"`
+	// Held is set while a reload of the workload is due and held.
+	// +optional
+	Held *Held `json:"held,omitempty"`
+}
+
+// Held is what holds a due reload, as `reloader explain` says it.
+type Held struct {
+	// Reason is the kind of hold: min-interval, reload-window, rate-limit, quarantined,
+	// wave, approval, ...
+	// +kubebuilder:validation:MaxLength=64
+	Reason string `json:"reason"`
+	// Message says what holds it and what ends the hold.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // Reload is one reload and how its rollout went.

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -95,6 +96,14 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 			Recorder: recorder, Shard: shard, Now: time.Now}
 		for _, r := range reconcilers {
 			r.OnReload = status.Reloaded
+		}
+		status.Held = func(ctx context.Context, kind workload.Kind, obj client.Object) (reload.Hold, time.Duration, error) {
+			for _, r := range reconcilers {
+				if r.Kind.Name() == kind.Name() {
+					return r.HeldNow(ctx, obj)
+				}
+			}
+			return reload.Hold{}, 0, nil
 		}
 		rollouts.OnOutcome = status.RolloutEnded
 		if err := status.SetupWithManager(mgr); err != nil {

@@ -261,15 +261,15 @@ func TestReloaderConfigPrinterColumns(t *testing.T) {
 			names = append(names, c.Name)
 		}
 	}
-	if got, want := strings.Join(names, ","), "Name,Ready,Targets,Sources,Last Reload,Age"; got != want {
+	if got, want := strings.Join(names, ","), "Name,Ready,Targets,Sources,Held,Last Reload,Age"; got != want {
 		t.Fatalf("columns %s, want %s", got, want)
 	}
 	if len(table.Rows) != 1 {
 		t.Fatalf("%d rows", len(table.Rows))
 	}
 	cells := table.Rows[0].Cells
-	if cells[0] != "shop" || cells[1] != "True" || cells[2] != float64(1) || cells[3] != float64(1) || cells[4] != nil {
-		t.Errorf("row %v, want shop True 1 1 <none>", cells)
+	if cells[0] != "shop" || cells[1] != "True" || cells[2] != float64(1) || cells[3] != float64(1) || cells[4] != float64(0) || cells[5] != nil {
+		t.Errorf("row %v, want shop True 1 1 0 <none>", cells)
 	}
 	t.Logf("kubectl get reloaderconfigs:\n%s", printTable(table))
 
@@ -281,8 +281,8 @@ func TestReloaderConfigPrinterColumns(t *testing.T) {
 		return nil
 	})
 	table = getTable(t, ns)
-	if last, ok := table.Rows[0].Cells[4].(string); !ok || last == "" {
-		t.Errorf("Last Reload cell %v after a reload", table.Rows[0].Cells[4])
+	if last, ok := table.Rows[0].Cells[5].(string); !ok || last == "" {
+		t.Errorf("Last Reload cell %v after a reload", table.Rows[0].Cells[5])
 	}
 	t.Logf("after a reload:\n%s", printTable(table))
 	out, err := yaml.Marshal(cfg.Status)
@@ -418,4 +418,45 @@ func TestReloaderConfigStatusShowsStalledRollout(t *testing.T) {
 	if l := got.Status.Targets[0].LastReload; l == nil || l.Rollout != "Stalled" || !strings.Contains(l.RolloutReason, "ProgressDeadlineExceeded") {
 		t.Errorf("last reload %+v", l)
 	}
+}
+
+// A target whose due reload is held (here by a reload window that is closed) shows the hold
+// in the status, and the Held column counts it; once the hold ends and the reload goes, both
+// clear.
+func TestReloaderConfigStatusShowsHeldTargets(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
+	start := time.Now().UTC().Add(2 * time.Hour)
+	closed := fmt.Sprintf("daily %s-%s UTC", start.Format("15:04"), start.Add(time.Hour).Format("15:04"))
+	d := deployment(ns, "web", map[string]string{reload.ReloadWindowAnnotation: closed}, podSpec("cfg"))
+	create(t, cm, d, reloaderConfig(ns, "web", []v1alpha1.Target{byName("Deployment", "web")}, sourceNamed("ConfigMap", "cfg")))
+	startReloader(t, ns)
+	recorded(t, d)
+	configStatus(t, ns, "web", "resolved", ready)
+
+	cm.Data["k"] = "v2"
+	testutil.Must(t, k8s.Update(context.Background(), cm))
+	got := configStatus(t, ns, "web", "the held target", func(c *v1alpha1.ReloaderConfig) error {
+		if c.Status.HeldCount != 1 || len(c.Status.Targets) != 1 || c.Status.Targets[0].Held == nil {
+			return fmt.Errorf("heldCount %d, targets %+v", c.Status.HeldCount, c.Status.Targets)
+		}
+		return nil
+	})
+	if h := got.Status.Targets[0].Held; h.Reason != reload.HoldReloadWindow || !strings.Contains(h.Message, start.Format("15:04")) {
+		t.Errorf("held %+v, want %s naming the window", h, reload.HoldReloadWindow)
+	}
+	t.Logf("kubectl get reloaderconfigs, while held:\n%s", printTable(getTable(t, ns)))
+	out, err := yaml.Marshal(got.Status.Targets)
+	testutil.Must(t, err)
+	t.Logf("status.targets:\n%s", out)
+
+	testutil.Must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(d), d))
+	delete(d.Annotations, reload.ReloadWindowAnnotation)
+	testutil.Must(t, k8s.Update(context.Background(), d))
+	configStatus(t, ns, "web", "the hold cleared by the reload", func(c *v1alpha1.ReloaderConfig) error {
+		if c.Status.HeldCount != 0 || len(c.Status.Targets) != 1 || c.Status.Targets[0].Held != nil || c.Status.Targets[0].LastReload == nil {
+			return fmt.Errorf("heldCount %d, targets %+v", c.Status.HeldCount, c.Status.Targets)
+		}
+		return nil
+	})
 }

@@ -206,3 +206,20 @@ func lastWrite(o client.Object) time.Time {
 	}
 	return t
 }
+
+// HeldNow is what holds a due reload of obj now, as Explain says it (an empty Reason when
+// nothing is due or nothing holds it), and how soon that may change with no event: the end of
+// the coalescing window a change waits for, or of a hold with an end.
+func (r *WorkloadReconciler) HeldNow(ctx context.Context, obj client.Object) (reload.Hold, time.Duration, error) {
+	e, err := r.Explain(ctx, obj, nil)
+	if err != nil {
+		return reload.Hold{}, 0, err
+	}
+	switch {
+	case e.Plan.Wait > 0:
+		return reload.Hold{}, e.Plan.Wait, nil
+	case e.Hold.Reason != "" && !e.Hold.Until.IsZero():
+		return e.Hold, max(e.Hold.Until.Sub(r.Now()), 0), nil
+	}
+	return e.Hold, 0, nil
+}

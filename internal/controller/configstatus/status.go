@@ -47,7 +47,9 @@ type Reconciler struct {
 	Recorder recorder.EventRecorder
 	// Shard is WorkloadReconciler.Shard.
 	Shard func(namespace string) (own, ready bool)
-	Now   func() time.Time
+	// Held says what holds a target's due reload (targets[].held); nil: never shown.
+	Held HeldFunc
+	Now  func() time.Time
 
 	mu    sync.Mutex
 	queue workqueueOfRequests
@@ -76,9 +78,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	r.conflicts(c, peers, res)
-	status := r.status(cfg, c, res)
+	held, again := r.holds(ctx, res)
+	// Holds begin and end when windows close and slots come, with no event: looked at again
+	// then (not more than once a second).
+	result := reconcile.Result{RequeueAfter: max(again, time.Second)}
+	if again == 0 {
+		result = reconcile.Result{}
+	}
+	status := r.status(cfg, c, res, held)
 	if equality.Semantic.DeepEqual(cfg.Status, status) {
-		return reconcile.Result{}, nil
+		return result, nil
 	}
 	r.tell(ctx, cfg, status)
 	patch, err := statusPatch(cfg, status)
@@ -88,7 +97,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Status().Patch(ctx, cfg, patch, client.FieldOwner(shared.FieldOwner)); err != nil {
 		return reconcile.Result{}, fmt.Errorf("patch status of ReloaderConfig %s: %w", req, err)
 	}
-	return reconcile.Result{}, nil
+	return result, nil
 }
 
 // statusPatch is the merge patch from cfg's status to status. The counts are always in it: a
@@ -109,7 +118,7 @@ func statusPatch(cfg *v1alpha1.ReloaderConfig, status v1alpha1.ReloaderConfigSta
 	if st == nil {
 		st = map[string]any{}
 	}
-	st["targetCount"], st["sourceCount"] = status.TargetCount, status.SourceCount
+	st["targetCount"], st["sourceCount"], st["heldCount"] = status.TargetCount, status.SourceCount, status.HeldCount
 	p["status"] = st
 	if _, ok := st["conditions"]; ok {
 		// A merge patch replaces the list whole, and the generic targets' controller writes
@@ -124,7 +133,7 @@ func statusPatch(cfg *v1alpha1.ReloaderConfig, status v1alpha1.ReloaderConfigSta
 
 // status builds the status of cfg from what its rules resolve to; the last reloads of the
 // status before are kept when reloader holds none newer (it forgets them on restart).
-func (r *Reconciler) status(cfg *v1alpha1.ReloaderConfig, c *reloaderconfig.Compiled, res *resolution) v1alpha1.ReloaderConfigStatus {
+func (r *Reconciler) status(cfg *v1alpha1.ReloaderConfig, c *reloaderconfig.Compiled, res *resolution, held map[workloadKey]*v1alpha1.Held) v1alpha1.ReloaderConfigStatus {
 	st := v1alpha1.ReloaderConfigStatus{ObservedGeneration: cfg.Generation,
 		TargetCount: int32(len(res.targets)), SourceCount: int32(len(res.sources))}
 	before := map[workloadKey]*v1alpha1.Reload{}
@@ -144,7 +153,10 @@ func (r *Reconciler) status(cfg *v1alpha1.ReloaderConfig, c *reloaderconfig.Comp
 		}
 		if len(st.Targets) < v1alpha1.MaxStatusEntries {
 			st.Targets = append(st.Targets, v1alpha1.TargetStatus{Kind: t.kind.Name(), Name: t.obj.GetName(),
-				LastReload: last, PausedUntil: r.pausedUntil(t, c)})
+				LastReload: last, PausedUntil: r.pausedUntil(t, c), Held: held[key]})
+			if held[key] != nil {
+				st.HeldCount++
+			}
 		}
 	}
 	ids := make([]source.ID, 0, len(res.sources))

@@ -43,7 +43,7 @@ func TestConfigStatusFromReloads(t *testing.T) {
 		sources: map[source.ID]resolvedSource{cm: {kind: source.ConfigMap, hash: "h2"}},
 		chosen:  map[source.ID]bool{cm: true}, seen: map[string]bool{},
 	}
-	st := r.status(cfg, &reloaderconfig.Compiled{Name: "shop"}, res)
+	st := r.status(cfg, &reloaderconfig.Compiled{Name: "shop"}, res, nil)
 
 	if st.ObservedGeneration != 2 || st.TargetCount != 2 || st.SourceCount != 1 || len(st.Targets) != 2 {
 		t.Fatalf("status %+v", st)
