@@ -2,11 +2,14 @@ package scalebench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,14 +45,26 @@ func startReplicas(ctx context.Context, cfg Config, cluster *localcluster.Cluste
 			r.p.Stop()
 		}
 	}
+	// All at once, as a Deployment's pods start: one started alone first would take every
+	// shard, and cache every object, until the others joined.
+	started := make([]*reloader, cfg.Replicas)
+	errs := make([]error, cfg.Replicas)
+	var wg sync.WaitGroup
 	for i := range cfg.Replicas {
 		env := append([]string{fmt.Sprintf("POD_NAME=scalebench-%d", i), "POD_NAMESPACE=" + shardNamespace}, cfg.Env...)
-		r, err := startReloader(ctx, cfg.Bin, timeout, append(args, "--shards="+strconv.Itoa(cfg.Shards)), env, kubeconfig, out)
-		if err != nil {
-			stopAll()
-			return nil, err
+		wg.Go(func() {
+			started[i], errs[i] = startReloader(ctx, cfg.Bin, timeout, append(slices.Clone(args), "--shards="+strconv.Itoa(cfg.Shards)), env, kubeconfig, out)
+		})
+	}
+	wg.Wait()
+	for i := range started {
+		if started[i] != nil {
+			rs = append(rs, started[i])
 		}
-		rs = append(rs, r)
+	}
+	if err := errors.Join(errs...); err != nil {
+		stopAll()
+		return nil, err
 	}
 	err := loadtest.Poll(ctx, timeout, func() bool {
 		total := 0
