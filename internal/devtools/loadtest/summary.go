@@ -164,11 +164,17 @@ func (rep Report) summaryText(w io.Writer) {
 	}
 }
 
-// guardLines quote the guardrail figures, each side's own: "S18 rollouts per workload ...:
-// old 31 FAIL, new 4"; none when no scenario has them.
+// guardLines quote the guardrail scenarios' figures, each side's own: their rollouts and API
+// writes, then each guardrail figure ("S18 rollouts per workload ...: old 31 FAIL, new 4");
+// none when no scenario has them.
 func (rep Report) guardLines() []string {
 	var out []string
 	for _, s := range rep.Summary() {
+		if len(s.Guards) == 0 {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s rollouts (template changes, all workloads): %s; API writes: %s", s.Scenario,
+			GuardFigure{Pair: s.Rollouts}.Sides(), GuardFigure{Pair: s.APIWrites}.Sides()))
 		for _, g := range s.Guards {
 			out = append(out, fmt.Sprintf("%s %s: %s", s.Scenario, g.Name, g.Sides()))
 		}
