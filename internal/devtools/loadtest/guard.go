@@ -78,7 +78,7 @@ func flapping(p Params) Spec {
 	// The run may turn the breaker off for the other scenarios (--flap-max-changes=0): on
 	// here, at its default limit.
 	b.OwnArgs = []string{"--flap-max-changes=8"}
-	b.Holds = "the flap breaker holds a flapping source's reloads until it is quiet"
+	b.Holds = "the flap breaker holds reloads"
 	b.Checks = []string{CheckFlap}
 	return b.Spec
 }
@@ -119,7 +119,7 @@ func failingShared(p Params) Spec {
 		b.workload(Deployment, ns, fmt.Sprintf("shared-%d", i), uses(cm))
 		b.Workloads[i].ProgressDeadline = ptr.To[int32](spreadDeadline)
 	}
-	b.Holds = "health-gated waves hold a shared source's later waves until the earlier ones complete"
+	b.Holds = "waves hold later waves"
 	b.Checks = []string{CheckSpread}
 	return b.Spec
 }
