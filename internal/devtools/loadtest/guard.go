@@ -250,28 +250,39 @@ func flapFigures(ctx context.Context, cl client.Client, in checkInput) ([]CheckF
 	if seen {
 		out = append(out, CheckFigure{Name: "reloader_quarantined_sources, highest", Value: peak, Summary: true})
 	}
+	events, naming, err := countEvents(ctx, cl, in, "SourceQuarantined", func(note string) bool {
+		return strings.Contains(note, flapWriterA) && strings.Contains(note, flapWriterB)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return append(out, CheckFigure{Name: "SourceQuarantined Events", Value: float64(events)},
+		CheckFigure{Name: "SourceQuarantined Events naming both writers", Value: float64(naming), Summary: true}), nil
+}
+
+// countEvents counts the Events with reason in the tracked workloads' namespaces, and those
+// of them whose note passes match.
+func countEvents(ctx context.Context, cl client.Client, in checkInput, reason string, match func(note string) bool) (all, matched int, err error) {
 	namespaces := map[string]bool{}
 	for w := range in.tracked {
 		namespaces[in.specs[w].Namespace] = true
 	}
-	naming, events := 0, 0
 	for ns := range namespaces {
 		var list eventsv1.EventList
 		if err := cl.List(ctx, &list, client.InNamespace(ns)); err != nil {
-			return nil, fmt.Errorf("list Events: %w", err)
+			return 0, 0, fmt.Errorf("list Events: %w", err)
 		}
 		for _, e := range list.Items {
-			if e.Reason != "SourceQuarantined" {
+			if e.Reason != reason {
 				continue
 			}
-			events++
-			if strings.Contains(e.Note, flapWriterA) && strings.Contains(e.Note, flapWriterB) {
-				naming++
+			all++
+			if match(e.Note) {
+				matched++
 			}
 		}
 	}
-	return append(out, CheckFigure{Name: "SourceQuarantined Events", Value: float64(events)},
-		CheckFigure{Name: "SourceQuarantined Events naming both writers", Value: float64(naming), Summary: true}), nil
+	return all, matched, nil
 }
 
 // spreadFigures: S19's failure spread and rollouts onto the fix; it waits (spreadComplete at
@@ -298,8 +309,15 @@ func spreadFigures(ctx context.Context, cl client.Client, in checkInput) ([]Chec
 		complete = n
 		return err == nil && n == len(ws)
 	})
+	// This project's build reports a stalled rollout (a Warning Event RolloutStalled); upstream
+	// does not.
+	stalledEvents, _, err := countEvents(ctx, cl, in, "RolloutStalled", func(string) bool { return true })
+	if err != nil {
+		return nil, err
+	}
 	return []CheckFigure{
 		{Name: "failure spread: Deployments rolled onto the bad content", Value: float64(spread), Summary: true},
+		{Name: "RolloutStalled Events", Value: float64(stalledEvents)},
 		{Name: "rollouts per Deployment onto the fixed content (most)", Value: float64(most), Summary: true},
 		{Name: "rollouts per Deployment onto the fixed content (fewest)", Value: float64(fewest)},
 		{Name: "Deployments not complete on the fixed content", Value: float64(len(ws) - complete), Max: limit(0)},

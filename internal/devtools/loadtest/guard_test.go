@@ -126,7 +126,8 @@ func TestGuardrailFigures(t *testing.T) {
 		}
 		return d
 	}
-	cl = fake.NewClientBuilder().WithScheme(scheme).WithObjects(deployment(a, true), deployment(b, false)).WithStatusSubresource(&appsv1.Deployment{}).Build()
+	cl = fake.NewClientBuilder().WithScheme(scheme).WithObjects(deployment(a, true), deployment(b, false),
+		event("s1", "RolloutStalled", "rollout of Deployment a stalled"), event("s2", "SourceQuarantined", "")).WithStatusSubresource(&appsv1.Deployment{}).Build()
 	spreadIn := checkInput{tracked: tracked, specs: specs, marks: map[string]time.Time{markBad: t0, markFix: t0.Add(30 * time.Second)},
 		changes: map[string][]time.Time{a.Key(): at(1, 31), b.Key(): at(31, 33)}}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second) // b never completes: the wait ends with ctx
@@ -138,6 +139,7 @@ func TestGuardrailFigures(t *testing.T) {
 		"rollouts per Deployment onto the fixed content (most)":   2,
 		"rollouts per Deployment onto the fixed content (fewest)": 1,
 		"Deployments not complete on the fixed content":           1,
+		"RolloutStalled Events":                                   1,
 	}
 	f := figures(got)
 	for k, v := range want {
