@@ -2,6 +2,7 @@ package loadtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sync"
@@ -23,6 +24,9 @@ type Driver struct {
 	progress   func(string)
 	// proxy is the fault proxy, when the scenario has one.
 	proxy *faults.Proxy
+	// existing is set on an existing cluster (--kubeconfig): its nodes are not the load
+	// test's to cordon.
+	existing bool
 	// faultsOn and faultsOff are when the scenario turned faults on and off.
 	faultsOn, faultsOff time.Time
 
@@ -239,6 +243,9 @@ func (d *Driver) StartController(ctx context.Context) error {
 // pods of a rollout stay pending and a Deployment with a short progress deadline stalls, as
 // it does on a content that keeps its pods from becoming ready.
 func (d *Driver) Cordon(ctx context.Context, on bool) error {
+	if d.existing {
+		return errors.New("the scenario cordons every node: it runs on the local control plane only, not on an existing cluster")
+	}
 	var nodes corev1.NodeList
 	if err := d.client.List(ctx, &nodes); err != nil {
 		return fmt.Errorf("list nodes: %w", err)

@@ -200,3 +200,20 @@ func TestGuardrailReport(t *testing.T) {
 		t.Errorf("S1: a slow new build passes (%v), or guard lines %v", plain.Sections[0].NewVerdict, plain.guardLines())
 	}
 }
+
+// S19 cordons every node: never those of an existing cluster the tool was pointed at.
+func TestCordonOnlyOnTheLocalControlPlane(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	cl := fake.NewClientBuilder().WithScheme(scheme).WithObjects(node).Build()
+	d := newDriver(cl, Spec{}, nil, nil, func(string) {})
+	d.existing = true
+	if err := d.Cordon(context.Background(), true); err == nil {
+		t.Error("cordoned the nodes of an existing cluster")
+	}
+	d.existing = false
+	testutil.Must(t, d.Cordon(context.Background(), true))
+	testutil.Must(t, cl.Get(context.Background(), client.ObjectKeyFromObject(node), node))
+	if !node.Spec.Unschedulable {
+		t.Error("the local control plane's node is not cordoned")
+	}
+}

@@ -249,6 +249,7 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 
 	c.progress("driving load")
 	d := newDriver(cl, spec, ctl, proxy, c.progress)
+	d.existing = c.cfg.Kubeconfig != ""
 	load := window{from: time.Now()}
 	if err := c.sc.Drive(ctx, d, spec, c.cfg.Params); err != nil {
 		return fmt.Errorf("drive: %w", err)
