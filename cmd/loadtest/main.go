@@ -124,7 +124,7 @@ func newRun() *cobra.Command {
 	fs.StringVar(&newBin, "new", "", "binary of the build under test")
 	fs.StringVar(&oldArgs, "old-args", "", "extra flags for the old binary, space-separated")
 	fs.StringVar(&newArgs, "new-args", "", "extra flags for the new binary, space-separated")
-	fs.StringVar(&scenarios, "scenario", "all", "scenarios to run: all, or a comma-separated list of S1..S17")
+	fs.StringVar(&scenarios, "scenario", "all", "scenarios to run: all, or a comma-separated list of S1..S19")
 	fs.DurationVar(&duration, "duration", 0, "how long each timed scenario drives load; 0: each scenario's design duration times --scale (at least 5s)")
 	fs.Float64Var(&scale, "scale", 1, "the size of every scenario as a share of the design's: 1 is the design's size, 0.1 a tenth (for CI)")
 	fs.IntVar(&parallelism, "parallelism", 1, "scenarios run at once, each on its own control plane (the sides of one scenario never overlap)")

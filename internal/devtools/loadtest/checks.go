@@ -27,12 +27,29 @@ type CheckFigure struct {
 	Value float64 `json:"value"`
 	// Max is the gate; nil for a figure only shown.
 	Max *float64 `json:"max,omitempty"`
+	// Summary puts the figure on the report's first screen, each side's beside the other's
+	// (the guardrail scenarios' rollouts and failure spread).
+	Summary bool `json:"summary,omitempty"`
+}
+
+// checkInput is what the checks read besides the cluster.
+type checkInput struct {
+	// tracked are the workloads still present, specs their shapes, changes their template
+	// changes as the observer saw them.
+	tracked map[string]bool
+	specs   map[string]Workload
+	changes map[string][]time.Time
+	// marks are the times of the scenario's phases (Driver.Mark).
+	marks map[string]time.Time
+	// samples are the controller's /proc and /metrics samples.
+	samples []Sample
 }
 
 func limit(v float64) *float64 { return &v }
 
 // runChecks reads the workloads of the checks and returns their figures.
-func runChecks(ctx context.Context, cl client.Client, checks []string, tracked map[string]bool, specs map[string]Workload, changes map[string][]time.Time) ([]CheckFigure, error) {
+func runChecks(ctx context.Context, cl client.Client, checks []string, in checkInput) ([]CheckFigure, error) {
+	tracked, specs, changes := in.tracked, in.specs, in.changes
 	var out []CheckFigure
 	for _, check := range checks {
 		switch check {
@@ -82,6 +99,18 @@ func runChecks(ctx context.Context, cl client.Client, checks []string, tracked m
 				CheckFigure{Name: "Deployments left paused", Value: float64(paused), Max: limit(0)},
 				CheckFigure{Name: "rollouts (new ReplicaSets)", Value: float64(rollouts)},
 				CheckFigure{Name: "template changes", Value: float64(templates)})
+		case CheckFlap:
+			figures, err := flapFigures(ctx, cl, in)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, figures...)
+		case CheckSpread:
+			figures, err := spreadFigures(ctx, cl, in)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, figures...)
 		}
 	}
 	return out, nil

@@ -41,7 +41,7 @@ func TestChecks(t *testing.T) {
 	three := []time.Time{now, now, now}
 	changes := map[string][]time.Time{"Deployment/ns/cut": three, "Deployment/ns/not-cut": three, "Deployment/ns/paused": three}
 	cl := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
-	got, err := runChecks(context.Background(), cl, []string{CheckLastReloadedFrom, CheckPauseCut}, tracked, specs, changes)
+	got, err := runChecks(context.Background(), cl, []string{CheckLastReloadedFrom, CheckPauseCut}, checkInput{tracked: tracked, specs: specs, changes: changes})
 	testutil.Must(t, err)
 	want := map[string]float64{
 		"reloaded workloads without last-reloaded-from":                       1, // not-cut; quiet never reloaded

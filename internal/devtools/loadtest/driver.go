@@ -2,11 +2,13 @@ package loadtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,6 +24,9 @@ type Driver struct {
 	progress   func(string)
 	// proxy is the fault proxy, when the scenario has one.
 	proxy *faults.Proxy
+	// existing is set on an existing cluster (--kubeconfig): its nodes are not the load
+	// test's to cordon.
+	existing bool
 	// faultsOn and faultsOff are when the scenario turned faults on and off.
 	faultsOn, faultsOff time.Time
 
@@ -31,11 +36,16 @@ type Driver struct {
 	writes   map[string][]time.Time     // workload key -> starts of the content writes it must follow
 	created  map[string]Workload
 	deleted  map[string]bool
+	// marks are the times of the scenario's phases (Mark), figures what it measured on
+	// the way (Figure): both reach the scenario's checks and result.
+	marks   map[string]time.Time
+	figures []CheckFigure
 }
 
 func newDriver(c client.Client, spec Spec, ctl *Controller, proxy *faults.Proxy, progress func(string)) *Driver {
 	d := &Driver{client: c, controller: ctl, proxy: proxy, progress: progress, versions: map[string]int{},
-		users: map[string]map[string]bool{}, writes: map[string][]time.Time{}, created: map[string]Workload{}, deleted: map[string]bool{}}
+		users: map[string]map[string]bool{}, writes: map[string][]time.Time{}, created: map[string]Workload{}, deleted: map[string]bool{},
+		marks: map[string]time.Time{}}
 	for _, w := range spec.Workloads {
 		d.use(w)
 	}
@@ -58,7 +68,19 @@ func (d *Driver) Update(ctx context.Context, s Source) error {
 	d.versions[s.Key()]++
 	version := d.versions[s.Key()]
 	d.mu.Unlock()
-	start, err := d.write(ctx, s, func(o client.Object) { setData(o, data(s.Size, version)) })
+	return d.WriteAs(ctx, s, version, "")
+}
+
+// WriteAs writes the content of the given version into s as field manager manager (""
+// for the client's default): two writers with their own managers, as two controllers
+// fighting over one Secret are. The write is booked for s's users: the content must differ
+// from what s holds.
+func (d *Driver) WriteAs(ctx context.Context, s Source, version int, manager string) error {
+	var opts []client.UpdateOption
+	if manager != "" {
+		opts = append(opts, client.FieldOwner(manager))
+	}
+	start, err := d.write(ctx, s, func(o client.Object) { setData(o, data(s.Size, version)) }, opts...)
 	if err != nil {
 		return err
 	}
@@ -157,7 +179,7 @@ func (d *Driver) Touch(ctx context.Context, s Source, n int) error {
 var writeBackoff = wait.Backoff{Steps: 12, Duration: 10 * time.Millisecond, Factor: 1.8, Jitter: 0.5, Cap: 2 * time.Second}
 
 // write changes s with a retry on conflict; it returns the start of the successful attempt.
-func (d *Driver) write(ctx context.Context, s Source, change func(client.Object)) (time.Time, error) {
+func (d *Driver) write(ctx context.Context, s Source, change func(client.Object), opts ...client.UpdateOption) (time.Time, error) {
 	var start time.Time
 	err := retry.RetryOnConflict(writeBackoff, func() error {
 		o := sourceObject(s, 0)
@@ -166,7 +188,7 @@ func (d *Driver) write(ctx context.Context, s Source, change func(client.Object)
 		}
 		change(o)
 		start = time.Now()
-		return d.client.Update(ctx, o)
+		return d.client.Update(ctx, o, opts...)
 	})
 	if err != nil {
 		return start, fmt.Errorf("update %s: %w", s.Key(), err)
@@ -215,6 +237,59 @@ func (d *Driver) StopController() {
 func (d *Driver) StartController(ctx context.Context) error {
 	d.progress("controller starting")
 	return d.controller.Start(ctx)
+}
+
+// Cordon marks every node unschedulable (on) or schedulable again: while cordoned, the new
+// pods of a rollout stay pending and a Deployment with a short progress deadline stalls, as
+// it does on a content that keeps its pods from becoming ready.
+func (d *Driver) Cordon(ctx context.Context, on bool) error {
+	if d.existing {
+		return errors.New("the scenario cordons every node: it runs on the local control plane only, not on an existing cluster")
+	}
+	var nodes corev1.NodeList
+	if err := d.client.List(ctx, &nodes); err != nil {
+		return fmt.Errorf("list nodes: %w", err)
+	}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		patch := client.MergeFrom(n.DeepCopy())
+		n.Spec.Unschedulable = on
+		if err := d.client.Patch(ctx, n, patch); err != nil {
+			return fmt.Errorf("cordon %s: %w", n.Name, err)
+		}
+	}
+	return nil
+}
+
+// Mark records the time of a phase of the scenario under name (the checks read it) and
+// reports it on the terminal.
+func (d *Driver) Mark(name string) {
+	d.progress(name)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.marks[name] = time.Now()
+}
+
+// Marks returns the phases marked so far.
+func (d *Driver) Marks() map[string]time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return maps.Clone(d.marks)
+}
+
+// Figure records a figure the scenario measured while it ran (a state of the cluster at
+// one moment, which the checks after the load can no longer see).
+func (d *Driver) Figure(f CheckFigure) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.figures = append(d.figures, f)
+}
+
+// Figures returns the figures recorded.
+func (d *Driver) Figures() []CheckFigure {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]CheckFigure(nil), d.figures...)
 }
 
 // Progress reports a phase of the drive on the terminal.

@@ -25,6 +25,7 @@ caption{text-align:left;padding:.3em 0}
 <tr><th>scenario</th><th>new</th><th>old</th>{{range .Header}}<th>{{.}}</th>{{end}}</tr>
 {{range .Summary}}<tr><td><a href="#{{.Scenario}}">{{.Scenario}}</a></td><td class="{{.NewClass}}">{{.New}}</td><td class="{{.OldClass}}">{{.Old}}</td>{{range .Figures}}<td>{{.}}</td>{{end}}</tr>
 {{end}}</table>
+{{with .Guards}}<ul id="guards">{{range .}}<li>{{.}}</li>{{end}}</ul>{{end}}
 <p>{{.Overall}}</p>
 <table id="builds"><caption>builds and machine</caption><tr><th>side</th><th>binary</th><th>--version</th><th>sha256</th><th>arguments</th><th>cores</th><th>scale</th><th>duration</th></tr>
 {{range .Builds}}<tr><td>{{.Side}}</td><td>{{.Binary}}</td><td>{{.Version}}</td><td>{{.SHA256}}</td><td>{{.Args}}</td><td>{{.Cores}}</td><td>{{.Scale}}</td><td>{{.Duration}}</td></tr>
@@ -75,8 +76,9 @@ func (rep Report) HTML(w io.Writer) {
 		Header                 []string
 		Builds                 []BuildLine
 		Summary                []htmlSummaryRow
+		Guards                 []string
 		Sections               []htmlSection
-	}{Verdict: verdict(rep.Pass), Note: rep.summaryNote(), Overall: rep.overall(), Header: SummaryHeader, Builds: rep.Builds}
+	}{Verdict: verdict(rep.Pass), Note: rep.summaryNote(), Overall: rep.overall(), Header: SummaryHeader, Builds: rep.Builds, Guards: rep.guardLines()}
 	for _, s := range rep.Summary() {
 		row := htmlSummaryRow{Scenario: s.Scenario, New: s.New.String(), Old: s.Old.String(), NewClass: class(s.New), OldClass: class(s.Old)}
 		for _, p := range s.Figures() {
@@ -119,7 +121,7 @@ func bars(rows []Row) template.HTML {
 	var drawn []Row
 	for _, r := range rows {
 		// Gated figures and the summary's; the rest are in the table.
-		if (r.Old != nil || r.New != nil) && (r.Expected != "" || r.Metric == RowP50FromEach) {
+		if (r.Old != nil || r.New != nil) && (r.Expected != "" || r.Guard || r.Metric == RowP50FromEach) {
 			drawn = append(drawn, r)
 		}
 	}

@@ -62,15 +62,42 @@ func buildInfoVersion(bin string) string {
 // --help lists that flag (this project's binary), "" otherwise (upstream's binary takes none and
 // serves /metrics on :9090; its --help exits early, before listing flags, without a cluster).
 func DetectMetricsAddrFlag(bin string) string {
+	if listsFlag(help(bin), "--metrics-addr") {
+		return "--metrics-addr"
+	}
+	return ""
+}
+
+// help is what bin prints for --help, away from any cluster.
+func help(bin string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "--help")
 	cmd.Env = withoutCluster(os.Environ())
 	out, _ := cmd.CombinedOutput()
-	if regexp.MustCompile(`(?m)^\s*(-\w, )?--metrics-addr[ =]`).Match(out) {
-		return "--metrics-addr"
+	return string(out)
+}
+
+// listsFlag reports whether a --help text lists flag ("--name") as one of its flags.
+func listsFlag(helpText, flag string) bool {
+	return regexp.MustCompile(`(?m)^\s*(-\w, )?` + regexp.QuoteMeta(flag) + `[ =]`).MatchString(helpText)
+}
+
+// OwnArgs splits args ("--name=value") into those bin's --help lists, which it is given, and
+// those it is not: a scenario's flags of this project's build (the flap breaker's, say) go to
+// a build that has them and never break one that has not (upstream's, which exits on an
+// unknown flag).
+func OwnArgs(bin string, args []string) (given, left []string) {
+	text := help(bin)
+	for _, a := range args {
+		name, _, _ := strings.Cut(a, "=")
+		if listsFlag(text, name) {
+			given = append(given, a)
+		} else {
+			left = append(left, a)
+		}
 	}
-	return ""
+	return given, left
 }
 
 // withoutCluster drops the variables that would point a binary at a cluster, so that --help and

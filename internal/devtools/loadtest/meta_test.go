@@ -45,6 +45,21 @@ func TestDetectMetricsAddrFlag(t *testing.T) {
 	}
 }
 
+// A scenario's flags of this project's build reach a binary whose --help lists them, and are
+// left out for one that does not (upstream's, which exits on an unknown flag).
+func TestOwnArgs(t *testing.T) {
+	ours := writeScript(t, "Flags:\n      --flap-max-changes int   flap breaker (default 8)\n      --flap-quiet duration", 0)
+	upstream := writeScript(t, `level=fatal msg="Unable to create Kubernetes client"`, 1)
+	args := []string{"--flap-max-changes=8", "--flap-window=10m"}
+	given, left := OwnArgs(ours, args)
+	if strings.Join(given, " ") != "--flap-max-changes=8" || strings.Join(left, " ") != "--flap-window=10m" {
+		t.Errorf("ours: given %v, left %v", given, left)
+	}
+	if given, left := OwnArgs(upstream, args); len(given) != 0 || len(left) != 2 {
+		t.Errorf("upstream: given %v, left %v", given, left)
+	}
+}
+
 func TestDescribeFallsBackToBuildInfo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a binary")

@@ -69,6 +69,9 @@ type Row struct {
 	// figures with no gate and for a side that did not run.
 	OldVerdict string `json:"oldVerdict,omitempty"`
 	NewVerdict string `json:"newVerdict,omitempty"`
+	// Guard marks a guardrail figure (CheckFigure.Summary): quoted in the summary, drawn in
+	// the chart.
+	Guard bool `json:"guard,omitempty"`
 	// short names the gate in a side's list of failures ("missed 3").
 	short string
 	unit  string
@@ -336,6 +339,13 @@ func (rep Report) Markdown(w io.Writer) {
 		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
 	}
 	fmt.Fprintln(w)
+	if lines := rep.guardLines(); len(lines) > 0 {
+		fmt.Fprintf(w, "%s\n\n", lines[0])
+		for _, l := range lines[1:] {
+			fmt.Fprintf(w, "- %s\n", l)
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "| side | binary | --version | sha256 | arguments | cores | scale | duration |\n|---|---|---|---|---|---:|---:|---|\n")
 	for _, b := range rep.Builds {
 		fmt.Fprintf(w, "| %s | `%s` | %s | %s | `%s` | %d | %s | %s |\n", b.Side, b.Binary, b.Version, b.SHA256, b.Args, b.Cores, b.Scale, b.Duration)

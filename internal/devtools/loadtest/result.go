@@ -73,8 +73,11 @@ type Result struct {
 	NotSettled    bool    `json:"notSettled,omitempty"`
 	// Faults is what the fault proxy did, when the scenario had one.
 	Faults *FaultResult `json:"faults,omitempty"`
-	// Checks are the scenario's checks of the cluster after the load.
+	// Checks are the scenario's checks of the cluster after the load, and the figures it
+	// measured while it ran (Driver.Figure).
 	Checks []CheckFigure `json:"checks,omitempty"`
+	// Holds is the scenario's Spec.Holds: why its latencies are not gated.
+	Holds string `json:"holds,omitempty"`
 
 	Seconds float64 `json:"seconds"`
 	Error   string  `json:"error,omitempty"`

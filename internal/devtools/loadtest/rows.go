@@ -126,6 +126,7 @@ func rows(old, nu *Result, g Gates) []Row {
 		} else {
 			info("check: "+name, "", f)
 		}
+		out[len(out)-1].Guard = checkSummary(old, nu, name)
 	}
 	info(RowReloadsPerSecond, "/s", plain(func(r *Result) float64 { return r.ReloadsPerSecond }))
 	info("seconds from the end of the load to its last rollout", "s", plain(func(r *Result) float64 { return r.SettleSeconds }))
@@ -134,9 +135,17 @@ func rows(old, nu *Result, g Gates) []Row {
 	fromLast := func(q func(Latency) float64) func(*Result) *float64 {
 		return plain(func(r *Result) float64 { return q(r.LatencyFromLastWrite) })
 	}
-	bounded(RowP50FromLast, "p50 from last write", "ms", g.LatencyRatio, g.LatencySlackMs, fromLast(func(l Latency) float64 { return l.P50 }))
-	bounded("latency p95 from last write covered (ms)", "p95 from last write", "ms", g.LatencyRatio, g.LatencySlackMs, fromLast(func(l Latency) float64 { return l.P95 }))
-	bounded(RowP99FromLast, "p99 from last write", "ms", g.P99Ratio, g.P99SlackMs, fromLast(func(l Latency) float64 { return l.P99 }))
+	latency := bounded
+	if why := holds(old, nu); why != "" {
+		// A guardrail holds reloads on purpose: a build that has it is slow by design there.
+		out = append(out, Row{Metric: "latency not gated: " + why})
+		latency = func(metric, _, unit string, _, _ float64, f func(*Result) *float64) {
+			out = append(out, Row{Metric: metric, Old: opt(old, f), New: opt(nu, f), unit: unit, Expected: "not gated"})
+		}
+	}
+	latency(RowP50FromLast, "p50 from last write", "ms", g.LatencyRatio, g.LatencySlackMs, fromLast(func(l Latency) float64 { return l.P50 }))
+	latency("latency p95 from last write covered (ms)", "p95 from last write", "ms", g.LatencyRatio, g.LatencySlackMs, fromLast(func(l Latency) float64 { return l.P95 }))
+	latency(RowP99FromLast, "p99 from last write", "ms", g.P99Ratio, g.P99SlackMs, fromLast(func(l Latency) float64 { return l.P99 }))
 	info(RowP50FromEach, "ms", plain(func(r *Result) float64 { return r.Latency.P50 }))
 	info("latency p95 from each write (ms)", "ms", plain(func(r *Result) float64 { return r.Latency.P95 }))
 	info("latency p99 from each write (ms)", "ms", plain(func(r *Result) float64 { return r.Latency.P99 }))
@@ -294,6 +303,31 @@ func checkNames(rs ...*Result) []string {
 		}
 	}
 	return out
+}
+
+// checkSummary reports whether either side marks the check's figure for the summary.
+func checkSummary(old, nu *Result, name string) bool {
+	for _, r := range []*Result{old, nu} {
+		if r == nil {
+			continue
+		}
+		for _, c := range r.Checks {
+			if c.Name == name && c.Summary {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// holds is why the scenario's reloads may be held on purpose (Result.Holds), "" when not.
+func holds(old, nu *Result) string {
+	for _, r := range []*Result{old, nu} {
+		if r != nil && r.Holds != "" {
+			return r.Holds
+		}
+	}
+	return ""
 }
 
 func checkMax(old, nu *Result, name string) *float64 {

@@ -202,6 +202,15 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 
 	side := c.side
 	side.Args = append(append([]string(nil), side.Args...), spec.Args...)
+	if len(spec.OwnArgs) > 0 {
+		given, left := OwnArgs(side.Bin, spec.OwnArgs)
+		// After the side's own flags: the scenario's value wins (the flap breaker on, when
+		// the run turns it off for the other scenarios).
+		side.Args = append(side.Args, given...)
+		if len(left) > 0 {
+			c.progress(fmt.Sprintf("not in %s's --help, left out: %s", filepath.Base(side.Bin), strings.Join(left, " ")))
+		}
+	}
 	ctl := &Controller{Side: side, Kubeconfig: controllerKubeconfig, MetricsAddrFlag: c.cfg.metricsAddrFlag(side), Out: logFile}
 	c.progress("starting " + filepath.Base(side.Bin))
 	runStart := time.Now()
@@ -240,6 +249,7 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 
 	c.progress("driving load")
 	d := newDriver(cl, spec, ctl, proxy, c.progress)
+	d.existing = c.cfg.Kubeconfig != ""
 	load := window{from: time.Now()}
 	if err := c.sc.Drive(ctx, d, spec, c.cfg.Params); err != nil {
 		return fmt.Errorf("drive: %w", err)
@@ -283,15 +293,18 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 	maps.Copy(specs, d.Created())
 	changes := obs.Changes()
 	if len(spec.Checks) > 0 {
-		if r.Checks, err = runChecks(ctx, cl, spec.Checks, tracked, specs, changes); err != nil {
+		in := checkInput{tracked: tracked, specs: specs, changes: changes, marks: d.Marks(), samples: ctl.Samples()}
+		if r.Checks, err = runChecks(ctx, cl, spec.Checks, in); err != nil {
 			return fmt.Errorf("checks: %w", err)
 		}
 	}
+	r.Checks = append(r.Checks, d.Figures()...)
 	ctl.Stop()
 	runEnd := time.Now()
 	stopWatch()
 
 	judge(r, writes, tracked, changes)
+	r.Holds = spec.Holds
 	r.ReloadsPerSecond, r.SettleSeconds = throughput(writes, changes, load.to)
 	if r.NotSettled {
 		r.SettleSeconds = settleTimeout.Seconds()

@@ -24,6 +24,12 @@ type Spec struct {
 	Configs []RuleConfig
 	// Args are reloader flags the scenario needs, given to both sides.
 	Args []string
+	// OwnArgs are flags of this project's build the scenario needs: given, after the side's
+	// own, to a side whose --help lists them, left out for one that does not (OwnArgs).
+	OwnArgs []string
+	// Holds, when set, says why a build may hold this scenario's reloads on purpose (a
+	// guardrail): its latency rows are shown, not gated.
+	Holds string
 	// Faults, when set, puts the fault proxy between the controller and the API server; the
 	// scenario turns the faults on and off through the Driver.
 	Faults *faults.Config
@@ -180,7 +186,8 @@ func changed(prefix string) func(s Spec) []Source {
 const loadFor = 30 * time.Second
 
 // Scenarios are every scenario, by ID. S1-S13 follow the load-test design of the
-// controller-runtime rewrite, at its sizes when Params.Scale is 1; S14-S17 are this project's.
+// controller-runtime rewrite, at its sizes when Params.Scale is 1; S14-S19 are this project's,
+// S18 and S19 the guardrails' (guard.go).
 var Scenarios = map[string]Scenario{
 	"S1": {ID: "S1", Title: "burst: 50 writes in 10 s to one ConfigMap used by 500 Deployments, and 10 to a Secret they also use",
 		Build: func(p Params) Spec {
@@ -459,6 +466,10 @@ var Scenarios = map[string]Scenario{
 	"S17": {ID: "S17", Title: "S16's shape with the auto annotation instead of ReloaderConfigs, to compare",
 		Build: func(p Params) Spec { return grouped("s17", p.N(10), false) },
 		Drive: configGroups},
+	"S18": {ID: "S18", Title: "flapping Secret: two writers (field managers) alternate its content every 6 s for 3 min; its 5 Deployments, quiet, one more change",
+		Build: flapping, Drive: flap},
+	"S19": {ID: "S19", Title: "failing shared config: a ConfigMap used by 40 Deployments gets a content their pods can't run on (nodes cordoned), then the fix",
+		Build: failingShared, Drive: spread},
 }
 
 // grouped builds n ConfigMaps, each used by 10 Deployments labelled with its group; with

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -150,6 +151,65 @@ func TestSmokeFaultsAndChecks(t *testing.T) {
 			}
 			if len(figures) != 4 || figures["rollouts (new ReplicaSets)"] >= figures["template changes"] || figures["Deployments left paused"] != 0 {
 				t.Errorf("S12 checks: %v", r.Checks)
+			}
+		}
+	}
+}
+
+// The guardrail scenarios on real control planes, with the real Deployment controller: this
+// build, run with the flap breaker off as the A/B runs have it (--flap-max-changes=0), gets
+// it back on for S18 and rolls the flapping Secret's workloads a handful of times, once when
+// it is quiet and once on a later change, naming both writers; in S19 the bad content's
+// rollouts stall and every Deployment completes on the fix. No timing is asserted.
+func TestSmokeGuardrails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts control planes")
+	}
+	t.Parallel()
+	bin, err := reloaderBinary()
+	testutil.Must(t, err)
+	scenarios, err := Select("S18,S19")
+	testutil.Must(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	var progress strings.Builder
+	results, err := Run(ctx, Config{Sides: []Side{{Name: "new", Bin: bin, Args: []string{"--flap-max-changes=0"}}}, Scenarios: scenarios,
+		Params: Params{Scale: 0.05, Duration: 5 * time.Second}, ResultsDir: t.TempDir(), MetricsAddrFlag: "--metrics-addr", Nodes: 1,
+		Progress: &progress, Parallelism: 2})
+	testutil.Must(t, err)
+	t.Log(progress.String())
+	if len(results) != 2 {
+		t.Fatalf("%d results", len(results))
+	}
+	for _, r := range results {
+		figures := map[string]float64{}
+		for _, c := range r.Checks {
+			figures[c.Name] = c.Value
+		}
+		t.Logf("%s: %d reloads for %d writes; %v", r.Scenario, r.Reloads, r.Writes, figures)
+		if r.Error != "" || r.Missed != 0 || r.Duplicates != 0 || r.Unexpected != 0 {
+			t.Errorf("%s: error %q, missed %d, duplicates %d, unexpected %d: %v", r.Scenario, r.Error, r.Missed, r.Duplicates, r.Unexpected, r.Examples)
+		}
+		switch r.Scenario {
+		case "S18":
+			if args := r.Build.Args; !slices.Contains(args, "--flap-max-changes=8") || slices.Index(args, "--flap-max-changes=8") < slices.Index(args, "--flap-max-changes=0") {
+				t.Errorf("S18 args %v: the scenario's flap breaker must come after the side's", args)
+			}
+			if figures["rollouts per workload while two writers flapped its Secret (most)"] > flapHandful ||
+				figures["rollouts per workload once the Secret was quiet (most)"] > 1 || figures["rollouts per workload on one later change (most)"] != 1 {
+				t.Errorf("S18 rollouts: want at most %d during the flap, at most 1 once quiet (none when the workloads are on the last content already), 1 on the later change", flapHandful)
+			}
+			if figures["SourceQuarantined Events naming both writers"] < 1 || figures["reloader_quarantined_sources, highest"] != 1 {
+				t.Error("S18: the quarantine was not reported (an Event naming both writers, the gauge at 1)")
+			}
+		case "S19":
+			n := float64(r.Workloads)
+			if s := figures["failure spread: Deployments rolled onto the bad content"]; s < 1 || s > n {
+				t.Errorf("S19: failure spread %v of %v", s, n)
+			}
+			if figures["Deployments stalled on the bad content (ProgressDeadlineExceeded)"] < 1 ||
+				figures["Deployments not complete on the fixed content"] != 0 || figures["rollouts per Deployment onto the fixed content (fewest)"] < 1 {
+				t.Error("S19: the bad content's rollouts did not stall, or the fix did not roll and complete everywhere")
 			}
 		}
 	}

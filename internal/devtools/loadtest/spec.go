@@ -45,6 +45,9 @@ type Source struct {
 	Name      string
 	// Size is the bytes of data it holds.
 	Size int
+	// Annotations are set on it at creation (a per-source setting of one build; another
+	// build ignores them).
+	Annotations map[string]string
 }
 
 // Key names the source in results.
@@ -71,6 +74,9 @@ type Workload struct {
 	Labels map[string]string
 	// Replicas of Deployments and StatefulSets; nil means 1.
 	Replicas *int32
+	// ProgressDeadline is a Deployment's progressDeadlineSeconds; nil leaves the default
+	// (600 s). A short one makes a rollout whose pods can't start stall within the scenario.
+	ProgressDeadline *int32
 }
 
 // Key names the workload in results.
@@ -97,7 +103,7 @@ func data(size int, version int) map[string]string {
 
 // sourceObject builds the source at a content version.
 func sourceObject(s Source, version int) client.Object {
-	meta := metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, Labels: map[string]string{"loadtest": "true"}}
+	meta := metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, Labels: map[string]string{"loadtest": "true"}, Annotations: maps.Clone(s.Annotations)}
 	d := data(s.Size, version)
 	if s.Kind == Secret {
 		return &corev1.Secret{ObjectMeta: meta, StringData: d}
@@ -197,7 +203,7 @@ func workloadObject(w Workload) client.Object {
 			ActiveDeadlineSeconds: ptr.To[int64](3600)}}
 	}
 	return &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Replicas: replicas, Selector: selector,
-		Template: podTemplate(w, corev1.RestartPolicyAlways)}}
+		Template: podTemplate(w, corev1.RestartPolicyAlways), ProgressDeadlineSeconds: w.ProgressDeadline}}
 }
 
 // RuleConfig is a ReloaderConfig of a scenario: it targets the Deployments labelled group=Group

@@ -43,6 +43,33 @@ type SummaryRow struct {
 	P50FromLast Pair    `json:"p50FromLastWriteMs"`
 	PeakRSS     Pair    `json:"peakRssMiB"`
 	CPU         Pair    `json:"cpuSeconds"`
+	// Guards are the scenario's guardrail figures (S18's rollouts per workload, S19's
+	// failure spread), each side's own figure, not a ratio.
+	Guards []GuardFigure `json:"guards,omitempty"`
+}
+
+// GuardFigure is one guardrail figure of both sides.
+type GuardFigure struct {
+	Name string `json:"name"`
+	Pair
+	// OldVerdict and NewVerdict are the figure's gate, where it has one.
+	OldVerdict string `json:"oldVerdict,omitempty"`
+	NewVerdict string `json:"newVerdict,omitempty"`
+}
+
+// Sides is "old 31, new 4" (with a verdict where the figure is gated: "old 31 FAIL").
+func (g GuardFigure) Sides() string {
+	side := func(name string, v *float64, verdict string) string {
+		if v == nil {
+			return name + " -"
+		}
+		out := name + " " + format(v)
+		if verdict == "FAIL" || verdict == "WARN" {
+			out += " " + verdict
+		}
+		return out
+	}
+	return side("old", g.Old, g.OldVerdict) + ", " + side("new", g.New, g.NewVerdict)
 }
 
 // SummaryHeader names the summary's figure columns, in the order of SummaryRow.Figures.
@@ -65,9 +92,16 @@ func (rep Report) Summary() []SummaryRow {
 			}
 			return Pair{}
 		}
-		out = append(out, SummaryRow{Scenario: s.Scenario, New: s.NewVerdict, Old: s.OldVerdict,
+		row := SummaryRow{Scenario: s.Scenario, New: s.NewVerdict, Old: s.OldVerdict,
 			Rollouts: pair(RowReloads), APIRequests: pair(RowAPIRequests), APIWrites: pair(RowAPIWrites),
-			P50FromEach: pair(RowP50FromEach), P50FromLast: pair(RowP50FromLast), PeakRSS: pair(RowPeakRSS), CPU: pair(RowCPU)})
+			P50FromEach: pair(RowP50FromEach), P50FromLast: pair(RowP50FromLast), PeakRSS: pair(RowPeakRSS), CPU: pair(RowCPU)}
+		for _, r := range s.Rows {
+			if r.Guard {
+				row.Guards = append(row.Guards, GuardFigure{Name: strings.TrimPrefix(r.Metric, "check: "), Pair: Pair{Old: r.Old, New: r.New},
+					OldVerdict: r.OldVerdict, NewVerdict: r.NewVerdict})
+			}
+		}
+		out = append(out, row)
 	}
 	return out
 }
@@ -125,4 +159,28 @@ func (rep Report) summaryText(w io.Writer) {
 		fmt.Fprintf(tw, "%s\t\n", strings.Join(cells, "\t"))
 	}
 	_ = tw.Flush()
+	for _, line := range rep.guardLines() {
+		fmt.Fprintln(w, line)
+	}
+}
+
+// guardLines quote the guardrail scenarios' figures, each side's own: their rollouts and API
+// writes, then each guardrail figure ("S18 rollouts per workload ...: old 31 FAIL, new 4");
+// none when no scenario has them.
+func (rep Report) guardLines() []string {
+	var out []string
+	for _, s := range rep.Summary() {
+		if len(s.Guards) == 0 {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s rollouts (template changes, all workloads): %s; API writes: %s", s.Scenario,
+			GuardFigure{Pair: s.Rollouts}.Sides(), GuardFigure{Pair: s.APIWrites}.Sides()))
+		for _, g := range s.Guards {
+			out = append(out, fmt.Sprintf("%s %s: %s", s.Scenario, g.Name, g.Sides()))
+		}
+	}
+	if len(out) > 0 {
+		out = append([]string{"Guardrails (each side's own figures):"}, out...)
+	}
+	return out
 }
