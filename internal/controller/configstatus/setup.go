@@ -59,7 +59,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 				}
 				return false
 			}
-		}), builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{})))
+			// Annotations too: holds begin and end with them (pacing, approvals, the
+			// quarantine and wave records), and targets[].held follows.
+		}), builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{})))
 	}
 	// Reloads reach the queue directly (Reloaded): keep it once the controller starts.
 	b = b.WatchesRawSource(crsource.Func(func(_ context.Context, q workqueueOfRequests) error {
