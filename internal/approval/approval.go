@@ -144,7 +144,7 @@ type Gate struct {
 
 // Decide gates a reload of changes in mode m: approved names the workload's approval
 // annotation (hasApproval false: none); since is when the due content appeared (the latest
-// write of the changed sources); target is how `kubectl reloader approve` names the workload.
+// write of the changed sources; zero: unknown); target is how `kubectl reloader approve` names the workload.
 func Decide(m Mode, changes []reload.Change, approved string, hasApproval bool, since time.Time, target string) Gate {
 	g := Gate{Mode: m}
 	if m != Approve || len(changes) == 0 {
@@ -161,7 +161,11 @@ func Decide(m Mode, changes []reload.Change, approved string, hasApproval bool, 
 			return g
 		}
 	}
-	why := fmt.Sprintf("waiting for approval of %s since %s; approve: kubectl reloader approve %s", g.Digest, since.UTC().Format(time.RFC3339), target)
+	why := "waiting for approval of " + g.Digest
+	if !since.IsZero() {
+		why += " since " + since.UTC().Format(time.RFC3339)
+	}
+	why += "; approve: kubectl reloader approve " + target
 	if hasApproval && len(g.Invalid) == 0 {
 		why += fmt.Sprintf(" (the approval %s on it names another content, not rolled)", clip(strings.TrimSpace(approved)))
 	}
