@@ -19,6 +19,9 @@ import (
 // approval annotation (internal/approve).
 func newApproveCommand(root string) *cobra.Command {
 	opts := options.Default()
+	// Where no annotation sets a mode, the install's --mode is approve: this command is for
+	// workloads that wait for approval.
+	opts.Mode = string(approval.Approve)
 	var namespace, kubeContext, keyNamespace, digest string
 	cmd := &cobra.Command{
 		Use:   "approve <kind>/<name>",
