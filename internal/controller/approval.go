@@ -40,7 +40,7 @@ const (
 func (r *WorkloadReconciler) gateFor(obj client.Object, w seen, due []reload.Change, since time.Time) approval.Gate {
 	mode, bad := approval.Resolve(obj.GetAnnotations(), due, func(ch reload.Change) map[string]string {
 		return w.sources[ch.ID].annotations
-	}, r.defaultMode())
+	}, r.defaultMode(w.settings))
 	if since.IsZero() {
 		since = r.contentSince(w, due)
 	}
@@ -50,9 +50,13 @@ func (r *WorkloadReconciler) gateFor(obj client.Object, w seen, due []reload.Cha
 	return g
 }
 
-// defaultMode is --mode (reload when unset).
-func (r *WorkloadReconciler) defaultMode() approval.Mode {
-	if r.Mode == "" {
+// defaultMode is the mode where no annotation sets one: a ReloaderConfig's, else --mode
+// (reload when unset).
+func (r *WorkloadReconciler) defaultMode(set settings) approval.Mode {
+	switch {
+	case set.mode != "":
+		return set.mode
+	case r.Mode == "":
 		return approval.Reload
 	}
 	return r.Mode

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/approval"
 	"github.com/reloader-operator/reloader/internal/approve"
 	"github.com/reloader-operator/reloader/internal/controller"
@@ -267,4 +268,32 @@ func TestNotifyModeNeverRolls(t *testing.T) {
 	if n := len(eventNotes(t, ns, "web", controller.ReasonReloadNotified)); n != 2 {
 		t.Errorf("%d ReloadNotified Events after the switch, want still 2", n)
 	}
+}
+
+// A ReloaderConfig's mode applies to its targets where no annotation sets one; the workload's
+// own annotation wins over it.
+func TestReloaderConfigModeYieldsToTheAnnotation(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
+	d := deployment(ns, "web", map[string]string{auto: "true"}, podSpec("cfg"))
+	cfg := reloaderConfig(ns, "careful", []v1alpha1.Target{byName("Deployment", "web")}, sourceNamed("ConfigMap", "cfg"))
+	cfg.Spec.Mode = "approve"
+	create(t, cm, d, cfg)
+	startReloader(t, ns)
+	recorded(t, d)
+	rolls := rollTimes(t, ns)
+
+	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
+	eventuallyEvent(t, ns, "web", controller.ReasonApprovalPending)
+	settle()
+	if got := len(rolls()["web"]); got != 0 {
+		t.Fatalf("web rolled %d times under a ReloaderConfig of mode approve", got)
+	}
+	update(t, d, func(d *appsv1.Deployment) { d.Annotations[approval.ModeAnnotation] = "reload" })
+	testutil.Eventually(t, "web rolled once in its own mode reload", func() error {
+		if got := len(rolls()["web"]); got != 1 {
+			return fmt.Errorf("%d rolls", got)
+		}
+		return nil
+	})
 }
