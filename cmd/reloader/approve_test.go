@@ -74,8 +74,16 @@ func TestApproveCommand(t *testing.T) {
 		t.Fatalf("a refused approval wrote %q", v)
 	}
 
+	out, err = run("explain", "deploy/web", "--mode=notify")
+	testutil.Must(t, err)
+	t.Logf("explain --mode=notify:\n%s", out)
+	if !strings.Contains(out, "Next reconcile: notify configmap/cfg") {
+		t.Errorf("explain --mode=notify does not say notify:\n%s", out)
+	}
+
 	out, err = run("approve", "deploy/web", "--digest", due)
 	testutil.Must(t, err)
+	t.Logf("approve: %s", out)
 	if !strings.Contains(out, "approved "+due+" (configmap/cfg)") {
 		t.Errorf("approve printed %q", out)
 	}

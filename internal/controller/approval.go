@@ -126,7 +126,7 @@ func (r *WorkloadReconciler) announcePending(ctx context.Context, obj client.Obj
 	}
 	r.Metrics.Held.WithLabelValues(g.Hold.Reason).Inc()
 	sources := alert.SourcesOf(due, r.whatChanged(w, obj, due)...)
-	note := fmt.Sprintf("Reload of %s %s after change of %s %s", r.Kind.Name(), obj.GetName(), alert.Describe(sources), g.Hold.Why)
+	note := fmt.Sprintf("Reload of %s %s after change of %s: %s", r.Kind.Name(), obj.GetName(), alert.Describe(sources), g.Hold.Why)
 	logger.Info("reload waits for approval", "digest", g.Digest, "why", g.Hold.Why)
 	r.Recorder.Eventf(obj, related, corev1.EventTypeNormal, ReasonApprovalPending, "Hold", "%s", termsafe.ClipNote(note))
 	r.Alerts.Queue(alert.Reload{Kind: r.Kind.Name(), Namespace: obj.GetNamespace(), Name: obj.GetName(), Sources: sources, Time: r.Now(), Held: g.Hold.Why, Mode: alert.ModeApprove})

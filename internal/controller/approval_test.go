@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -118,7 +119,13 @@ func TestApproveModeHoldsUntilApproved(t *testing.T) {
 	if !strings.Contains(n.Why, "waiting for approval of "+n.Approval+" since ") || n.HeldBy != approval.HoldReason {
 		t.Errorf("explain: %+v; want it waiting for approval of %s, since when", n, n.Approval)
 	}
+	var text bytes.Buffer
+	w, err := explainer(t, ns).Workload(context.Background(), workload.Deployment(), "web")
+	testutil.Must(t, err)
+	testutil.Must(t, w.WriteText(&text))
+	t.Logf("kubectl reloader explain deployment/web:\n%s", text.String())
 	notes := eventNotes(t, ns, "web", controller.ReasonApprovalPending)
+	t.Logf("ApprovalPending: %q", notes)
 	if len(notes) != 1 || !strings.Contains(notes[0], n.Approval) || !strings.Contains(notes[0], "keys changed: k") {
 		t.Errorf("ApprovalPending Events: %q; want one naming %s and the key k", notes, n.Approval)
 	}
@@ -234,6 +241,12 @@ func TestNotifyModeNeverRolls(t *testing.T) {
 		settle()
 	}
 	notes := eventNotes(t, ns, "web", controller.ReasonReloadNotified)
+	t.Logf("ReloadNotified: %q", notes)
+	var text bytes.Buffer
+	w, err := explainer(t, ns).Workload(context.Background(), workload.Deployment(), "web")
+	testutil.Must(t, err)
+	testutil.Must(t, w.WriteText(&text))
+	t.Logf("kubectl reloader explain deployment/web (the last content notified):\n%s", text.String())
 	if len(notes) != 2 {
 		t.Errorf("%d ReloadNotified Events after two changes, want 2: %q", len(notes), notes)
 	}
