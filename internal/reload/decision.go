@@ -86,8 +86,9 @@ type Decision struct {
 }
 
 // Decide composes one reconcile of a workload from the facts: the plan (MakePlan), then, for
-// a plan that waits for the coalescing window, nothing more; for a due reload, the hold of its
-// own settings (PlanHold), then the rate limiter's slot; for a first record, the pacer's turn;
+// a plan that waits for the coalescing window, nothing more; for a due reload, a quarantine,
+// else an approval hold, else for mode notify the record alone (nothing rolls, nothing is
+// paced), else the hold of its own settings (PlanHold), then the rate limiter's slot; for a first record, the pacer's turn;
 // then what is written, the pause-period step (PlanPause) and when to come back. It is pure.
 func Decide(f Facts) Decision {
 	d := Decision{Plan: MakePlan(f.Input)}
