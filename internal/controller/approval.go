@@ -29,6 +29,10 @@ import (
 // the time the content appeared from their writers (managedFields), the approval is the
 // user's annotation. A restart announces a pending approval once more, no more.
 
+// approvalPoll is how often a reload waiting for approval is decided again when the workload
+// is read without watch (degraded mode): no event tells of the approval written on it.
+const approvalPoll = 30 * time.Second
+
 // Event reasons of the notify and approve modes.
 const (
 	ReasonReloadNotified  = "ReloadNotified"
@@ -107,6 +111,9 @@ func (r *WorkloadReconciler) gate(ctx context.Context, obj client.Object, k stri
 	case g.Hold != nil:
 		f.Approval = g.Hold
 		d = reload.Decide(*f)
+		if r.live() && (d.Requeue <= 0 || d.Requeue > approvalPoll) {
+			d.Requeue = approvalPoll
+		}
 		r.Pacer.Forget(k, f.Now) // a slot it reserved goes back; it takes one once approved
 		r.waits.clear(k, r.Metrics)
 		r.announcePending(ctx, obj, k, g, d.Plan.Changes, w, related)

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -17,8 +19,10 @@ import (
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/approval"
 	"github.com/reloader-operator/reloader/internal/approve"
+	"github.com/reloader-operator/reloader/internal/coalesce"
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/explain"
+	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/testutil"
@@ -309,4 +313,49 @@ func TestReloaderConfigModeYieldsToTheAnnotation(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A workload read without watch (degraded mode) hears of no approval written on it: its held
+// reload is decided again every 30 s, where a watched one waits for its event. One reconcile
+// after the approval rolls it.
+func TestApprovalPolledWithoutWatch(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
+	d := deployment(ns, "web", map[string]string{auto: "true"}, podSpec("cfg"))
+	create(t, cm, d)
+	reconciler := func(live bool) *controller.WorkloadReconciler {
+		r := &controller.WorkloadReconciler{
+			Client: k8s, Kind: workload.Deployment(), Sources: []controller.SourceType{controller.ConfigMaps},
+			Policy: reload.Policy{Keys: reload.DefaultKeys()}, Strategy: reload.EnvVars{}, Window: coalesce.New(0),
+			Recorder: &notes{}, Metrics: metrics.New(prometheus.NewRegistry(), false), Now: time.Now, Mode: approval.Approve,
+		}
+		if live {
+			r.Unwatched = &controller.Unwatched{Kinds: map[string]bool{"Deployment": true}}
+		}
+		return r
+	}
+	watched, live := reconciler(false), reconciler(true)
+	ctx := context.Background()
+	if _, outcome, err := watched.ReconcileCopyResult(ctx, get(t, d)); err != nil || outcome != metrics.OutcomeRecorded {
+		t.Fatalf("first reconcile: %s, %v", outcome, err)
+	}
+	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
+	for _, tt := range []struct {
+		name string
+		r    *controller.WorkloadReconciler
+		want time.Duration
+	}{{"watched", watched, 0}, {"read without watch", live, 30 * time.Second}} {
+		res, outcome, err := tt.r.ReconcileCopyResult(ctx, get(t, d))
+		if err != nil || outcome != metrics.OutcomeHeld || res.RequeueAfter != tt.want {
+			t.Errorf("%s: %s, back after %v, %v; want held, back after %v", tt.name, outcome, res.RequeueAfter, err, tt.want)
+		}
+	}
+	_, err := approveNow(t, d, "")
+	testutil.Must(t, err)
+	if _, outcome, err := live.ReconcileCopyResult(ctx, get(t, d)); err != nil || outcome != metrics.OutcomeReloaded {
+		t.Errorf("after the approval: %s, %v; want reloaded", outcome, err)
+	}
+	if v, ok := get(t, d).Annotations[approval.ApprovedAnnotation]; ok {
+		t.Errorf("the approval %q was not spent", v)
+	}
 }
