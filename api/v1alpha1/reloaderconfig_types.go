@@ -87,6 +87,14 @@ type ReloaderConfigSpec struct {
 	// +optional
 	ReloadWindow string `json:"reloadWindow,omitempty"`
 
+	// Mode overrides --mode for the targets: reload rolls them, notify only reports what would
+	// reload (nothing restarts, the new hashes are recorded), approve holds each reload until
+	// `kubectl reloader approve` names its content. The reloader.dev/mode annotation of a
+	// target, or of a changed ConfigMap or Secret, wins.
+	// +kubebuilder:validation:Enum=reload;notify;approve
+	// +optional
+	Mode string `json:"mode,omitempty"`
+
 	// RunCronJobsOnReload overrides --run-cronjobs-on-reload for CronJob targets.
 	// +optional
 	RunCronJobsOnReload *bool `json:"runCronJobsOnReload,omitempty"`

@@ -34,7 +34,7 @@ func newPluginCommand() *cobra.Command {
 		// name usage lines print, so they read "kubectl reloader explain", not "kubectl explain".
 		Use:         pluginName,
 		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: pluginDisplayName},
-		Short:       "Explain what reloader does about a workload or a source, plan a change, release a quarantine",
+		Short:       "Explain what reloader does about a workload or a source, plan a change, release a quarantine, approve a reload",
 		Long: `Explain what reloader does about a workload or a source, and plan a change, read-only.
 
 Shell completion: put kubectl_complete-reloader, from the same release archive, on the PATH
@@ -49,7 +49,7 @@ beside kubectl-reloader; kubectl 1.26 and later then completes "kubectl reloader
 	// reloader ...` through an executable kubectl_complete-reloader on the PATH, shipped in
 	// the release archive, which asks this command's hidden __complete.
 	cmd.CompletionOptions.DisableDefaultCmd = true
-	cmd.AddCommand(newExplainCommand(pluginDisplayName), newPlanCommand(pluginDisplayName), newReleaseCommand(pluginDisplayName))
+	cmd.AddCommand(newExplainCommand(pluginDisplayName), newPlanCommand(pluginDisplayName), newReleaseCommand(pluginDisplayName), newApproveCommand(pluginDisplayName))
 	return cmd
 }
 

@@ -35,6 +35,7 @@ func TestSchemaRejects(t *testing.T) {
 		{`reloader: {logFormat: xml}`, "logFormat"},
 		{`reloader: {custom_annotations: {configmaps: x}}`, "configmaps"},
 		{`reloader: {coalesceWindow: soon}`, "coalesceWindow"},
+		{`reloader: {mode: ask}`, "mode"},
 		{`reloader: {rolloutDeadline: 10}`, "rolloutDeadline"},
 		{`reloader: {reconcileTimeout: soon}`, "reconcileTimeout"},
 		{`reloader: {kubeAPIQPS: 0}`, "kubeAPIQPS"},

@@ -27,7 +27,16 @@ type Reload struct {
 	// Held, when set, says why the reload is held instead (the flap breaker's quarantine):
 	// the alert reports the hold, not a reload.
 	Held string
+	// Mode, when set, says that nothing was rolled: ModeNotify (reloader would reload) or
+	// ModeApprove (the reload waits for approval; Held says of which content, since when).
+	Mode string
 }
+
+// Modes of an alert about a reload not rolled (internal/approval's names).
+const (
+	ModeNotify  = "notify"
+	ModeApprove = "approve"
+)
 
 // Source is one changed source of a reload, with the names of the keys its change added,
 // removed and changed, and who wrote it (never values).
@@ -69,7 +78,12 @@ func Describe(sources []Source) string {
 // Text is the one-line human description every chat sink shows.
 func (r Reload) Text(additional string) string {
 	text := fmt.Sprintf("Reloader reloaded %s %s/%s after a change of %s", r.Kind, r.Namespace, r.Name, Describe(r.Sources))
-	if r.Held != "" {
+	switch {
+	case r.Mode == ModeNotify:
+		text = fmt.Sprintf("Reloader would reload %s %s/%s after a change of %s (mode notify: nothing restarted)", r.Kind, r.Namespace, r.Name, Describe(r.Sources))
+	case r.Mode == ModeApprove:
+		text = fmt.Sprintf("Reloader waits for approval to reload %s %s/%s after a change of %s: %s", r.Kind, r.Namespace, r.Name, Describe(r.Sources), r.Held)
+	case r.Held != "":
 		text = fmt.Sprintf("Reloader holds reloads of %s %s/%s after changes of %s: %s", r.Kind, r.Namespace, r.Name, Describe(r.Sources), r.Held)
 	}
 	if additional != "" {
@@ -109,7 +123,12 @@ func Body(sink string, r Reload, additional string) ([]byte, error) {
 		})
 	case "raw":
 		event := "reload"
-		if r.Held != "" {
+		switch {
+		case r.Mode == ModeNotify:
+			event = "would-reload"
+		case r.Mode == ModeApprove:
+			event = "approval-pending"
+		case r.Held != "":
 			event = "quarantine"
 		}
 		return json.Marshal(rawAlert{

@@ -178,3 +178,25 @@ func TestHeldAlertSaysHeld(t *testing.T) {
 		t.Errorf("raw body %s, %v: want event quarantine", body, err)
 	}
 }
+
+func TestNotifyAndApprovalAlertsSaySo(t *testing.T) {
+	src := []Source{{Kind: "ConfigMap", Name: "app"}}
+	notify := Reload{Kind: "Deployment", Namespace: "shop", Name: "web", Sources: src, Mode: ModeNotify}
+	pending := Reload{Kind: "Deployment", Namespace: "shop", Name: "web", Sources: src, Mode: ModeApprove,
+		Held: "waiting for approval of 0123456789abcdef since 2026-11-27T00:00:00Z"}
+	for _, tt := range []struct {
+		r           Reload
+		text, event string
+	}{
+		{notify, "Reloader would reload Deployment shop/web after a change of ConfigMap app (mode notify: nothing restarted)", `"event":"would-reload"`},
+		{pending, "Reloader waits for approval to reload Deployment shop/web after a change of ConfigMap app: waiting for approval of 0123456789abcdef since", `"event":"approval-pending"`},
+	} {
+		if got := tt.r.Text(""); !strings.HasPrefix(got, tt.text) {
+			t.Errorf("Text = %q; want it to begin %q", got, tt.text)
+		}
+		body, err := Body("raw", tt.r, "")
+		if err != nil || !strings.Contains(string(body), tt.event) {
+			t.Errorf("raw body %s, %v: want %s", body, err, tt.event)
+		}
+	}
+}

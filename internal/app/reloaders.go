@@ -148,6 +148,7 @@ func NewReconciler(conf options.Config, c client.Client, kind workload.Kind, sou
 		// Pacer is the caller's: explain reserves no slots.
 		MinReloadInterval: conf.MinReloadInterval,
 		EnableEvict:       conf.EnableEvictStrategy,
+		Mode:              conf.Mode,
 	}
 }
 

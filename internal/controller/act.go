@@ -34,6 +34,8 @@ func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen,
 			d = reload.Decide(*f)
 		}
 	}
+	// Then the mode (approval.go): notify reports instead, approve holds until approved.
+	d, gate := r.gate(ctx, obj, k, w, f, d, dn.related)
 	if d = r.pace(ctx, obj, f, d, k, dn); d.Outcome == reload.OutcomeWaiting {
 		// A first record waiting for its turn comes back behind due reloads (priority.go).
 		return reconcile.Result{RequeueAfter: d.Requeue, Priority: new(firstSightPriority)}, metrics.OutcomeWaiting, nil
@@ -57,6 +59,7 @@ func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen,
 	if d.WriteRecord {
 		setAnnotation(updated, reload.RecordAnnotation, d.Plan.Record.Encode())
 	}
+	spendApproval(updated, gate, d)
 	r.markEviction(updated, w, dn.reloaded, d.Plan.Record)
 	r.pause(ctx, updated, d.Pause)
 	switch {
@@ -75,6 +78,9 @@ func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen,
 			}
 			if first, ok := r.Window.FirstChange(k); ok {
 				dn.latency = r.Now().Sub(first)
+			}
+			if len(d.Notified) > 0 {
+				r.reportNotified(ctx, obj, w, d.Notified, dn.related)
 			}
 		}
 	}
@@ -103,7 +109,7 @@ func (r *WorkloadReconciler) pace(ctx context.Context, obj client.Object, f *rel
 	if len(d.Hold.Invalid) > 0 {
 		r.invalid(ctx, obj, d.Hold.Invalid...)
 	}
-	if d.Hold.Reason != "" && f.Quarantine == nil { // a quarantine is announced by the breaker
+	if d.Hold.Reason != "" && f.Quarantine == nil && f.Approval == nil { // announced by the breaker, or approval.go
 		r.announceHold(ctx, obj, k, d.Hold, d.Plan.Changes, dn.related)
 	}
 	return d

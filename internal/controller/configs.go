@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
+	"github.com/reloader-operator/reloader/internal/approval"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 )
@@ -30,12 +31,14 @@ type settings struct {
 	// workload's own annotations do not.
 	minReloadInterval *time.Duration
 	reloadWindow      string
+	// mode is a config's mode (approval.go); "" keeps --mode.
+	mode approval.Mode
 }
 
 func (r *WorkloadReconciler) settingsFor(o reload.Overrides) settings {
 	s := settings{strategy: r.Strategy, runCronJobs: r.Behaviour.RunCronJobs,
 		recreateFinishedJobs: r.Behaviour.RecreateFinishedJobs, window: o.CoalesceWindow, pausePeriod: o.PausePeriod,
-		minReloadInterval: o.MinReloadInterval, reloadWindow: o.ReloadWindow}
+		minReloadInterval: o.MinReloadInterval, reloadWindow: o.ReloadWindow, mode: approval.Mode(o.Mode)}
 	if o.Strategy != nil {
 		s.strategy = o.Strategy
 	}

@@ -124,6 +124,7 @@ func (r *WorkloadReconciler) explainFacts(obj client.Object, w seen, in reload.I
 		if q, ok := explainQuarantine(obj, p.Changes, now); ok {
 			f.Quarantine = &q // the flap breaker's quarantine, as recorded on the workload (flap.go)
 		}
+		r.explainGate(obj, w, p, &f) // the mode: notify, or waiting for approval (approval.go)
 	}
 	return f
 }

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/reloader-operator/reloader/internal/alert"
+	"github.com/reloader-operator/reloader/internal/approval"
 	"github.com/reloader-operator/reloader/internal/coalesce"
 	"github.com/reloader-operator/reloader/internal/controller/rollout"
 	"github.com/reloader-operator/reloader/internal/flap"
@@ -101,12 +102,16 @@ type WorkloadReconciler struct {
 	// Flaps is the flap breaker's table, shared by the reconcilers of one manager (flap.go);
 	// nil breaks no flap.
 	Flaps *flap.Table
-	Now   func() time.Time
+	// Mode is --mode: how a due reload is carried out where no annotation says (approval.go);
+	// empty: reload.
+	Mode approval.Mode
+	Now  func() time.Time
 
 	jobs      pendingJobs
 	waits     waiting
 	conflicts conflictCounts
 	flapNotes flapNotes
+	approvals approvals
 }
 
 // Reloaded is one reload written.
@@ -298,6 +303,7 @@ func (r *WorkloadReconciler) forget(k string, now time.Time) {
 	r.Pacer.Forget(k, now)
 	r.waits.clear(k, r.Metrics)
 	r.flapNotes.forget(k)
+	r.approvals.forget(k, r.Metrics)
 }
 
 // lookup is the seam through which r reads sources, indexes and ReloaderConfigs: the

@@ -14,7 +14,7 @@ import (
 
 // reloadReasons are the reasons of the Events that tell a workload's reloads.
 var reloadReasons = []string{"Reloaded", "ReloadFail", "ReloadSkipped", "Resumed", "RolloutComplete", "RolloutStalled",
-	"EvictingPods", "EvictionBlocked", "Restarted", "EvictStrategyDisabled"}
+	"EvictingPods", "EvictionBlocked", "Restarted", "EvictStrategyDisabled", "ReloadNotified", "ApprovalPending"}
 
 // maxEvents is how many of the newest reload Events are shown.
 const maxEvents = 5

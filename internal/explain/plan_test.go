@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
+	"github.com/reloader-operator/reloader/internal/approval"
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
@@ -322,5 +323,39 @@ func TestPlanPendingIsNotThisChange(t *testing.T) {
 	}
 	if plan = makePlan(t, cluster.Config, testConf(t), ns, "nowhere", configMap("", "cfg", "v3")); !planned(t, plan, "web").Rolls {
 		t.Errorf("new content over a pending change planned as %+v", plan.Workloads)
+	}
+}
+
+// TestPlanModes: a workload in mode approve is held for approval and does not count as a
+// roll (it rolls only when someone approves it); one in mode notify reports, nothing rolls.
+func TestPlanModes(t *testing.T) {
+	ns := "plan-modes"
+	namespace(t, ns)
+	cfg := configMap(ns, "cfg", "v1")
+	create(t, cfg)
+	rec := reload.Record{"configmap/cfg": hash.ConfigMap(cfg)}
+	mode := func(m string) map[string]string {
+		return withRecord(map[string]string{"reloader.stakater.com/auto": "true", approval.ModeAnnotation: m}, rec)
+	}
+	create(t,
+		deployment(ns, "asks", mode("approve"), podSpec([]string{"cfg"}, nil)),
+		deployment(ns, "tells", mode("notify"), podSpec([]string{"cfg"}, nil)),
+		deployment(ns, "rolls", mode("reload"), podSpec([]string{"cfg"}, nil)),
+	)
+	plan := makePlan(t, cluster.Config, testConf(t), ns, "nowhere", configMap("", "cfg", "v2"))
+	var buf bytes.Buffer
+	testutil.Must(t, plan.WriteText(&buf))
+	t.Logf("plan:\n%s", buf.String())
+	if w := planned(t, plan, "asks"); w.Action != PlanHeld || w.Rolls || w.At != nil || w.HeldBy != approval.HoldReason || !strings.Contains(w.Reason, "waiting for approval of ") {
+		t.Errorf("asks planned as %+v; want held for approval, not rolling", w)
+	}
+	if w := planned(t, plan, "tells"); w.Action != PlanNotify || w.Rolls {
+		t.Errorf("tells planned as %+v; want notify", w)
+	}
+	if w := planned(t, plan, "rolls"); w.Action != PlanRoll || !w.Rolls {
+		t.Errorf("rolls planned as %+v; want a roll", w)
+	}
+	if plan.Summary.Workloads != 1 {
+		t.Errorf("summary %+v; want 1 roll", plan.Summary)
 	}
 }

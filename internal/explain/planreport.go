@@ -94,9 +94,9 @@ type PlannedWorkload struct {
 // The actions of a planned workload.
 const (
 	PlanRoll    = "roll"    // rolls, now or at At
-	PlanHeld    = "held"    // rolls at At, held by a window, an interval or a pause period
+	PlanHeld    = "held"    // rolls at At, held by a window, an interval or a pause period; without At, waits for approval
 	PlanPaused  = "paused"  // the template is updated; the pods roll when it is resumed
-	PlanNotify  = "notify"  // --webhook-url: the change is posted, nothing rolls
+	PlanNotify  = "notify"  // --webhook-url or mode notify: the change is reported, nothing rolls
 	PlanSkip    = "skip"    // changed, but the controller skips it (a finished Job)
 	PlanIgnored = "ignored" // the install leaves the workload alone
 	PlanNone    = "none"    // nothing that concerns it changes
@@ -306,9 +306,12 @@ func (p *Planner) workload(ctx context.Context, wk workload.Kind, obj client.Obj
 	case ActionNotify:
 		pw.Action, pw.Reason = PlanNotify, next.Why
 	case ActionHeld:
-		pw.Action, pw.Rolls, pw.HeldBy = PlanHeld, true, next.HeldBy
-		at = *next.HeldUntil
+		pw.Action, pw.HeldBy = PlanHeld, next.HeldBy
 		pw.Reason += "; " + strings.TrimPrefix(next.Why, "changed since the last reload; ")
+		// A hold without end waits for a person (mode approve): nothing rolls unless approved.
+		if pw.Rolls = next.HeldUntil != nil; pw.Rolls {
+			at = *next.HeldUntil
+		}
 	case ActionReload, ActionWait:
 		pw.Action, pw.Rolls = PlanRoll, true
 		if exP.Plan.Wait > 0 {

@@ -8,6 +8,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/reloader-operator/reloader/internal/approval"
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
@@ -89,6 +90,9 @@ type Next struct {
 	// rate-limit); HeldUntil is when it reloads.
 	HeldBy    string     `json:"heldBy,omitempty"`
 	HeldUntil *time.Time `json:"heldUntil,omitempty"`
+	// Approval is, for a reload held for approval (heldBy approval), the digest of the content
+	// it waits for: what `kubectl reloader approve` writes.
+	Approval string `json:"approval,omitempty"`
 }
 
 // The actions of the next reconcile.
@@ -185,6 +189,9 @@ func (e *Explainer) workload(kind workload.Kind, obj client.Object, ex controlle
 	}
 	if unknown > 0 {
 		unknownNext(&w.Next)
+		// The digest covers every changed source's hash: with a Secret's unknown, it is not
+		// the one the controller waits for.
+		w.Next.Approval = ""
 	}
 	return w
 }
@@ -304,6 +311,13 @@ func (e *Explainer) next(kind workload.Kind, obj client.Object, ex controller.Ex
 	case p.Reloads() && e.conf.WebhookURL != "":
 		n.Action, n.Sources = ActionNotify, changeIDs(p.Changes)
 		n.Why = "changed since the last reload; with --webhook-url reloader POSTs the change instead of reloading"
+	case len(ex.Notified) > 0:
+		n.Action, n.Sources = ActionNotify, changeIDs(ex.Notified)
+		n.Why = "changed since the last reload; mode notify (" + approval.ModeAnnotation + ", or --mode): reloader reports that it would reload (Event ReloadNotified, alert) and records the new hashes; nothing restarts"
+	case p.Reloads() && ex.Hold.Reason == approval.HoldReason:
+		n.Action, n.Sources, n.HeldBy = ActionHeld, changeIDs(p.Changes), ex.Hold.Reason
+		n.Approval = approval.Digest(p.Changes)
+		n.Why = "changed since the last reload; mode approve: " + ex.Hold.Why
 	case p.Reloads() && ex.Hold.Reason != "":
 		t := ex.Hold.Until.UTC().Truncate(time.Second)
 		n.Action, n.Sources, n.HeldBy, n.HeldUntil = ActionHeld, changeIDs(p.Changes), ex.Hold.Reason, &t

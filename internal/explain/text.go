@@ -128,8 +128,11 @@ func (p *printer) next(label string, n Next) {
 	if n.Wait != "" {
 		line += " in " + n.Wait
 	}
-	if n.HeldUntil != nil {
+	switch {
+	case n.HeldUntil != nil:
 		line += " until " + n.HeldUntil.Format(time.RFC3339) + " (" + n.HeldBy + ")"
+	case n.Approval != "":
+		line += " until approved (" + n.HeldBy + " of " + n.Approval + ")"
 	}
 	p.linef("%s", line)
 	p.linef("  %s", n.Why)

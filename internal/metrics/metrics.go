@@ -52,6 +52,12 @@ type Metrics struct {
 	ReloadsByManager *prometheus.CounterVec
 	// CachesSynced is 1 once every watched kind's cache has synced (when /ready turns ok).
 	CachesSynced prometheus.Gauge
+	// ReloadsNotified counts due reloads reported instead of rolled (mode notify), by workload kind
+	// and namespace, once per content.
+	ReloadsNotified *prometheus.CounterVec
+	// PendingApproval is how many workloads have a reload waiting for approval now (mode
+	// approve).
+	PendingApproval prometheus.Gauge
 
 	// Upstream holds upstream's series.
 	Upstream *Upstream
@@ -134,6 +140,14 @@ func New(reg prometheus.Registerer, countByNamespace bool) *Metrics {
 		CachesSynced: Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "reloader_caches_synced",
 			Help: "1 once the cache of every watched kind has synced (when /ready turns ok), 0 before.",
+		})),
+		ReloadsNotified: Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reloader_reloads_notified_total",
+			Help: "Reloads reported instead of rolled (mode notify: Event ReloadNotified, alert), by workload kind and namespace; once per content.",
+		}, []string{"kind", "namespace"})),
+		PendingApproval: Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "reloader_reloads_pending_approval",
+			Help: "Workloads whose reload waits for approval now (mode approve; kubectl reloader approve).",
 		})),
 		Upstream:    newUpstream(reg),
 		Queues:      newQueues(reg),

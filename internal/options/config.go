@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/reloader-operator/reloader/internal/approval"
 	"github.com/reloader-operator/reloader/internal/flap"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/shard"
@@ -33,7 +34,9 @@ type Config struct {
 
 	Strategy reload.Strategy
 	// Flap is the flap breaker's limits; Flap.MaxChanges 0 turns it off.
-	Flap  flap.Limits
+	Flap flap.Limits
+	// Mode is --mode.
+	Mode  approval.Mode
 	Level zapcore.Level
 	// IgnoredSources are the source kinds of --resources-to-ignore.
 	IgnoredSources map[source.Kind]bool
@@ -196,6 +199,11 @@ func Parse(o Options) (Config, error) {
 	c.Flap = flap.Limits{MaxChanges: o.FlapMaxChanges, Window: o.FlapWindow, Quiet: o.FlapQuiet}
 	if err := c.Flap.Validate(); err != nil {
 		fail(fmt.Errorf("--flap-max-changes, --flap-window, --flap-quiet: %w", err))
+	}
+	if m, err := approval.ParseMode(o.Mode); err != nil {
+		fail(fmt.Errorf("--mode: %w", err))
+	} else {
+		c.Mode = m
 	}
 	if o.RolloutDeadline <= 0 || o.RolloutDeadline > 24*time.Hour {
 		fail(fmt.Errorf("--rollout-deadline: %v is not a positive duration up to 24h, such as 10m", o.RolloutDeadline))

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/reloader-operator/reloader/internal/approval"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/testutil"
@@ -50,6 +51,7 @@ func TestParseRefusesBadValues(t *testing.T) {
 		{"no client rate", []string{"--kube-api-qps=0"}, nil, []string{"--kube-api-qps", "above 0", "200"}},
 		{"client rate past bound", []string{"--kube-api-qps=1e6"}, nil, []string{"--kube-api-qps", "10000"}},
 		{"client burst below rate", []string{"--kube-api-qps=100", "--kube-api-burst=50"}, nil, []string{"--kube-api-burst", "50", "--kube-api-qps (100)"}},
+		{"mode", []string{"--mode=ask"}, nil, []string{"--mode", `"ask"`, "reload, notify or approve"}},
 		{"no workers", []string{"--workers=0"}, nil, []string{"--workers", "less than 1"}},
 		{"negative workers", []string{"--workers=-4"}, nil, []string{"--workers", "-4"}},
 		{"zero reconcile timeout", []string{"--reconcile-timeout=0"}, nil, []string{"--reconcile-timeout", "positive"}},
@@ -138,6 +140,16 @@ func TestParseGivesTypedValues(t *testing.T) {
 			if c.Level != zapcore.InfoLevel || c.SourceLabels != nil || c.NamespaceLabels != nil || c.NamespaceFilter != nil ||
 				len(c.IgnoredSources) != 0 || c.IgnoresWorkload("Deployment") || len(c.Namespaces) != 0 {
 				t.Errorf("defaults parsed to %+v", c)
+			}
+		}},
+		{"mode", []string{"--mode=approve"}, func(t *testing.T, c Config) {
+			if c.Mode != approval.Approve {
+				t.Errorf("mode %q", c.Mode)
+			}
+		}},
+		{"mode by default", nil, func(t *testing.T, c Config) {
+			if c.Mode != approval.Reload {
+				t.Errorf("mode %q", c.Mode)
 			}
 		}},
 		{"annotations strategy and trace", []string{"--reload-strategy=annotations", "--log-level=trace"}, func(t *testing.T, c Config) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/reloader-operator/reloader/internal/approval"
 	"github.com/reloader-operator/reloader/internal/flap"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
@@ -87,7 +88,10 @@ type Options struct {
 	FlapMaxChanges int
 	FlapWindow     time.Duration
 	FlapQuiet      time.Duration
-	Workers        int
+	// Mode is how a due reload is carried out where no annotation says: reload, notify or
+	// approve (approval.Mode).
+	Mode    string
+	Workers int
 	// ReconcileTimeout bounds one reconcile of a workload, so that a hung API call frees its
 	// worker.
 	ReconcileTimeout time.Duration
@@ -142,6 +146,7 @@ func Default() Options {
 		FlapMaxChanges:     flap.Defaults().MaxChanges,
 		FlapWindow:         flap.Defaults().Window,
 		FlapQuiet:          flap.Defaults().Quiet,
+		Mode:               string(approval.Reload),
 		FirstSightRate:     50,
 		// A reconcile's time is mostly its write's round trip to the API server: 16 keep a
 		// fan-out's patches going while each waits for its answer.
@@ -252,6 +257,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.FlapMaxChanges, "flap-max-changes", o.FlapMaxChanges, "flap breaker: a source changed in more bursts than this within --flap-window (or oscillating, or written alternately by different field managers) is quarantined: its reloads wait until it is quiet for --flap-quiet, or an operator releases it (per source: annotation "+flap.MaxChangesAnnotation+"); 0 turns the breaker off")
 	fs.DurationVar(&o.FlapWindow, "flap-window", o.FlapWindow, "flap breaker: how far back a source's changes count (per source: annotation "+flap.WindowAnnotation+")")
 	fs.DurationVar(&o.FlapQuiet, "flap-quiet", o.FlapQuiet, "flap breaker: how long a quarantined source must go without change before its workloads reload, once, on its latest content (per source: annotation "+flap.QuietAnnotation+")")
+	fs.StringVar(&o.Mode, "mode", o.Mode, "how a due reload is carried out: reload (roll the workload), notify (report it: Event ReloadNotified, alert, metric; nothing restarts, the new hashes are recorded) or approve (hold it until the approve command names its content); per workload or per source: annotation "+approval.ModeAnnotation)
 	fs.DurationVar(&o.MinReloadInterval, "min-reload-interval", o.MinReloadInterval, "least time between two reloads of one workload; changes within it roll when it ends (per workload: annotation "+reload.MinReloadIntervalAnnotation+"); 0 turns it off")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "workloads of one kind reconciled at once")
 	fs.DurationVar(&o.ReconcileTimeout, "reconcile-timeout", o.ReconcileTimeout, "longest one reconcile of a workload may take; one past it is cancelled and retried with backoff, so that a hung API call frees its worker")

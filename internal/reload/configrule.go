@@ -95,6 +95,8 @@ type Overrides struct {
 	ReloadWindow         string
 	RunCronJobs          *bool
 	RecreateFinishedJobs *bool
+	// Mode is a checked mode (internal/approval: reload, notify, approve); "" sets none.
+	Mode string
 }
 
 // ByConfig reports whether the reason is a ReloaderConfig's rule, not an annotation.

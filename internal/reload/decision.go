@@ -39,6 +39,12 @@ type Facts struct {
 	// Unrolled is true when writing the due changes leaves the pod template as it was (the
 	// values are there already): nothing rolls, and no pause period starts.
 	Unrolled bool
+	// Approval is the hold of a due reload that waits for approval (mode approve,
+	// internal/approval), nil when none: it holds like a quarantine, which goes first.
+	Approval *Hold
+	// Notify is true when the due reload is only reported (mode notify): nothing rolls, the
+	// record advances (Decision.Notified).
+	Notify bool
 }
 
 // Decision is what one reconcile of a workload does, and why: the plan, whether pacing holds
@@ -74,11 +80,15 @@ type Decision struct {
 	// Outcome is OutcomeWaiting or OutcomeHeld when the decision settles the reconcile's
 	// outcome; empty when what the write does settles it.
 	Outcome string
+	// Notified are the due changes reported instead of rolled (Facts.Notify); the record
+	// that names them is written.
+	Notified []Change
 }
 
 // Decide composes one reconcile of a workload from the facts: the plan (MakePlan), then, for
-// a plan that waits for the coalescing window, nothing more; for a due reload, the hold of its
-// own settings (PlanHold), then the rate limiter's slot; for a first record, the pacer's turn;
+// a plan that waits for the coalescing window, nothing more; for a due reload, a quarantine,
+// else an approval hold, else for mode notify the record alone (nothing rolls, nothing is
+// paced), else the hold of its own settings (PlanHold), then the rate limiter's slot; for a first record, the pacer's turn;
 // then what is written, the pause-period step (PlanPause) and when to come back. It is pure.
 func Decide(f Facts) Decision {
 	d := Decision{Plan: MakePlan(f.Input)}
@@ -92,8 +102,18 @@ func Decide(f Facts) Decision {
 	switch {
 	case p.Reloads():
 		d.Hold = PlanHold(f.Hold, f.Now)
-		if f.Quarantine != nil && f.Quarantine.Reason != "" {
+		switch {
+		case f.Quarantine != nil && f.Quarantine.Reason != "":
 			d.Hold = *f.Quarantine
+		case f.Approval != nil && f.Approval.Reason != "":
+			d.Hold = *f.Approval
+		case f.Notify:
+			// Nothing rolls, so nothing is paced: the record advances now.
+			d.Hold = Hold{Invalid: d.Hold.Invalid}
+			d.Notified, d.WriteRecord, d.GiveBack = p.Changes, p.WriteRecord, true
+			d.Pause = f.pause(false)
+			d.Requeue = d.Pause.Requeue
+			return d
 		}
 		switch {
 		case d.Hold.Reason != "":
@@ -128,8 +148,9 @@ func Decide(f Facts) Decision {
 	d.Pause = f.pause(rolls)
 	d.Requeue = d.Pause.Requeue
 	if held {
-		// The sooner of the hold's end and the pause's.
-		if wait := d.Hold.Until.Sub(f.Now); d.Requeue <= 0 || wait < d.Requeue {
+		// The sooner of the hold's end and the pause's; a hold without end (an approval)
+		// ends on an event.
+		if wait := d.Hold.Until.Sub(f.Now); !d.Hold.Until.IsZero() && (d.Requeue <= 0 || wait < d.Requeue) {
 			d.Requeue = wait
 		}
 		d.Outcome = OutcomeHeld

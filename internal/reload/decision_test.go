@@ -67,6 +67,42 @@ func TestDecide(t *testing.T) {
 		f:    Facts{Input: unchanged, Recorded: true, Now: now, Quarantine: &Hold{Reason: "quarantine", Until: now.Add(5 * time.Minute)}},
 		want: Decision{GiveBack: true, WriteRecord: true},
 	}, {
+		name: "waiting for approval: held past its own window, no end, back on the next event, nothing written",
+		f:    Facts{Input: changed, Recorded: true, Now: now, Hold: window, Approval: &Hold{Reason: HoldApproval}},
+		want: Decision{Hold: Hold{Reason: HoldApproval}, GiveBack: true, Outcome: OutcomeHeld},
+	}, {
+		name: "a quarantine goes before an approval",
+		f:    Facts{Input: changed, Recorded: true, Now: now, Approval: &Hold{Reason: HoldApproval}, Quarantine: &Hold{Reason: "quarantine", Until: now.Add(5 * time.Minute)}},
+		want: Decision{Hold: Hold{Reason: "quarantine", Until: now.Add(5 * time.Minute)}, GiveBack: true, Requeue: 5 * time.Minute, Outcome: OutcomeHeld},
+	}, {
+		name: "an approval hold while a pause stands comes back when the pause ends",
+		f:    Facts{Input: changed, Recorded: true, Now: now, Pause: paused, Keys: keys, Approval: &Hold{Reason: HoldApproval}},
+		want: Decision{Hold: Hold{Reason: HoldApproval}, GiveBack: true, Pause: PauseStep{Requeue: 4 * time.Minute}, Requeue: 4 * time.Minute, Outcome: OutcomeHeld},
+	}, {
+		name: "an approval holds nothing when nothing is due",
+		f:    Facts{Input: unchanged, Recorded: true, Now: now, Approval: &Hold{Reason: HoldApproval}},
+		want: Decision{GiveBack: true, WriteRecord: true},
+	}, {
+		name: "approved (no approval hold): paced as any reload",
+		f:    Facts{Input: changed, Recorded: true, Now: now, Hold: window},
+		want: Decision{Hold: Hold{Reason: HoldReloadWindow, Until: opens}, GiveBack: true, Requeue: opens.Sub(now), Outcome: OutcomeHeld},
+	}, {
+		name: "notify: nothing rolls, nothing is paced or asked, the record advances",
+		f:    Facts{Input: changed, Recorded: true, Now: now, Hold: window, Notify: true},
+		want: Decision{Notified: change, WriteRecord: true, GiveBack: true},
+	}, {
+		name: "notify starts no pause",
+		f:    Facts{Input: changed, Recorded: true, Now: now, Pause: period, Keys: keys, Notify: true},
+		want: Decision{Notified: change, WriteRecord: true, GiveBack: true},
+	}, {
+		name: "notify with nothing due notifies nothing",
+		f:    Facts{Input: unchanged, Recorded: true, Now: now, Notify: true},
+		want: Decision{GiveBack: true, WriteRecord: true},
+	}, {
+		name: "a quarantine holds a notification too: one, once quiet",
+		f:    Facts{Input: changed, Recorded: true, Now: now, Notify: true, Quarantine: &Hold{Reason: "quarantine", Until: now.Add(5 * time.Minute)}},
+		want: Decision{Hold: Hold{Reason: "quarantine", Until: now.Add(5 * time.Minute)}, GiveBack: true, Requeue: 5 * time.Minute, Outcome: OutcomeHeld},
+	}, {
 		name: "held by the minimum interval",
 		f:    Facts{Input: changed, Recorded: true, Now: now, Hold: interval},
 		want: Decision{Hold: Hold{Reason: HoldMinInterval, Until: now.Add(50 * time.Minute), MinInterval: time.Hour}, GiveBack: true, Requeue: 50 * time.Minute, Outcome: OutcomeHeld},

@@ -12,6 +12,8 @@ const (
 	HoldMinInterval  = "min-interval"
 	HoldReloadWindow = "reload-window"
 	HoldRateLimit    = "rate-limit"
+	// HoldApproval: the reload waits until it is approved (internal/approval, mode approve).
+	HoldApproval = "approval"
 	// WaitCoalesce and WaitPause are the waits that came before pacing: the coalescing window,
 	// and a Deployment paused by its pause period.
 	WaitCoalesce = "coalesce"

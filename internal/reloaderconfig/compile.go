@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
+	"github.com/reloader-operator/reloader/internal/approval"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
 )
@@ -176,6 +177,13 @@ func overrides(cfg *v1alpha1.ReloaderConfig, errs *[]error) reload.Overrides {
 	}
 	if d := cfg.Spec.MinReloadInterval; d != nil {
 		o.MinReloadInterval = &d.Duration
+	}
+	if m := cfg.Spec.Mode; m != "" {
+		if mode, err := approval.ParseMode(m); err != nil {
+			*errs = append(*errs, fmt.Errorf("spec.mode: %w", err))
+		} else {
+			o.Mode = string(mode)
+		}
 	}
 	if w := cfg.Spec.ReloadWindow; w != "" {
 		if _, err := reload.ParseReloadWindows(w); err != nil {

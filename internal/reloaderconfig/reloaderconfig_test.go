@@ -229,3 +229,24 @@ func TestCompileRefusesSelectorsOutOfBounds(t *testing.T) {
 		}
 	}
 }
+
+// The mode: one the schema would refuse (stored under an older CRD) is reported and sets
+// none; two configs that disagree merge as the other settings do, the conflict named.
+func TestCompileAndMergeMode(t *testing.T) {
+	src := []v1alpha1.Source{{Kind: "ConfigMap", Name: "cfg"}}
+	bad := Compile(config("bad", v1alpha1.ReloaderConfigSpec{Sources: src, Mode: "ask"}))
+	if len(bad.Errs) != 1 || !strings.Contains(bad.Errs[0].Error(), "spec.mode") || !strings.Contains(bad.Errs[0].Error(), "reload, notify or approve") || bad.Overrides.Mode != "" {
+		t.Errorf("errors %v, mode %q; want one naming spec.mode and the modes, and no mode", bad.Errs, bad.Overrides.Mode)
+	}
+	a := Compile(config("a", v1alpha1.ReloaderConfigSpec{Sources: src, Mode: "approve"}))
+	b := Compile(config("b", v1alpha1.ReloaderConfigSpec{Sources: src, Mode: "notify"}))
+	for _, order := range [][]*Compiled{{a, b}, {b, a}} {
+		m := Merge(order)
+		if m.Overrides.Mode != "approve" {
+			t.Errorf("mode %q, want a's approve", m.Overrides.Mode)
+		}
+		if len(m.Conflicts) != 1 || m.Conflicts[0].Setting != "mode" || m.Conflicts[0].Winner != "a" {
+			t.Errorf("conflicts %v, want only mode, won by a", m.Conflicts)
+		}
+	}
+}

@@ -65,6 +65,9 @@ func Merge(configs []*Compiled) Merged {
 		if w := o.ReloadWindow; w != "" {
 			take(c.Name, "reloadWindow", w, func() { m.Overrides.ReloadWindow = w })
 		}
+		if v := o.Mode; v != "" {
+			take(c.Name, "mode", v, func() { m.Overrides.Mode = v })
+		}
 		if b := o.RunCronJobs; b != nil {
 			take(c.Name, "runCronJobsOnReload", strconv.FormatBool(*b), func() { m.Overrides.RunCronJobs = b })
 		}

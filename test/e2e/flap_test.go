@@ -179,13 +179,19 @@ func TestFlapBreaker(t *testing.T) {
 // warnings counts the SourceQuarantined Events about name (a series counts as its count).
 func warnings(t *testing.T, ctx context.Context, cl client.Client, ns, name string) int {
 	t.Helper()
+	return countEvents(t, ctx, cl, ns, name, "SourceQuarantined")
+}
+
+// countEvents counts the Events with reason about name (a series counts as its count).
+func countEvents(t *testing.T, ctx context.Context, cl client.Client, ns, name, reason string) int {
+	t.Helper()
 	var events eventsv1.EventList
 	if err := cl.List(ctx, &events, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	n := 0
 	for _, e := range events.Items {
-		if e.Regarding.Name == name && e.Reason == "SourceQuarantined" {
+		if e.Regarding.Name == name && e.Reason == reason {
 			n++
 			if e.Series != nil {
 				n += int(e.Series.Count) - 1

@@ -229,6 +229,7 @@ rolloutStrategy: rollout-strategy-annotation
 {{- if not (kindIs "invalid" .firstSightRate) }}{{ $args = append $args (printf "--first-sight-rate=%v" .firstSightRate) }}{{ end -}}
 {{- with .minReloadInterval }}{{ $args = append $args (printf "--min-reload-interval=%s" .) }}{{ end -}}
 {{- end -}}
+{{- with $r.mode }}{{ $args = append $args (printf "--mode=%s" .) }}{{ end -}}
 {{- with $r.flapBreaker }}
 {{- if not (kindIs "invalid" .maxChanges) }}{{ $args = append $args (printf "--flap-max-changes=%d" (int .maxChanges)) }}{{ end -}}
 {{- with .window }}{{ $args = append $args (printf "--flap-window=%s" .) }}{{ end -}}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/internal/app"
+	"github.com/reloader-operator/reloader/internal/approval"
+	"github.com/reloader-operator/reloader/internal/approve"
+	"github.com/reloader-operator/reloader/internal/explain"
+	"github.com/reloader-operator/reloader/internal/options"
+)
+
+// newApproveCommand is `<root> approve <kind>/<name>`: it approves the reload a workload in
+// mode approve waits for, by writing the digest of the pending content into the workload's
+// approval annotation (internal/approve).
+func newApproveCommand(root string) *cobra.Command {
+	opts := options.Default()
+	// Where no annotation sets a mode, the install's --mode is approve: this command is for
+	// workloads that wait for approval.
+	opts.Mode = string(approval.Approve)
+	var namespace, kubeContext, keyNamespace, digest string
+	cmd := &cobra.Command{
+		Use:   "approve <kind>/<name>",
+		Short: "Approve the reload a workload in mode approve waits for: it rolls once, on the content approved",
+		Long: `Approve reads, as explain does, the content the workload's reload waits for, and writes
+the annotation ` + approval.ApprovedAnnotation + `: <digest of that content> on the workload (a merge
+patch, field manager ` + approve.FieldManager + `; it needs patch on the workload). reloader rolls the
+workload only while the due content is the one approved, once, and removes the annotation in
+the same write. A newer content is not rolled by this approval: it waits for its own.
+
+Pass --digest with the digest you reviewed (from explain, or the ApprovalPending Event) to
+refuse the approval if the content changed since. Secret contents are known through
+reloader's hash key: without read access to it, a pending Secret change can't be approved
+from here.`,
+		Example: fmt.Sprintf(`  # What waits, and since when?
+  %[1]s explain deployment/web -n shop
+
+  # Roll it
+  %[1]s approve deployment/web -n shop
+
+  # Roll it only if it is still the content reviewed
+  %[1]s approve deployment/web -n shop --digest 4ee619c04a990bb2`, root),
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			target, err := explain.ParseTarget(args[0])
+			if err != nil {
+				return err
+			}
+			if target.Workload == nil {
+				return fmt.Errorf("%q: approve takes a workload, such as deployment/web", args[0])
+			}
+			conf, cfg, namespace, err := connect(opts, kubeContext, namespace, keyNamespace)
+			if err != nil {
+				return err
+			}
+			e, err := explain.New(cmd.Context(), cfg, conf, namespace, reloaderNamespace(keyNamespace, conf))
+			if err != nil {
+				return err
+			}
+			scheme, err := app.NewScheme()
+			if err != nil {
+				return err
+			}
+			c, err := client.New(cfg, client.Options{Scheme: scheme})
+			if err != nil {
+				return err
+			}
+			a, err := approve.Approve(cmd.Context(), e, c, target.Workload, target.Name, digest)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s/%s in %s: approved %s (%s); reloader rolls it once\n",
+				strings.ToLower(target.Workload.Name()), target.Name, namespace, a.Digest, strings.Join(a.Sources, ", "))
+			return err
+		},
+	}
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace of the workload (default: the kubeconfig context's)")
+	cmd.Flags().StringVar(&kubeContext, "context", "", "kubeconfig context to use")
+	cmd.Flags().StringVar(&keyNamespace, "reloader-namespace", "", "reloader's namespace, where its Secret hash key is (default: $RELOADER_NAMESPACE, $POD_NAMESPACE, else "+defaultKeyNamespace+")")
+	cmd.Flags().StringVar(&digest, "digest", "", "approve only if the pending content is this one (the digest explain and the ApprovalPending Event show)")
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return options.ExplainFlagError(err) })
+	opts.BindFlags(cmd.Flags())
+	return cmd
+}

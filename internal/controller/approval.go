@@ -1,0 +1,243 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/reloader-operator/reloader/internal/alert"
+	"github.com/reloader-operator/reloader/internal/approval"
+	"github.com/reloader-operator/reloader/internal/metrics"
+	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/termsafe"
+)
+
+// The notify and approve modes in the reconcile (internal/approval decides). Where a reload is
+// due, and no quarantine holds it, the mode is resolved (the workload's annotation, its changed
+// sources', --mode): notify reports the reload and advances the record, nothing rolls; approve
+// holds the reload until the workload's approval annotation names the digest of the due
+// changes, and spends that annotation in the write of the reload.
+//
+// Nothing of it is kept by reloader on the objects: the digest is computed from the sources,
+// the time the content appeared from their writers (managedFields), the approval is the
+// user's annotation. A restart announces a pending approval once more, no more.
+
+// approvalPoll is how often a reload waiting for approval is decided again when the workload
+// is read without watch (degraded mode): no event tells of the approval written on it.
+const approvalPoll = 30 * time.Second
+
+// Event reasons of the notify and approve modes.
+const (
+	ReasonReloadNotified  = "ReloadNotified"
+	ReasonApprovalPending = "ApprovalPending"
+)
+
+// gateFor resolves the mode of a reload of due on obj and gates it (approval.Decide). since is
+// the time the due content appeared, zero when unknown.
+func (r *WorkloadReconciler) gateFor(obj client.Object, w seen, due []reload.Change, since time.Time) approval.Gate {
+	mode, bad := approval.Resolve(obj.GetAnnotations(), due, func(ch reload.Change) map[string]string {
+		return w.sources[ch.ID].annotations
+	}, r.defaultMode(w.settings))
+	if since.IsZero() {
+		since = r.contentSince(w, due)
+	}
+	v, has := obj.GetAnnotations()[approval.ApprovedAnnotation]
+	g := approval.Decide(mode, due, v, has, since, r.approveTarget(obj))
+	g.Invalid = append(bad, g.Invalid...)
+	return g
+}
+
+// defaultMode is the mode where no annotation sets one: a ReloaderConfig's, else --mode
+// (reload when unset).
+func (r *WorkloadReconciler) defaultMode(set settings) approval.Mode {
+	switch {
+	case set.mode != "":
+		return set.mode
+	case r.Mode == "":
+		return approval.Reload
+	}
+	return r.Mode
+}
+
+// contentSince is when the due content appeared: the latest write of the changed sources, as
+// their newest writer tells (the same in the controller's cache and in explain); zero when
+// none is known (a deleted source).
+func (r *WorkloadReconciler) contentSince(w seen, due []reload.Change) time.Time {
+	var since time.Time
+	for _, ch := range due {
+		o := w.sources[ch.ID]
+		st := r.sourceType(ch.ID.Kind)
+		if o.obj == nil || st == nil || st.Pool != nil {
+			continue
+		}
+		if wr, ok := st.writer(o.obj); ok && wr.Time.After(since) {
+			since = wr.Time
+		}
+	}
+	return since
+}
+
+// approveTarget is how `kubectl reloader approve` names obj.
+func (r *WorkloadReconciler) approveTarget(obj client.Object) string {
+	return strings.ToLower(r.Kind.Name()) + "/" + obj.GetName() + " -n " + obj.GetNamespace()
+}
+
+// gate applies the mode to decision d, made from f, when a reload is due and no quarantine
+// holds it: notify or an approval hold go into f, and d is decided again; a pending approval
+// is announced. It returns the gate, whose Approved says the approval is spent by the write.
+func (r *WorkloadReconciler) gate(ctx context.Context, obj client.Object, k string, w seen, f *reload.Facts, d reload.Decision, related runtime.Object) (reload.Decision, approval.Gate) {
+	if !d.Plan.Reloads() || f.Quarantine != nil {
+		r.approvals.forget(k, r.Metrics)
+		return d, approval.Gate{}
+	}
+	g := r.gateFor(obj, w, d.Plan.Changes, time.Time{})
+	if g.Hold != nil && r.contentSince(w, d.Plan.Changes).IsZero() {
+		// No writer known (a deleted source): since this process first saw it due.
+		g = r.gateFor(obj, w, d.Plan.Changes, r.approvals.since(k, g.Digest, f.Now))
+	}
+	r.invalid(ctx, obj, g.Invalid...)
+	switch {
+	case g.Mode == approval.Notify:
+		r.approvals.forget(k, r.Metrics)
+		f.Notify = true
+		return reload.Decide(*f), g
+	case g.Hold != nil:
+		f.Approval = g.Hold
+		d = reload.Decide(*f)
+		if r.live() && (d.Requeue <= 0 || d.Requeue > approvalPoll) {
+			d.Requeue = approvalPoll
+		}
+		r.Pacer.Forget(k, f.Now) // a slot it reserved goes back; it takes one once approved
+		r.waits.clear(k, r.Metrics)
+		r.announcePending(ctx, obj, k, g, d.Plan.Changes, w, related)
+		return d, g
+	}
+	r.approvals.forget(k, r.Metrics)
+	return d, g
+}
+
+// announcePending reports a reload waiting for approval once per content: an Event, a log
+// line, an alert and the held counter; the pending gauge counts the workload while it waits.
+func (r *WorkloadReconciler) announcePending(ctx context.Context, obj client.Object, k string, g approval.Gate, due []reload.Change, w seen, related runtime.Object) {
+	logger := log.FromContext(ctx)
+	if !r.approvals.pending(k, g.Digest, r.Metrics) {
+		logger.V(1).Info("reload waits for approval", "digest", g.Digest)
+		return
+	}
+	r.Metrics.Held.WithLabelValues(g.Hold.Reason).Inc()
+	sources := alert.SourcesOf(due, r.whatChanged(w, obj, due)...)
+	note := fmt.Sprintf("Reload of %s %s after change of %s: %s", r.Kind.Name(), obj.GetName(), alert.Describe(sources), g.Hold.Why)
+	logger.Info("reload waits for approval", "digest", g.Digest, "why", g.Hold.Why)
+	r.Recorder.Eventf(obj, related, corev1.EventTypeNormal, ReasonApprovalPending, "Hold", "%s", termsafe.ClipNote(note))
+	r.Alerts.Queue(alert.Reload{Kind: r.Kind.Name(), Namespace: obj.GetNamespace(), Name: obj.GetName(), Sources: sources, Time: r.Now(), Held: g.Hold.Why, Mode: alert.ModeApprove})
+}
+
+// spendApproval removes, from updated, the approval that the reload written with it used.
+func spendApproval(updated client.Object, g approval.Gate, d reload.Decision) {
+	if !g.Approved || d.Hold.Reason != "" || !d.WriteRecord {
+		return
+	}
+	ann := updated.GetAnnotations()
+	delete(ann, approval.ApprovedAnnotation)
+	updated.SetAnnotations(ann)
+}
+
+// reportNotified tells of a reload that mode notify did not roll, once its record is written:
+// an Event naming the changed keys, a log line, an alert, the notified counter.
+func (r *WorkloadReconciler) reportNotified(ctx context.Context, obj client.Object, w seen, due []reload.Change, related runtime.Object) {
+	what := r.whatChanged(w, obj, due)
+	sources := alert.SourcesOf(due, what...)
+	kind := r.Kind.Name()
+	for i, ch := range due {
+		log.FromContext(ctx).Info("would reload (mode notify)", append([]any{"source", ch.ID.String(), "hash", ch.Hash}, whatLogged(what, i)...)...)
+	}
+	r.Metrics.ReloadsNotified.WithLabelValues(kind, obj.GetNamespace()).Inc()
+	r.Recorder.Eventf(obj, related, corev1.EventTypeNormal, ReasonReloadNotified, "Notify", "%s", termsafe.ClipNote(fmt.Sprintf(
+		"Would reload %s %s after change of %s; mode notify: nothing restarted, the new hashes are recorded", kind, obj.GetName(), alert.Describe(sources))))
+	r.Alerts.Queue(alert.Reload{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), Sources: sources, Time: r.Now(), Mode: alert.ModeNotify})
+}
+
+// explainGate is, for explain, the mode's effect on facts f whose plan p reloads: f.Notify,
+// or f.Approval; and the digest of the due content when it waits for approval.
+func (r *WorkloadReconciler) explainGate(obj client.Object, w seen, p reload.Plan, f *reload.Facts) {
+	if !p.Reloads() || f.Quarantine != nil {
+		return
+	}
+	switch g := r.gateFor(obj, w, p.Changes, time.Time{}); {
+	case g.Mode == approval.Notify:
+		f.Notify = true
+	case g.Hold != nil:
+		f.Approval = g.Hold
+	}
+}
+
+// approvals remembers, per workload, the content whose approval it waits for (announced once)
+// and when this process first saw it due, when no writer tells. Bounded by the workloads whose
+// reload waits for approval.
+type approvals struct {
+	mu sync.Mutex
+	m  map[string]pendingApproval
+}
+
+type pendingApproval struct {
+	digest string
+	first  time.Time
+	// announced: the Event for digest went out; counted: the gauge counts the workload.
+	announced, counted bool
+}
+
+// since is when this process first saw digest due on k (now, the first time).
+func (a *approvals) since(k, digest string, now time.Time) time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.m == nil {
+		a.m = map[string]pendingApproval{}
+	}
+	p := a.m[k]
+	if p.digest != digest || p.first.IsZero() {
+		p.digest, p.first, p.announced = digest, now, false
+		a.m[k] = p
+	}
+	return p.first
+}
+
+// pending marks k as waiting for approval of digest; it reports whether that is news (not
+// announced before). The gauge counts each workload once, whatever the content.
+func (a *approvals) pending(k, digest string, m *metrics.Metrics) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.m == nil {
+		a.m = map[string]pendingApproval{}
+	}
+	p := a.m[k]
+	if !p.counted {
+		m.PendingApproval.Inc()
+		p.counted = true
+	}
+	news := !p.announced || p.digest != digest
+	if p.digest != digest {
+		p.first = time.Time{}
+	}
+	p.digest, p.announced = digest, true
+	a.m[k] = p
+	return news
+}
+
+// forget drops what is kept about k, and its count in the gauge.
+func (a *approvals) forget(k string, m *metrics.Metrics) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p, ok := a.m[k]; ok {
+		if p.counted {
+			m.PendingApproval.Dec()
+		}
+		delete(a.m, k)
+	}
+}
