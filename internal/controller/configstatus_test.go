@@ -460,3 +460,29 @@ func TestReloaderConfigStatusShowsHeldTargets(t *testing.T) {
 		return nil
 	})
 }
+
+// A config in mode approve: its target's change waits for approval, and the status says so.
+func TestReloaderConfigStatusShowsPendingApproval(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
+	d := deployment(ns, "web", nil, podSpec("cfg"))
+	cfg := reloaderConfig(ns, "web", []v1alpha1.Target{byName("Deployment", "web")}, sourceNamed("ConfigMap", "cfg"))
+	cfg.Spec.Mode = "approve"
+	create(t, cm, d, cfg)
+	startReloader(t, ns)
+	recorded(t, d)
+	configStatus(t, ns, "web", "resolved", ready)
+
+	cm.Data["k"] = "v2"
+	testutil.Must(t, k8s.Update(context.Background(), cm))
+	got := configStatus(t, ns, "web", "the target waiting for approval", func(c *v1alpha1.ReloaderConfig) error {
+		if c.Status.HeldCount != 1 || len(c.Status.Targets) != 1 || c.Status.Targets[0].Held == nil {
+			return fmt.Errorf("heldCount %d, targets %+v", c.Status.HeldCount, c.Status.Targets)
+		}
+		return nil
+	})
+	if h := got.Status.Targets[0].Held; h.Reason != reload.HoldApproval {
+		t.Errorf("held %+v, want %s", h, reload.HoldApproval)
+	}
+	t.Logf("status.targets[0].held: %+v", *got.Status.Targets[0].Held)
+}
