@@ -53,11 +53,7 @@ from here.`,
 			if target.Workload == nil {
 				return fmt.Errorf("%q: approve takes a workload, such as deployment/web", args[0])
 			}
-			conf, cfg, namespace, err := connect(opts, kubeContext, namespace, keyNamespace)
-			if err != nil {
-				return err
-			}
-			e, err := explain.New(cmd.Context(), cfg, conf, namespace, reloaderNamespace(keyNamespace, conf))
+			e, cfg, namespace, err := explainer(cmd.Context(), opts, kubeContext, namespace, keyNamespace)
 			if err != nil {
 				return err
 			}

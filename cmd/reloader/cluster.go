@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/reloader-operator/reloader/internal/explain"
 	"github.com/reloader-operator/reloader/internal/options"
 )
 
@@ -24,6 +26,17 @@ func connect(opts options.Options, kubeContext, namespace, keyNamespace string) 
 	ctrl.SetLogger(newLogger(conf))
 	cfg, namespace, err := cluster(conf, kubeContext, namespace, keyNamespace)
 	return conf, cfg, namespace, err
+}
+
+// explainer connects (connect) and makes the explainer of the commands that read what reloader
+// would decide (explain, approve); it returns the cluster's config and namespace too.
+func explainer(ctx context.Context, opts options.Options, kubeContext, namespace, keyNamespace string) (*explain.Explainer, *rest.Config, string, error) {
+	conf, cfg, namespace, err := connect(opts, kubeContext, namespace, keyNamespace)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	e, err := explain.New(ctx, cfg, conf, namespace, reloaderNamespace(keyNamespace, conf))
+	return e, cfg, namespace, err
 }
 
 // cluster finds the cluster of the read-only commands as kubectl does (--kubeconfig,

@@ -95,11 +95,7 @@ rules, change times and holds, with each Secret's change marked unknown.`,
 			if output != "text" && output != "json" {
 				return fmt.Errorf("-o %q: want text or json", output)
 			}
-			conf, cfg, namespace, err := connect(opts, kubeContext, namespace, keyNamespace)
-			if err != nil {
-				return err
-			}
-			e, err := explain.New(cmd.Context(), cfg, conf, namespace, reloaderNamespace(keyNamespace, conf))
+			e, _, _, err := explainer(cmd.Context(), opts, kubeContext, namespace, keyNamespace)
 			if err != nil {
 				return err
 			}

@@ -436,12 +436,7 @@ func TestReloaderConfigStatusShowsHeldTargets(t *testing.T) {
 
 	cm.Data["k"] = "v2"
 	testutil.Must(t, k8s.Update(context.Background(), cm))
-	got := configStatus(t, ns, "web", "the held target", func(c *v1alpha1.ReloaderConfig) error {
-		if c.Status.HeldCount != 1 || len(c.Status.Targets) != 1 || c.Status.Targets[0].Held == nil {
-			return fmt.Errorf("heldCount %d, targets %+v", c.Status.HeldCount, c.Status.Targets)
-		}
-		return nil
-	})
+	got := heldTarget(t, ns, "web", "the held target")
 	if h := got.Status.Targets[0].Held; h.Reason != reload.HoldReloadWindow || !strings.Contains(h.Message, start.Format("15:04")) {
 		t.Errorf("held %+v, want %s naming the window", h, reload.HoldReloadWindow)
 	}
@@ -475,14 +470,20 @@ func TestReloaderConfigStatusShowsPendingApproval(t *testing.T) {
 
 	cm.Data["k"] = "v2"
 	testutil.Must(t, k8s.Update(context.Background(), cm))
-	got := configStatus(t, ns, "web", "the target waiting for approval", func(c *v1alpha1.ReloaderConfig) error {
+	got := heldTarget(t, ns, "web", "the target waiting for approval")
+	if h := got.Status.Targets[0].Held; h.Reason != reload.HoldApproval {
+		t.Errorf("held %+v, want %s", h, reload.HoldApproval)
+	}
+	t.Logf("status.targets[0].held: %+v", *got.Status.Targets[0].Held)
+}
+
+// heldTarget waits until config name's one target is held, and returns the config.
+func heldTarget(t *testing.T, ns, name, what string) *v1alpha1.ReloaderConfig {
+	t.Helper()
+	return configStatus(t, ns, name, what, func(c *v1alpha1.ReloaderConfig) error {
 		if c.Status.HeldCount != 1 || len(c.Status.Targets) != 1 || c.Status.Targets[0].Held == nil {
 			return fmt.Errorf("heldCount %d, targets %+v", c.Status.HeldCount, c.Status.Targets)
 		}
 		return nil
 	})
-	if h := got.Status.Targets[0].Held; h.Reason != reload.HoldApproval {
-		t.Errorf("held %+v, want %s", h, reload.HoldApproval)
-	}
-	t.Logf("status.targets[0].held: %+v", *got.Status.Targets[0].Held)
 }

@@ -16,14 +16,7 @@ import (
 // no LIST after sync, one Deployment write per reload, the whole fan-out patched, the paced
 // fan-out no faster than its rate.
 func TestSmallRun(t *testing.T) {
-	bin, err := proc.Build("../../../cmd/reloader", t.TempDir())
-	testutil.Must(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	var out io.Writer = io.Discard
-	if testing.Verbose() {
-		out = os.Stderr
-	}
+	ctx, bin, out := smoke(t)
 	f, err := Run(ctx, Config{Bin: bin, ConfigMaps: 200, Secrets: 40, Deployments: 150, Shared: 60, Namespaces: 3,
 		SourceBytes: 10 << 10, Changes: 20, ChangeRate: 50, Workers: 16, Out: out,
 		PacedArgs: []string{"--reload-rate=20", "--reload-burst=5"}, PacedRate: 20})
@@ -50,14 +43,7 @@ func TestSmallRun(t *testing.T) {
 // Two replicas sharing four shards, as `make bench-100k-sharded` runs four: each caches a part
 // of the objects, the parts add up to all of them, and no reload is missed or repeated.
 func TestShardedSmallRun(t *testing.T) {
-	bin, err := proc.Build("../../../cmd/reloader", t.TempDir())
-	testutil.Must(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	var out io.Writer = io.Discard
-	if testing.Verbose() {
-		out = os.Stderr
-	}
+	ctx, bin, out := smoke(t)
 	f, err := Run(ctx, Config{Bin: bin, ConfigMaps: 120, Secrets: 20, Deployments: 80, Shared: 20, Namespaces: 8,
 		SourceBytes: 1 << 10, Changes: 20, ChangeRate: 50, Workers: 16, Out: out, Replicas: 2, Shards: 4})
 	testutil.Must(t, err)
@@ -79,6 +65,20 @@ func TestShardedSmallRun(t *testing.T) {
 	if f.Reloads == 0 || f.Reloads != f.Expected || f.Missed != 0 || f.Duplicates != 0 {
 		t.Errorf("%d reloads of %d expected, %d missed, %d duplicates", f.Reloads, f.Expected, f.Missed, f.Duplicates)
 	}
+}
+
+// smoke builds reloader for a small run, and gives it a context of 4 minutes and the output
+// for its progress (shown with -v).
+func smoke(t *testing.T) (context.Context, string, io.Writer) {
+	bin, err := proc.Build("../../../cmd/reloader", t.TempDir())
+	testutil.Must(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	var out io.Writer = io.Discard
+	if testing.Verbose() {
+		out = os.Stderr
+	}
+	return ctx, bin, out
 }
 
 type testWriter struct{ t *testing.T }
