@@ -34,6 +34,10 @@ func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen,
 			d = reload.Decide(*f)
 		}
 	}
+	if d.Plan.Reloads() && f.Quarantine == nil && f.Wave == nil && r.wave(ctx, obj, k, w, f, dn.related) {
+		// Health-gated waves (waves.go): an aborted content is recorded, a wave holds.
+		d = reload.Decide(*f)
+	}
 	if d = r.pace(ctx, obj, f, d, k, dn); d.Outcome == reload.OutcomeWaiting {
 		// A first record waiting for its turn comes back behind due reloads (priority.go).
 		return reconcile.Result{RequeueAfter: d.Requeue, Priority: new(firstSightPriority)}, metrics.OutcomeWaiting, nil
@@ -103,7 +107,7 @@ func (r *WorkloadReconciler) pace(ctx context.Context, obj client.Object, f *rel
 	if len(d.Hold.Invalid) > 0 {
 		r.invalid(ctx, obj, d.Hold.Invalid...)
 	}
-	if d.Hold.Reason != "" && f.Quarantine == nil { // a quarantine is announced by the breaker
+	if d.Hold.Reason != "" && f.Quarantine == nil && f.Wave == nil { // announced by the breaker, the waves
 		r.announceHold(ctx, obj, k, d.Hold, d.Plan.Changes, dn.related)
 	}
 	return d

@@ -101,6 +101,9 @@ type WorkloadReconciler struct {
 	// Flaps is the flap breaker's table, shared by the reconcilers of one manager (flap.go);
 	// nil breaks no flap.
 	Flaps *flap.Table
+	// Waves are the health-gated waves, shared by the reconcilers of one manager (waves.go);
+	// nil stages nothing.
+	Waves *Waves
 	Now   func() time.Time
 
 	jobs      pendingJobs
@@ -298,6 +301,7 @@ func (r *WorkloadReconciler) forget(k string, now time.Time) {
 	r.Pacer.Forget(k, now)
 	r.waits.clear(k, r.Metrics)
 	r.flapNotes.forget(k)
+	r.Waves.forgetWaves(k)
 }
 
 // lookup is the seam through which r reads sources, indexes and ReloaderConfigs: the

@@ -110,6 +110,9 @@ func (c Config) WorkloadKinds(served func(workload.Kind) bool) (reconciled, read
 // MaxRate bounds --reload-rate, --reload-burst and --first-sight-rate.
 const MaxRate = 10000
 
+// MaxWavesMinWorkloads bounds --waves-min-workloads.
+const MaxWavesMinWorkloads = 100000
+
 // Load applies the environment to o, then parses it, as cmd/reloader does: one error names
 // every bad flag and variable.
 func Load(o Options, getenv func(string) string) (Config, error) {
@@ -196,6 +199,9 @@ func Parse(o Options) (Config, error) {
 	c.Flap = flap.Limits{MaxChanges: o.FlapMaxChanges, Window: o.FlapWindow, Quiet: o.FlapQuiet}
 	if err := c.Flap.Validate(); err != nil {
 		fail(fmt.Errorf("--flap-max-changes, --flap-window, --flap-quiet: %w", err))
+	}
+	if o.WavesMinWorkloads < 0 || o.WavesMinWorkloads > MaxWavesMinWorkloads {
+		fail(fmt.Errorf("--waves-min-workloads: %d is not from 0 (off) to %d", o.WavesMinWorkloads, MaxWavesMinWorkloads))
 	}
 	if o.RolloutDeadline <= 0 || o.RolloutDeadline > 24*time.Hour {
 		fail(fmt.Errorf("--rollout-deadline: %v is not a positive duration up to 24h, such as 10m", o.RolloutDeadline))
