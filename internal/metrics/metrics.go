@@ -130,7 +130,8 @@ func New(reg prometheus.Registerer, countByNamespace bool) *Metrics {
 		WavesHalted: Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "reloader_waves_halted",
 			Help: "1 for each ConfigMap or Secret whose health-gated waves are halted by a stalled rollout, by namespace, source kind and name.",
-		}, []string{"namespace", "kind", "name"})), RecordsRefused: Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		}, []string{"namespace", "kind", "name"})),
+		RecordsRefused: Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reloader_replacement_records_refused_total",
 			Help: "Job replacement records (ControllerRevisions) not acted on, by workload kind and reason (unauthenticated, misplaced, oversized).",
 		}, []string{"kind", "reason"})),
