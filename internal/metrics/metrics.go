@@ -126,7 +126,6 @@ func New(reg prometheus.Registerer, countByNamespace bool) *Metrics {
 			Name: "reloader_quarantined_sources",
 			Help: "Sources the flap breaker holds in quarantine now (changing too often, oscillating, or written alternately by different field managers): the reloads they would cause wait.",
 		})),
-
 		WavesHalted: Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "reloader_waves_halted",
 			Help: "1 for each ConfigMap or Secret whose health-gated waves are halted by a stalled rollout, by namespace, source kind and name.",
