@@ -192,12 +192,17 @@ func (e *Explainer) bare(kind workload.Kind) *controller.WorkloadReconciler {
 	return r
 }
 
-// wavesOf are the health-gated waves as the controller finds them, over the kinds weighed:
-// explain reads whole objects, statuses included.
+// wavesOf are the health-gated waves as the controller finds them, over the kinds this
+// install reloads that the cluster serves: explain reads whole objects, statuses included.
 func (e *Explainer) wavesOf() *controller.Waves {
 	if e.waves == nil {
 		e.waves = controller.NewWaves(e.conf.WavesMinWorkloads, nil, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
 		for _, k := range e.workloadKinds() {
+			if e.ignoredKind(k) != "" || e.client.List(ctx, k.NewList(), client.InNamespace(e.namespace), client.Limit(1)) != nil {
+				continue // not reloaded here, or not served: no member of any wave
+			}
 			e.waves.Add(e.bare(k))
 		}
 	}
