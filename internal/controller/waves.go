@@ -97,6 +97,17 @@ func (ws *Waves) known(kind string) (string, bool) {
 	return "", false
 }
 
+// wavesChanged reports whether a source's waves annotations differ between o and n: a resume
+// or abort is acted on at once, not at the next look of a held workload.
+func wavesChanged(o, n map[string]string) bool {
+	for _, k := range []string{waves.Annotation, waves.ResumeAnnotation, waves.AbortAnnotation} {
+		if o[k] != n[k] {
+			return true
+		}
+	}
+	return false
+}
+
 // waveMember is a member found, with the reconciler of its kind.
 type waveMember struct {
 	r   *WorkloadReconciler
