@@ -109,6 +109,14 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 			return err
 		}
 	}
+	// The end of a rollout wakes the workloads a wave holds for it.
+	ended := rollouts.OnOutcome
+	rollouts.OnOutcome = func(o rollout.Outcome) {
+		if ended != nil {
+			ended(o)
+		}
+		waves.RolloutEnded(o)
+	}
 	for _, r := range reconcilers {
 		if err := r.SetupWithManager(mgr); err != nil {
 			return err

@@ -11,10 +11,16 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	crsource "sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/reloader-operator/reloader/internal/alert"
+	"github.com/reloader-operator/reloader/internal/controller/rollout"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
@@ -49,8 +55,12 @@ const (
 // member completed, so it polls the cache; a halted one only needs to notice a resume,
 // which its source's event brings anyway.
 const (
-	waveRecheck   = 3 * time.Second
+	waveRecheck   = 5 * time.Second
 	haltedRecheck = 30 * time.Second
+	// perMemberRecheck stretches the wait of a big wave: each look lists the members, and
+	// the end of a rollout followed wakes the workloads it blocks anyway (RolloutEnded).
+	perMemberRecheck = 100 * time.Millisecond
+	maxRecheck       = 2 * time.Minute
 )
 
 // Waves is what the reconcilers of one manager share for health-gated waves: the threshold,
@@ -66,6 +76,18 @@ type Waves struct {
 
 	byKind []*WorkloadReconciler
 	notes  waveNotes
+	// wake are the held workloads to queue again when a blocker's rollout ends, by blocker
+	// ("namespace/kind/name"): a hint that saves polling, lost on a restart, which only
+	// polling recovers from (waveRecheck).
+	wakeMu sync.Mutex
+	wake   map[string]map[string]wakeTarget
+	queues map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]
+}
+
+// wakeTarget is a held workload: its kind's name and its name.
+type wakeTarget struct {
+	kind string
+	nn   types.NamespacedName
 }
 
 // NewWaves returns the waves of one manager; add its reconcilers with Add.
@@ -125,6 +147,10 @@ type waveResult struct {
 	unhalted []source.ID
 	cycles   []string
 	invalid  []error
+	// blockers are the members the held changes wait for, to wake the workload when their
+	// rollout ends; members is the most members of a source looked at.
+	blockers []waves.Ref
+	members  int
 	// content is each source's content hash, as the resume and abort annotations name it.
 	content map[source.ID]string
 }
@@ -160,6 +186,7 @@ func (ws *Waves) gate(ctx context.Context, r *WorkloadReconciler, obj client.Obj
 			continue
 		}
 		members := ws.members(ctx, obj.GetNamespace(), ch.ID, o.snapshot)
+		res.members = max(res.members, len(members))
 		on := optIn || (ws.MinWorkloads > 0 && len(members) >= ws.MinWorkloads)
 		if !on && len(after) == 0 {
 			continue
@@ -197,12 +224,13 @@ func (ws *Waves) gate(ctx context.Context, r *WorkloadReconciler, obj client.Obj
 			}
 		}
 		holds = append(holds, v.Message(ch.ID.String(), waves.Short(content)))
+		res.blockers = append(res.blockers, v.Blocker)
 	}
 	if res.hold.Reason != "" {
 		res.hold.Why = strings.Join(holds, "; ")
-		recheck := waveRecheck
+		recheck := min(max(waveRecheck, time.Duration(res.members)*perMemberRecheck), maxRecheck)
 		if res.hold.Reason == waves.HoldHalted {
-			recheck = haltedRecheck
+			recheck = max(recheck, haltedRecheck)
 		}
 		res.hold.Until = now.Add(recheck)
 	}
@@ -345,6 +373,7 @@ func (r *WorkloadReconciler) announceWave(ctx context.Context, obj client.Object
 		m.WavesHalted.WithLabelValues(obj.GetNamespace(), string(id.Kind), id.Name).Set(1)
 	}
 	h := res.hold
+	ws.wakeOn(k, wakeTarget{kind: r.Kind.Name(), nn: client.ObjectKeyFromObject(obj)}, res.blockers)
 	if h.Reason == "" {
 		ws.notes.forget(k, "hold")
 		return
@@ -415,6 +444,70 @@ func (ws *Waves) forgetWaves(k string) {
 	ws.notes.mu.Lock()
 	delete(ws.notes.m, k)
 	ws.notes.mu.Unlock()
+	ws.wakeOn(k, wakeTarget{}, nil)
+}
+
+// watch gives ws the work queue of r's controller, to wake its held workloads.
+func (ws *Waves) watch(r *WorkloadReconciler, b *builder.Builder) *builder.Builder {
+	if ws == nil {
+		return b
+	}
+	name := r.Kind.Name()
+	return b.WatchesRawSource(crsource.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		ws.wakeMu.Lock()
+		defer ws.wakeMu.Unlock()
+		if ws.queues == nil {
+			ws.queues = map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{}
+		}
+		ws.queues[name] = q
+		return nil
+	}))
+}
+
+func blockerKey(ns string, ref waves.Ref) string { return ns + "/" + ref.String() }
+
+// wakeOn notes that workload k (t) waits for blockers (none: it waits for nothing).
+func (ws *Waves) wakeOn(k string, t wakeTarget, blockers []waves.Ref) {
+	ws.wakeMu.Lock()
+	defer ws.wakeMu.Unlock()
+	for b, held := range ws.wake {
+		if _, ok := held[k]; ok {
+			delete(held, k)
+			if len(held) == 0 {
+				delete(ws.wake, b)
+			}
+		}
+	}
+	if len(blockers) == 0 {
+		return
+	}
+	if ws.wake == nil {
+		ws.wake = map[string]map[string]wakeTarget{}
+	}
+	for _, b := range blockers {
+		key := blockerKey(t.nn.Namespace, b)
+		if ws.wake[key] == nil {
+			ws.wake[key] = map[string]wakeTarget{}
+		}
+		ws.wake[key][k] = t
+	}
+}
+
+// RolloutEnded queues again the workloads held for the workload whose rollout ended (the
+// rollout follower's OnOutcome); it does not block.
+func (ws *Waves) RolloutEnded(o rollout.Outcome) {
+	if ws == nil {
+		return
+	}
+	key := blockerKey(o.Namespace, waves.Ref{Kind: strings.ToLower(o.Kind), Name: o.Name})
+	ws.wakeMu.Lock()
+	defer ws.wakeMu.Unlock()
+	for _, t := range ws.wake[key] {
+		if q := ws.queues[t.kind]; q != nil {
+			q.Add(reconcile.Request{NamespacedName: t.nn})
+		}
+	}
+	delete(ws.wake, key)
 }
 
 // explainWave is, for explain, the gate as the controller would find it now.
