@@ -223,7 +223,7 @@ func (ws *Waves) gate(ctx context.Context, r *WorkloadReconciler, obj client.Obj
 				res.hold.Reason = waves.HoldWave
 			}
 		}
-		holds = append(holds, v.Message(ch.ID.String(), waves.Short(content)))
+		holds = append(holds, v.Message(ch.ID.String(), obj.GetNamespace(), waves.Short(content)))
 		res.blockers = append(res.blockers, v.Blocker)
 	}
 	if res.hold.Reason != "" {

@@ -345,15 +345,15 @@ func (o Order) Gate(ref Ref, resumed bool, status func(Ref) Status) Verdict {
 	return v
 }
 
-// Message says, for Events and explain, what a verdict of source (e.g. "configmap/shared")
-// holds, at content (a short form of its hash).
-func (v Verdict) Message(source, content string) string {
+// Message says, for Events and explain, what a verdict of source (e.g. "configmap/shared"
+// in namespace ns) holds, at content (a short form of its hash).
+func (v Verdict) Message(source, ns, content string) string {
 	switch v.Reason {
 	case HoldWave:
 		return fmt.Sprintf("wave %d of %d of %s (content %s) waits for %s: %s", v.Wave+1, v.Waves, source, content, v.Blocker, v.Why)
 	case HoldHalted:
-		return fmt.Sprintf("waves of %s halted at content %s: %s stalled (%s); a newer content restarts from the canary, or: kubectl reloader resume %s | abort %s",
-			source, content, v.Blocker, v.Why, source, source)
+		return fmt.Sprintf("waves of %s halted at content %s: %s stalled (%s); a newer content restarts from the canary, or: kubectl reloader resume|abort %s -n %s",
+			source, content, v.Blocker, v.Why, source, ns)
 	}
 	return ""
 }

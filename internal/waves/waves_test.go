@@ -132,7 +132,7 @@ func TestGate(t *testing.T) {
 	if v.Reason != HoldWave || v.Blocker != at(0) || v.Wave != 5 || v.Waves != 6 || len(asked) != 1 {
 		t.Errorf("last waits: %+v after asking %v", v, asked)
 	}
-	if msg := v.Message("configmap/shared", "abc"); !strings.Contains(msg, "wave 6 of 6") || !strings.Contains(msg, "deployment/web-00") {
+	if msg := v.Message("configmap/shared", "shop", "abc"); !strings.Contains(msg, "wave 6 of 6") || !strings.Contains(msg, "deployment/web-00") {
 		t.Errorf("message %q", msg)
 	}
 	// The canary rolling: wave 1 waits for it.
