@@ -147,6 +147,9 @@ func TestGate(t *testing.T) {
 			t.Errorf("member %d after the canary stalled: %+v", i, v)
 		}
 	}
+	if msg := o.Gate(at(1), false, status).Message("configmap/shared", "shop", "abc"); !strings.Contains(msg, "halted at content abc") || !strings.Contains(msg, "resume|abort configmap/shared -n shop") {
+		t.Errorf("halted message %q", msg)
+	}
 	if v := o.Gate(at(1), true, status); v.Reason != "" {
 		t.Errorf("wave 1 resumed: %+v", v)
 	}
