@@ -81,6 +81,10 @@ type Waves struct {
 	// polling recovers from (waveRecheck).
 	wakeMu sync.Mutex
 	wake   map[string]map[string]wakeTarget
+	// ended is when each blocker's rollout last ended, for a minute: a rollout that ended
+	// while a gate was reading it wakes the workload at once (wakeOn).
+	ended  map[string]time.Time
+	pruned time.Time
 	queues map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]
 }
 
@@ -151,6 +155,8 @@ type waveResult struct {
 	// rollout ends; members is the most members of a source looked at.
 	blockers []waves.Ref
 	members  int
+	// read is when the gate began reading the members.
+	read time.Time
 	// content is each source's content hash, as the resume and abort annotations name it.
 	content map[source.ID]string
 }
@@ -158,7 +164,7 @@ type waveResult struct {
 // gate decides, for workload obj of r's kind and its due changes, which are aborted and
 // whether a wave holds the rest. It reads the cache only.
 func (ws *Waves) gate(ctx context.Context, r *WorkloadReconciler, obj client.Object, w seen, due []reload.Change, now time.Time) waveResult {
-	res := waveResult{halted: map[source.ID]string{}, content: map[source.ID]string{}}
+	res := waveResult{halted: map[source.ID]string{}, content: map[source.ID]string{}, read: time.Now()}
 	if ws == nil {
 		return res
 	}
@@ -373,7 +379,7 @@ func (r *WorkloadReconciler) announceWave(ctx context.Context, obj client.Object
 		m.WavesHalted.WithLabelValues(obj.GetNamespace(), string(id.Kind), id.Name).Set(1)
 	}
 	h := res.hold
-	ws.wakeOn(k, wakeTarget{kind: r.Kind.Name(), nn: client.ObjectKeyFromObject(obj)}, res.blockers)
+	ws.wakeOn(k, wakeTarget{kind: r.Kind.Name(), nn: client.ObjectKeyFromObject(obj)}, res.blockers, res.read)
 	if h.Reason == "" {
 		ws.notes.forget(k, "hold")
 		return
@@ -444,7 +450,7 @@ func (ws *Waves) forgetWaves(k string) {
 	ws.notes.mu.Lock()
 	delete(ws.notes.m, k)
 	ws.notes.mu.Unlock()
-	ws.wakeOn(k, wakeTarget{}, nil)
+	ws.wakeOn(k, wakeTarget{}, nil, time.Time{})
 }
 
 // watch gives ws the work queue of r's controller, to wake its held workloads.
@@ -466,8 +472,9 @@ func (ws *Waves) watch(r *WorkloadReconciler, b *builder.Builder) *builder.Build
 
 func blockerKey(ns string, ref waves.Ref) string { return ns + "/" + ref.String() }
 
-// wakeOn notes that workload k (t) waits for blockers (none: it waits for nothing).
-func (ws *Waves) wakeOn(k string, t wakeTarget, blockers []waves.Ref) {
+// wakeOn notes that workload k (t) waits for blockers (none: it waits for nothing), as read
+// at read: a blocker whose rollout ended since queues k again at once.
+func (ws *Waves) wakeOn(k string, t wakeTarget, blockers []waves.Ref, read time.Time) {
 	ws.wakeMu.Lock()
 	defer ws.wakeMu.Unlock()
 	for b, held := range ws.wake {
@@ -486,6 +493,12 @@ func (ws *Waves) wakeOn(k string, t wakeTarget, blockers []waves.Ref) {
 	}
 	for _, b := range blockers {
 		key := blockerKey(t.nn.Namespace, b)
+		if at, ok := ws.ended[key]; ok && !at.Before(read) {
+			if q := ws.queues[t.kind]; q != nil {
+				q.Add(reconcile.Request{NamespacedName: t.nn})
+			}
+			continue
+		}
 		if ws.wake[key] == nil {
 			ws.wake[key] = map[string]wakeTarget{}
 		}
@@ -500,8 +513,21 @@ func (ws *Waves) RolloutEnded(o rollout.Outcome) {
 		return
 	}
 	key := blockerKey(o.Namespace, waves.Ref{Kind: strings.ToLower(o.Kind), Name: o.Name})
+	now := time.Now()
 	ws.wakeMu.Lock()
 	defer ws.wakeMu.Unlock()
+	if ws.ended == nil {
+		ws.ended = map[string]time.Time{}
+	}
+	if now.Sub(ws.pruned) > 10*time.Second {
+		ws.pruned = now
+		for k, at := range ws.ended {
+			if now.Sub(at) > time.Minute {
+				delete(ws.ended, k)
+			}
+		}
+	}
+	ws.ended[key] = now
 	for _, t := range ws.wake[key] {
 		if q := ws.queues[t.kind]; q != nil {
 			q.Add(reconcile.Request{NamespacedName: t.nn})
