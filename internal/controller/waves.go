@@ -185,6 +185,7 @@ func (ws *Waves) gate(ctx context.Context, r *WorkloadReconciler, obj client.Obj
 		res.content[ch.ID] = content
 		if waves.Matches(ann[waves.AbortAnnotation], content) {
 			res.aborted = append(res.aborted, ch)
+			res.unhalted = append(res.unhalted, ch.ID) // aborted: no longer halted
 			continue
 		}
 		optIn := waves.IsTrue(ann, waves.Annotation)
