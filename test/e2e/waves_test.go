@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os/exec"
 	"slices"
 	"strings"
@@ -114,6 +115,7 @@ func TestWavesHaltAndFix(t *testing.T) {
 	logWaves(t, names, rolledAt(), start)
 	settled(t, "reloader", "http://"+addr+"/metrics")
 	after := rolls()
+	t.Logf("rolls per Deployment on the fix: %s", histogram(before, after))
 	for i, name := range names {
 		if after[i]-before[i] != 1 {
 			t.Errorf("%s rolled %d times on the fix, want 1", name, after[i]-before[i])
@@ -156,6 +158,7 @@ func TestWavesHaltAndFix(t *testing.T) {
 	logWaves(t, names, rolledAt(), start)
 	settled(t, "reloader-2", "http://"+addr+"/metrics")
 	after = rolls()
+	t.Logf("rolls per Deployment on the content of the killed wave: %s", histogram(before, after))
 	for i, name := range names {
 		if after[i]-before[i] != 1 {
 			t.Errorf("%s rolled %d times on the content of the killed wave, want 1", name, after[i]-before[i])
@@ -271,6 +274,19 @@ func maxTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// histogram says how many Deployments rolled how many times between before and after.
+func histogram(before, after []int) string {
+	count := map[int]int{}
+	for i := range after {
+		count[after[i]-before[i]]++
+	}
+	var parts []string
+	for _, n := range slices.Sorted(maps.Keys(count)) {
+		parts = append(parts, fmt.Sprintf("%d Deployments rolled %d time(s)", count[n], n))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func sum(xs []int) int {
