@@ -76,6 +76,10 @@ type Waves struct {
 
 	byKind []*WorkloadReconciler
 	notes  waveNotes
+	// memo, when set (Memoize), keeps the members of each source and their states once read:
+	// for one explain or plan, which decides for many workloads from one view of the cluster.
+	memoMu sync.Mutex
+	memo   *waveMemo
 	// wake are the held workloads to queue again when a blocker's rollout ends, by blocker
 	// ("namespace/kind/name"): a hint that saves polling, lost on a restart, which only
 	// polling recovers from (waveRecheck).
@@ -104,6 +108,19 @@ func (ws *Waves) Add(r *WorkloadReconciler) {
 	ws.byKind = append(ws.byKind, r)
 	slices.SortFunc(ws.byKind, func(a, b *WorkloadReconciler) int { return strings.Compare(a.Kind.Name(), b.Kind.Name()) })
 	r.Waves = ws
+}
+
+// waveMemo is what Memoize keeps.
+type waveMemo struct {
+	members map[source.ID]map[waves.Ref]waveMember
+	status  map[source.ID]map[waves.Ref]waves.Status
+}
+
+// Memoize makes ws read each source's members, and each member's state, once: for explain
+// and plan, which decide for many workloads at one moment; never for the controller, whose
+// cache moves on.
+func (ws *Waves) Memoize() {
+	ws.memo = &waveMemo{members: map[source.ID]map[waves.Ref]waveMember{}, status: map[source.ID]map[waves.Ref]waves.Status{}}
 }
 
 // KeepStatus reports whether the cache must keep every workload's status: with waves on by
@@ -255,7 +272,22 @@ func cycleString(c []waves.Ref) string {
 // members are the workloads of every kind in ns that a change of source id concerns, found
 // as a source event finds them.
 func (ws *Waves) members(ctx context.Context, ns string, id source.ID, s snapshot) map[waves.Ref]waveMember {
+	if ws.memo != nil {
+		ws.memoMu.Lock()
+		m, ok := ws.memo.members[id]
+		ws.memoMu.Unlock()
+		if ok {
+			return maps.Clone(m)
+		}
+	}
 	out := map[waves.Ref]waveMember{}
+	defer func() {
+		if ws.memo != nil {
+			ws.memoMu.Lock()
+			ws.memo.members[id] = maps.Clone(out)
+			ws.memoMu.Unlock()
+		}
+	}()
 	for _, rk := range ws.byKind {
 		for _, o := range rk.lookup().Affected(ctx, rk.Kind, ns, id, s.annotations, s.labels) {
 			out[waves.Ref{Kind: kindRef(rk.Kind), Name: o.GetName()}] = waveMember{r: rk, obj: o}
@@ -269,6 +301,28 @@ func (ws *Waves) members(ctx context.Context, ns string, id source.ID, s snapsho
 // as its status tells. A member without record is Done: its first sighting records it
 // without a roll.
 func (ws *Waves) status(ctx context.Context, m waveMember, id source.ID) waves.Status {
+	if ws.memo == nil || m.obj == nil {
+		return ws.readStatus(ctx, m, id)
+	}
+	ref := waves.Ref{Kind: kindRef(m.r.Kind), Name: m.obj.GetName()}
+	ws.memoMu.Lock()
+	st, ok := ws.memo.status[id][ref]
+	ws.memoMu.Unlock()
+	if ok {
+		return st
+	}
+	st = ws.readStatus(ctx, m, id)
+	ws.memoMu.Lock()
+	if ws.memo.status[id] == nil {
+		ws.memo.status[id] = map[waves.Ref]waves.Status{}
+	}
+	ws.memo.status[id][ref] = st
+	ws.memoMu.Unlock()
+	return st
+}
+
+// readStatus is status, read.
+func (ws *Waves) readStatus(ctx context.Context, m waveMember, id source.ID) waves.Status {
 	if m.r == nil || m.obj == nil {
 		return waves.Status{State: waves.Done}
 	}

@@ -197,6 +197,7 @@ func (e *Explainer) bare(kind workload.Kind) *controller.WorkloadReconciler {
 func (e *Explainer) wavesOf() *controller.Waves {
 	if e.waves == nil {
 		e.waves = controller.NewWaves(e.conf.WavesMinWorkloads, nil, nil)
+		e.waves.Memoize() // one view of the cluster for every workload explained
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		for _, k := range e.workloadKinds() {
