@@ -4,6 +4,7 @@
 package alert
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -27,6 +28,8 @@ type Reload struct {
 	// Held, when set, says why the reload is held instead (the flap breaker's quarantine):
 	// the alert reports the hold, not a reload.
 	Held string
+	// HeldBy names what holds it, the raw sink's event ("waves-halted"); empty: "quarantine".
+	HeldBy string
 }
 
 // Source is one changed source of a reload, with the names of the keys its change added,
@@ -110,7 +113,7 @@ func Body(sink string, r Reload, additional string) ([]byte, error) {
 	case "raw":
 		event := "reload"
 		if r.Held != "" {
-			event = "quarantine"
+			event = cmp.Or(r.HeldBy, "quarantine")
 		}
 		return json.Marshal(rawAlert{
 			Event:          event,

@@ -429,6 +429,7 @@ func (r *WorkloadReconciler) announceWave(ctx context.Context, obj client.Object
 	m := ws.Metrics
 	for _, id := range res.unhalted {
 		m.WavesHalted.DeleteLabelValues(obj.GetNamespace(), string(id.Kind), id.Name)
+		ws.notes.forget(sourceNote(obj.GetNamespace(), id), "alert")
 	}
 	for id := range res.halted {
 		m.WavesHalted.WithLabelValues(obj.GetNamespace(), string(id.Kind), id.Name).Set(1)
@@ -460,8 +461,19 @@ func (r *WorkloadReconciler) announceWave(ctx context.Context, obj client.Object
 	note := fmt.Sprintf("Reload of %s %s after change of %s halted: %s", r.Kind.Name(), obj.GetName(), describe(due), h.Why)
 	logger.Info("reload held: waves halted", "why", h.Why)
 	r.Recorder.Eventf(obj, related, corev1.EventTypeWarning, ReasonWavesHalted, "Hold", "%s", termsafe.ClipNote(note))
-	r.Alerts.Queue(alert.Reload{Kind: r.Kind.Name(), Namespace: obj.GetNamespace(), Name: obj.GetName(), Sources: alert.SourcesOf(due), Time: r.Now(), Held: h.Why})
+	// One alert per halted source and content, not one per workload it holds: the first
+	// workload held names it; the Events name every one.
+	alerted := false
+	for id, sig := range res.halted {
+		alerted = ws.notes.first(sourceNote(obj.GetNamespace(), id), "alert", sig) || alerted
+	}
+	if alerted {
+		r.Alerts.Queue(alert.Reload{Kind: r.Kind.Name(), Namespace: obj.GetNamespace(), Name: obj.GetName(), Sources: alert.SourcesOf(due), Time: r.Now(), Held: h.Why, HeldBy: waves.HoldHalted})
+	}
 }
+
+// sourceNote names a source among the notes (which otherwise name workloads).
+func sourceNote(ns string, id source.ID) string { return "source " + ns + "/" + id.String() }
 
 // waveNotes remembers, per workload and topic, what was last announced, so that a requeued
 // hold is announced once. Bounded by the workloads held: a workload's notes go with it.

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/waves"
@@ -112,6 +113,7 @@ func TestWavesHaltResumeAbort(t *testing.T) {
 	names := []string{"s0", "s1", "s2", "s3", "s4"}
 	deps := map[string]*appsv1.Deployment{}
 	create(t, cm)
+	alerts, url := collect(t)
 	for _, name := range names {
 		ann := map[string]string{auto: "true"}
 		if name == "s3" {
@@ -120,7 +122,9 @@ func TestWavesHaltResumeAbort(t *testing.T) {
 		deps[name] = deployment(ns, name, ann, podSpec("shared"))
 		create(t, deps[name])
 	}
-	startReloader(t, ns)
+	startReloader(t, ns, func(o *options.Options) {
+		o.Alert = options.Alert{Enabled: true, Sink: "raw", WebhookURL: url}
+	})
 	for _, name := range names {
 		recorded(t, deps[name])
 		rolloutStatus(t, deps[name], false)
@@ -143,6 +147,21 @@ func TestWavesHaltResumeAbort(t *testing.T) {
 	if got := rolls(); len(got["s0"])+len(got["s1"])+len(got["s2"])+len(got["s4"]) != 0 {
 		t.Fatalf("rolled while halted: %s", rollCounts(got, names...))
 	}
+	haltedAlerts := func() []string {
+		var out []string
+		for _, a := range alerts.all() {
+			if strings.Contains(a, `"event":"waves-halted"`) {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
+	testutil.Eventually(t, "a waves-halted alert", func() error {
+		if got := haltedAlerts(); len(got) == 0 || !strings.Contains(got[0], "deployment/s3 stalled") {
+			return fmt.Errorf("alerts %v, want one naming the stalled canary", got)
+		}
+		return nil
+	})
 
 	content := annotate(waves.ResumeAnnotation)
 	wantRolls(t, "wave 2 (s0, s1) rolled on the resume", rolls, map[string]int{"s0": 1, "s1": 1, "s3": 1})
@@ -181,5 +200,8 @@ func TestWavesHaltResumeAbort(t *testing.T) {
 	wantRolls(t, "wave 3 on the fix", rolls, map[string]int{"s2": 1, "s4": 1})
 	settle()
 	t.Logf("rolls: %s", rollCounts(rolls(), names...))
+	if got := haltedAlerts(); len(got) != 1 {
+		t.Errorf("%d waves-halted alerts for the 4 workloads held on one content, want 1: %v", len(got), got)
+	}
 	wantRolls(t, "no more rolls", rolls, map[string]int{"s0": 2, "s1": 2, "s2": 1, "s3": 2, "s4": 1})
 }
