@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -80,6 +81,9 @@ type Waves struct {
 	// for one explain or plan, which decides for many workloads from one view of the cluster.
 	memoMu sync.Mutex
 	memo   *waveMemo
+	// recent are, for the controller, the members of the sources looked up in the last
+	// moments (membersFresh).
+	recent map[string]recentMembers
 	// wake are the held workloads to queue again when a blocker's rollout ends, by blocker
 	// ("namespace/kind/name"): a hint that saves polling, lost on a restart, which only
 	// polling recovers from (waveRecheck).
@@ -151,10 +155,12 @@ func wavesChanged(o, n map[string]string) bool {
 	return false
 }
 
-// waveMember is a member found, with the reconciler of its kind.
+// waveMember is a member found, with the reconciler of its kind. stale: obj was found by an
+// earlier look (membersFresh); its state is read from the cache again.
 type waveMember struct {
-	r   *WorkloadReconciler
-	obj client.Object
+	r     *WorkloadReconciler
+	obj   client.Object
+	stale bool
 }
 
 // waveResult is what the gate found for one workload's due changes.
@@ -270,29 +276,76 @@ func cycleString(c []waves.Ref) string {
 }
 
 // members are the workloads of every kind in ns that a change of source id concerns, found
-// as a source event finds them.
+// as a source event finds them: for explain, once per explanation (Memoize); for the
+// controller, once per moment (membersFresh).
 func (ws *Waves) members(ctx context.Context, ns string, id source.ID, s snapshot) map[waves.Ref]waveMember {
-	if ws.memo != nil {
-		ws.memoMu.Lock()
-		m, ok := ws.memo.members[id]
-		ws.memoMu.Unlock()
-		if ok {
-			return maps.Clone(m)
-		}
+	if ws.memo == nil {
+		return ws.membersFresh(ctx, ns, id, s)
 	}
+	ws.memoMu.Lock()
+	m, ok := ws.memo.members[id]
+	ws.memoMu.Unlock()
+	if !ok {
+		m = ws.lookupMembers(ctx, ns, id, s)
+		ws.memoMu.Lock()
+		ws.memo.members[id] = m
+		ws.memoMu.Unlock()
+	}
+	return maps.Clone(m)
+}
+
+// lookupMembers finds the members of source id in ns through the index of every kind.
+func (ws *Waves) lookupMembers(ctx context.Context, ns string, id source.ID, s snapshot) map[waves.Ref]waveMember {
 	out := map[waves.Ref]waveMember{}
-	defer func() {
-		if ws.memo != nil {
-			ws.memoMu.Lock()
-			ws.memo.members[id] = maps.Clone(out)
-			ws.memoMu.Unlock()
-		}
-	}()
 	for _, rk := range ws.byKind {
 		for _, o := range rk.lookup().Affected(ctx, rk.Kind, ns, id, s.annotations, s.labels) {
 			out[waves.Ref{Kind: kindRef(rk.Kind), Name: o.GetName()}] = waveMember{r: rk, obj: o}
 		}
 	}
+	return out
+}
+
+// membersRecent is how long the controller takes a source's members as found: every workload
+// of a big source looks them up when its change arrives, and one lookup lists them all; a
+// member's state is read afresh each time (waveMember.stale).
+const membersRecent = 2 * time.Second
+
+// recentMembers are a source's members as found at a time.
+type recentMembers struct {
+	at time.Time
+	m  map[waves.Ref]waveMember
+}
+
+// membersFresh are the members of source id, found by a lookup made in the last
+// membersRecent for the same version of the source, else now.
+func (ws *Waves) membersFresh(ctx context.Context, ns string, id source.ID, s snapshot) map[waves.Ref]waveMember {
+	key, now := ns+"/"+id.String(), time.Now()
+	if s.obj != nil {
+		key += "@" + s.obj.GetResourceVersion()
+	}
+	ws.memoMu.Lock()
+	r, ok := ws.recent[key]
+	ws.memoMu.Unlock()
+	if ok && now.Sub(r.at) < membersRecent {
+		out := make(map[waves.Ref]waveMember, len(r.m))
+		for ref, m := range r.m {
+			m.stale = true
+			out[ref] = m
+		}
+		return out
+	}
+	out := ws.lookupMembers(ctx, ns, id, s)
+	ws.memoMu.Lock()
+	defer ws.memoMu.Unlock()
+	if ws.recent == nil {
+		ws.recent = map[string]recentMembers{}
+	}
+	for k, r := range ws.recent {
+		if now.Sub(r.at) >= membersRecent {
+			delete(ws.recent, k) // bounded by the sources changed in the last moments
+		}
+	}
+	ws.recent[key] = recentMembers{at: now, m: maps.Clone(out)}
 	return out
 }
 
@@ -327,6 +380,16 @@ func (ws *Waves) readStatus(ctx context.Context, m waveMember, id source.ID) wav
 		return waves.Status{State: waves.Done}
 	}
 	e := m.obj
+	if m.stale {
+		fresh := m.r.Kind.NewObject()
+		if err := m.r.Client.Get(ctx, client.ObjectKeyFromObject(e), fresh); err != nil {
+			if apierrors.IsNotFound(err) {
+				return waves.Status{State: waves.Done} // gone: nothing to wait for
+			}
+			return waves.Status{State: waves.Pending, Why: "it can't be read: " + err.Error()}
+		}
+		e = fresh
+	}
 	rec, has := m.r.record(ctx, e)
 	if !has {
 		return waves.Status{State: waves.Done}
