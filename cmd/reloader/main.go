@@ -69,7 +69,8 @@ func newRootCommand(run func(context.Context, options.Config) error) *cobra.Comm
 	cmd.SetVersionTemplate("{{.Version}}\n")
 	cmd.Flags().Bool("version", false, "print the version, commit and Go version, and exit")
 	opts.BindFlags(cmd.Flags())
-	cmd.AddCommand(newExplainCommand(cmd.Name()), newPlanCommand(cmd.Name()), newReleaseCommand(cmd.Name()), newApproveCommand(cmd.Name()))
+	cmd.AddCommand(newExplainCommand(cmd.Name()), newPlanCommand(cmd.Name()), newReleaseCommand(cmd.Name()), newApproveCommand(cmd.Name()),
+		newWavesCommand(cmd.Name(), "resume"), newWavesCommand(cmd.Name(), "abort"))
 	return cmd
 }
 

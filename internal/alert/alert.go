@@ -4,6 +4,7 @@
 package alert
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -30,6 +31,8 @@ type Reload struct {
 	// Mode, when set, says that nothing was rolled: ModeNotify (reloader would reload) or
 	// ModeApprove (the reload waits for approval; Held says of which content, since when).
 	Mode string
+	// HeldBy names what holds it, the raw sink's event ("waves-halted"); empty: "quarantine".
+	HeldBy string
 }
 
 // Modes of an alert about a reload not rolled (internal/approval's names).
@@ -129,7 +132,7 @@ func Body(sink string, r Reload, additional string) ([]byte, error) {
 		case r.Mode == ModeApprove:
 			event = "approval-pending"
 		case r.Held != "":
-			event = "quarantine"
+			event = cmp.Or(r.HeldBy, "quarantine")
 		}
 		return json.Marshal(rawAlert{
 			Event:          event,

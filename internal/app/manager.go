@@ -50,7 +50,12 @@ func cacheOptions(conf options.Config, sources []controller.SourceType, kinds []
 		byObject[st.NewObject()] = b
 	}
 	for _, kind := range kinds {
-		byObject[kind.NewObject()] = cache.ByObject{Transform: workload.SlimTransform(kind, rollouts.Follows(kind), !configs, tables)}
+		keep := rollouts.Follows(kind)
+		if controller.KeepStatus(conf.WavesMinWorkloads) {
+			// Waves read the members' statuses on every gate (controller/waves.go).
+			keep = func(client.Object) bool { return true }
+		}
+		byObject[kind.NewObject()] = cache.ByObject{Transform: workload.SlimTransform(kind, keep, !configs, tables)}
 	}
 	records, recordCache := controller.ReplacementRecords()
 	byObject[records] = recordCache

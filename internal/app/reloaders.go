@@ -65,6 +65,8 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 	if key != nil && !key.Own() && replacesJobs(conf, kinds) {
 		logger.Info("WARNING: no namespace of reloader's own (RELOADER_NAMESPACE, POD_NAMESPACE): the install key's Secret is in a namespace others may write, so Job replacement records are neither signed nor trusted from the cluster; if reloader stops between a Job's delete and its re-create, no other process re-creates it")
 	}
+	// One set of waves for every kind: a shared source's members are of any kind.
+	waves := controller.NewWaves(conf.WavesMinWorkloads, mgr.GetAPIReader(), m)
 	var reconcilers []*controller.WorkloadReconciler
 	for _, kind := range kinds {
 		r := NewReconciler(conf, reader, kind, sources, configs, window)
@@ -78,6 +80,7 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 			// A nil *Loader in the interface would not read as "no key".
 			r.RecordKey = key
 		}
+		waves.Add(r)
 		reconcilers = append(reconcilers, r)
 	}
 	if conf.WebhookURL != "" && len(reconcilers) > 0 {
@@ -114,6 +117,14 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 		if err := generic.SetupWithManager(mgr); err != nil {
 			return err
 		}
+	}
+	// The end of a rollout wakes the workloads a wave holds for it.
+	ended := rollouts.OnOutcome
+	rollouts.OnOutcome = func(o rollout.Outcome) {
+		if ended != nil {
+			ended(o)
+		}
+		waves.RolloutEnded(o)
 	}
 	for _, r := range reconcilers {
 		if err := r.SetupWithManager(mgr); err != nil {

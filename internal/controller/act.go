@@ -34,7 +34,12 @@ func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen,
 			d = reload.Decide(*f)
 		}
 	}
-	// Then the mode (approval.go): notify reports instead, approve holds until approved.
+	if d.Plan.Reloads() && f.Quarantine == nil && f.Wave == nil && r.wave(ctx, obj, k, w, f, dn.related) {
+		// Health-gated waves (waves.go): an aborted content is recorded, a wave holds.
+		d = reload.Decide(*f)
+	}
+	// Then the mode (approval.go): notify reports instead, approve holds until approved
+	// (once its wave is due).
 	d, gate := r.gate(ctx, obj, k, w, f, d, dn.related)
 	if d = r.pace(ctx, obj, f, d, k, dn); d.Outcome == reload.OutcomeWaiting {
 		// A first record waiting for its turn comes back behind due reloads (priority.go).
@@ -109,7 +114,7 @@ func (r *WorkloadReconciler) pace(ctx context.Context, obj client.Object, f *rel
 	if len(d.Hold.Invalid) > 0 {
 		r.invalid(ctx, obj, d.Hold.Invalid...)
 	}
-	if d.Hold.Reason != "" && f.Quarantine == nil && f.Approval == nil { // announced by the breaker, or approval.go
+	if d.Hold.Reason != "" && f.Quarantine == nil && f.Wave == nil && f.Approval == nil { // announced by the breaker, the waves, approval.go
 		r.announceHold(ctx, obj, k, d.Hold, d.Plan.Changes, dn.related)
 	}
 	return d

@@ -108,6 +108,10 @@ func (r *WorkloadReconciler) gate(ctx context.Context, obj client.Object, k stri
 		r.approvals.forget(k, r.Metrics)
 		f.Notify = true
 		return reload.Decide(*f), g
+	case f.Wave != nil && f.Wave.Reason != "":
+		// A wave holds it first (waves.go): approval is asked for once its wave is due.
+		r.approvals.forget(k, r.Metrics)
+		return d, approval.Gate{}
 	case g.Hold != nil:
 		f.Approval = g.Hold
 		d = reload.Decide(*f)

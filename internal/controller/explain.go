@@ -102,7 +102,9 @@ func (r *WorkloadReconciler) Explain(ctx context.Context, obj client.Object, unk
 	if len(e.Changed) > 0 {
 		in.Wait = settling(k, e.Window, w.sources, e.Changed, now)
 	}
-	e.Input, e.Decision = in, reload.Decide(r.explainFacts(obj, w, in, k, now))
+	f := r.explainFacts(obj, w, in, k, now)
+	r.explainWave(ctx, obj, w, &f)
+	e.Input, e.Decision = in, reload.Decide(f)
 	r.explainRestart(ctx, obj, e.Plan.Reloads(), &e)
 	e.Invalid = append(e.Invalid, e.Hold.Invalid...)
 	if e.Pause.Requeue > 0 {

@@ -11,7 +11,8 @@ import (
 )
 
 // SourceChanged lets through source updates that can change a decision: new content, or a
-// change of the ignore or match annotation or of the flap breaker's release, and, where ReloaderConfigs choose sources by
+// change of the ignore or match annotation, of the flap breaker's release or of the waves'
+// annotations (opt-in, resume, abort), and, where ReloaderConfigs choose sources by
 // label (labels true), a label change: a source that gains a selected label is recorded
 // then, so that its next change reloads. Other edits and identical re-applies stop here.
 func SourceChanged(keys reload.Keys, labels bool) predicate.Predicate {
@@ -22,6 +23,7 @@ func SourceChanged(keys reload.Keys, labels bool) predicate.Predicate {
 				o[keys.Ignore] != n[keys.Ignore] ||
 				o[keys.Match] != n[keys.Match] ||
 				o[flap.ReleaseAnnotation] != n[flap.ReleaseAnnotation] ||
+				wavesChanged(o, n) ||
 				labels && !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
 		},
 	}

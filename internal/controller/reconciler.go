@@ -105,7 +105,10 @@ type WorkloadReconciler struct {
 	// Mode is --mode: how a due reload is carried out where no annotation says (approval.go);
 	// empty: reload.
 	Mode approval.Mode
-	Now  func() time.Time
+	// Waves are the health-gated waves, shared by the reconcilers of one manager (waves.go);
+	// nil stages nothing.
+	Waves *Waves
+	Now   func() time.Time
 
 	jobs      pendingJobs
 	waits     waiting
@@ -304,6 +307,7 @@ func (r *WorkloadReconciler) forget(k string, now time.Time) {
 	r.waits.clear(k, r.Metrics)
 	r.flapNotes.forget(k)
 	r.approvals.forget(k, r.Metrics)
+	r.Waves.forgetWaves(k)
 }
 
 // lookup is the seam through which r reads sources, indexes and ReloaderConfigs: the

@@ -55,6 +55,7 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.Watches(&v1alpha1.ReloaderConfig{}, r.configEvents())
 	}
 	b = r.watchReplacements(b)
+	b = r.Waves.watch(r, b) // wakes held workloads (waves.go)
 	return b.Complete(r)
 }
 

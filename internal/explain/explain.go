@@ -53,6 +53,8 @@ type Explainer struct {
 	notes   []string
 	keyNote string
 	now     func() time.Time
+	// waves are made once, on first use (wavesOf).
+	waves *controller.Waves
 }
 
 // New returns an Explainer of namespace ns, deciding as a reloader started with conf would.
@@ -178,9 +180,34 @@ func (e *Explainer) readKey(ctx context.Context, c client.Reader, ns string) (ha
 const unknown = "unknown"
 
 func (e *Explainer) reconciler(kind workload.Kind) *controller.WorkloadReconciler {
+	r := e.bare(kind)
+	r.Waves = e.wavesOf()
+	return r
+}
+
+// bare is the reconciler of kind as the controller builds it, without its waves.
+func (e *Explainer) bare(kind workload.Kind) *controller.WorkloadReconciler {
 	r := app.NewReconciler(e.conf, e.client, kind, e.sources, e.configs, coalesce.New(e.conf.CoalesceWindow))
 	r.Now, r.Policy.Caches = e.now, e.caches
 	return r
+}
+
+// wavesOf are the health-gated waves as the controller finds them, over the kinds this
+// install reloads that the cluster serves: explain reads whole objects, statuses included.
+func (e *Explainer) wavesOf() *controller.Waves {
+	if e.waves == nil {
+		e.waves = controller.NewWaves(e.conf.WavesMinWorkloads, nil, nil)
+		e.waves.Memoize() // one view of the cluster for every workload explained
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, k := range e.workloadKinds() {
+			if e.ignoredKind(k) != "" || e.client.List(ctx, k.NewList(), client.InNamespace(e.namespace), client.Limit(1)) != nil {
+				continue // not reloaded here, or not served: no member of any wave
+			}
+			e.waves.Add(e.bare(k))
+		}
+	}
+	return e.waves
 }
 
 func (e *Explainer) lookup() controller.Lookup {

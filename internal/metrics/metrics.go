@@ -44,6 +44,9 @@ type Metrics struct {
 	Held *prometheus.CounterVec
 	// Quarantined is how many sources the flap breaker holds in quarantine now.
 	Quarantined prometheus.Gauge
+	// WavesHalted is 1 for each source whose health-gated waves a stalled rollout halted, by
+	// namespace, source kind and name; the series goes once a reconcile finds them unhalted.
+	WavesHalted *prometheus.GaugeVec
 	// RecordsRefused counts Job replacement records not acted on, by workload kind and reason
 	// (unauthenticated, misplaced, oversized): forged or damaged ControllerRevisions.
 	RecordsRefused *prometheus.CounterVec
@@ -129,6 +132,10 @@ func New(reg prometheus.Registerer, countByNamespace bool) *Metrics {
 			Name: "reloader_quarantined_sources",
 			Help: "Sources the flap breaker holds in quarantine now (changing too often, oscillating, or written alternately by different field managers): the reloads they would cause wait.",
 		})),
+		WavesHalted: Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "reloader_waves_halted",
+			Help: "1 for each ConfigMap or Secret whose health-gated waves are halted by a stalled rollout, by namespace, source kind and name.",
+		}, []string{"namespace", "kind", "name"})),
 		RecordsRefused: Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reloader_replacement_records_refused_total",
 			Help: "Job replacement records (ControllerRevisions) not acted on, by workload kind and reason (unauthenticated, misplaced, oversized).",
@@ -182,7 +189,7 @@ const (
 
 // WaitReasons are the values of reloader_reloads_waiting's reason label: the waits before
 // pacing, then pacing's holds (reload.Hold*).
-var WaitReasons = []string{"coalesce", "pause", "min-interval", "reload-window", "rate-limit", "quarantine"}
+var WaitReasons = []string{"coalesce", "pause", "min-interval", "reload-window", "rate-limit", "quarantine", "wave", "waves-halted"}
 
 // Reconciled counts one workload reconcile, here and in upstream's series: a reconcile in a
 // namespace the selector leaves out is upstream's ignored_or_not_selected skip, a failed one

@@ -113,6 +113,9 @@ func (c Config) WorkloadKinds(served func(workload.Kind) bool) (reconciled, read
 // MaxRate bounds --reload-rate, --reload-burst and --first-sight-rate.
 const MaxRate = 10000
 
+// MaxWavesMinWorkloads bounds --waves-min-workloads.
+const MaxWavesMinWorkloads = 100000
+
 // Load applies the environment to o, then parses it, as cmd/reloader does: one error names
 // every bad flag and variable.
 func Load(o Options, getenv func(string) string) (Config, error) {
@@ -204,6 +207,9 @@ func Parse(o Options) (Config, error) {
 		fail(fmt.Errorf("--mode: %w", err))
 	} else {
 		c.Mode = m
+	}
+	if o.WavesMinWorkloads < 0 || o.WavesMinWorkloads > MaxWavesMinWorkloads {
+		fail(fmt.Errorf("--waves-min-workloads: %d is not from 0 (off) to %d", o.WavesMinWorkloads, MaxWavesMinWorkloads))
 	}
 	if o.RolloutDeadline <= 0 || o.RolloutDeadline > 24*time.Hour {
 		fail(fmt.Errorf("--rollout-deadline: %v is not a positive duration up to 24h, such as 10m", o.RolloutDeadline))

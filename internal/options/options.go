@@ -14,6 +14,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/flap"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/waves"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
@@ -90,8 +91,12 @@ type Options struct {
 	FlapQuiet      time.Duration
 	// Mode is how a due reload is carried out where no annotation says: reload, notify or
 	// approve (approval.Mode).
-	Mode    string
-	Workers int
+	Mode string
+	// WavesMinWorkloads turns on health-gated waves for a source change that concerns at
+	// least this many workloads (internal/waves); 0: only for sources annotated
+	// reloader.dev/waves.
+	WavesMinWorkloads int
+	Workers           int
 	// ReconcileTimeout bounds one reconcile of a workload, so that a hung API call frees its
 	// worker.
 	ReconcileTimeout time.Duration
@@ -258,6 +263,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.FlapWindow, "flap-window", o.FlapWindow, "flap breaker: how far back a source's changes count (per source: annotation "+flap.WindowAnnotation+")")
 	fs.DurationVar(&o.FlapQuiet, "flap-quiet", o.FlapQuiet, "flap breaker: how long a quarantined source must go without change before its workloads reload, once, on its latest content (per source: annotation "+flap.QuietAnnotation+")")
 	fs.StringVar(&o.Mode, "mode", o.Mode, "how a due reload is carried out: reload (roll the workload), notify (report it: Event ReloadNotified, alert, metric; nothing restarts, the new hashes are recorded) or approve (hold it until the approve command names its content); per workload or per source: annotation "+approval.ModeAnnotation)
+	fs.IntVar(&o.WavesMinWorkloads, "waves-min-workloads", o.WavesMinWorkloads, "health-gated waves: a change of a ConfigMap or Secret that concerns at least this many workloads rolls them in waves (a canary, then 2, 4, 8, ...), each wave once the one before completed its rollout, halted by a stalled one; 0 (default): only sources annotated "+waves.Annotation+"=true roll in waves")
 	fs.DurationVar(&o.MinReloadInterval, "min-reload-interval", o.MinReloadInterval, "least time between two reloads of one workload; changes within it roll when it ends (per workload: annotation "+reload.MinReloadIntervalAnnotation+"); 0 turns it off")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "workloads of one kind reconciled at once")
 	fs.DurationVar(&o.ReconcileTimeout, "reconcile-timeout", o.ReconcileTimeout, "longest one reconcile of a workload may take; one past it is cancelled and retried with backoff, so that a hung API call frees its worker")

@@ -36,6 +36,11 @@ type Facts struct {
 	// Quarantine is the flap breaker's hold of the due changes (one of their sources is
 	// quarantined), nil when none: it holds past the workload's own settings and the rate.
 	Quarantine *Hold
+	// Wave is the health-gated waves' hold of the due changes (an earlier wave, or a workload
+	// this one rolls after, has not completed on the content, or stalled: internal/waves), nil
+	// when none: like Quarantine it holds past the workload's own settings and the rate; a
+	// quarantine comes first.
+	Wave *Hold
 	// Unrolled is true when writing the due changes leaves the pod template as it was (the
 	// values are there already): nothing rolls, and no pause period starts.
 	Unrolled bool
@@ -105,8 +110,6 @@ func Decide(f Facts) Decision {
 		switch {
 		case f.Quarantine != nil && f.Quarantine.Reason != "":
 			d.Hold = *f.Quarantine
-		case f.Approval != nil && f.Approval.Reason != "":
-			d.Hold = *f.Approval
 		case f.Notify:
 			// Nothing rolls, so nothing is paced: the record advances now.
 			d.Hold = Hold{Invalid: d.Hold.Invalid}
@@ -114,6 +117,10 @@ func Decide(f Facts) Decision {
 			d.Pause = f.pause(false)
 			d.Requeue = d.Pause.Requeue
 			return d
+		case f.Wave != nil && f.Wave.Reason != "":
+			d.Hold = *f.Wave
+		case f.Approval != nil && f.Approval.Reason != "":
+			d.Hold = *f.Approval
 		}
 		switch {
 		case d.Hold.Reason != "":

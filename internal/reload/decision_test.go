@@ -103,6 +103,26 @@ func TestDecide(t *testing.T) {
 		f:    Facts{Input: changed, Recorded: true, Now: now, Notify: true, Quarantine: &Hold{Reason: "quarantine", Until: now.Add(5 * time.Minute)}},
 		want: Decision{Hold: Hold{Reason: "quarantine", Until: now.Add(5 * time.Minute)}, GiveBack: true, Requeue: 5 * time.Minute, Outcome: OutcomeHeld},
 	}, {
+		name: "held by a wave: held past its own window and the rate, the slot goes back, nothing written",
+		f:    Facts{Input: changed, Recorded: true, Now: now, Hold: window, Wave: &Hold{Reason: "wave", Until: now.Add(3 * time.Second)}},
+		want: Decision{Hold: Hold{Reason: "wave", Until: now.Add(3 * time.Second)}, GiveBack: true, Requeue: 3 * time.Second, Outcome: OutcomeHeld},
+	}, {
+		name: "a quarantine comes before a wave",
+		f:    Facts{Input: changed, Recorded: true, Now: now, Quarantine: &Hold{Reason: "quarantine", Until: now.Add(5 * time.Minute)}, Wave: &Hold{Reason: "wave", Until: now.Add(3 * time.Second)}},
+		want: Decision{Hold: Hold{Reason: "quarantine", Until: now.Add(5 * time.Minute)}, GiveBack: true, Requeue: 5 * time.Minute, Outcome: OutcomeHeld},
+	}, {
+		name: "a wave holds nothing when nothing is due",
+		f:    Facts{Input: unchanged, Recorded: true, Now: now, Wave: &Hold{Reason: "wave", Until: now.Add(3 * time.Second)}},
+		want: Decision{GiveBack: true, WriteRecord: true},
+	}, {
+		name: "notify goes before a wave: nothing rolls, so there is nothing to stage",
+		f:    Facts{Input: changed, Recorded: true, Now: now, Notify: true, Wave: &Hold{Reason: "wave", Until: now.Add(3 * time.Second)}},
+		want: Decision{Notified: change, WriteRecord: true, GiveBack: true},
+	}, {
+		name: "a wave goes before an approval: approval is asked once the wave is due",
+		f:    Facts{Input: changed, Recorded: true, Now: now, Approval: &Hold{Reason: HoldApproval}, Wave: &Hold{Reason: "wave", Until: now.Add(3 * time.Second)}},
+		want: Decision{Hold: Hold{Reason: "wave", Until: now.Add(3 * time.Second)}, GiveBack: true, Requeue: 3 * time.Second, Outcome: OutcomeHeld},
+	}, {
 		name: "held by the minimum interval",
 		f:    Facts{Input: changed, Recorded: true, Now: now, Hold: interval},
 		want: Decision{Hold: Hold{Reason: HoldMinInterval, Until: now.Add(50 * time.Minute), MinInterval: time.Hour}, GiveBack: true, Requeue: 50 * time.Minute, Outcome: OutcomeHeld},

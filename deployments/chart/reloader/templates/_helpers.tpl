@@ -235,6 +235,9 @@ rolloutStrategy: rollout-strategy-annotation
 {{- with .window }}{{ $args = append $args (printf "--flap-window=%s" .) }}{{ end -}}
 {{- with .quiet }}{{ $args = append $args (printf "--flap-quiet=%s" .) }}{{ end -}}
 {{- end -}}
+{{- with $r.waves }}
+{{- if not (kindIs "invalid" .minWorkloads) }}{{ $args = append $args (printf "--waves-min-workloads=%d" (int .minWorkloads)) }}{{ end -}}
+{{- end -}}
 {{- with $r.rolloutDeadline }}{{ $args = append $args (printf "--rollout-deadline=%s" .) }}{{ end -}}
 {{- with $r.reconcileTimeout }}{{ $args = append $args (printf "--reconcile-timeout=%s" .) }}{{ end -}}
 {{- if not (kindIs "invalid" $r.workers) }}{{ $args = append $args (printf "--workers=%d" (int $r.workers)) }}{{ end -}}
