@@ -175,6 +175,14 @@ func TestApprovalOfAnOlderContentRollsNothing(t *testing.T) {
 
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
 	first := pendingDigest(t, d, "")
+	// The controller's own decision on the first content (explain tells it before the
+	// controller's coalescing window closes).
+	testutil.Eventually(t, "the first ApprovalPending Event", func() error {
+		if notes := eventNotes(t, ns, "web", controller.ReasonApprovalPending); len(notes) != 1 || !strings.Contains(notes[0], first.Approval) {
+			return fmt.Errorf("%q", notes)
+		}
+		return nil
+	})
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v3" })
 	second := pendingDigest(t, d, first.Approval)
 	testutil.Eventually(t, "two ApprovalPending Events", func() error {
