@@ -140,16 +140,7 @@ func TestApproveModeHoldsUntilApproved(t *testing.T) {
 	a, err := approveNow(t, d, n.Approval)
 	testutil.Must(t, err)
 	t.Logf("approved %s (%v)", a.Digest, a.Sources)
-	testutil.Eventually(t, "web rolled once", func() error {
-		if got := len(rolls()["web"]); got != 1 {
-			return fmt.Errorf("%d rolls", got)
-		}
-		return nil
-	})
-	settle()
-	if got := len(rolls()["web"]); got != 1 {
-		t.Errorf("web rolled %d times after one approval, want 1", got)
-	}
+	rolledOnce(t, rolls, "web")
 	if v, ok := get(t, d).Annotations[approval.ApprovedAnnotation]; ok {
 		t.Errorf("the approval %q was not spent by the reload", v)
 	}
@@ -208,16 +199,7 @@ func TestApprovalOfAnOlderContentRollsNothing(t *testing.T) {
 
 	_, err := approveNow(t, d, second.Approval)
 	testutil.Must(t, err)
-	testutil.Eventually(t, "web rolled once", func() error {
-		if got := len(rolls()["web"]); got != 1 {
-			return fmt.Errorf("%d rolls", got)
-		}
-		return nil
-	})
-	settle()
-	if got := len(rolls()["web"]); got != 1 {
-		t.Errorf("web rolled %d times, want 1", got)
-	}
+	rolledOnce(t, rolls, "web")
 	rec, err := reload.ParseRecord(get(t, d).Annotations[reload.RecordAnnotation])
 	testutil.Must(t, err)
 	w, err := explainer(t, ns).Workload(context.Background(), workload.Deployment(), "web")
@@ -365,5 +347,20 @@ func TestApprovalPolledWithoutWatch(t *testing.T) {
 	}
 	if v, ok := get(t, d).Annotations[approval.ApprovedAnnotation]; ok {
 		t.Errorf("the approval %q was not spent", v)
+	}
+}
+
+// rolledOnce waits until name rolled, and checks that it rolled once, also after a settle.
+func rolledOnce(t *testing.T, rolls func() map[string][]time.Time, name string) {
+	t.Helper()
+	testutil.Eventually(t, name+" rolled once", func() error {
+		if got := len(rolls()[name]); got != 1 {
+			return fmt.Errorf("%d rolls", got)
+		}
+		return nil
+	})
+	settle()
+	if got := len(rolls()[name]); got != 1 {
+		t.Errorf("%s rolled %d times, want 1", name, got)
 	}
 }

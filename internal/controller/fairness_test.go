@@ -57,7 +57,7 @@ func TestAFanOutInOneNamespaceDoesNotHoldBackAnother(t *testing.T) {
 				if ts[round].Before(bAt) {
 					before++
 				}
-				first, last = minTime(first, ts[round]), maxTime(last, ts[round])
+				first, last = testutil.Earlier(first, ts[round]), testutil.Later(last, ts[round])
 			}
 			t.Logf("b rolled after %d of a's %d: b %v after the change, a from %v to %v", before, n, bAt.Sub(changed), first.Sub(changed), last.Sub(changed))
 			if before > n/2 {
@@ -78,16 +78,3 @@ func rolledTimes(rolls map[string][]time.Time, k int) int {
 	return c
 }
 
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
-}

@@ -251,7 +251,7 @@ func logWaves(t *testing.T, names []string, at []time.Time, start time.Time) {
 		last := min(first+size, len(names))
 		lo, hi := at[first], at[first]
 		for _, ts := range at[first:last] {
-			lo, hi = minTime(lo, ts), maxTime(hi, ts)
+			lo, hi = testutil.Earlier(lo, ts), testutil.Later(hi, ts)
 		}
 		t.Logf("wave %d (%s..%s, %d): rolled %.1fs..%.1fs after the change", wave, names[first], names[last-1], last-first,
 			lo.Sub(start).Seconds(), hi.Sub(start).Seconds())
@@ -262,19 +262,6 @@ func logWaves(t *testing.T, names []string, at []time.Time, start time.Time) {
 	}
 }
 
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
-}
 
 // histogram says how many Deployments rolled how many times between before and after.
 func histogram(before, after []int) string {
