@@ -77,4 +77,3 @@ func rolledTimes(rolls map[string][]time.Time, k int) int {
 	}
 	return c
 }
-

@@ -262,7 +262,6 @@ func logWaves(t *testing.T, names []string, at []time.Time, start time.Time) {
 	}
 }
 
-
 // histogram says how many Deployments rolled how many times between before and after.
 func histogram(before, after []int) string {
 	count := map[int]int{}
