@@ -94,7 +94,21 @@ type Waves struct {
 	ended  map[string]time.Time
 	pruned time.Time
 	queues map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]
+	// lives are the members read whole (Live), each with the resourceVersion the cache held
+	// for it then: while the cache holds the same version, its status is the same, and no
+	// request is needed (every held workload of a big wave reads the same blockers).
+	livesMu sync.Mutex
+	lives   map[types.NamespacedName]liveRead
 }
+
+// liveRead is a member read whole, and the resourceVersion the cache held when it was read.
+type liveRead struct {
+	cachedAt string
+	obj      client.Object
+}
+
+// maxLives bounds the members kept read whole; past it they are read again.
+const maxLives = 10000
 
 // wakeTarget is a held workload: its kind's name and its name.
 type wakeTarget struct {
@@ -410,8 +424,8 @@ func (ws *Waves) readStatus(ctx context.Context, m waveMember, id source.ID) wav
 		return waves.Status{State: waves.Done}
 	}
 	if workload.StatusDropped(e) && ws.Live != nil {
-		fresh := m.r.Kind.NewObject()
-		if err := ws.Live.Get(ctx, client.ObjectKeyFromObject(e), fresh); err != nil {
+		fresh, err := ws.readLive(ctx, m.r.Kind, e)
+		if err != nil {
 			return waves.Status{State: waves.Pending, Why: "its status can't be read: " + err.Error()}
 		}
 		e = fresh
@@ -676,4 +690,27 @@ func (r *WorkloadReconciler) explainWave(ctx context.Context, obj client.Object,
 		return
 	}
 	applyWave(f, r.Waves.gate(ctx, r, obj, w, due, f.Now))
+}
+
+// readLive reads cached whole, from the API server, unless it was read while the cache held
+// the version it holds now (lives).
+func (ws *Waves) readLive(ctx context.Context, kind workload.Kind, cached client.Object) (client.Object, error) {
+	key, rv := client.ObjectKeyFromObject(cached), cached.GetResourceVersion()
+	ws.livesMu.Lock()
+	if l, ok := ws.lives[key]; ok && l.cachedAt == rv {
+		ws.livesMu.Unlock()
+		return l.obj, nil
+	}
+	ws.livesMu.Unlock()
+	fresh := kind.NewObject()
+	if err := ws.Live.Get(ctx, key, fresh); err != nil {
+		return nil, err
+	}
+	ws.livesMu.Lock()
+	defer ws.livesMu.Unlock()
+	if ws.lives == nil || len(ws.lives) >= maxLives {
+		ws.lives = map[types.NamespacedName]liveRead{}
+	}
+	ws.lives[key] = liveRead{cachedAt: rv, obj: fresh}
+	return fresh, nil
 }
