@@ -95,6 +95,12 @@ type ReloaderConfigSpec struct {
 	// +optional
 	Mode string `json:"mode,omitempty"`
 
+	// Waves rolls the targets in health-gated waves when a source changes: a canary, then
+	// growing waves, each once the one before completed its rollout; a stalled rollout halts
+	// the rest. As the reloader.dev/waves annotation on a source does, for these targets.
+	// +optional
+	Waves *bool `json:"waves,omitempty"`
+
 	// RunCronJobsOnReload overrides --run-cronjobs-on-reload for CronJob targets.
 	// +optional
 	RunCronJobsOnReload *bool `json:"runCronJobsOnReload,omitempty"`

@@ -200,6 +200,11 @@ func (in *ReloaderConfigSpec) DeepCopyInto(out *ReloaderConfigSpec) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.Waves != nil {
+		in, out := &in.Waves, &out.Waves
+		*out = new(bool)
+		**out = **in
+	}
 	if in.RunCronJobsOnReload != nil {
 		in, out := &in.RunCronJobsOnReload, &out.RunCronJobsOnReload
 		*out = new(bool)

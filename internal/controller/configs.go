@@ -33,12 +33,15 @@ type settings struct {
 	reloadWindow      string
 	// mode is a config's mode (approval.go); "" keeps --mode.
 	mode approval.Mode
+	// waves is a config's opt-in to health-gated waves (waves.go).
+	waves bool
 }
 
 func (r *WorkloadReconciler) settingsFor(o reload.Overrides) settings {
 	s := settings{strategy: r.Strategy, runCronJobs: r.Behaviour.RunCronJobs,
 		recreateFinishedJobs: r.Behaviour.RecreateFinishedJobs, window: o.CoalesceWindow, pausePeriod: o.PausePeriod,
-		minReloadInterval: o.MinReloadInterval, reloadWindow: o.ReloadWindow, mode: approval.Mode(o.Mode)}
+		minReloadInterval: o.MinReloadInterval, reloadWindow: o.ReloadWindow, mode: approval.Mode(o.Mode),
+		waves: o.Waves != nil && *o.Waves}
 	if o.Strategy != nil {
 		s.strategy = o.Strategy
 	}

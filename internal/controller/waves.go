@@ -225,7 +225,7 @@ func (ws *Waves) gate(ctx context.Context, r *WorkloadReconciler, obj client.Obj
 			res.unhalted = append(res.unhalted, ch.ID) // aborted: no longer halted
 			continue
 		}
-		optIn := waves.IsTrue(ann, waves.Annotation)
+		optIn := waves.IsTrue(ann, waves.Annotation) || w.settings.waves
 		if !optIn && ws.MinWorkloads == 0 && len(after) == 0 {
 			continue
 		}

@@ -9,7 +9,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/api/v1alpha1"
 
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/options"
@@ -204,4 +207,58 @@ func TestWavesHaltResumeAbort(t *testing.T) {
 		t.Errorf("%d waves-halted alerts for the 4 workloads held on one content, want 1: %v", len(got), got)
 	}
 	wantRolls(t, "no more rolls", rolls, map[string]int{"s0": 2, "s1": 2, "s2": 1, "s3": 2, "s4": 1})
+}
+
+// A ReloaderConfig with spec.waves opts its targets in (the source carries no annotation): a
+// stalled canary halts the others, and the config's status shows them held.
+func TestWavesByReloaderConfig(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "shared", map[string]string{"k": "A"})
+	names := []string{"c0", "c1", "c2"}
+	deps := map[string]*appsv1.Deployment{}
+	create(t, cm)
+	for _, name := range names {
+		ann := map[string]string{}
+		if name == "c1" {
+			ann[waves.CanaryAnnotation] = "true"
+		}
+		deps[name] = deployment(ns, name, ann, podSpec("shared"))
+		create(t, deps[name])
+	}
+	cfg := reloaderConfig(ns, "staged", []v1alpha1.Target{byName("Deployment", "c0"), byName("Deployment", "c1"), byName("Deployment", "c2")},
+		sourceNamed("ConfigMap", "shared"))
+	cfg.Spec.Waves = ptr.To(true)
+	create(t, cfg)
+	startReloader(t, ns)
+	for _, name := range names {
+		recorded(t, deps[name])
+		rolloutStatus(t, deps[name], false)
+	}
+	rolls := rollTimes(t, ns)
+
+	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "B" })
+	wantRolls(t, "the canary c1 rolled", rolls, map[string]int{"c1": 1})
+	rolloutStatus(t, deps["c1"], true)
+	for _, name := range []string{"c0", "c2"} {
+		eventuallyEvent(t, ns, name, controller.ReasonWavesHalted)
+	}
+	got := configStatus(t, ns, "staged", "the halted targets held", func(c *v1alpha1.ReloaderConfig) error {
+		if c.Status.HeldCount != 2 {
+			return fmt.Errorf("heldCount %d, targets %+v", c.Status.HeldCount, c.Status.Targets)
+		}
+		return nil
+	})
+	for _, tg := range got.Status.Targets {
+		if tg.Name != "c1" && (tg.Held == nil || tg.Held.Reason != "waves-halted" || !strings.Contains(tg.Held.Message, "c1")) {
+			t.Errorf("%s held %+v, want waves-halted naming c1", tg.Name, tg.Held)
+		}
+	}
+	if r := rolls(); len(r["c0"])+len(r["c2"]) != 0 {
+		t.Errorf("rolled while halted: %s", rollCounts(r, names...))
+	}
+	for _, tg := range got.Status.Targets {
+		if tg.Held != nil {
+			t.Logf("status.targets %s held: %s: %s", tg.Name, tg.Held.Reason, tg.Held.Message)
+		}
+	}
 }

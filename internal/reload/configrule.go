@@ -97,6 +97,8 @@ type Overrides struct {
 	RecreateFinishedJobs *bool
 	// Mode is a checked mode (internal/approval: reload, notify, approve); "" sets none.
 	Mode string
+	// Waves, when set, says whether the targets roll in health-gated waves (internal/waves).
+	Waves *bool
 }
 
 // ByConfig reports whether the reason is a ReloaderConfig's rule, not an annotation.

@@ -178,6 +178,7 @@ func overrides(cfg *v1alpha1.ReloaderConfig, errs *[]error) reload.Overrides {
 	if d := cfg.Spec.MinReloadInterval; d != nil {
 		o.MinReloadInterval = &d.Duration
 	}
+	o.Waves = cfg.Spec.Waves
 	if m := cfg.Spec.Mode; m != "" {
 		if mode, err := approval.ParseMode(m); err != nil {
 			*errs = append(*errs, fmt.Errorf("spec.mode: %w", err))

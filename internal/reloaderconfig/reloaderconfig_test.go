@@ -250,3 +250,20 @@ func TestCompileAndMergeMode(t *testing.T) {
 		}
 	}
 }
+
+// spec.waves merges as the other settings do: the first config by name wins, the conflict named.
+func TestMergeWaves(t *testing.T) {
+	src := []v1alpha1.Source{{Kind: "ConfigMap", Name: "cfg"}}
+	on, off := true, false
+	a := Compile(config("a", v1alpha1.ReloaderConfigSpec{Sources: src, Waves: &on}))
+	b := Compile(config("b", v1alpha1.ReloaderConfigSpec{Sources: src, Waves: &off}))
+	for _, order := range [][]*Compiled{{a, b}, {b, a}} {
+		m := Merge(order)
+		if m.Overrides.Waves == nil || !*m.Overrides.Waves {
+			t.Errorf("waves %v, want a's true", m.Overrides.Waves)
+		}
+		if len(m.Conflicts) != 1 || m.Conflicts[0].Setting != "waves" || m.Conflicts[0].Winner != "a" {
+			t.Errorf("conflicts %v, want only waves, won by a", m.Conflicts)
+		}
+	}
+}

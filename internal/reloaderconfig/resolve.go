@@ -68,6 +68,9 @@ func Merge(configs []*Compiled) Merged {
 		if v := o.Mode; v != "" {
 			take(c.Name, "mode", v, func() { m.Overrides.Mode = v })
 		}
+		if b := o.Waves; b != nil {
+			take(c.Name, "waves", strconv.FormatBool(*b), func() { m.Overrides.Waves = b })
+		}
 		if b := o.RunCronJobs; b != nil {
 			take(c.Name, "runCronJobsOnReload", strconv.FormatBool(*b), func() { m.Overrides.RunCronJobs = b })
 		}
