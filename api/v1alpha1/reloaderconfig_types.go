@@ -261,6 +261,16 @@ type Target struct {
 	// All chooses every workload of this kind in the namespace.
 	// +optional
 	All bool `json:"all,omitempty"`
+
+	// After orders these workloads in health-gated waves, as the reloader.dev/after
+	// annotation does: each rolls only once the workloads named ("deployment/db") completed
+	// their rollout for the same change.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=300
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z]+/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +listType=atomic
+	// +optional
+	After []string `json:"after,omitempty"`
 }
 
 // Source chooses ConfigMaps or Secrets: by name, by label selector, auto (every one of the

@@ -33,15 +33,17 @@ type settings struct {
 	reloadWindow      string
 	// mode is a config's mode (approval.go); "" keeps --mode.
 	mode approval.Mode
-	// waves is a config's opt-in to health-gated waves (waves.go).
+	// waves is a config's opt-in to health-gated waves (waves.go); after are the workloads
+	// its targets' after lists name.
 	waves bool
+	after []string
 }
 
 func (r *WorkloadReconciler) settingsFor(o reload.Overrides) settings {
 	s := settings{strategy: r.Strategy, runCronJobs: r.Behaviour.RunCronJobs,
 		recreateFinishedJobs: r.Behaviour.RecreateFinishedJobs, window: o.CoalesceWindow, pausePeriod: o.PausePeriod,
 		minReloadInterval: o.MinReloadInterval, reloadWindow: o.ReloadWindow, mode: approval.Mode(o.Mode),
-		waves: o.Waves != nil && *o.Waves}
+		waves: o.Waves != nil && *o.Waves, after: o.After}
 	if o.Strategy != nil {
 		s.strategy = o.Strategy
 	}

@@ -190,6 +190,13 @@ func (l Lookup) Targeting(ctx context.Context, kind workload.Kind, configs []*re
 		}
 	}
 	m := reloaderconfig.Merge(targeting)
+	for _, c := range targeting {
+		for _, t := range c.Targets {
+			if len(t.After) > 0 && t.Matches(kind.Name(), obj) {
+				m.Overrides.After = append(m.Overrides.After, t.After...)
+			}
+		}
+	}
 	for _, c := range m.Conflicts {
 		log.FromContext(ctx).V(1).Info("conflicting ReloaderConfigs", "conflict", c.String())
 	}

@@ -210,6 +210,11 @@ func (ws *Waves) gate(ctx context.Context, r *WorkloadReconciler, obj client.Obj
 	if v, ok := obj.GetAnnotations()[waves.AfterAnnotation]; ok {
 		after, res.invalid = waves.ParseAfter(v, ws.known)
 	}
+	if len(w.settings.after) > 0 {
+		// A ReloaderConfig's targets' after lists, with the annotation's bounds.
+		more, invalid := waves.ParseAfter(strings.Join(w.settings.after, ","), ws.known)
+		after, res.invalid = append(after, more...), append(res.invalid, invalid...)
+	}
 	var holds []string
 	for _, ch := range due {
 		o := w.sources[ch.ID]

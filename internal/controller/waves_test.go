@@ -262,3 +262,29 @@ func TestWavesByReloaderConfig(t *testing.T) {
 		}
 	}
 }
+
+// A ReloaderConfig target's after list orders as the annotation does: web rolls once db has
+// rolled and completed.
+func TestWavesAfterByReloaderConfig(t *testing.T) {
+	ns := newNamespace(t)
+	cm := configMap(ns, "cfg", map[string]string{"k": "A"})
+	db, web := deployment(ns, "db", nil, podSpec("cfg")), deployment(ns, "web", nil, podSpec("cfg"))
+	target := byName("Deployment", "web")
+	target.After = []string{"deployment/db"}
+	create(t, cm, db, web, reloaderConfig(ns, "order", []v1alpha1.Target{byName("Deployment", "db"), target}, sourceNamed("ConfigMap", "cfg")))
+	startReloader(t, ns)
+	for _, d := range []*appsv1.Deployment{db, web} {
+		recorded(t, d)
+		rolloutStatus(t, d, false)
+	}
+	rolls := rollTimes(t, ns)
+
+	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "B" })
+	wantRolls(t, "db rolled", rolls, map[string]int{"db": 1})
+	settle()
+	if got := rolls(); len(got["web"]) != 0 {
+		t.Fatalf("web rolled before db completed: %s", rollCounts(got, "db", "web"))
+	}
+	rolloutStatus(t, db, false)
+	wantRolls(t, "web rolled once db completed", rolls, map[string]int{"db": 1, "web": 1})
+}

@@ -99,6 +99,9 @@ type Overrides struct {
 	Mode string
 	// Waves, when set, says whether the targets roll in health-gated waves (internal/waves).
 	Waves *bool
+	// After are, for one workload, the workloads its targets' after lists name (unparsed, as
+	// the reloader.dev/after annotation): the union over the configs targeting it.
+	After []string
 }
 
 // ByConfig reports whether the reason is a ReloaderConfig's rule, not an annotation.

@@ -42,6 +42,9 @@ type Target struct {
 	Kind     string
 	Name     string
 	Selector labels.Selector
+	// After are the workloads the target's roll after in waves ("deployment/db"), unparsed:
+	// the waves parse them as the reloader.dev/after annotation, with its bounds.
+	After []string
 }
 
 // Matches reports whether the target chooses the workload obj of kind.
@@ -64,6 +67,10 @@ func (c *Compiled) TargetsWorkload(kind string, obj client.Object) bool {
 	}
 	return false
 }
+
+// maxAfter bounds a target's after list (its schema's maxItems), for a spec stored under an
+// older CRD.
+const maxAfter = 32
 
 // Compile reads a ReloaderConfig.
 func Compile(cfg *v1alpha1.ReloaderConfig) *Compiled {
@@ -88,7 +95,7 @@ func Compile(cfg *v1alpha1.ReloaderConfig) *Compiled {
 	}
 	for i, t := range bounded(cfg.Spec.Targets, v1alpha1.MaxTargets) {
 		c.Targets = append(c.Targets, Target{Kind: t.Kind, Name: t.Name,
-			Selector: selector(fmt.Sprintf("spec.targets[%d]", i), t.Selector, t.All)})
+			Selector: selector(fmt.Sprintf("spec.targets[%d]", i), t.Selector, t.All), After: bounded(t.After, maxAfter)})
 	}
 	for i, s := range bounded(cfg.Spec.Sources, v1alpha1.MaxSources) {
 		kind, ok := sourceKind(s.Kind)
