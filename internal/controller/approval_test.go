@@ -340,8 +340,8 @@ func TestApprovalPolledWithoutWatch(t *testing.T) {
 			t.Errorf("%s: %s, back after %v, %v; want held, back after %v", tt.name, outcome, res.RequeueAfter, err, tt.want)
 		}
 	}
-	_, err := approveNow(t, d, "")
-	testutil.Must(t, err)
+	// explain (which approve asks) has its coalescing window: pending once it has closed.
+	testutil.Eventually(t, "the approval", func() error { _, err := approveNow(t, d, ""); return err })
 	if _, outcome, err := live.ReconcileCopyResult(ctx, get(t, d)); err != nil || outcome != metrics.OutcomeReloaded {
 		t.Errorf("after the approval: %s, %v; want reloaded", outcome, err)
 	}

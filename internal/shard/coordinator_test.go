@@ -168,3 +168,50 @@ func TestGracefulStopHandsOverAtOnce(t *testing.T) {
 		t.Errorf("hand-over took %v", took)
 	}
 }
+
+// Replicas started together (the pods of one Deployment) each take only their share from the
+// start: none takes every shard while it sees no peer yet, caches every object and hands most
+// of them over a moment later. A replica alone still takes every shard, a retry period on.
+func TestReplicasStartedTogetherTakeOnlyTheirShare(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ns := leaseNamespace(t, ctx)
+	const prefix, n = "together", 16
+	ids := []string{"a", "b", "c", "d"}
+	var cs []*shard.Coordinator
+	for _, id := range ids {
+		c, _, _ := coordinator(t, ctx, ns, prefix, id, n)
+		cs = append(cs, c)
+		time.Sleep(100 * time.Millisecond) // pods start within moments of each other, not at once
+	}
+	most := make([]int, len(cs))
+	for {
+		shared := true
+		for k, c := range cs {
+			owned := len(c.Filter.Owned())
+			most[k] = max(most[k], owned)
+			shared = shared && owned == n/len(cs)
+		}
+		if shared {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("never shared evenly; the most each owned: %v", most)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("the most shards each replica owned on the way: %v (share %d)", most, n/len(cs))
+	for k, m := range most {
+		if m > n/2 { // a peer seen late may cost a little; every shard at once is the fault
+			t.Errorf("%s owned %d of %d shards on the way, its share is %d", ids[k], m, n, n/len(cs))
+		}
+	}
+
+	alone, _, _ := coordinator(t, ctx, leaseNamespace(t, ctx), prefix, "alone", n)
+	for len(alone.Filter.Owned()) < n {
+		if ctx.Err() != nil {
+			t.Fatalf("a replica alone owns %v", alone.Filter.Owned())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
