@@ -72,9 +72,6 @@ type Coordinator struct {
 	// renew its own Lease does not judge others dead.
 	beating  bool
 	lastBeat time.Time
-	// started is when the loop started: a replica that sees no other member yet waits a
-	// retry period from it for the peers started beside it (joining).
-	started time.Time
 }
 
 // held is a shard whose Lease this replica holds.
@@ -109,7 +106,6 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	}
 	c.Log.Info("sharding by namespace", "shards", c.Space.Shards(), "identity", c.Identity,
 		"leaseNamespace", c.Namespace, "memberLease", memberLeaseName(c.Prefix, c.Identity))
-	c.started = time.Now()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -244,9 +240,6 @@ func (c *Coordinator) tick(ctx context.Context, members toolscache.Store, now ti
 			c.Log.Info("could not delete a dead member's Lease", "lease", lease.Name, "error", err.Error())
 		}
 	}
-	if until, ok := c.joining(alive, now); ok {
-		return until.Add(10 * time.Millisecond)
-	}
 	mine := map[int]bool{}
 	for _, i := range Assign(c.Space, alive, c.Identity) {
 		mine[i] = true
@@ -298,26 +291,6 @@ func (c *Coordinator) tick(ctx context.Context, members toolscache.Store, now ti
 	}
 	parallel(len(acquire), func(k int) { c.acquire(ctx, acquire[k].i, acquire[k].lease) })
 	return next.Add(10 * time.Millisecond) // just past an expiry, not just before
-}
-
-// joining reports whether this replica, just started and seeing no other member, waits for
-// the peers started beside it (the pods of one Deployment start together), and until when.
-// Alone, it would take every shard and cache every object, then hand most of them over as
-// the others appear; the memory its stores grew to stays (Go maps do not shrink). A replica
-// that sees others (a rolling update, a join) takes its share at once.
-func (c *Coordinator) joining(alive []string, now time.Time) (time.Time, bool) {
-	until := c.started.Add(c.RetryPeriod)
-	if !now.Before(until) {
-		return time.Time{}, false
-	}
-	for _, id := range alive {
-		if id != c.Identity {
-			return time.Time{}, false
-		}
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return until, len(c.held) == 0
 }
 
 // parallel runs f(0..n-1), at most 16 at once, and waits for them.
