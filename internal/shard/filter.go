@@ -256,7 +256,10 @@ func (f *Filter) markListed(k int, g uint64, rv string) {
 // of the first list are, though the informer does not call them initial. (The informer
 // hands the list's objects to its handlers after the list returned, so whether the shard
 // is listed yet does not tell alone.) Objects whose resourceVersions do not compare (no
-// etcd behind the server) count as created.
+// etcd behind the server) count as created. An object of a shard no longer owned (given up,
+// or dropped when its Lease could not be renewed, between the list that brought it and its
+// handlers) is no creation of this replica's: it acts on none of that shard's objects, and
+// the replica that takes the shard lists it.
 func (f *Filter) Relisted(obj runtime.Object) bool {
 	m, err := meta.Accessor(obj)
 	if err != nil {
@@ -266,7 +269,7 @@ func (f *Filter) Relisted(obj runtime.Object) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.owned[i] {
-		return false
+		return true
 	}
 	for _, t := range f.took {
 		if t.kind != kind {

@@ -1,6 +1,11 @@
 package shard
 
-import "testing"
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // What lists and watches ask for as shards and namespaces come and go, and when the informers
 // must list again.
@@ -73,5 +78,23 @@ func TestReadyAfterEveryInformerListed(t *testing.T) {
 	f.markListed(1, gen, "10")
 	if own, ready := f.Ready("a"); !own || !ready {
 		t.Fatalf("both listed: own %v, ready %v", own, ready)
+	}
+}
+
+// An object whose shard is no longer owned when its add is handled (given up, or dropped
+// for a Lease not renewed in time) is no creation of this replica's: reload-on-create and
+// the creation notes must not act on it (TestSourcesOfAShardTakenAreNotCreations failed so
+// under load).
+func TestRelistedOfAShardNotOwned(t *testing.T) {
+	s, _ := NewSpace(2)
+	f := NewFilter(s, true)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "cfg", ResourceVersion: "7"}}
+	if !f.Relisted(cm) {
+		t.Error("an object of a shard never owned counts as created")
+	}
+	f.Add(s.Of("a"))
+	f.Remove(s.Of("a"))
+	if !f.Relisted(cm) {
+		t.Error("an object of a shard given up counts as created")
 	}
 }
