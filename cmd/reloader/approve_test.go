@@ -44,7 +44,9 @@ func TestApproveCommand(t *testing.T) {
 	run := func(args ...string) (string, error) {
 		var out bytes.Buffer
 		plugin := newPluginCommand()
-		plugin.SetArgs(append(args, "--kubeconfig", cluster.Kubeconfig, "-n", "cli"))
+		// No coalescing window: the objects were written moments ago, and explain (which
+		// approve asks) would wait for them to be quiet.
+		plugin.SetArgs(append(args, "--kubeconfig", cluster.Kubeconfig, "-n", "cli", "--coalesce-window=0"))
 		plugin.SetOut(&out)
 		plugin.SetErr(&bytes.Buffer{})
 		err := plugin.Execute()
