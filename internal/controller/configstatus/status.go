@@ -81,9 +81,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	held, again := r.holds(ctx, res)
 	// Holds begin and end when windows close and slots come, with no event: looked at again
 	// then (not more than once a second).
-	result := reconcile.Result{RequeueAfter: max(again, time.Second)}
-	if again == 0 {
-		result = reconcile.Result{}
+	var result reconcile.Result
+	if again > 0 {
+		result.RequeueAfter = max(again, time.Second)
 	}
 	status := r.status(cfg, c, res, held)
 	if equality.Semantic.DeepEqual(cfg.Status, status) {

@@ -282,9 +282,14 @@ func StatusBytes(pid int, field string) (uint64, error) {
 
 // MetricValue sums the samples of one metric in a Prometheus text exposition.
 func MetricValue(exposition, name string) (float64, bool) {
+	return MetricValueWith(exposition, name, "")
+}
+
+// MetricValueWith sums the samples of one metric whose line contains label (`kind="Secret"`).
+func MetricValueWith(exposition, name, label string) (float64, bool) {
 	sum, found := 0.0, false
 	for _, line := range strings.Split(exposition, "\n") {
-		if !strings.HasPrefix(line, name) {
+		if !strings.HasPrefix(line, name) || !strings.Contains(line, label) {
 			continue
 		}
 		rest := line[len(name):]

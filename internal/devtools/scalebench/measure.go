@@ -42,6 +42,18 @@ func (m Memory) String() string {
 
 func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
+// exposition reads the metrics served at metricsURL.
+func exposition(metricsURL string) (string, error) {
+	cl := http.Client{Timeout: 5 * time.Second}
+	resp, err := cl.Get(metricsURL + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
 // sample reads the process's RSS and the Go heap it reports on its metrics address.
 func sample(pid int, metricsURL string) (Memory, error) {
 	rss, err := loadtest.StatusBytes(pid, "VmRSS")
@@ -51,22 +63,16 @@ func sample(pid int, metricsURL string) (Memory, error) {
 	m := Memory{RSS: rss}
 	m.RSSAnon, _ = loadtest.StatusBytes(pid, "RssAnon")
 	m.RSSFile, _ = loadtest.StatusBytes(pid, "RssFile")
-	cl := http.Client{Timeout: 5 * time.Second}
-	resp, err := cl.Get(metricsURL + "/metrics")
+	b, err := exposition(metricsURL)
 	if err != nil {
 		return m, err
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return m, err
-	}
-	inuse, _ := loadtest.MetricValue(string(b), "go_memstats_heap_inuse_bytes")
-	alloc, _ := loadtest.MetricValue(string(b), "go_memstats_heap_alloc_bytes")
+	inuse, _ := loadtest.MetricValue(b, "go_memstats_heap_inuse_bytes")
+	alloc, _ := loadtest.MetricValue(b, "go_memstats_heap_alloc_bytes")
 	m.HeapInuse, m.HeapAlloc = uint64(inuse), uint64(alloc)
-	m.CPU, _ = loadtest.MetricValue(string(b), "process_cpu_seconds_total")
-	m.Reloads, _ = loadtest.MetricValue(string(b), "reloader_reload_executed_total")
-	value := func(name string) uint64 { v, _ := loadtest.MetricValue(string(b), name); return uint64(v) }
+	m.CPU, _ = loadtest.MetricValue(b, "process_cpu_seconds_total")
+	m.Reloads, _ = loadtest.MetricValue(b, "reloader_reload_executed_total")
+	value := func(name string) uint64 { v, _ := loadtest.MetricValue(b, name); return uint64(v) }
 	if bin, other, anon, err := smaps(pid); err == nil {
 		m.Parts = Breakdown{Binary: bin, OtherFiles: other, Anon: anon, HeapInuse: m.HeapInuse,
 			Stacks: value("go_memstats_stack_inuse_bytes"), GCMeta: value("go_memstats_gc_sys_bytes"),

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -88,9 +86,14 @@ func startReplicas(ctx context.Context, cfg Config, cluster *localcluster.Cluste
 func shares(rs []*reloader) []Replica {
 	out := make([]Replica, len(rs))
 	for i, r := range rs {
-		out[i] = Replica{Name: fmt.Sprintf("scalebench-%d", i), Shards: int(scrape(r, "reloader_shards_owned", "")), Cached: map[string]int{}}
-		for _, kind := range []string{"ConfigMap", "Secret", "Deployment"} {
-			out[i].Cached[kind] = int(scrape(r, "reloader_cached_objects", `kind="`+kind+`"`))
+		out[i] = Replica{Name: fmt.Sprintf("scalebench-%d", i), Cached: map[string]int{}}
+		if text, err := exposition(r.metricsURL); err == nil {
+			shards, _ := loadtest.MetricValue(text, "reloader_shards_owned")
+			out[i].Shards = int(shards)
+			for _, kind := range []string{"ConfigMap", "Secret", "Deployment"} {
+				n, _ := loadtest.MetricValueWith(text, "reloader_cached_objects", `kind="`+kind+`"`)
+				out[i].Cached[kind] = int(n)
+			}
 		}
 		out[i].AfterSync, _ = r.sample()
 	}
@@ -100,31 +103,10 @@ func shares(rs []*reloader) []Replica {
 // scrape returns the sum of metric's samples whose labels contain label ("" for all) on r's
 // metrics address; 0 when it cannot be read.
 func scrape(r *reloader, metric, label string) float64 {
-	cl := http.Client{Timeout: 5 * time.Second}
-	resp, err := cl.Get(r.metricsURL + "/metrics")
+	text, err := exposition(r.metricsURL)
 	if err != nil {
 		return 0
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0
-	}
-	sum := 0.0
-	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(line, metric) || !strings.Contains(line, label) {
-			continue
-		}
-		rest := line[len(metric):]
-		if rest == "" || (rest[0] != ' ' && rest[0] != '{') {
-			continue
-		}
-		fields := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
-		if len(fields) > 0 {
-			if v, err := strconv.ParseFloat(fields[0], 64); err == nil {
-				sum += v
-			}
-		}
-	}
-	return sum
+	v, _ := loadtest.MetricValueWith(text, metric, label)
+	return v
 }
