@@ -322,7 +322,7 @@ func (r *WorkloadReconciler) changedFrom(ctx context.Context, st SourceType, o, 
 		return // a workload there is first seen when its namespace is selected
 	}
 	id := source.ID{Kind: st.Kind, Name: o.GetName()}
-	r.lookup().affected(ctx, r.Kind, o.GetNamespace(), id, o.GetAnnotations(), o.GetLabels(), func(w client.Object) {
+	note := func(w client.Object) {
 		if _, recorded := w.GetAnnotations()[reload.RecordAnnotation]; recorded {
 			return
 		}
@@ -333,8 +333,23 @@ func (r *WorkloadReconciler) changedFrom(ctx context.Context, st SourceType, o, 
 			return
 		}
 		r.Baselines.before(w, id, old, o.GetResourceVersion())
-	})
+	}
+	// A live lookup (degraded mode) can fail; it is made again here, on this handler's own
+	// goroutine, before the workloads' reconciles (queued by a lookup of their own, retried
+	// from a second on: liveretry.go) would take the new content as their first. A note
+	// made twice keeps the first.
+	for delay := noteRetryFirst; ; delay *= 2 {
+		_, failed := r.lookup().affected(ctx, r.Kind, o.GetNamespace(), id, o.GetAnnotations(), o.GetLabels(), note)
+		if failed == nil || delay > noteRetryLast {
+			return
+		}
+		time.Sleep(delay)
+	}
 }
+
+// A failed live lookup of the workloads to note a change on is made again after 100, 200 and
+// 400 ms.
+const noteRetryFirst, noteRetryLast = 100 * time.Millisecond, 400 * time.Millisecond
 
 // baselineHash hashes a source object noted in a baseline as the workload observes the
 // source now: restricted to the same keys.

@@ -174,8 +174,10 @@ const orderWait = 2 * time.Second
 // moments ago): neither the content before the change nor the change's order against the
 // workload's creation is known then; and a source's handler can note a change on a workload
 // before the workload's own ADD event is handled. Both catch up within moments. Pooled
-// sources have no handlers.
-func (b *Baselines) heard(w client.Object, sources map[source.ID]observed) bool {
+// sources have no handlers. A workload read live (degraded mode) has no ADD event to wait
+// for, but its sources' handlers are awaited all the same: each notes a change with a LIST
+// of its own, and under load they fall behind the lookups that queue the reconciles.
+func (b *Baselines) heard(w client.Object, sources map[source.ID]observed, live bool) bool {
 	if b == nil {
 		return true
 	}
@@ -183,7 +185,7 @@ func (b *Baselines) heard(w client.Object, sources map[source.ID]observed) bool 
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	c, added := b.creations[w.GetUID()]
-	if !added {
+	if !added && !live {
 		for _, n := range b.m[w.GetUID()] {
 			if n.ambiguous && time.Since(n.at) < orderWait {
 				return false

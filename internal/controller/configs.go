@@ -65,7 +65,7 @@ func (r *WorkloadReconciler) configEvents() handler.TypedEventHandler[client.Obj
 			if !ok {
 				continue
 			}
-			r.lookup().EachTarget(ctx, r.Kind, cfg.Namespace, reloaderconfig.Compile(cfg), func(w client.Object) {
+			_ = r.lookup().EachTarget(ctx, r.Kind, cfg.Namespace, reloaderconfig.Compile(cfg), func(w client.Object) {
 				q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(w)})
 			})
 		}

@@ -92,14 +92,16 @@ func (l Lookup) SourcesIn(ctx context.Context, st SourceType, ns string) (map[st
 // the controller finds them for a source event; annotations and labels are the source's.
 func (l Lookup) Affected(ctx context.Context, kind workload.Kind, ns string, id source.ID, annotations, labels map[string]string) []client.Object {
 	var out []client.Object
-	l.affected(ctx, kind, ns, id, annotations, labels, func(w client.Object) { out = append(out, w) })
+	_, _ = l.affected(ctx, kind, ns, id, annotations, labels, func(w client.Object) { out = append(out, w) })
 	return out
 }
 
 // affected calls fn once for each workload of kind in ns that source id concerns; annotations
 // and labels are the source's own. It returns how many workloads the lookups found: through
-// the index, and the targets of the ReloaderConfigs with a rule for the source.
-func (l Lookup) affected(ctx context.Context, kind workload.Kind, ns string, id source.ID, annotations, labels map[string]string, fn func(client.Object)) (scanned int) {
+// the index, and the targets of the ReloaderConfigs with a rule for the source; and the first
+// lookup that failed (each failure is logged), after which fn may have missed workloads. From
+// the cache a lookup never fails; a live one (degraded mode) can.
+func (l Lookup) affected(ctx context.Context, kind workload.Kind, ns string, id source.ID, annotations, labels map[string]string, fn func(client.Object)) (scanned int, failed error) {
 	// Listed once here, not once per workload found.
 	configs, err := l.NamespaceConfigs(ctx, ns)
 	if err != nil {
@@ -118,20 +120,25 @@ func (l Lookup) affected(ctx context.Context, kind workload.Kind, ns string, id 
 		seen[w.GetName()] = true
 		fn(w)
 	}
+	note := func(err error) {
+		if failed == nil {
+			failed = err
+		}
+	}
 	for _, value := range []string{id.String(), anyOf(id.Kind)} {
-		_ = l.byIndex(ctx, kind.Name(), kind.NewList(), ns, value, func(w client.Object) {
+		note(l.byIndex(ctx, kind.Name(), kind.NewList(), ns, value, func(w client.Object) {
 			add(w, kind.PodTemplate(w))
-		})
+		}))
 	}
 	if _, ok := kind.(workload.Referencing); ok {
 		// Rollouts that run a Deployment's template: through the Deployments using the source.
-		_ = l.byIndex(ctx, kind.Name(), &appsv1.DeploymentList{}, ns, id.String(), func(d client.Object) {
+		note(l.byIndex(ctx, kind.Name(), &appsv1.DeploymentList{}, ns, id.String(), func(d client.Object) {
 			tpl := &d.(*appsv1.Deployment).Spec.Template
-			_ = l.byIndex(ctx, kind.Name(), kind.NewList(), ns, workloadRef(d.GetName()), func(w client.Object) { add(w, tpl) })
-		})
+			note(l.byIndex(ctx, kind.Name(), kind.NewList(), ns, workloadRef(d.GetName()), func(w client.Object) { add(w, tpl) }))
+		}))
 	}
-	l.configTargets(ctx, kind, ns, configs, id, labels, func(w client.Object) { add(w, kind.PodTemplate(w)) })
-	return scanned
+	note(l.configTargets(ctx, kind, ns, configs, id, labels, func(w client.Object) { add(w, kind.PodTemplate(w)) }))
+	return scanned, failed
 }
 
 // Referencing returns the workloads of kind in ns that run the template of Deployment d.
@@ -223,29 +230,39 @@ func (l Lookup) NamespaceConfigs(ctx context.Context, ns string) ([]*reloadercon
 // configTargets calls fn with each workload of kind in ns that one of configs (those of ns)
 // with a rule for the source id (labelled srcLabels) targets. Auto rules are left out: the
 // source index already finds the workloads that reference the source.
-func (l Lookup) configTargets(ctx context.Context, kind workload.Kind, ns string, configs []*reloaderconfig.Compiled, id source.ID, srcLabels map[string]string, fn func(client.Object)) {
+func (l Lookup) configTargets(ctx context.Context, kind workload.Kind, ns string, configs []*reloaderconfig.Compiled, id source.ID, srcLabels map[string]string, fn func(client.Object)) error {
+	var failed error
 	for _, c := range configs {
 		for _, rule := range c.Rules {
 			if rule.Kind != id.Kind || rule.Auto || (rule.Name != "" && rule.Name != id.Name) ||
 				(rule.Selector != nil && !rule.Selector.Matches(labels.Set(srcLabels))) {
 				continue
 			}
-			l.EachTarget(ctx, kind, ns, c, fn)
+			if err := l.EachTarget(ctx, kind, ns, c, fn); err != nil && failed == nil {
+				failed = err
+			}
 			break
 		}
 	}
+	return failed
 }
 
-// EachTarget calls fn with each workload of kind in ns that config c targets.
-func (l Lookup) EachTarget(ctx context.Context, kind workload.Kind, ns string, c *reloaderconfig.Compiled, fn func(client.Object)) {
+// EachTarget calls fn with each workload of kind in ns that config c targets, and returns the
+// first read that failed (each is logged).
+func (l Lookup) EachTarget(ctx context.Context, kind workload.Kind, ns string, c *reloaderconfig.Compiled, fn func(client.Object)) error {
+	var failed error
 	for _, t := range c.Targets {
 		if t.Kind != kind.Name() {
 			continue
 		}
 		if _, err := l.TargetsOf(ctx, kind, ns, t, fn); err != nil {
 			log.FromContext(ctx).Error(err, "reading the targets of a ReloaderConfig", "config", c.Name)
+			if failed == nil {
+				failed = err
+			}
 		}
 	}
+	return failed
 }
 
 // TargetsOf calls fn with each workload of kind in ns that target t chooses, from the cache,

@@ -206,9 +206,8 @@ func (r *WorkloadReconciler) reconcileCopy(ctx context.Context, obj client.Objec
 	if err != nil {
 		return reconcile.Result{}, "", err
 	}
-	// A first sighting waits for the handlers (baseline_recent.go); not in degraded mode,
-	// where workloads are read live and no ADD event orders their creation.
-	if !recorded && !r.live() && !r.Baselines.heard(obj, w.sources) {
+	// A first sighting waits for the handlers (baseline_recent.go).
+	if !recorded && !r.Baselines.heard(obj, w.sources, r.live()) {
 		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, metrics.OutcomeWaiting, nil
 	}
 	r.invalid(ctx, obj, w.invalid...)

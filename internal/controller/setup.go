@@ -40,7 +40,12 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.For(r.Kind.NewObject(), builder.WithPredicates(r.Baselines.notingCreations(), workloadChanged()))
 	}
 	for _, st := range r.Sources {
-		b = b.Watches(st.NewObject(), handler.EnqueueRequestsFromMapFunc(r.mapSource(st)),
+		var retry *liveRetry
+		if r.live() {
+			retry = newLiveRetry()
+			b = b.WatchesRawSource(retry.source(r.mapSource(st, retry)))
+		}
+		b = b.Watches(st.NewObject(), handler.EnqueueRequestsFromMapFunc(r.mapSource(st, retry)),
 			builder.WithPredicates(r.Changes.Observe(st), r.observeFlaps(st), SourceChanged(r.Policy.Keys, r.Configs != nil), laterSources()))
 	}
 	if _, ok := r.Kind.(workload.Referencing); ok && !r.Unwatched.Has("Deployment") {
@@ -67,8 +72,9 @@ func (r *WorkloadReconciler) newQueue(name string, rl workqueue.TypedRateLimiter
 
 // mapSource finds, through the index, the workloads of r.Kind that a source event concerns,
 // and opens or extends their coalescing window. Other workloads in the namespace are never
-// looked at.
-func (r *WorkloadReconciler) mapSource(st SourceType) handler.MapFunc {
+// looked at. A lookup that fails (a live one, in degraded mode) hands the event to retry,
+// which brings it back here later (liveretry.go); nil retry: lookups read the cache.
+func (r *WorkloadReconciler) mapSource(st SourceType, retry *liveRetry) handler.MapFunc {
 	return func(ctx context.Context, src client.Object) []reconcile.Request {
 		id := source.ID{Kind: st.Kind, Name: st.sourceName(src)}
 		if id.Name == "" {
@@ -79,11 +85,19 @@ func (r *WorkloadReconciler) mapSource(st SourceType) handler.MapFunc {
 			annotations, labels = src.GetAnnotations(), src.GetLabels()
 		}
 		var reqs []reconcile.Request
-		scanned := r.lookup().affected(ctx, r.Kind, src.GetNamespace(), id, annotations, labels, func(w client.Object) {
+		scanned, failed := r.lookup().affected(ctx, r.Kind, src.GetNamespace(), id, annotations, labels, func(w client.Object) {
 			nn := client.ObjectKeyFromObject(w)
 			r.Window.Touch(r.windowKey(nn))
 			reqs = append(reqs, reconcile.Request{NamespacedName: nn})
 		})
+		if retry != nil {
+			// What was found is queued now; the lookup is made again in full later.
+			if failed != nil {
+				retry.failed(ctx, src)
+			} else {
+				retry.succeeded(src)
+			}
+		}
 		r.Metrics.Upstream.WorkloadsScanned.WithLabelValues(r.Kind.Name()).Add(float64(scanned))
 		r.Metrics.Upstream.WorkloadsMatched.WithLabelValues(r.Kind.Name()).Add(float64(len(reqs)))
 		return reqs
