@@ -238,16 +238,89 @@ func (f *Filter) keeps(v view, obj runtime.Object) bool {
 	return v.owned[f.space.Of(m.GetNamespace())]
 }
 
-// markListed notes that informer k has a complete list of gen g, at resourceVersion rv.
-func (f *Filter) markListed(k int, g uint64, rv string) {
+// markListed notes that informer k has a complete list of gen g, at resourceVersion rv, that
+// brought objs. Its shards count as listed (Ready) only once the informer's store holds objs:
+// an informer takes what it lists or watches into its store through a queue, and a loaded
+// process lags, so a workload reconciled earlier could find its sources missing.
+func (f *Filter) markListed(k int, g uint64, rv string, objs []stored) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.listed[k] = max(f.listed[k], g)
 	for i := range f.owned {
 		if _, ok := f.took[k].rv[i]; !ok && f.acquired[i] <= g {
 			f.took[k].rv[i] = rv
 		}
 	}
+	store := f.took[k].store
+	f.mu.Unlock()
+	if store == nil || len(objs) == 0 {
+		f.promote(k, g)
+		return
+	}
+	go func() {
+		waitStored(store, objs, storeWait)
+		f.promote(k, g)
+	}()
+}
+
+// promote counts informer k's list of gen g as in its store.
+func (f *Filter) promote(k int, g uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.listed[k] = max(f.listed[k], g)
+}
+
+// storeWait bounds the wait for a store to take in a list: an object deleted meanwhile never
+// arrives.
+const storeWait = 5 * time.Second
+
+// stored is an object a list brought, by store key and resourceVersion.
+type stored struct{ key, rv string }
+
+func storedOf(objs []runtime.Object) []stored {
+	out := make([]stored, 0, len(objs))
+	for _, o := range objs {
+		m, err := meta.Accessor(o)
+		if err != nil {
+			continue
+		}
+		if key, err := toolscache.MetaNamespaceKeyFunc(o); err == nil {
+			out = append(out, stored{key, m.GetResourceVersion()})
+		}
+	}
+	return out
+}
+
+// waitStored returns once store holds each of objs at its resourceVersion or later, or after
+// limit.
+func waitStored(store toolscache.Store, objs []stored, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	pause := 10 * time.Millisecond
+	for {
+		left := objs[:0]
+		for _, o := range objs {
+			if !holds(store, o) {
+				left = append(left, o)
+			}
+		}
+		objs = left
+		if len(objs) == 0 || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 100*time.Millisecond)
+	}
+}
+
+func holds(store toolscache.Store, o stored) bool {
+	got, ok, err := store.GetByKey(o.key)
+	if err != nil || !ok {
+		return false
+	}
+	m, err := meta.Accessor(got)
+	if err != nil {
+		return true
+	}
+	c, err := resourceversion.CompareResourceVersion(m.GetResourceVersion(), o.rv)
+	return err != nil || c >= 0
 }
 
 // Relisted reports whether obj, just added to the cache, came with the list of a shard this
@@ -355,8 +428,14 @@ func (f *Filter) wrap(lw toolscache.ListerWatcher, k int, exemplar runtime.Objec
 			if err := f.keepInList(list, v); err != nil {
 				return nil, err
 			}
+			items, err := meta.ExtractList(list)
+			if err != nil {
+				return nil, err
+			}
+			st.brought(items)
 			if m, err := meta.ListAccessor(list); err == nil && m.GetContinue() == "" {
-				f.markListed(k, st.complete().gen, m.GetResourceVersion())
+				cur, objs := st.complete()
+				f.markListed(k, cur.gen, m.GetResourceVersion(), objs)
 			}
 			return list, nil
 		},
@@ -388,8 +467,9 @@ func (f *Filter) wrap(lw toolscache.ListerWatcher, k int, exemplar runtime.Objec
 // store is complete for.
 type listState struct {
 	mu sync.Mutex
-	// The list under way.
-	cur view
+	// The list under way, and what its pages brought so far.
+	cur  view
+	objs []stored
 	// The last complete list, or watch list, or splice.
 	listed view
 }
@@ -397,7 +477,14 @@ type listState struct {
 func (s *listState) begin(v view) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.cur = v
+	s.cur, s.objs = v, nil
+}
+
+// brought notes the objects of a page of the list under way.
+func (s *listState) brought(items []runtime.Object) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.objs = append(s.objs, storedOf(items)...)
 }
 
 // page returns the view of the list under way, unless the request changed since (gen).
@@ -407,12 +494,14 @@ func (s *listState) page(gen uint64) (view, bool) {
 	return s.cur, s.cur.moved != nil && s.cur.gen == gen
 }
 
-// complete ends the list under way and returns its view.
-func (s *listState) complete() view {
+// complete ends the list under way and returns its view and what it brought.
+func (s *listState) complete() (view, []stored) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.listed = s.cur
-	return s.cur
+	objs := s.objs
+	s.objs = nil
+	return s.cur, objs
 }
 
 // completed notes that the store is complete for v (a watch list's initial events, a splice).

@@ -1,10 +1,16 @@
 package shard
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // What lists and watches ask for as shards and namespaces come and go, and when the informers
@@ -71,13 +77,58 @@ func TestReadyAfterEveryInformerListed(t *testing.T) {
 	if own, ready := f.Ready("a"); !own || ready {
 		t.Fatalf("just taken: own %v, ready %v", own, ready)
 	}
-	f.markListed(0, gen, "10")
+	f.markListed(0, gen, "10", nil)
 	if _, ready := f.Ready("a"); ready {
 		t.Fatal("ready with one informer of two listed")
 	}
-	f.markListed(1, gen, "10")
+	f.markListed(1, gen, "10", nil)
 	if own, ready := f.Ready("a"); !own || !ready {
 		t.Fatalf("both listed: own %v, ready %v", own, ready)
+	}
+}
+
+// A list counts only once the informer's store holds what it brought: an informer takes
+// events into its store through a queue, and a workload reconciled before would find its
+// sources missing (TestSourcesOfAShardTakenAreNotCreations failed so under load: a Secret of
+// the shard just taken was recorded as absent, then "created").
+func TestReadyOnceTheStoreHoldsTheList(t *testing.T) {
+	s, _ := NewSpace(1)
+	f := NewFilter(s, true)
+	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
+	f.listed = []uint64{0}
+	f.took = []took{{rv: map[int]string{}, store: store}}
+	f.NamespaceAdded("a")
+	f.Add(0)
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "sec", ResourceVersion: "9"}}
+	f.markListed(0, f.snapshot().gen, "10", storedOf([]runtime.Object{sec}))
+	time.Sleep(50 * time.Millisecond)
+	if _, ready := f.Ready("a"); ready {
+		t.Fatal("ready before the store holds the Secret listed")
+	}
+	older := sec.DeepCopy()
+	older.ResourceVersion = "8"
+	testutil.Must(t, store.Add(older))
+	time.Sleep(200 * time.Millisecond)
+	if _, ready := f.Ready("a"); ready {
+		t.Fatal("ready while the store holds an older version of the Secret listed")
+	}
+	testutil.Must(t, store.Update(sec))
+	testutil.Eventually(t, "ready once the store holds the list", func() error {
+		if _, ready := f.Ready("a"); !ready {
+			return fmt.Errorf("not ready")
+		}
+		return nil
+	})
+}
+
+// An object listed that never reaches the store (deleted meanwhile) holds the list back for
+// storeWait at most.
+func TestWaitStoredEndsAtItsLimit(t *testing.T) {
+	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
+	start := time.Now()
+	waitStored(store, []stored{{"a/gone", "5"}}, 300*time.Millisecond)
+	if took := time.Since(start); took < 300*time.Millisecond || took > 2*time.Second {
+		t.Errorf("returned after %v, want 300 ms", took)
 	}
 }
 

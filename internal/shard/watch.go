@@ -65,6 +65,9 @@ type stream struct {
 	sweeps []time.Duration
 	sweep  *time.Timer
 
+	// initial are the objects of a watch list's initial events, until they end.
+	initial []stored
+
 	out  chan watch.Event
 	stop chan struct{}
 	once sync.Once
@@ -115,10 +118,14 @@ func (s *stream) run() {
 			if ev.Type == watch.Added && s.at != "" {
 				s.remember(ev.Object)
 			}
+			if ev.Type == watch.Added && s.watchList && s.at == "" {
+				s.initial = append(s.initial, storedOf([]runtime.Object{ev.Object})...)
+			}
 			if end {
 				// A watch list: complete at the bookmark that ends the initial events.
 				s.st.completed(s.view)
-				s.f.markListed(s.k, s.view.gen, s.at)
+				s.f.markListed(s.k, s.view.gen, s.at, s.initial)
+				s.initial = nil
 			}
 		case <-s.view.moved:
 			if s.at == "" || !s.splice() {
@@ -215,7 +222,7 @@ func (s *stream) splice() bool {
 	// splice brought is in.
 	s.view = nv
 	s.st.completed(nv)
-	s.f.markListed(s.k, nv.gen, s.at)
+	s.f.markListed(s.k, nv.gen, s.at, storedOf(added))
 	s.armSweeps()
 	return true
 }
