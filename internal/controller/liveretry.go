@@ -26,16 +26,18 @@ const (
 type liveRetry struct {
 	events chan event.GenericEvent
 	mu     sync.Mutex
-	// ctx is the watch's, set when it starts: it ends with the manager. The context a
-	// handler is called with ends with the event.
-	ctx context.Context
+	// ctx is the watch's, set when it starts (started is closed then): it ends with the
+	// manager. The context a handler is called with ends with the event.
+	ctx       context.Context
+	started   chan struct{}
+	startOnce sync.Once
 	// failures counts, per source object, the lookups failed in a row: the backoff doubles
 	// with each. An entry goes with the next lookup that succeeds.
 	failures map[types.UID]int
 }
 
 func newLiveRetry() *liveRetry {
-	return &liveRetry{events: make(chan event.GenericEvent), failures: map[types.UID]int{}}
+	return &liveRetry{events: make(chan event.GenericEvent), failures: map[types.UID]int{}, started: make(chan struct{})}
 }
 
 // source is the watch through which the events handed back are looked up again, by mapping.
@@ -45,6 +47,7 @@ func (l *liveRetry) source(mapping handler.MapFunc) crsource.Source {
 		l.mu.Lock()
 		l.ctx = ctx
 		l.mu.Unlock()
+		l.startOnce.Do(func() { close(l.started) })
 		return channel.Start(ctx, q)
 	})
 }
@@ -55,17 +58,17 @@ func (l *liveRetry) failed(ctx context.Context, o client.Object) {
 	l.mu.Lock()
 	n := l.failures[o.GetUID()]
 	l.failures[o.GetUID()] = n + 1
-	watch := l.ctx
 	l.mu.Unlock()
-	if watch == nil {
-		watch = ctx // not started: the events of the first list would be too early to fail
-	}
 	delay := min(liveRetryFirst<<min(n, 6), liveRetryMax)
 	log.FromContext(ctx).Info("the workloads a source change concerns could not be listed; looking again",
 		"namespace", o.GetNamespace(), "source", o.GetName(), "in", delay.String())
 	go func() {
 		t := time.NewTimer(delay)
 		defer t.Stop()
+		<-l.started // a lookup may fail before the watch that hands it back has started
+		l.mu.Lock()
+		watch := l.ctx
+		l.mu.Unlock()
 		select {
 		case <-watch.Done():
 			return
