@@ -29,7 +29,11 @@ func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen,
 	dn := done{related: r.related(w, d.Plan)}
 	if d.Plan.Reloads() && f.Quarantine == nil {
 		// The flap breaker first (flap.go): a quarantine holds past any pacing.
-		if h := r.quarantine(ctx, obj, k, w, d.Plan.Changes, dn.related, f.Now); h.Reason != "" {
+		h, err := r.quarantine(ctx, obj, k, w, d.Plan.Changes, dn.related, f.Now)
+		if err != nil {
+			return reconcile.Result{}, "", err
+		}
+		if h.Reason != "" {
 			f.Quarantine = &h
 			d = reload.Decide(*f)
 		}

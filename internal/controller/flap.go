@@ -74,11 +74,13 @@ func (r *WorkloadReconciler) observeFlaps(st SourceType) predicate.Predicate {
 // quarantine holds a due reload whose changes come from a source in quarantine, until the
 // latest of their ends; it honours a release annotation, takes over the quarantines recorded
 // on the workload (after a restart), and announces a hold once per quarantine.
-func (r *WorkloadReconciler) quarantine(ctx context.Context, obj client.Object, k string, w seen, due []reload.Change, related runtime.Object, now time.Time) reload.Hold {
+func (r *WorkloadReconciler) quarantine(ctx context.Context, obj client.Object, k string, w seen, due []reload.Change, related runtime.Object, now time.Time) (reload.Hold, error) {
 	if r.Flaps == nil {
-		return reload.Hold{}
+		return reload.Hold{}, nil
 	}
-	r.adoptQuarantines(ctx, obj, now)
+	if err := r.adoptQuarantines(ctx, obj, now); err != nil {
+		return reload.Hold{}, err
+	}
 	var h reload.Hold
 	var held []string
 	for _, ch := range due {
@@ -101,12 +103,12 @@ func (r *WorkloadReconciler) quarantine(ctx context.Context, obj client.Object, 
 	}
 	if h.Reason == "" {
 		r.flapNotes.forget(k)
-		return h
+		return h, nil
 	}
 	h.Why = strings.Join(held, "; ")
 	r.Pacer.Forget(k, now) // a slot it reserved goes back; it takes one when released
 	r.announceQuarantine(ctx, obj, k, h, due, related)
-	return h
+	return h, nil
 }
 
 // released ends the quarantine of a source whose release annotation names a time at or after
@@ -204,26 +206,32 @@ func (r *WorkloadReconciler) quarantineKey(ctx context.Context) hash.Key {
 }
 
 // adoptQuarantines takes over the quarantines recorded on obj, when the record is reloader's
-// (its MAC is valid for this workload); another is reported and ignored.
-func (r *WorkloadReconciler) adoptQuarantines(ctx context.Context, obj client.Object, now time.Time) {
+// (its MAC is valid for this workload); another is reported and ignored. An error when the
+// install key has not loaded yet (just after a restart, on a busy API server): the reconcile
+// is retried rather than going ahead as if the record were not there.
+func (r *WorkloadReconciler) adoptQuarantines(ctx context.Context, obj client.Object, now time.Time) error {
 	v, ok := obj.GetAnnotations()[flap.RecordAnnotation]
 	if !ok {
-		return
+		return nil
 	}
-	key := r.quarantineKey(ctx)
+	key, err := r.recordKey(ctx)
+	if err != nil {
+		return fmt.Errorf("read the quarantine record: %w", err)
+	}
 	if !key.Valid() {
-		return
+		return nil
 	}
 	entries, err := flap.Open(key, r.subject(obj), v)
 	if err != nil {
 		log.FromContext(ctx).Info("ignoring quarantine record", "annotation", flap.RecordAnnotation, "error", err.Error())
-		return
+		return nil
 	}
 	for _, e := range entries {
 		if id, ok := source.ParseID(e.Source); ok {
 			r.Flaps.Adopt(flap.Key{Namespace: obj.GetNamespace(), Kind: string(id.Kind), Name: id.Name}, e.Quarantine(), now)
 		}
 	}
+	return nil
 }
 
 // keepQuarantines writes, into updated, the record of the quarantines that hold its sources
