@@ -8,6 +8,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -16,10 +17,31 @@ import (
 // degraded mode looks up the workloads of a namespace several times per source change (per
 // kind, by name and by pattern, for the reload and for its baseline), and a burst of changes
 // in one namespace repeats it per change: they share one list per kind while it is fresh.
-// What a shared list may miss is a workload created within d before a lookup. Lists made
-// without an indexed field are never shared.
+// A lookup made for a change (AtLeast) shares only a list taken at the change's
+// resourceVersion or later, so that it sees every workload created before the change. Lists
+// made without an indexed field are never shared.
 func (c *Client) ReuseLists(d time.Duration) {
 	c.lists = &recentLists{ttl: d, now: time.Now, m: map[listKey]recentList{}}
+}
+
+type atLeastKey struct{}
+
+// AtLeast returns ctx for lookups that must see the cluster as of resourceVersion rv or later
+// (that of the source change they are made for): a shared list taken before rv may lack a
+// workload created just before the change, which would then never hear of it.
+func AtLeast(ctx context.Context, rv string) context.Context {
+	return context.WithValue(ctx, atLeastKey{}, rv)
+}
+
+// fresh reports whether a list taken at resourceVersion listRV may serve a lookup with ctx.
+// Versions that do not compare (no etcd behind the server) share nothing.
+func fresh(ctx context.Context, listRV string) bool {
+	min, _ := ctx.Value(atLeastKey{}).(string)
+	if min == "" {
+		return true
+	}
+	c, err := resourceversion.CompareResourceVersion(listRV, min)
+	return err == nil && c >= 0
 }
 
 type listKey struct {
@@ -29,6 +51,7 @@ type listKey struct {
 
 type recentList struct {
 	at    time.Time
+	rv    string
 	items []runtime.Object
 }
 
@@ -45,8 +68,8 @@ func (c *Client) listServer(ctx context.Context, gvk schema.GroupVersionKind, li
 	var key listKey
 	if c.lists != nil {
 		key = listKey{gvk: gvk, opts: opts.AsListOptions().String() + "/" + opts.Namespace}
-		if items, ok := c.lists.get(key); ok {
-			return items, nil
+		if l, ok := c.lists.get(key); ok && fresh(ctx, l.rv) {
+			return l.items, nil
 		}
 	}
 	if err := c.Client.List(ctx, list, opts); err != nil {
@@ -57,24 +80,28 @@ func (c *Client) listServer(ctx context.Context, gvk schema.GroupVersionKind, li
 		return nil, err
 	}
 	if c.lists != nil {
-		c.lists.put(key, items)
+		rv := ""
+		if m, err := apimeta.ListAccessor(list); err == nil {
+			rv = m.GetResourceVersion()
+		}
+		c.lists.put(key, rv, items)
 	}
 	return items, nil
 }
 
-func (r *recentLists) get(k listKey) ([]runtime.Object, bool) {
+func (r *recentLists) get(k listKey) (recentList, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	l, ok := r.m[k]
 	if !ok || r.now().Sub(l.at) >= r.ttl {
-		return nil, false
+		return recentList{}, false
 	}
-	return l.items, true
+	return l, true
 }
 
 // put keeps items and drops the lists gone stale, so that what is kept is bounded by the
 // namespaces looked up within the last ttl.
-func (r *recentLists) put(k listKey, items []runtime.Object) {
+func (r *recentLists) put(k listKey, rv string, items []runtime.Object) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
@@ -83,5 +110,5 @@ func (r *recentLists) put(k listKey, items []runtime.Object) {
 			delete(r.m, key)
 		}
 	}
-	r.m[k] = recentList{at: now, items: items}
+	r.m[k] = recentList{at: now, rv: rv, items: items}
 }

@@ -80,13 +80,29 @@ func TestSplitReadsLiveKindsThroughTheIndexAndReusesFreshLists(t *testing.T) {
 	if n := liveLists.Load(); n != 2 {
 		t.Errorf("%d lists from the API server; want 2", n)
 	}
+	// Within the reuse period, a lookup made for a change after the list was taken lists
+	// again: a ConfigMap created before the change is seen (degraded mode's late workloads).
+	create("a-3", "a")
+	var changed corev1.ConfigMap
+	testutil.Must(t, direct.Get(ctx, client.ObjectKey{Namespace: "default", Name: "a-3"}, &changed))
+	var atChange corev1.ConfigMapList
+	testutil.Must(t, split.List(clientindex.AtLeast(ctx, changed.ResourceVersion), &atChange, client.InNamespace("default"), client.MatchingFields{"by-team": "a"}))
+	if len(atChange.Items) != 3 || liveLists.Load() != 3 {
+		t.Errorf("a lookup at the change: %d ConfigMaps, %d lists from the API server; want 3 and 3", len(atChange.Items), liveLists.Load())
+	}
+	// One made for a change the list already holds shares it.
+	testutil.Must(t, split.List(clientindex.AtLeast(ctx, changed.ResourceVersion), &atChange, client.InNamespace("default"), client.MatchingFields{"by-team": "a"}))
+	if n := liveLists.Load(); n != 3 {
+		t.Errorf("%d lists from the API server for a lookup the fresh list covers; want 3", n)
+	}
+	time.Sleep(reuse)
 	var cm corev1.ConfigMap
 	if err := split.Get(ctx, client.ObjectKey{Namespace: "default", Name: "a-2"}, &cm); err != nil {
 		t.Errorf("live Get: %v", err)
 	}
 	var secrets corev1.SecretList
 	testutil.Must(t, split.List(ctx, &secrets, client.InNamespace("default")))
-	if otherLists.Load() != 1 || liveLists.Load() != 2 {
+	if otherLists.Load() != 1 || liveLists.Load() != 3 {
 		t.Errorf("a Secret list went to the live client (other %d, live %d)", otherLists.Load(), liveLists.Load())
 	}
 }

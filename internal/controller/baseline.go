@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/cachemem/shrink"
+	"github.com/reloader-operator/reloader/internal/clientindex"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
 )
@@ -338,6 +339,7 @@ func (r *WorkloadReconciler) changedFrom(ctx context.Context, st SourceType, o, 
 	// goroutine, before the workloads' reconciles (queued by a lookup of their own, retried
 	// from a second on: liveretry.go) would take the new content as their first. A note
 	// made twice keeps the first.
+	ctx = clientindex.AtLeast(ctx, o.GetResourceVersion()) // a live lookup sees this change's cluster
 	for delay := noteRetryFirst; ; delay *= 2 {
 		_, failed := r.lookup().affected(ctx, r.Kind, o.GetNamespace(), id, o.GetAnnotations(), o.GetLabels(), note)
 		if failed == nil || delay > noteRetryLast {

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
+	"github.com/reloader-operator/reloader/internal/clientindex"
 	"github.com/reloader-operator/reloader/internal/fair"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/source"
@@ -85,6 +86,9 @@ func (r *WorkloadReconciler) mapSource(st SourceType, retry *liveRetry) handler.
 			annotations, labels = src.GetAnnotations(), src.GetLabels()
 		}
 		var reqs []reconcile.Request
+		// A live lookup (degraded mode) sees at least the cluster of this change: every
+		// workload created before it.
+		ctx = clientindex.AtLeast(ctx, src.GetResourceVersion())
 		scanned, failed := r.lookup().affected(ctx, r.Kind, src.GetNamespace(), id, annotations, labels, func(w client.Object) {
 			nn := client.ObjectKeyFromObject(w)
 			r.Window.Touch(r.windowKey(nn))
