@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,29 +25,8 @@ import (
 // rolls once; without the record it would roll at once (the new process heard no flap).
 func TestQuarantineSurvivesARestart(t *testing.T) {
 	const quiet = 8 * time.Second
-	ns := newNamespace(t)
-	configure := func(o *options.Options) {
-		o.ReloaderNamespace = ns // the install key, which seals the record, lives here
-		o.FlapMaxChanges, o.FlapWindow, o.FlapQuiet = 8, 2*time.Minute, quiet
-	}
-	cm := configMap(ns, "cfg", map[string]string{"k": "A"})
-	d := deployment(ns, "web", map[string]string{auto: "true"}, podSpec("cfg"))
-	create(t, cm, d)
-	stop := startReloader(t, ns, configure)
-	recorded(t, d)
-	rolls := rollTimes(t, ns)
-
-	for i := range 5 { // A->B->A->B->A->B: the fourth change trips the breaker
-		update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = []string{"B", "A"}[i%2] })
-		time.Sleep(400 * time.Millisecond)
-	}
+	ns, cm, d, configure, rolls, stop := quarantined(t, quiet)
 	eventuallyEvent(t, ns, "web", controller.ReasonSourceQuarantined)
-	testutil.Eventually(t, "the quarantine recorded on web", func() error {
-		if v := get(t, d).Annotations[flap.RecordAnnotation]; !strings.Contains(v, "configmap/cfg") {
-			return fmt.Errorf("record %q", v)
-		}
-		return nil
-	})
 	stop()
 	settle() // the watch of rolls catches up with the last roll of the flap (CI saw one late)
 	before := len(rolls()["web"])
@@ -79,27 +59,7 @@ func TestQuarantineSurvivesARestart(t *testing.T) {
 // is retried, rather than going ahead as if there were no record. Before, after a second
 // without the key the record was passed over and web rolled at once.
 func TestQuarantineRecordWaitsForTheKey(t *testing.T) {
-	ns := newNamespace(t)
-	configure := func(o *options.Options) {
-		o.ReloaderNamespace = ns
-		o.FlapMaxChanges, o.FlapWindow, o.FlapQuiet = 8, 2*time.Minute, time.Minute
-	}
-	cm := configMap(ns, "cfg", map[string]string{"k": "A"})
-	d := deployment(ns, "web", map[string]string{auto: "true"}, podSpec("cfg"))
-	create(t, cm, d)
-	stop := startReloader(t, ns, configure)
-	recorded(t, d)
-	rolls := rollTimes(t, ns)
-	for i := range 5 {
-		update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = []string{"B", "A"}[i%2] })
-		time.Sleep(400 * time.Millisecond)
-	}
-	testutil.Eventually(t, "the quarantine recorded on web", func() error {
-		if v := get(t, d).Annotations[flap.RecordAnnotation]; !strings.Contains(v, "configmap/cfg") {
-			return fmt.Errorf("record %q", v)
-		}
-		return nil
-	})
+	ns, cm, _, configure, rolls, stop := quarantined(t, time.Minute)
 	before := len(rolls()["web"])
 	stop()
 
@@ -110,6 +70,35 @@ func TestQuarantineRecordWaitsForTheKey(t *testing.T) {
 	if got := len(rolls()["web"]); got != before {
 		t.Errorf("web rolled %d times for a change to a source quarantined on record, the key not loaded", got-before)
 	}
+}
+
+// quarantined starts reloader on Deployment web, which uses ConfigMap cfg, flaps cfg until the
+// breaker trips (A->B->A->B->A->B: the fourth change does) and waits for the quarantine's
+// record on web. It returns what the test goes on with, the watch of web's rolls included.
+func quarantined(t *testing.T, quiet time.Duration) (ns string, cm *corev1.ConfigMap, d *appsv1.Deployment, configure func(*options.Options), rolls func() map[string][]time.Time, stop func()) {
+	t.Helper()
+	ns = newNamespace(t)
+	configure = func(o *options.Options) {
+		o.ReloaderNamespace = ns // the install key, which seals the record, lives here
+		o.FlapMaxChanges, o.FlapWindow, o.FlapQuiet = 8, 2*time.Minute, quiet
+	}
+	cm = configMap(ns, "cfg", map[string]string{"k": "A"})
+	d = deployment(ns, "web", map[string]string{auto: "true"}, podSpec("cfg"))
+	create(t, cm, d)
+	stop = startReloader(t, ns, configure)
+	recorded(t, d)
+	rolls = rollTimes(t, ns)
+	for i := range 5 {
+		update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = []string{"B", "A"}[i%2] })
+		time.Sleep(400 * time.Millisecond)
+	}
+	testutil.Eventually(t, "the quarantine recorded on web", func() error {
+		if v := get(t, d).Annotations[flap.RecordAnnotation]; !strings.Contains(v, "configmap/cfg") {
+			return fmt.Errorf("record %q", v)
+		}
+		return nil
+	})
+	return ns, cm, d, configure, rolls, stop
 }
 
 // keylessUser may do what reloader's RBAC grants in ns, but not get the install key's Secret:
