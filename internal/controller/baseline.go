@@ -339,7 +339,13 @@ func (r *WorkloadReconciler) changedFrom(ctx context.Context, st SourceType, o, 
 	// goroutine, before the workloads' reconciles (queued by a lookup of their own, retried
 	// from a second on: liveretry.go) would take the new content as their first. A note
 	// made twice keeps the first.
-	ctx = clientindex.AtLeast(ctx, o.GetResourceVersion()) // a live lookup sees this change's cluster
+	if r.live() {
+		// The lookup sees at least this change's cluster, and a hung API server holds the
+		// handler for noteDeadline at most.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(clientindex.AtLeast(ctx, o.GetResourceVersion()), noteDeadline)
+		defer cancel()
+	}
 	for delay := noteRetryFirst; ; delay *= 2 {
 		_, failed := r.lookup().affected(ctx, r.Kind, o.GetNamespace(), id, o.GetAnnotations(), o.GetLabels(), note)
 		if failed == nil || delay > noteRetryLast {
@@ -350,8 +356,11 @@ func (r *WorkloadReconciler) changedFrom(ctx context.Context, st SourceType, o, 
 }
 
 // A failed live lookup of the workloads to note a change on is made again after 100, 200 and
-// 400 ms.
-const noteRetryFirst, noteRetryLast = 100 * time.Millisecond, 400 * time.Millisecond
+// 400 ms, all within noteDeadline.
+const (
+	noteRetryFirst, noteRetryLast = 100 * time.Millisecond, 400 * time.Millisecond
+	noteDeadline                  = 5 * time.Second
+)
 
 // baselineHash hashes a source object noted in a baseline as the workload observes the
 // source now: restricted to the same keys.

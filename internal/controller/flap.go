@@ -208,7 +208,8 @@ func (r *WorkloadReconciler) quarantineKey(ctx context.Context) hash.Key {
 // adoptQuarantines takes over the quarantines recorded on obj, when the record is reloader's
 // (its MAC is valid for this workload); another is reported and ignored. An error when the
 // install key has not loaded yet (just after a restart, on a busy API server): the reconcile
-// is retried rather than going ahead as if the record were not there.
+// is retried rather than going ahead as if the record were not there; for keyPatience at most
+// (a key that never loads must not hold reloads for good).
 func (r *WorkloadReconciler) adoptQuarantines(ctx context.Context, obj client.Object, now time.Time) error {
 	v, ok := obj.GetAnnotations()[flap.RecordAnnotation]
 	if !ok {
@@ -216,7 +217,11 @@ func (r *WorkloadReconciler) adoptQuarantines(ctx context.Context, obj client.Ob
 	}
 	key, err := r.recordKey(ctx)
 	if err != nil {
-		return fmt.Errorf("read the quarantine record: %w", err)
+		if r.keyWaits.patient(now) {
+			return fmt.Errorf("read the quarantine record: %w", err)
+		}
+		log.FromContext(ctx).Error(err, "the install key has not loaded for minutes: the quarantine record on this workload is not read, its reloads go ahead")
+		return nil
 	}
 	if !key.Valid() {
 		return nil
@@ -289,4 +294,24 @@ func explainQuarantine(obj client.Object, due []reload.Change, now time.Time) (r
 	}
 	h.Why = strings.Join(held, "; ")
 	return h, h.Reason != ""
+}
+
+// keyPatience is how long reconciles wait for the install key before they go ahead without
+// the quarantine records it seals: past the loader's own retries of a refused read.
+const keyPatience = 3 * time.Minute
+
+// keyWaits remembers since when reconciles have found the install key not loaded.
+type keyWaits struct {
+	mu    sync.Mutex
+	since time.Time
+}
+
+// patient reports whether a reconcile that found the key not loaded at now should wait for it.
+func (k *keyWaits) patient(now time.Time) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.since.IsZero() {
+		k.since = now
+	}
+	return now.Sub(k.since) < keyPatience
 }

@@ -55,20 +55,63 @@ func TestQuarantineSurvivesARestart(t *testing.T) {
 }
 
 // A reloader that can't load the install key yet (here it may not get the key's Secret, so
-// the loader retries for two minutes) can't check a quarantine record: the reload waits, and
-// is retried, rather than going ahead as if there were no record. Before, after a second
-// without the key the record was passed over and web rolled at once.
+// the loader retries) can't check a quarantine record: the reload waits, and is retried,
+// rather than going ahead as if there were no record. Before, after a second without the key
+// the record was passed over and web rolled at once. Once the key can be read, the record is
+// taken over and web rolls once, when the source has been quiet.
 func TestQuarantineRecordWaitsForTheKey(t *testing.T) {
-	ns, cm, _, configure, rolls, stop := quarantined(t, time.Minute)
+	const quiet = 15 * time.Second
+	ns, cm, _, configure, rolls, stop := quarantined(t, quiet)
 	before := len(rolls()["web"])
 	stop()
 
 	// Secrets ignored: with Secrets as sources, nothing reconciles before the key loads.
-	startReloaderAs(t, keylessUser(t, ns), ns, configure, func(o *options.Options) { o.ResourcesToIgnore = []string{"secrets"} })
+	cfg, grant := keylessUser(t, ns)
+	startReloaderAs(t, cfg, ns, configure, func(o *options.Options) { o.ResourcesToIgnore = []string{"secrets"} })
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "C" })
 	time.Sleep(4 * time.Second)
 	if got := len(rolls()["web"]); got != before {
-		t.Errorf("web rolled %d times for a change to a source quarantined on record, the key not loaded", got-before)
+		t.Fatalf("web rolled %d times for a change to a source quarantined on record, the key not loaded", got-before)
+	}
+	grant()
+	testutil.Eventually(t, "one roll once the key loads and the source is quiet", func() error {
+		if got := len(rolls()["web"]); got != before+1 {
+			return fmt.Errorf("%d rolls since the restart", got-before)
+		}
+		return nil
+	})
+	settle()
+	if got := len(rolls()["web"]); got != before+1 {
+		t.Errorf("%d rolls after the restart, want 1", got-before)
+	}
+}
+
+// keylessUser may do what reloader's RBAC grants in ns, but not get the install key's Secret
+// until grant is called: its key loader retries meanwhile.
+func keylessUser(t *testing.T, ns string) (cfg *rest.Config, grant func()) {
+	t.Helper()
+	opts := options.Default()
+	opts.Namespaces = []string{ns}
+	conf, err := options.Parse(opts)
+	testutil.Must(t, err)
+	user := "keyless-" + ns
+	cfg, _, err = cluster.AddUser(user)
+	testutil.Must(t, err)
+	var rules []rbacv1.PolicyRule
+	for _, r := range rbac.For(conf, rbac.Platform{OpenShift: true}).Watched {
+		if slices.Contains(r.Resources, "secrets") { // list and watch the sources; no get of the key
+			r.Verbs = slices.DeleteFunc(slices.Clone(r.Verbs), func(v string) bool { return v == "get" })
+		}
+		rules = append(rules, r)
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "keyless"}, Rules: rules}
+	create(t, role, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "keyless"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "keyless"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}})
+	return cfg, func() {
+		update(t, role, func(r *rbacv1.Role) {
+			r.Rules = append(r.Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}})
+		})
 	}
 }
 
@@ -99,31 +142,6 @@ func quarantined(t *testing.T, quiet time.Duration) (ns string, cm *corev1.Confi
 		return nil
 	})
 	return ns, cm, d, configure, rolls, stop
-}
-
-// keylessUser may do what reloader's RBAC grants in ns, but not get the install key's Secret:
-// its key loader retries for two minutes before it falls back.
-func keylessUser(t *testing.T, ns string) *rest.Config {
-	t.Helper()
-	opts := options.Default()
-	opts.Namespaces = []string{ns}
-	conf, err := options.Parse(opts)
-	testutil.Must(t, err)
-	user := "keyless-" + ns
-	cfg, _, err := cluster.AddUser(user)
-	testutil.Must(t, err)
-	var rules []rbacv1.PolicyRule
-	for _, r := range rbac.For(conf, rbac.Platform{OpenShift: true}).Watched {
-		if slices.Contains(r.Resources, "secrets") { // list and watch the sources; no get of the key
-			r.Verbs = slices.DeleteFunc(slices.Clone(r.Verbs), func(v string) bool { return v == "get" })
-		}
-		rules = append(rules, r)
-	}
-	create(t, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "keyless"}, Rules: rules},
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "keyless"},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "keyless"},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}})
-	return cfg
 }
 
 // A record reloader did not seal is ignored: a tenant can't hold a workload's reloads by

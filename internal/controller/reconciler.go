@@ -115,6 +115,7 @@ type WorkloadReconciler struct {
 	conflicts conflictCounts
 	flapNotes flapNotes
 	approvals approvals
+	keyWaits  keyWaits
 }
 
 // Reloaded is one reload written.
