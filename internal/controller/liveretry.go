@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -27,39 +28,36 @@ const (
 )
 
 // liveRetry hands back the events of one source type whose lookup failed: one pending
-// retry per source, with its latest object, however many of its events failed.
+// retry per source, with its latest object, however many of its events failed. The delays
+// and the failures in a row are client-go's rate-limited work queue's, keyed by the
+// source's UID.
 type liveRetry struct {
 	events chan event.GenericEvent
+	queue  workqueue.TypedRateLimitingInterface[types.UID]
 	mu     sync.Mutex
-	// pending are the sources waiting to be looked up again, by UID.
-	pending map[types.UID]*retrying
-	// ctx is the watch's, set when it starts (started is closed then): it ends with the
-	// manager. The context a handler is called with ends with the event.
-	ctx       context.Context
-	started   chan struct{}
-	startOnce sync.Once
-}
-
-// retrying is a source to look up again: its latest object, the lookups failed in a row (the
-// backoff doubles with each), and whether a hand-back is scheduled.
-type retrying struct {
-	obj       client.Object
-	failures  int
-	scheduled bool
+	// waiting holds the latest object of each source whose hand-back is scheduled.
+	waiting map[types.UID]client.Object
 }
 
 func newLiveRetry() *liveRetry {
-	return &liveRetry{events: make(chan event.GenericEvent), pending: map[types.UID]*retrying{}, started: make(chan struct{})}
+	return &liveRetry{
+		events: make(chan event.GenericEvent),
+		queue: workqueue.NewTypedRateLimitingQueue(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](liveRetryFirst, liveRetryMax)),
+		waiting: map[types.UID]client.Object{},
+	}
 }
 
 // source is the watch through which the events handed back are looked up again, by mapping.
+// A lookup may fail before it starts: its hand-back waits in the queue.
 func (l *liveRetry) source(mapping handler.MapFunc) crsource.Source {
 	channel := crsource.Channel(l.events, handler.EnqueueRequestsFromMapFunc(mapping))
 	return crsource.Func(func(ctx context.Context, q workqueueOfRequests) error {
-		l.mu.Lock()
-		l.ctx = ctx
-		l.mu.Unlock()
-		l.startOnce.Do(func() { close(l.started) })
+		go func() {
+			<-ctx.Done()
+			l.queue.ShutDown()
+		}()
+		go l.handBack(ctx)
 		return channel.Start(ctx, q)
 	})
 }
@@ -68,64 +66,52 @@ func (l *liveRetry) source(mapping handler.MapFunc) crsource.Source {
 // call for; a source already scheduled keeps its time and takes o as its latest object. ctx
 // is the failed lookup's, for its logger.
 func (l *liveRetry) failed(ctx context.Context, o client.Object) {
+	uid := o.GetUID()
 	l.mu.Lock()
-	p, ok := l.pending[o.GetUID()]
-	if !ok {
-		if len(l.pending) >= liveRetryPending {
-			l.mu.Unlock()
-			log.FromContext(ctx).Error(nil, "too many source changes wait for a lookup again; this one waits for its source's next change",
-				"namespace", o.GetNamespace(), "source", o.GetName(), "pending", liveRetryPending)
-			return
-		}
-		p = &retrying{}
-		l.pending[o.GetUID()] = p
-	}
-	p.obj = o
-	if p.scheduled {
+	_, scheduled := l.waiting[uid]
+	if !scheduled && len(l.waiting) >= liveRetryPending {
 		l.mu.Unlock()
+		log.FromContext(ctx).Error(nil, "too many source changes wait for a lookup again; this one waits for its source's next change",
+			"namespace", o.GetNamespace(), "source", o.GetName(), "pending", liveRetryPending)
 		return
 	}
-	p.scheduled = true
-	delay := min(liveRetryFirst<<min(p.failures, 6), liveRetryMax)
-	p.failures++
+	l.waiting[uid] = o
 	l.mu.Unlock()
+	if scheduled {
+		return
+	}
 	log.FromContext(ctx).Info("the workloads a source change concerns could not be listed; looking again",
-		"namespace", o.GetNamespace(), "source", o.GetName(), "in", delay.String())
-	go l.handBack(o.GetUID(), delay)
+		"namespace", o.GetNamespace(), "source", o.GetName(), "failures", l.queue.NumRequeues(uid)+1)
+	l.queue.AddRateLimited(uid)
 }
 
-// handBack sends the latest object of source uid to the watch after delay.
-func (l *liveRetry) handBack(uid types.UID, delay time.Duration) {
-	t := time.NewTimer(delay)
-	defer t.Stop()
-	<-l.started // a lookup may fail before the watch that hands it back has started
-	l.mu.Lock()
-	watch := l.ctx
-	l.mu.Unlock()
-	select {
-	case <-watch.Done():
-		return
-	case <-t.C:
-	}
-	l.mu.Lock()
-	p, ok := l.pending[uid]
-	var latest client.Object
-	if ok {
-		p.scheduled, latest = false, p.obj
-	}
-	l.mu.Unlock()
-	if !ok {
-		return // looked up meanwhile, by a later event of the source
-	}
-	select {
-	case l.events <- event.GenericEvent{Object: latest}:
-	case <-watch.Done():
+// handBack sends each source whose backoff has passed, as its latest object, to the watch.
+func (l *liveRetry) handBack(ctx context.Context) {
+	for {
+		uid, shutdown := l.queue.Get()
+		if shutdown {
+			return
+		}
+		l.mu.Lock()
+		latest, ok := l.waiting[uid]
+		delete(l.waiting, uid)
+		l.mu.Unlock()
+		l.queue.Done(uid)
+		if !ok {
+			continue // looked up meanwhile, by a later event of the source
+		}
+		select {
+		case l.events <- event.GenericEvent{Object: latest}:
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 
 // succeeded forgets o's source: its latest change has been looked up.
 func (l *liveRetry) succeeded(o client.Object) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.pending, o.GetUID())
+	delete(l.waiting, o.GetUID())
+	l.mu.Unlock()
+	l.queue.Forget(o.GetUID())
 }
