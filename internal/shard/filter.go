@@ -425,14 +425,11 @@ func (f *Filter) wrap(lw toolscache.ListerWatcher, k int, exemplar runtime.Objec
 			if err != nil {
 				return nil, err
 			}
-			if err := f.keepInList(list, v); err != nil {
-				return nil, err
-			}
-			items, err := meta.ExtractList(list)
+			kept, err := f.keepInList(list, v)
 			if err != nil {
 				return nil, err
 			}
-			st.brought(items)
+			st.brought(kept)
 			if m, err := meta.ListAccessor(list); err == nil && m.GetContinue() == "" {
 				cur, objs := st.complete()
 				f.markListed(k, cur.gen, m.GetResourceVersion(), objs)
@@ -536,11 +533,11 @@ func ask(opts *metav1.ListOptions, req request) {
 	}
 }
 
-// keepInList drops from a list the items of shards v does not own.
-func (f *Filter) keepInList(list runtime.Object, v view) error {
+// keepInList drops from a list the items of shards v does not own, and returns those kept.
+func (f *Filter) keepInList(list runtime.Object, v view) ([]runtime.Object, error) {
 	items, err := meta.ExtractList(list)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	kept := items[:0]
 	for _, it := range items {
@@ -549,7 +546,7 @@ func (f *Filter) keepInList(list runtime.Object, v view) error {
 		}
 	}
 	if len(kept) == len(items) {
-		return nil
+		return kept, nil
 	}
-	return meta.SetList(list, kept)
+	return kept, meta.SetList(list, kept)
 }
