@@ -11,7 +11,9 @@ ETCD_VERSION=v3.6.7
 KWOK_VERSION=v0.8.0
 
 cache_root=${XDG_CACHE_HOME:-$HOME/.cache}
-dir=${RELOADER_KUBE_BIN_DIR:-$cache_root/reloader/kube-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION}
+# "-stamped": the Kubernetes binaries carry their version (see the ldflags below); a cache
+# built before they did is not reused.
+dir=${RELOADER_KUBE_BIN_DIR:-$cache_root/reloader/kube-$K8S_VERSION-stamped-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION}
 want=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwok-stages.yaml)
 
 complete() {
@@ -59,8 +61,18 @@ if [[ ! -s "$dir/kube-apiserver" || ! -s "$dir/kube-controller-manager" || ! -s 
 			echo "replace $m => $m $STAGING_VERSION"
 		done
 	} >>go.mod
+	# Stamp the version as the Kubernetes build does (hack/lib/version.sh there): without it the
+	# API server reports v0.0.0-master+$Format:%H$, and a chart's kubeVersion constraint (ours
+	# says >=1.25.0-0) refuses a real `helm install` into this cluster.
+	major=${K8S_VERSION#v}; major=${major%%.*}
+	minor=${K8S_VERSION#v*.}; minor=${minor%%.*}
+	ldflags=""
+	for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+		ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+		ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+	done
 	for b in kube-apiserver kube-controller-manager kube-scheduler; do
-		go build -o "$dir/$b.tmp" "k8s.io/kubernetes/cmd/$b" >&2
+		go build -ldflags "$ldflags" -o "$dir/$b.tmp" "k8s.io/kubernetes/cmd/$b" >&2
 		mv "$dir/$b.tmp" "$dir/$b"
 	done
 fi
