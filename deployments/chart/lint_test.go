@@ -48,6 +48,9 @@ func TestSchemaRejects(t *testing.T) {
 		{`reloader: {serviceAccount: {automountServiceAccountToken: "no"}}`, "automountServiceAccountToken"},
 		{`crds: {instal: false}`, "instal"},
 		{`reloader: {leaderElection: {leaseDuration: 15}}`, "leaseDuration"},
+		{`enterprize: {enabled: true}`, "enterprize"},
+		{`enterprise: {enabled: "yes"}`, "enabled"},
+		{`global: {host: 443}`, "host"},
 	} {
 		_, err := renderValues(values(t, tt.values))
 		if err == nil {

@@ -81,21 +81,57 @@ Called with (list $ map).
 The image, as upstream's chart computes it: with global.imageRegistry,
 <registry>/<image.name>:<tag>; else <image.repository>@<digest>, or <image.repository>:<tag>.
 Upstream's older keys reloader.deployment.image.{name,tag} stand for name (or repository)
-and tag when set.
+and tag when set. An empty tag is the chart's appVersion, in both charts; so upstream's own
+repository (or name) with no tag, as upstream chart 3's values file has it, means "the image
+this chart ships", which is reloader's ("reloader.upstreamImageUnpinned").
 */}}
 {{- define "reloader.image" -}}
 {{- $old := .Values.reloader.deployment.image | default dict -}}
+{{- $unpinned := include "reloader.upstreamImageUnpinned" . -}}
 {{- $tag := $old.tag | default .Values.image.tag | default .Chart.AppVersion | toString -}}
 {{- with .Values.global.imageRegistry -}}
-{{- printf "%s/%s:%s" (trimSuffix "/" .) ($old.name | default $.Values.image.name) $tag -}}
+{{- $name := ternary "reloader-operator/reloader" ($old.name | default $.Values.image.name) (eq $unpinned "name") -}}
+{{- printf "%s/%s:%s" (trimSuffix "/" .) $name $tag -}}
 {{- else -}}
-{{- $repo := $old.name | default .Values.image.repository -}}
+{{- $repo := ternary "ghcr.io/reloader-operator/reloader" ($old.name | default .Values.image.repository) (eq $unpinned "repository") -}}
 {{- if .Values.image.digest -}}
 {{- printf "%s@%s" $repo .Values.image.digest -}}
 {{- else -}}
 {{- printf "%s:%s" $repo $tag -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+
+{{/*
+"repository" (or "name" under global.imageRegistry) when the values name upstream's image
+(ghcr.io/stakater/reloader, or stakater/reloader) with neither tag nor digest; else empty.
+The defaults of upstream's chart 3 do (its tag defaults to its own appVersion): rendered as
+is, that would be stakater's image at reloader's version, which does not exist.
+*/}}
+{{- define "reloader.upstreamImageUnpinned" -}}
+{{- $old := .Values.reloader.deployment.image | default dict -}}
+{{- if not (or $old.tag .Values.image.tag .Values.image.digest) -}}
+{{- if .Values.global.imageRegistry -}}
+{{- if eq ($old.name | default .Values.image.name) "stakater/reloader" }}name{{ end -}}
+{{- else if eq ($old.name | default .Values.image.repository) "ghcr.io/stakater/reloader" }}repository{{ end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Upstream chart 3's Reloader Enterprise values that would act upstream (its commercial
+subchart renders only with enterprise.enabled; global.host names its console's address),
+as a JSON list of keys: this chart installs no such component and ignores them.
+*/}}
+{{- define "reloader.ignoredEnterpriseValues" -}}
+{{- $keys := list -}}
+{{- $e := .Values.enterprise | default dict -}}
+{{- $g := .Values.global | default dict -}}
+{{- if $e.enabled }}{{ $keys = append $keys "enterprise.enabled" }}{{ end -}}
+{{- if $g.host }}{{ $keys = append $keys "global.host" }}{{ end -}}
+{{- if $keys -}}
+{{- range $k := list "ingressScheme" "gatewayBasePath" }}{{ if get $g $k }}{{ $keys = append $keys (printf "global.%s" $k) }}{{ end }}{{ end -}}
+{{- end -}}
+{{- toJson $keys -}}
 {{- end -}}
 
 {{/* global.imagePullSecrets and deployment.imagePullSecrets, as [{name: ...}]. */}}
