@@ -3,6 +3,7 @@ package installtest
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,6 +27,9 @@ type upgradeCase struct {
 	values        map[string]any
 	// valuesFile, under testdata, replaces values.
 	valuesFile string
+	// upstream is the stand-in for upstream's chart installed first, a directory under
+	// testdata: upstreamChart2 when empty.
+	upstream string
 	// watched are the namespaces where a Deployment must reload (the release's when empty);
 	// with unwatched, a Deployment in another namespace must be left alone.
 	watched   []string
@@ -53,11 +57,44 @@ var upgrades = []upgradeCase{
 	// `helm show values` of upstream's chart 2.2.16 (Reloader v1.4.21) without its comments:
 	// what users who copied the whole file pass. It pins stakater's image.
 	{name: "upstream-values", release: "reloader", valuesFile: "upstream-v1.4.21-values.yaml"},
+	// Upstream's chart 3.0.0-beta.1 with its own whole values file (enterprise.*, global.host,
+	// an empty image.tag), and scoped, where its release namespace is not watched.
+	{name: "chart3-values", release: "reloader", valuesFile: upstreamChart3Values, upstream: upstreamChart3},
+	{name: "chart3-namespaces", release: "team", upstream: upstreamChart3,
+		values:  reloaderValues(map[string]any{"watchGlobally": false, "namespaces": []any{"upgrade-c3-a"}}),
+		watched: []string{"upgrade-c3-a"}, unwatched: true},
 }
 
-// upstreamChartDir is the stand-in for upstream's published chart (see its Chart.yaml).
-func upstreamChartDir() string {
-	return filepath.Join(repoRoot, "deployments", "installtest", "testdata", "upstream-v1.4.21")
+// The stand-ins for upstream's published charts (see their Chart.yaml), under testdata.
+const (
+	upstreamChart2 = "upstream-v1.4.21"
+	upstreamChart3 = "upstream-chart-3.0.0-beta.1"
+)
+
+// upstreamChartDir is the stand-in for upstream's published chart 2.2.16.
+func upstreamChartDir() string { return standInDir(upstreamChart2) }
+
+func standInDir(name string) string {
+	return filepath.Join(repoRoot, "deployments", "installtest", "testdata", name)
+}
+
+// loadStandIn loads the stand-in for upstream's chart under testdata/name. One without
+// templates of its own (chart 3's) has its Chart.yaml and values.yaml, and the 2.2.16
+// stand-in's templates, which render chart 3's differences from its version.
+func loadStandIn(t *testing.T, name string) *chart.Chart {
+	t.Helper()
+	dir := standInDir(name)
+	if _, err := os.Stat(filepath.Join(dir, "templates")); err == nil {
+		return loadChart(t, dir)
+	}
+	c := loadChart(t, upstreamChartDir())
+	md, err := chartutil.LoadChartfile(filepath.Join(dir, "Chart.yaml"))
+	testutil.Must(t, err)
+	values, err := chartutil.ReadValuesFile(filepath.Join(dir, "values.yaml"))
+	testutil.Must(t, err)
+	c.Metadata, c.Values = md, values
+	testutil.Must(t, c.Validate())
+	return c
 }
 
 // TestUpgradeFromUpstreamChart installs upstream's chart as a Helm release, upgrades it onto
@@ -92,7 +129,11 @@ func runUpgrade(t *testing.T, c upgradeCase) {
 		}
 	}
 	removeReloaderConfigCRD(t, ctx)
-	u := installAndUpgrade(t, ctx, c.release, ns, values)
+	upstream := c.upstream
+	if upstream == "" {
+		upstream = upstreamChart2
+	}
+	u := installAndUpgrade(t, ctx, loadStandIn(t, upstream), c.release, ns, values)
 
 	u.before.checkKept(t, ctx, "after the upgrade")
 	waitReloaderConfigAPI(t, ctx)
@@ -127,18 +168,17 @@ type upgradeRun struct {
 	ours                *chart.Chart
 }
 
-// installAndUpgrade installs upstream's chart as release name in namespace ns, notes what it
-// created, and upgrades it onto our chart with the same values; the release is uninstalled
-// when the test ends.
-func installAndUpgrade(t *testing.T, ctx context.Context, name, ns string, values map[string]any) upgradeRun {
+// installAndUpgrade installs upstream's chart (a stand-in for it) as release name in
+// namespace ns, notes what it created, and upgrades it onto our chart with the same values;
+// the release is uninstalled when the test ends.
+func installAndUpgrade(t *testing.T, ctx context.Context, upstream *chart.Chart, name, ns string, values map[string]any) upgradeRun {
 	t.Helper()
 	u := upgradeRun{cfg: helmConfig(t, ns), ours: loadChart(t, chartDir)}
 	inst := action.NewInstall(u.cfg)
 	inst.ReleaseName, inst.Namespace = name, ns
-	refreshCapabilities(t, u.cfg)
 	var err error
-	if u.installed, err = inst.Run(loadChart(t, upstreamChartDir()), values); err != nil {
-		t.Fatalf("helm install %s with upstream's chart: %v", name, err)
+	if u.installed, err = inst.Run(upstream, values); err != nil {
+		t.Fatalf("helm install %s with upstream's chart %s: %v", name, upstream.Metadata.Version, err)
 	}
 	t.Cleanup(func() {
 		if _, err := action.NewUninstall(u.cfg).Run(name); err != nil {
@@ -149,7 +189,6 @@ func installAndUpgrade(t *testing.T, ctx context.Context, name, ns string, value
 
 	upgrade := action.NewUpgrade(u.cfg)
 	upgrade.Namespace = ns
-	refreshCapabilities(t, u.cfg)
 	if u.upgraded, err = upgrade.Run(name, u.ours, values); err != nil {
 		t.Fatalf("helm upgrade %s from upstream's chart onto ours, same values: %v", name, err)
 	}
@@ -170,7 +209,7 @@ func TestUpgradeTwoReleasesInOneCluster(t *testing.T) {
 	values := reloaderValues(map[string]any{"watchGlobally": false})
 	for _, ns := range []string{"upgrade-team-1", "upgrade-team-2"} {
 		ensureNamespace(t, ctx, ns)
-		u := installAndUpgrade(t, ctx, "reloader", ns, values)
+		u := installAndUpgrade(t, ctx, loadStandIn(t, upstreamChart2), "reloader", ns, values)
 		u.before.checkKept(t, ctx, "after the upgrade in "+ns)
 		waitReloaderConfigAPI(t, ctx)
 	}

@@ -12,7 +12,9 @@ import (
 	"testing"
 
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/release"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -43,19 +45,25 @@ func readTestdataValues(t *testing.T, name string) map[string]any {
 	return v
 }
 
-// renderNotes is the NOTES.txt `helm install` of our chart prints with values (client-side:
-// the notes' lookups find nothing).
-func renderNotes(t *testing.T, values map[string]any) string {
+// templateChart renders a loaded chart client-side, as `helm template` (render.Manifest) does
+// a chart directory; the release holds the manifest and the notes (whose lookups find nothing).
+func templateChart(t *testing.T, ch *chart.Chart, values map[string]any, name, ns string) *release.Release {
 	t.Helper()
 	inst := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
 	inst.ClientOnly, inst.DryRun, inst.DisableHooks = true, true, true
-	inst.ReleaseName, inst.Namespace = "reloader", "reloader"
+	inst.ReleaseName, inst.Namespace = name, ns
 	inst.KubeVersion = &chartutil.KubeVersion{Version: render.KubeVersion, Major: "1", Minor: "37"}
-	rel, err := inst.Run(loadChart(t, chartDir), values)
+	rel, err := inst.Run(ch, values)
 	if err != nil {
-		t.Fatalf("render notes: %v", err)
+		t.Fatalf("render chart %s %s: %v", ch.Metadata.Name, ch.Metadata.Version, err)
 	}
-	return rel.Info.Notes
+	return rel
+}
+
+// renderNotes is the NOTES.txt `helm install` of our chart prints with values.
+func renderNotes(t *testing.T, values map[string]any) string {
+	t.Helper()
+	return templateChart(t, loadChart(t, chartDir), values, "reloader", "reloader").Info.Notes
 }
 
 // TestUpstreamChart3ValuesFile: upstream chart 3.0.0-beta.1's own values file (its new

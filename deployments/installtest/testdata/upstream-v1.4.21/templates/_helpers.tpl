@@ -54,11 +54,19 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- if .Values.reloader.watchGlobally }}{{ .Values.reloader.namespaceSelector }}{{ end -}}
 {{- end -}}
 
-{{/* reloader.namespaces (list or comma string) with the release namespace: a sorted, unique JSON list. */}}
+{{/* "true" when standing in for upstream's chart 3 (appVersion v2), whose templates differ
+from 2.x where the templates here test it; names, labels and the selector do not differ. */}}
+{{- define "up.v3" -}}
+{{- if semverCompare ">=3.0.0-0" .Chart.Version }}true{{ end -}}
+{{- end -}}
+
+{{/* reloader.namespaces (list or comma string), with the release namespace before chart 3: a
+sorted, unique JSON list. */}}
 {{- define "up.namespaces" -}}
 {{- $in := .Values.reloader.namespaces | default list -}}
 {{- if kindIs "string" $in }}{{ $in = splitList "," $in }}{{ end -}}
-{{- $out := list (include "up.namespace" .) -}}
+{{- $out := list -}}
+{{- if not (include "up.v3" .) }}{{ $out = append $out (include "up.namespace" .) }}{{ end -}}
 {{- range $in }}{{ with (toString . | trim) }}{{ $out = append $out . }}{{ end }}{{ end -}}
 {{- $out | uniq | sortAlpha | toJson -}}
 {{- end -}}
@@ -67,8 +75,10 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- define "up.rules" -}}
 {{- $r := .root.Values.reloader -}}
 {{- $caps := .root.Capabilities -}}
+{{- $v3 := include "up.v3" .root -}}
 {{- $read := list "list" "get" "watch" -}}
 {{- $write := list "list" "get" "update" "patch" -}}
+{{- if $v3 }}{{ $write = list "list" "get" "watch" "update" "patch" }}{{ end -}}
 {{- $kinds := list -}}
 {{- if not $r.ignoreSecrets }}{{ $kinds = append $kinds "secrets" }}{{ end -}}
 {{- if not $r.ignoreConfigMaps }}{{ $kinds = append $kinds "configmaps" }}{{ end -}}
@@ -80,14 +90,14 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- $rules = append $rules (dict "apiGroups" (list "apps.openshift.io" "") "resources" (list "deploymentconfigs") "verbs" $write) -}}
 {{- end -}}
 {{- if and $r.isArgoRollouts ($caps.APIVersions.Has "argoproj.io/v1alpha1") }}
-{{- $rules = append $rules (dict "apiGroups" (list "argoproj.io" "") "resources" (list "rollouts") "verbs" $write) -}}
+{{- $rules = append $rules (dict "apiGroups" (ternary (list "argoproj.io") (list "argoproj.io" "") (eq $v3 "true")) "resources" (list "rollouts") "verbs" $write) -}}
 {{- end -}}
 {{- $rules = append $rules (dict "apiGroups" (list "apps") "resources" (list "deployments" "daemonsets" "statefulsets") "verbs" $write) -}}
-{{- if or (not .cluster) (not $r.ignoreCronJobs) }}
-{{- $rules = append $rules (dict "apiGroups" (list "batch") "resources" (list "cronjobs") "verbs" (list "list" "get")) -}}
+{{- if or (and (not .cluster) (not $v3)) (not $r.ignoreCronJobs) }}
+{{- $rules = append $rules (dict "apiGroups" (list "batch") "resources" (list "cronjobs") "verbs" (ternary $write (list "list" "get") (eq $v3 "true"))) -}}
 {{- end -}}
-{{- if or (not .cluster) (not $r.ignoreJobs) }}
-{{- $rules = append $rules (dict "apiGroups" (list "batch") "resources" (list "jobs") "verbs" (list "create" "delete" "list" "get")) -}}
+{{- if or (and (not .cluster) (not $v3)) (not $r.ignoreJobs) }}
+{{- $rules = append $rules (dict "apiGroups" (list "batch") "resources" (list "jobs") "verbs" (concat (list "create" "delete" "list" "get") (ternary (list "watch") list (eq $v3 "true")))) -}}
 {{- end -}}
 {{- if $r.enableHA }}
 {{- $rules = append $rules (dict "apiGroups" (list "coordination.k8s.io") "resources" (list "leases") "verbs" (list "create" "get" "update")) -}}
@@ -95,7 +105,11 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- if $r.enableCSIIntegration }}
 {{- $rules = append $rules (dict "apiGroups" (list "secrets-store.csi.x-k8s.io") "resources" (list "secretproviderclasspodstatuses" "secretproviderclasses") "verbs" $read) -}}
 {{- end -}}
+{{- if $v3 }}
+{{- $rules = append $rules (dict "apiGroups" (list "" "events.k8s.io") "resources" (list "events") "verbs" (list "create" "patch" "update")) -}}
+{{- else }}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "events") "verbs" (list "create" "patch")) -}}
+{{- end -}}
 {{- toYaml $rules -}}
 {{- end -}}
 
