@@ -40,11 +40,10 @@ if [[ ! -f "$UP/.prepared" ]]; then
 	git --git-dir="$UPSTREAM_GIT" archive HEAD | tar -x -C "$UP"
 	python3 "$here/patch.py" "$UP/test/e2e/utils/helm.go"
 	cp "$here/localproc.go.txt" "$UP/test/e2e/utils/zz_localproc.go"
-	# a copy of OUR chart at upstream's chart path; its kubeVersion constraint is dropped because
-	# the apiserver built from source here reports v0.0.0-master, which helm refuses.
+	# a copy of OUR chart at upstream's chart path (kubeVersion and all: the API server built by
+	# hack/kube-binaries.sh reports its real version)
 	rm -rf "$UP/deployments/kubernetes/chart/reloader"
 	cp -r "$root/deployments/chart/reloader" "$UP/deployments/kubernetes/chart/reloader"
-	sed -i '/^kubeVersion:/d' "$UP/deployments/kubernetes/chart/reloader/Chart.yaml"
 	# upstream's pinned openshift/api pseudo-version is not served by proxy.golang.org (403);
 	# use the one openshift/client-go (same pin) requires. Only openshift-labelled specs use it.
 	(cd "$UP" && go mod edit -replace github.com/openshift/api=github.com/openshift/api@v0.0.0-20260326111139-30c2ef7a272e)
