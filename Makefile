@@ -85,9 +85,12 @@ manifests:
 unit:
 	$(GO) test -count=1 ./internal/source/ ./internal/hash/ ./internal/reload/ ./internal/coalesce/ ./internal/workload/ ./internal/whatchanged/
 
-# Start a local cluster, run reloader, change a ConfigMap, watch the Deployment roll.
-demo: build kube-binaries
-	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" ./bin/demo --reloader bin/reloader $(DEMO_ARGS)
+# Start a local cluster, run reloader, change a ConfigMap, watch the Deployment roll, explain
+# it, and see the flap breaker stop two writers' fight. Quiet: the demo's steps only (the build
+# says nothing unless it fails); DEMO_ARGS=--verbose shows all of reloader's log.
+demo: kube-binaries
+	@$(MAKE) -s --no-print-directory build
+	@RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" ./bin/demo --reloader bin/reloader $(DEMO_ARGS)
 
 # A/B load tests (docs/benchmarks.md). LOADTEST_OLD and LOADTEST_NEW (or OLD and NEW) are any
 # reloader-compatible binaries, both this build by default (OLD=$$(bash hack/upstream-binary.sh)

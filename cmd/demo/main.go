@@ -1,5 +1,6 @@
 // Command demo starts a local cluster, runs reloader on it, changes a ConfigMap and shows the
-// Deployment that uses it roll to new pods.
+// Deployment that uses it roll to new pods, what `reloader explain` says about it, and the
+// flap breaker quarantining the ConfigMap when two writers fight over it.
 package main
 
 import (
@@ -17,10 +18,10 @@ func main() {
 	pflag.StringVar(&opts.ReloaderBinary, "reloader", "bin/reloader", "reloader binary to run")
 	pflag.StringSliceVar(&opts.ReloaderArgs, "reloader-args", nil, "extra reloader flags")
 	pflag.BoolVar(&opts.Keep, "keep", false, "keep the cluster running after the demo, for kubectl")
+	pflag.BoolVar(&opts.Verbose, "verbose", false, "show every line reloader logs, not only its decisions, warnings and errors")
 	pflag.Parse()
 	if _, err := demo.Run(ctrl.SetupSignalHandler(), opts); err != nil {
 		fmt.Fprintln(os.Stderr, "demo failed:", err)
 		os.Exit(1)
 	}
-	fmt.Println("==> demo done: the Deployment rolled to new pods after its ConfigMap changed")
 }

@@ -1,6 +1,7 @@
 // Package demo shows reloader at work on a local cluster: a Deployment reads a ConfigMap,
-// the ConfigMap changes, and the Deployment rolls to new pods. `make demo` runs it, and an
-// end-to-end test runs the same steps against the built binary.
+// the ConfigMap changes, and the Deployment rolls to new pods; `reloader explain` tells why;
+// then two writers fight over the ConfigMap and the flap breaker quarantines it. `make demo`
+// runs it, and an end-to-end test runs the same steps against the built binary.
 package demo
 
 import (
@@ -9,12 +10,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,11 +34,26 @@ const (
 	configMap = "demo-config"
 )
 
+// ownNamespace is reloader's own namespace: its hash key's Secret lives there, and Job
+// replacement records are signed with that key.
+const ownNamespace = "reloader"
+
+// The field managers of the demo's writes: a person's edit, then a pipeline that keeps
+// writing its own value back.
+const (
+	editor   = "kubectl-edit"
+	pipeline = "ci-pipeline"
+)
+
 // Result is what the demo observed.
 type Result struct {
 	OldReplicaSet, NewReplicaSet string
 	EnvVar                       string
 	ReloadsCounted               string
+	// Explain is what `reloader explain deployment/demo -n demo` printed.
+	Explain string
+	// Quarantine is the SourceQuarantined Event's note on the Deployment.
+	Quarantine string
 }
 
 // Options configure a demo run.
@@ -44,16 +63,19 @@ type Options struct {
 	ReloaderArgs   []string
 	// Keep leaves the cluster and reloader running until ctx ends.
 	Keep bool
-	Out  io.Writer
+	// Verbose shows everything reloader logs; otherwise only what it logs about the objects
+	// it reconciles, its warnings and its errors.
+	Verbose bool
+	Out     io.Writer
 }
 
 // Run starts a local cluster with real rollouts, runs reloader on it and walks through a
-// reload, printing each step.
+// reload, explain, and the flap breaker, printing each step.
 func Run(ctx context.Context, opts Options) (*Result, error) {
 	out := opts.Out
 	say := func(format string, args ...any) { fmt.Fprintf(out, "==> "+format+"\n", args...) }
 
-	say("starting a local control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok nodes)")
+	say("starting a local control plane (etcd, kube-apiserver, controller-manager, scheduler, 2 kwok nodes)")
 	cluster, err := localcluster.Start(ctx, localcluster.Options{Rollouts: true, Nodes: 2})
 	if err != nil {
 		return nil, err
@@ -63,22 +85,30 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, ns := range []string{ownNamespace, namespace} {
+		if err := cluster.EnsureNamespace(ctx, cl, ns); err != nil {
+			return nil, err
+		}
+	}
 
 	metricsAddr, err := proc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	say("starting %s (metrics on http://%s/metrics)", opts.ReloaderBinary, metricsAddr)
-	args := append([]string{"--metrics-addr=" + metricsAddr}, opts.ReloaderArgs...)
-	stopReloader, err := proc.Start(opts.ReloaderBinary, args, cluster.Kubeconfig, "    reloader | ", out)
+	say("starting %s in namespace %s (metrics on http://%s/metrics)", opts.ReloaderBinary, ownNamespace, metricsAddr)
+	spec := proc.Spec{Bin: opts.ReloaderBinary, Args: []string{"--metrics-addr=" + metricsAddr},
+		Kubeconfig: cluster.Kubeconfig, Env: ownEnv(), Prefix: "    reloader | ", Out: out}
+	if !opts.Verbose {
+		spec.Args = append(spec.Args, "--log-format=json")
+		spec.Prefix, spec.Out = "", &decisionLines{out: out, prefix: spec.Prefix}
+	}
+	spec.Args = append(spec.Args, opts.ReloaderArgs...)
+	reloader, err := proc.Run(spec)
 	if err != nil {
 		return nil, err
 	}
-	defer stopReloader()
+	defer reloader.Stop()
 
-	if err := cluster.EnsureNamespace(ctx, cl, namespace); err != nil {
-		return nil, err
-	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: configMap}, Data: map[string]string{"GREETING": "hello"}}
 	labels := map[string]string{"app": name}
 	d := &appsv1.Deployment{
@@ -115,12 +145,8 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 
-	say("changing ConfigMap %s: GREETING=hello -> GREETING=hello, reloaded", configMap)
-	if err := cl.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil {
-		return nil, err
-	}
-	cm.Data["GREETING"] = "hello, reloaded"
-	if err := cl.Update(ctx, cm); err != nil {
+	say("editing ConfigMap %s as %s: GREETING=hello -> GREETING=hello, reloaded", configMap, editor)
+	if err := setGreeting(ctx, cl, editor, "hello, reloaded"); err != nil {
 		return nil, err
 	}
 	var newRS string
@@ -143,15 +169,73 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			res.EnvVar = e.Name + "=" + e.Value
 		}
 	}
-	say("reloader wrote %s into the pod template; ReplicaSet %s replaced %s", res.EnvVar, newRS, oldRS)
+	say("reloader wrote %s into the pod template; ReplicaSet %s replaced %s", short(res.EnvVar), newRS, oldRS)
 	res.ReloadsCounted = scrape(metricsAddr, "reloader_reload_executed_total{success=\"true\"}")
 	say("metrics: reloader_reload_executed_total{success=\"true\"} %s", res.ReloadsCounted)
+
+	say("reloader explain deployment/%s -n %s   (why it reloads: sources, hashes, last reloads)", name, namespace)
+	if res.Explain, err = explain(ctx, opts.ReloaderBinary, cluster.Kubeconfig); err != nil {
+		return nil, err
+	}
+	for _, l := range strings.Split(strings.TrimRight(res.Explain, "\n"), "\n") {
+		if l != "" {
+			l = "    " + l
+		}
+		fmt.Fprintln(out, l)
+	}
+
+	if res.Quarantine, err = flapping(ctx, cl, say); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "    Warning SourceQuarantined deployment/%s: %s\n", name, res.Quarantine)
+	reloads := scrape(metricsAddr, "reloader_reload_executed_total{success=\"true\"}")
+	say("metrics: reloader_reload_executed_total{success=\"true\"} %s (the edit, and the fight until the breaker tripped)", reloads)
 
 	if opts.Keep {
 		say("cluster stays up: export KUBECONFIG=%s (Ctrl-C ends the demo)", cluster.Kubeconfig)
 		<-ctx.Done()
 	}
+	say("demo done: an edit rolled the Deployment once; a fight between two writers was stopped")
 	return res, nil
+}
+
+// short cuts a hash (or NAME=hash) to the 12 characters explain shows too.
+func short(hash string) string {
+	name, h, ok := strings.Cut(hash, "=")
+	if !ok {
+		name, h = "", hash
+	}
+	if len(h) > 12 {
+		h = h[:12] + "..."
+	}
+	if ok {
+		return name + "=" + h
+	}
+	return h
+}
+
+// ownEnv is the environment a chart install gives reloader: its own namespace, where its hash
+// key lives.
+func ownEnv() []string {
+	return []string{"RELOADER_NAMESPACE=" + ownNamespace, "POD_NAMESPACE=" + ownNamespace}
+}
+
+// setGreeting writes the ConfigMap's GREETING as manager, which its managedFields record.
+func setGreeting(ctx context.Context, cl client.Client, manager, value string) error {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: configMap}}
+	patch := fmt.Appendf(nil, `{"data":{"GREETING":%q}}`, value)
+	return cl.Patch(ctx, cm, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(manager))
+}
+
+// explain runs `reloader explain deployment/demo -n demo` against the cluster, as a user would.
+func explain(ctx context.Context, bin, kubeconfig string) (string, error) {
+	cmd := exec.CommandContext(ctx, bin, "explain", "deployment/"+name, "-n", namespace)
+	cmd.Env = append(os.Environ(), append(ownEnv(), "KUBECONFIG="+kubeconfig)...)
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("reloader explain: %w\n%s", err, b)
+	}
+	return string(b), nil
 }
 
 // waitRolledOut waits until the Deployment's pods all run its current template, then lists them.
