@@ -2,7 +2,9 @@ package loadtest
 
 import (
 	"encoding/json"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/reloader-operator/reloader/internal/devtools/audit"
@@ -31,8 +33,26 @@ type API struct {
 	ByVerb    map[string]int `json:"byVerb"`
 	ByCode    map[string]int `json:"byCode"`
 	Conflicts int            `json:"conflicts"`
-	Lists     int            `json:"lists"`
-	Writes    int            `json:"writes"`
+	// Lists counts LIST requests; WatchLists the watches that send the initial state first
+	// (sendInitialEvents=true: client-go's informers list that way since 0.35), a LIST by
+	// another name. ListEquivalents is the two together, what the LIST gate judges.
+	Lists      int `json:"lists"`
+	WatchLists int `json:"watchLists"`
+	Writes     int `json:"writes"`
+}
+
+// ListEquivalents is the requests that bring a whole collection: LISTs and watch lists.
+func (a API) ListEquivalents() int { return a.Lists + a.WatchLists }
+
+// isWatchList reports whether a request URI is a watch that sends the collection's state
+// first (a watch list).
+func isWatchList(uri string) bool {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return false
+	}
+	q := u.Query()
+	return q.Get("sendInitialEvents") == "true" && (q.Get("watch") == "true" || q.Get("watch") == "1" || strings.Contains(u.Path, "/watch/"))
 }
 
 // CountAPI counts the requests of an audit log by verb and response code.
@@ -45,6 +65,10 @@ func CountAPI(events []audit.Event) API {
 		switch e.Verb {
 		case "list":
 			a.Lists++
+		case "watch":
+			if isWatchList(e.RequestURI) {
+				a.WatchLists++
+			}
 		case "create", "update", "patch", "delete":
 			a.Writes++
 		}

@@ -204,22 +204,23 @@ func TestWarnAndNewGates(t *testing.T) {
 	if rep := Build([]Result{upstreamLike, bad}, DefaultGates()); !rep.Pass || rep.Sections[0].NewVerdict.Level() != "PASS" {
 		t.Errorf("errors judged against a side without the metric: %v", rep.Sections[0].NewVerdict)
 	}
-	// Against a side that missed reloads (did less of the work, or none: no latency at all) the
-	// comparative gates are shown, not judged; that side still fails on its misses, and is
-	// still judged against the side that did the work.
+	// Against a side that missed reloads the gates stay on (judgedAgainstAMiss has the rest):
+	// a side that rolled nothing has no latency, so the other is held to the absolute bound,
+	// and a side that missed fails on its misses.
 	idle := old
 	idle.Missed, idle.LatencyFromLastWrite, idle.API, idle.CPUSeconds = 50, Latency{}, &API{Total: 2}, 0.1
+	idle.ExpectedMin = 100
 	slow := nu
-	slow.LatencyFromLastWrite.P50 = 5000
-	if rep := Build([]Result{idle, slow}, DefaultGates()); !rep.Pass || rep.Sections[0].NewVerdict.Level() != "PASS" ||
+	slow.LatencyFromLastWrite.P50, slow.Reloads, slow.ExpectedMin = 5000, 100, 100
+	if rep := Build([]Result{idle, slow}, DefaultGates()); rep.Pass || rep.Sections[0].NewVerdict.String() != "FAIL (p50 from last write 5000 ms)" ||
 		rep.Sections[0].OldVerdict.String() != "FAIL (missed 50)" {
-		t.Errorf("against a side that missed reloads: new %v, old %v; want new PASS, old FAIL (missed 50)", rep.Sections[0].NewVerdict, rep.Sections[0].OldVerdict)
+		t.Errorf("against a side that missed reloads: new %v, old %v; want new FAIL (p50 from last write 5000 ms), old FAIL (missed 50)", rep.Sections[0].NewVerdict, rep.Sections[0].OldVerdict)
 	}
 	lazy := nu
 	lazy.Missed = 3
 	fast := old
 	fast.LatencyFromLastWrite.P50 = 5000
-	if rep := Build([]Result{fast, lazy}, DefaultGates()); rep.Pass || rep.Sections[0].OldVerdict.Level() != "PASS" {
+	if rep := Build([]Result{fast, lazy}, DefaultGates()); rep.Pass || rep.Sections[0].OldVerdict.String() != "FAIL (p50 from last write 5000 ms)" {
 		t.Errorf("the old side judged against a new side that missed: old %v, new %v", rep.Sections[0].OldVerdict, rep.Sections[0].NewVerdict)
 	}
 }

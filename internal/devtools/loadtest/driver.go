@@ -34,6 +34,9 @@ type Driver struct {
 	versions map[string]int
 	users    map[string]map[string]bool // source key -> workload keys using it
 	writes   map[string][]time.Time     // workload key -> starts of the content writes it must follow
+	// contents is, per workload key, which content each booked write left its source with,
+	// for the judge's content checks (ContentLog).
+	contents map[string][]ContentWrite
 	created  map[string]Workload
 	deleted  map[string]bool
 	// marks are the times of the scenario's phases (Mark), figures what it measured on
@@ -44,7 +47,7 @@ type Driver struct {
 
 func newDriver(c client.Client, spec Spec, ctl *Controller, proxy *faults.Proxy, progress func(string)) *Driver {
 	d := &Driver{client: c, controller: ctl, proxy: proxy, progress: progress, versions: map[string]int{},
-		users: map[string]map[string]bool{}, writes: map[string][]time.Time{}, created: map[string]Workload{}, deleted: map[string]bool{},
+		users: map[string]map[string]bool{}, writes: map[string][]time.Time{}, contents: map[string][]ContentWrite{}, created: map[string]Workload{}, deleted: map[string]bool{},
 		marks: map[string]time.Time{}}
 	for _, w := range spec.Workloads {
 		d.use(w)
@@ -84,7 +87,7 @@ func (d *Driver) WriteAs(ctx context.Context, s Source, version int, manager str
 	if err != nil {
 		return err
 	}
-	d.book(s, start)
+	d.book(s, start, version)
 	return nil
 }
 
@@ -96,7 +99,7 @@ func (d *Driver) Recreate(ctx context.Context, s Source) error {
 	if err := d.client.Delete(ctx, sourceObject(s, 0)); err != nil {
 		return fmt.Errorf("delete %s: %w", s.Key(), err)
 	}
-	d.book(s, start)
+	d.book(s, start, absent)
 	d.mu.Lock()
 	d.versions[s.Key()]++
 	version := d.versions[s.Key()]
@@ -105,19 +108,45 @@ func (d *Driver) Recreate(ctx context.Context, s Source) error {
 	if err := d.client.Create(ctx, sourceObject(s, version)); err != nil {
 		return fmt.Errorf("re-create %s: %w", s.Key(), err)
 	}
-	d.book(s, start)
+	d.book(s, start, version)
 	return nil
 }
 
-// book records a write to s, started at start, for every workload using s.
-func (d *Driver) book(s Source, start time.Time) {
+// absent is the content version of a deleted source.
+const absent = -1
+
+// ContentWrite is a booked write as the content checks see it: when it started, the source it
+// wrote and the content version it left there (absent for a delete).
+type ContentWrite struct {
+	Start   time.Time
+	Source  string
+	Version int
+}
+
+// book records a write to s, started at start, that left s with content version, for every
+// workload using s.
+func (d *Driver) book(s Source, start time.Time, version int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for w := range d.users[s.Key()] {
 		if !d.deleted[w] {
 			d.writes[w] = append(d.writes[w], start)
+			d.contents[w] = append(d.contents[w], ContentWrite{Start: start, Source: s.Key(), Version: version})
 		}
 	}
+}
+
+// ContentLog returns, per workload still present, the content its booked writes left.
+func (d *Driver) ContentLog() map[string][]ContentWrite {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[string][]ContentWrite, len(d.contents))
+	for w, cs := range d.contents {
+		if !d.deleted[w] {
+			out[w] = append([]ContentWrite(nil), cs...)
+		}
+	}
+	return out
 }
 
 // SetFaults turns the fault proxy's faults on.
@@ -213,6 +242,7 @@ func (d *Driver) DeleteWorkload(ctx context.Context, w Workload) error {
 	d.mu.Lock()
 	d.deleted[w.Key()] = true
 	delete(d.writes, w.Key())
+	delete(d.contents, w.Key())
 	d.mu.Unlock()
 	if err := d.client.Delete(ctx, workloadObject(w), client.PropagationPolicy("Background")); err != nil {
 		return fmt.Errorf("delete %s: %w", w.Key(), err)

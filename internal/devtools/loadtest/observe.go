@@ -3,6 +3,7 @@ package loadtest
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"sync"
 	"time"
 
@@ -30,6 +31,10 @@ type Observer struct {
 	template   map[string]string
 	changes    map[string][]time.Time
 	manualJobs map[string]bool
+	// first and after are the content checks' view: each workload's template signature
+	// (TemplateSignature) when first seen, and after each of its changes.
+	first map[string]string
+	after map[string][]string
 }
 
 // manualJobOf returns the CronJob a Job was made from by hand, "" for any other Job.
@@ -45,9 +50,14 @@ func manualJobOf(u *unstructured.Unstructured) string {
 	return ""
 }
 
+func newObserver() *Observer {
+	return &Observer{template: map[string]string{}, changes: map[string][]time.Time{}, manualJobs: map[string]bool{},
+		first: map[string]string{}, after: map[string][]string{}}
+}
+
 // Observe watches every workload kind labelled loadtest=true until ctx ends.
 func Observe(ctx context.Context, c client.WithWatch) (*Observer, error) {
-	o := &Observer{template: map[string]string{}, changes: map[string][]time.Time{}, manualJobs: map[string]bool{}}
+	o := newObserver()
 	started := make(chan error, len(workloadGVKs))
 	for kind, gvk := range workloadGVKs {
 		go o.watch(ctx, c, kind, gvk, started)
@@ -93,6 +103,8 @@ func (o *Observer) watch(ctx context.Context, c client.WithWatch, kind string, g
 						o.manualJobs[string(u.GetUID())] = true
 						key := CronJob + "/" + u.GetNamespace() + "/" + cronJob
 						o.changes[key] = append(o.changes[key], time.Now())
+						// A Job made by hand is a run of its own: never the same as another.
+						o.after[key] = append(o.after[key], "job "+string(u.GetUID()))
 					}
 					o.mu.Unlock()
 					continue
@@ -101,14 +113,37 @@ func (o *Observer) watch(ctx context.Context, c client.WithWatch, kind string, g
 			tpl, _, _ := unstructured.NestedMap(u.Object, TemplatePath(kind)...)
 			b, _ := json.Marshal(tpl)
 			key := kind + "/" + u.GetNamespace() + "/" + u.GetName()
-			o.mu.Lock()
-			if prev, seen := o.template[key]; seen && prev != string(b) {
-				o.changes[key] = append(o.changes[key], time.Now())
-			}
-			o.template[key] = string(b)
-			o.mu.Unlock()
+			o.saw(key, string(b), time.Now())
 		}
 	}
+}
+
+// saw records the template a watch event carried for key, seen at t.
+func (o *Observer) saw(key, template string, t time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	prev, seen := o.template[key]
+	switch {
+	case !seen:
+		o.first[key] = TemplateSignature(template)
+	case prev != template:
+		o.changes[key] = append(o.changes[key], t)
+		o.after[key] = append(o.after[key], TemplateSignature(template))
+	}
+	o.template[key] = template
+}
+
+// Signatures returns each workload's template signature when first seen and after each of its
+// changes (in the order of Changes).
+func (o *Observer) Signatures() (first map[string]string, after map[string][]string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	first = maps.Clone(o.first)
+	after = make(map[string][]string, len(o.after))
+	for k, v := range o.after {
+		after[k] = append([]string(nil), v...)
+	}
+	return first, after
 }
 
 // Changes returns the times each workload's template changed.

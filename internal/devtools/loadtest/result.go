@@ -29,9 +29,12 @@ type Result struct {
 	ExpectedMin int `json:"expectedMin"`
 	ExpectedMax int `json:"expectedMax"`
 	Reloads     int `json:"reloads"`
-	// Missed counts workloads whose template never changed after the last write concerning them.
+	// Missed counts workloads whose template never changed after the last write concerning
+	// them, or ended on a template seen before that write began (stale content: see judge).
 	Missed int `json:"missed"`
-	// Duplicates counts template changes beyond one per write.
+	// Duplicates counts rollouts that carried no new content (the template changed only in
+	// time-like values, see TemplateSignature), or, where more, template changes beyond one
+	// per write.
 	Duplicates int `json:"duplicates"`
 	// Unexpected counts template changes of workloads no write concerned.
 	Unexpected int      `json:"unexpected"`
@@ -111,6 +114,14 @@ type Latency struct {
 	Samples []float64 `json:"samples,omitempty"`
 }
 
+// ContentTrace is what the content checks of judge read: the content each booked write left
+// (Driver.ContentLog) and each workload's template signatures (Observer.Signatures).
+type ContentTrace struct {
+	Writes map[string][]ContentWrite
+	First  map[string]string
+	After  map[string][]string
+}
+
 // judge compares the observed template changes with the writes each workload had to follow.
 //
 // A write is matched to the first template change at or after its start; a change covers the
@@ -118,7 +129,18 @@ type Latency struct {
 // can include, so a build whose patch lags a later write is credited with that write: the
 // latency from the last write covered errs in favour of builds that roll once per write, never
 // of builds that coalesce.
-func judge(r *Result, writes map[string][]time.Time, tracked map[string]bool, changes map[string][]time.Time) {
+//
+// With a trace (nil: timing only), two checks read content, and need no knowledge of how a
+// build writes it:
+//   - missed: a workload whose final template has the signature of one it had before its
+//     last write began (when first seen, or after a rollout before) ended on content older
+//     than the last, however many rollouts it made. Checked where the last write of each of
+//     its sources left content none of its earlier writes had: after A, B, A the right
+//     template may be one seen before.
+//   - duplicates: a rollout whose template has the signature of the one before it carried no
+//     content, whatever writes it followed. Rollouts are not attributed to writes by time:
+//     a build that rolls for each write may patch for one write after the next began.
+func judge(r *Result, writes map[string][]time.Time, tracked map[string]bool, changes map[string][]time.Time, trace *ContentTrace) {
 	var samples, fromLast []float64
 	example := func(s string) {
 		if len(r.Examples) < 10 {
@@ -143,12 +165,20 @@ func judge(r *Result, writes map[string][]time.Time, tracked map[string]bool, ch
 		for _, t := range ws {
 			last = maxTime(last, t)
 		}
-		if len(cs) == 0 || cs[len(cs)-1].Before(last) {
+		switch {
+		case len(cs) == 0 || cs[len(cs)-1].Before(last):
 			r.Missed++
 			example("missed: " + w)
+		case trace != nil && staleEnd(w, cs, last, trace):
+			r.Missed++
+			example("missed (ended on older content): " + w)
 		}
-		if extra := len(cs) - len(ws); extra > 0 {
-			r.Duplicates += extra
+		dups := max(len(cs)-len(ws), 0)
+		if trace != nil {
+			dups = max(dups, noContent(w, trace))
+		}
+		if dups > 0 {
+			r.Duplicates += dups
 			example("duplicate: " + w)
 		}
 		newest := make([]time.Time, len(cs)) // per change, the newest write it covers
@@ -167,6 +197,58 @@ func judge(r *Result, writes map[string][]time.Time, tracked map[string]bool, ch
 	}
 	r.Latency = summarize(samples)
 	r.LatencyFromLastWrite = summarize(fromLast)
+}
+
+// staleEnd reports whether workload w, whose last write began at last, ended on a template
+// it had before then, where its sources' final content was new (see judge).
+func staleEnd(w string, cs []time.Time, last time.Time, trace *ContentTrace) bool {
+	after := trace.After[w]
+	if len(after) != len(cs) || len(after) == 0 {
+		return false
+	}
+	final := map[string]int{}
+	earlier := map[string]map[int]bool{}
+	for _, cw := range trace.Writes[w] {
+		if v, ok := final[cw.Source]; ok {
+			if earlier[cw.Source] == nil {
+				earlier[cw.Source] = map[int]bool{}
+			}
+			earlier[cw.Source][v] = true
+		}
+		final[cw.Source] = cw.Version
+	}
+	if len(final) == 0 {
+		return false
+	}
+	for src, v := range final {
+		// 0 is the content the source was created with; absent, a delete.
+		if v <= 0 || earlier[src][v] {
+			return false
+		}
+	}
+	end := after[len(after)-1]
+	if first, ok := trace.First[w]; ok && first == end {
+		return true
+	}
+	for i, t := range cs {
+		if t.Before(last) && after[i] == end {
+			return true
+		}
+	}
+	return false
+}
+
+// noContent counts w's rollouts whose template has the signature of the one before.
+func noContent(w string, trace *ContentTrace) int {
+	prev, ok := trace.First[w]
+	n := 0
+	for _, sig := range trace.After[w] {
+		if ok && sig == prev {
+			n++
+		}
+		prev, ok = sig, true
+	}
+	return n
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -35,7 +35,7 @@ func TestJudge(t *testing.T) {
 	}
 	tracked := map[string]bool{"coalesced": true, "missed": true, "duplicate": true, "never": true, "quiet": true}
 	var r Result
-	judge(&r, writes, tracked, changes)
+	judge(&r, writes, tracked, changes, nil)
 	if r.Missed != 2 || r.Duplicates != 1 || r.Unexpected != 1 {
 		t.Errorf("missed %d, duplicates %d, unexpected %d; want 2, 1, 1 (%v)", r.Missed, r.Duplicates, r.Unexpected, r.Examples)
 	}
@@ -73,8 +73,8 @@ func TestLatencyFromLastWriteJudgesCoalescingAlike(t *testing.T) {
 	coalesced := []time.Time{burst[9].Add(50 * time.Millisecond)}
 	tracked := map[string]bool{"w": true}
 	var each, one Result
-	judge(&each, map[string][]time.Time{"w": burst}, tracked, map[string][]time.Time{"w": perWrite})
-	judge(&one, map[string][]time.Time{"w": burst}, tracked, map[string][]time.Time{"w": coalesced})
+	judge(&each, map[string][]time.Time{"w": burst}, tracked, map[string][]time.Time{"w": perWrite}, nil)
+	judge(&one, map[string][]time.Time{"w": burst}, tracked, map[string][]time.Time{"w": coalesced}, nil)
 	if each.Reloads != 10 || one.Reloads != 1 || each.Duplicates+one.Duplicates+each.Missed+one.Missed != 0 {
 		t.Fatalf("reloads %d and %d; %+v %+v", each.Reloads, one.Reloads, each, one)
 	}

@@ -21,6 +21,16 @@ const (
 	RowReconcilesPerSecond = "reconciles/s during the load"
 )
 
+// figureKind says how a gated figure compares between a side that missed reloads and one
+// that did not: see bounded in rows.
+type figureKind int
+
+const (
+	total         figureKind = iota // grows with the work done: requests, CPU, errors
+	levelFigure                     // a level whatever the work: memory
+	latencyFigure                   // measured on rollouts: none where nothing rolled
+)
+
 func rows(old, nu *Result, g Gates) []Row {
 	// opt reads a figure a side may lack (a metric its binary does not expose).
 	opt := func(r *Result, f func(*Result) *float64) *float64 {
@@ -61,23 +71,51 @@ func rows(old, nu *Result, g Gates) []Row {
 	missedWork := func(r *Result) bool { return r != nil && r.Error == "" && r.Missed > g.MaxMissed }
 	// bounded gates each side against the other: new may be ratio times old plus slack, and
 	// so may old against new, so a build far behind the other fails whichever side it is on.
-	// With one side, or a figure one side lacks, it is only shown; against a side that missed
-	// reloads it is shown, not judged.
-	bounded := func(metric, short, unit string, ratio, slack float64, f func(*Result) *float64) {
+	// With one side, or a figure one side lacks, it is only shown. A verdict never switches
+	// off against a side that missed reloads; the row says how it was judged instead:
+	// a total (requests, CPU, errors) is judged per rollout, each side's figure over its own
+	// rollouts and the slack spread over the rollouts booked, since the totals compare
+	// unequal work; a level (memory) is judged as it is; a latency too, or, where a side has
+	// none to compare (it rolled nothing), by the absolute bound ratio×slack.
+	bounded := func(metric, short, unit string, ratio, slack float64, f func(*Result) *float64, kind figureKind) {
 		row := Row{Metric: metric, short: short, Old: opt(old, f), New: opt(nu, f), unit: unit}
-		if row.Old != nil && row.New != nil {
-			row.Expected = fmt.Sprintf("≤ other×%g + %g", ratio, slack)
-			judge := func(v, other float64, otherMissed bool) string {
-				if otherMissed {
-					return ""
-				}
-				limit := other*ratio + slack
-				return level(&v, v > limit, v > other+g.WarnAt*(limit-other))
+		if row.Old == nil || row.New == nil {
+			out = append(out, row)
+			return
+		}
+		judge := func(v, other, slack float64) string {
+			limit := other*ratio + slack
+			return level(&v, v > limit, v > other+g.WarnAt*(limit-other))
+		}
+		o, n := *row.Old, *row.New
+		row.Expected = fmt.Sprintf("≤ other×%g + %g", ratio, slack)
+		switch {
+		case !missedWork(old) && !missedWork(nu):
+			row.OldVerdict, row.NewVerdict = judge(o, n, slack), judge(n, o, slack)
+		case kind == total && old.Reloads > 0 && nu.Reloads > 0:
+			booked := float64(max(old.ExpectedMin, nu.ExpectedMin, 1))
+			op, np, ps := o/float64(old.Reloads), n/float64(nu.Reloads), slack/booked
+			row.OldVerdict, row.NewVerdict = judge(op, np, ps), judge(np, op, ps)
+			row.Expected = fmt.Sprintf("per rollout ≤ other×%g + %.3g (a side missed; per rollout %.3g old, %.3g new)", ratio, ps, op, np)
+		case kind == total:
+			// A side that rolled nothing may not spend more than the one that did the work;
+			// the work has no yardstick in a side that did none: said in the row, not passed.
+			idle, busy := &row.OldVerdict, &row.NewVerdict
+			iv, bv := o, n
+			if nu.Reloads == 0 {
+				idle, busy, iv, bv = busy, idle, bv, iv
 			}
-			row.OldVerdict, row.NewVerdict = judge(*row.Old, *row.New, missedWork(nu)), judge(*row.New, *row.Old, missedWork(old))
-			if missedWork(old) || missedWork(nu) {
-				row.Expected += " (not against a side that missed)"
-			}
+			*idle = judge(iv, bv, slack)
+			*busy = ""
+			row.Expected += " (a side rolled nothing: only it is judged, on its totals)"
+		case kind == levelFigure || (old.Reloads > 0 && nu.Reloads > 0):
+			// Memory, and latencies of two sides that both rolled.
+			row.OldVerdict, row.NewVerdict = judge(o, n, slack), judge(n, o, slack)
+			row.Expected += " (a side missed: judged as measured)"
+		default:
+			abs := ratio * slack
+			row.OldVerdict, row.NewVerdict = judge(o, 0, abs), judge(n, 0, abs)
+			row.Expected = fmt.Sprintf("≤ %g (a side rolled nothing: absolute bound)", abs)
 		}
 		out = append(out, row)
 	}
@@ -139,13 +177,13 @@ func rows(old, nu *Result, g Gates) []Row {
 	if why := holds(old, nu); why != "" {
 		// A guardrail holds reloads on purpose: a build that has it is slow by design there.
 		out = append(out, Row{Metric: "latency not gated: " + why})
-		latency = func(metric, _, unit string, _, _ float64, f func(*Result) *float64) {
+		latency = func(metric, _, unit string, _, _ float64, f func(*Result) *float64, _ figureKind) {
 			out = append(out, Row{Metric: metric, Old: opt(old, f), New: opt(nu, f), unit: unit, Expected: "not gated"})
 		}
 	}
-	latency(RowP50FromLast, "p50 from last write", "ms", g.LatencyRatio, g.LatencySlackMs, fromLast(func(l Latency) float64 { return l.P50 }))
-	latency("latency p95 from last write covered (ms)", "p95 from last write", "ms", g.LatencyRatio, g.LatencySlackMs, fromLast(func(l Latency) float64 { return l.P95 }))
-	latency(RowP99FromLast, "p99 from last write", "ms", g.P99Ratio, g.P99SlackMs, fromLast(func(l Latency) float64 { return l.P99 }))
+	latency(RowP50FromLast, "p50 from last write", "ms", g.LatencyRatio, g.LatencySlackMs, fromLast(func(l Latency) float64 { return l.P50 }), latencyFigure)
+	latency("latency p95 from last write covered (ms)", "p95 from last write", "ms", g.LatencyRatio, g.LatencySlackMs, fromLast(func(l Latency) float64 { return l.P95 }), latencyFigure)
+	latency(RowP99FromLast, "p99 from last write", "ms", g.P99Ratio, g.P99SlackMs, fromLast(func(l Latency) float64 { return l.P99 }), latencyFigure)
 	info(RowP50FromEach, "ms", plain(func(r *Result) float64 { return r.Latency.P50 }))
 	info("latency p95 from each write (ms)", "ms", plain(func(r *Result) float64 { return r.Latency.P95 }))
 	info("latency p99 from each write (ms)", "ms", plain(func(r *Result) float64 { return r.Latency.P99 }))
@@ -156,10 +194,14 @@ func rows(old, nu *Result, g Gates) []Row {
 		if !audited {
 			src = " (client metrics)"
 		}
-		bounded(RowAPIRequests+src, "API requests", "", g.APIRatio, float64(g.APISlack), count(func(r *Result) int { return r.API.Total }))
-		bounded(RowAPIWrites+src, "API writes", "", g.APIRatio, float64(g.APISlack), count(func(r *Result) int { return r.API.Writes }))
+		bounded(RowAPIRequests+src, "API requests", "", g.APIRatio, float64(g.APISlack), count(func(r *Result) int { return r.API.Total }), total)
+		bounded(RowAPIWrites+src, "API writes", "", g.APIRatio, float64(g.APISlack), count(func(r *Result) int { return r.API.Writes }), total)
 		if audited {
-			bounded("API LISTs", "LISTs", "", g.ListRatio, g.ListSlack, count(func(r *Result) int { return r.API.Lists }))
+			// client-go's informers list through watch lists (a watch with
+			// sendInitialEvents=true): both bring a whole collection, and both count here.
+			bounded("API LISTs and watch lists", "LISTs", "", g.ListRatio, g.ListSlack, count(func(r *Result) int { return r.API.ListEquivalents() }), total)
+			info("API LIST requests", "", count(func(r *Result) int { return r.API.Lists }))
+			info("API watch lists (sendInitialEvents=true)", "", count(func(r *Result) int { return r.API.WatchLists }))
 		}
 		for _, verb := range apiVerbs(old, nu) {
 			info("API "+verb+src, "", count(func(r *Result) int { return r.API.ByVerb[verb] }))
@@ -217,7 +259,7 @@ func rows(old, nu *Result, g Gates) []Row {
 		// Injected faults make errors, as many as chance gives each side: shown, not judged.
 		info(RowErrors+", faults injected: not gated", "", rt(func(x Runtime) *float64 { return x.Errors }))
 	} else {
-		bounded(RowErrors, "errors", "", g.ErrorRatio, g.ErrorSlack, rt(func(x Runtime) *float64 { return x.Errors }))
+		bounded(RowErrors, "errors", "", g.ErrorRatio, g.ErrorSlack, rt(func(x Runtime) *float64 { return x.Errors }), total)
 	}
 	info("requeues after an error (reloader_retries_total)", "", rt(func(x Runtime) *float64 {
 		if v, ok := x.Counters["reloader_retries_total"]; ok {
@@ -244,14 +286,14 @@ func rows(old, nu *Result, g Gates) []Row {
 	}
 	hist("reconcile duration", func(x Runtime) *Latency { return x.ReconcileDurationMs })
 	hist("action latency", func(x Runtime) *Latency { return x.ActionLatencyMs })
-	bounded(RowCPU, "CPU seconds", "s", g.CPURatio, g.CPUSlackSeconds, plain(func(r *Result) float64 { return r.CPUSeconds }))
+	bounded(RowCPU, "CPU seconds", "s", g.CPURatio, g.CPUSlackSeconds, plain(func(r *Result) float64 { return r.CPUSeconds }), total)
 	if (old == nil || old.Usage.CPUStartupSeconds != nil) && (nu == nil || nu.Usage.CPUStartupSeconds != nil) {
 		info("CPU seconds at start-up (before the load)", "s", plain(func(r *Result) float64 { return *r.Usage.CPUStartupSeconds }))
 	}
 	info("CPU cores, average", "", plain(func(r *Result) float64 { return r.Usage.CPUAvgCores }))
 	info("CPU cores, steady state", "", plain(func(r *Result) float64 { return r.Usage.CPUSteadyCores }))
 	info("CPU cores, peak (5 s)", "", plain(func(r *Result) float64 { return r.Usage.CPUPeakCores }))
-	bounded(RowPeakRSS, "peak RSS", "MiB", g.MemoryRatio, g.MemorySlackMiB, plain(func(r *Result) float64 { return r.PeakRSSMiB }))
+	bounded(RowPeakRSS, "peak RSS", "MiB", g.MemoryRatio, g.MemorySlackMiB, plain(func(r *Result) float64 { return r.PeakRSSMiB }), levelFigure)
 	info("RSS average (MiB)", "MiB", plain(func(r *Result) float64 { return r.Usage.RSSAvgMiB }))
 	info("RSS steady state (MiB)", "MiB", plain(func(r *Result) float64 { return r.Usage.RSSSteadyMiB }))
 	info("heap steady state (MiB)", "MiB", rt(func(x Runtime) *float64 { return x.HeapSteadyMiB }))

@@ -303,7 +303,8 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 	runEnd := time.Now()
 	stopWatch()
 
-	judge(r, writes, tracked, changes)
+	firstSigs, afterSigs := obs.Signatures()
+	judge(r, writes, tracked, changes, &ContentTrace{Writes: d.ContentLog(), First: firstSigs, After: afterSigs})
 	r.Holds = spec.Holds
 	r.ReloadsPerSecond, r.SettleSeconds = throughput(writes, changes, load.to)
 	if r.NotSettled {

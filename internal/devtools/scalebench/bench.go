@@ -103,7 +103,7 @@ type Figures struct {
 
 	FanOut      FanOut
 	Paced       *FanOut
-	ListsAfter  int
+	ListsAfter  int // LISTs and watch lists (sendInitialEvents=true) after sync
 	RequestsAll loadtest.API
 	End         Memory
 }
@@ -299,7 +299,7 @@ func Run(ctx context.Context, cfg Config) (*Figures, error) {
 	}
 	quiet(ctx, events)
 	all := events()
-	f.ListsAfter = window(all, synced, time.Now()).Lists
+	f.ListsAfter = window(all, synced, time.Now()).ListEquivalents() // LISTs and watch lists alike
 	f.RequestsAll = window(all, time.Time{}, time.Now())
 	f.End, _ = r.sample()
 	return f, nil
