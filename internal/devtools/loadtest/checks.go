@@ -25,8 +25,9 @@ const (
 type CheckFigure struct {
 	Name  string  `json:"name"`
 	Value float64 `json:"value"`
-	// Max is the gate; nil for a figure only shown.
+	// Max and Min are the gate; both nil for a figure only shown.
 	Max *float64 `json:"max,omitempty"`
+	Min *float64 `json:"min,omitempty"`
 	// Summary puts the figure on the report's first screen, each side's beside the other's
 	// (the guardrail scenarios' rollouts and failure spread).
 	Summary bool `json:"summary,omitempty"`

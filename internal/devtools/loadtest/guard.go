@@ -60,6 +60,8 @@ const (
 	// spreadMin is the shortest time S19's bad content stays, whatever the scale: the
 	// rollouts must have time to stall.
 	spreadMin = 20 * time.Second
+	// spreadCanary is the most Deployments S19's bad content may reach: the first wave.
+	spreadCanary = 1
 	// spreadComplete bounds the wait for every Deployment to complete on the fixed content.
 	spreadComplete = 3 * time.Minute
 )
@@ -256,8 +258,10 @@ func flapFigures(ctx context.Context, cl client.Client, in checkInput) ([]CheckF
 	if err != nil {
 		return nil, err
 	}
+	// The breaker must say who fought: a build without one fails here, as it should on the
+	// guardrail this scenario is for.
 	return append(out, CheckFigure{Name: "SourceQuarantined Events", Value: float64(events)},
-		CheckFigure{Name: "SourceQuarantined Events naming both writers", Value: float64(naming), Summary: true}), nil
+		CheckFigure{Name: "SourceQuarantined Events naming both writers", Value: float64(naming), Min: limit(1), Summary: true}), nil
 }
 
 // countEvents counts the Events with reason in the tracked workloads' namespaces, and those
@@ -316,10 +320,12 @@ func spreadFigures(ctx context.Context, cl client.Client, in checkInput) ([]Chec
 		return nil, err
 	}
 	return []CheckFigure{
-		{Name: "failure spread: Deployments rolled onto the bad content", Value: float64(spread), Summary: true},
+		// Waves roll a canary first and halt when it stalls: the bad content reaches it alone.
+		{Name: "failure spread: Deployments rolled onto the bad content", Value: float64(spread), Max: limit(spreadCanary), Summary: true},
 		{Name: "RolloutStalled Events", Value: float64(stalledEvents)},
-		{Name: "rollouts per Deployment onto the fixed content (most)", Value: float64(most), Summary: true},
-		{Name: "rollouts per Deployment onto the fixed content (fewest)", Value: float64(fewest)},
+		// The fix rolls every Deployment once: none left on the bad content, none twice.
+		{Name: "rollouts per Deployment onto the fixed content (most)", Value: float64(most), Max: limit(1), Summary: true},
+		{Name: "rollouts per Deployment onto the fixed content (fewest)", Value: float64(fewest), Min: limit(1)},
 		{Name: "Deployments not complete on the fixed content", Value: float64(len(ws) - complete), Max: limit(0)},
 	}, nil
 }

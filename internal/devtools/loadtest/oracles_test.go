@@ -63,7 +63,9 @@ func TestTemplateSignatureSeesContentNotTime(t *testing.T) {
 func TestJudgeChecksContent(t *testing.T) {
 	t0 := time.Date(2026, 11, 28, 1, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	sig := func(s string) string { return TemplateSignature(templateJSON(map[string]string{"STAKATER_APP_CONFIGMAP": s}, nil)) }
+	sig := func(s string) string {
+		return TemplateSignature(templateJSON(map[string]string{"STAKATER_APP_CONFIGMAP": s}, nil))
+	}
 	restart := func(hash, at string) string {
 		return TemplateSignature(templateJSON(map[string]string{"STAKATER_APP_CONFIGMAP": hash}, map[string]string{"kubectl.kubernetes.io/restartedAt": at}))
 	}
@@ -76,7 +78,9 @@ func TestJudgeChecksContent(t *testing.T) {
 		dups     int
 		describe string
 	}
-	w := func(ms, version int) ContentWrite { return ContentWrite{Start: at(ms), Source: "ConfigMap/ns/app", Version: version} }
+	w := func(ms, version int) ContentWrite {
+		return ContentWrite{Start: at(ms), Source: "ConfigMap/ns/app", Version: version}
+	}
 	cases := []timeline{
 		{describe: "rolls once per write, each onto its content", writes: []ContentWrite{w(0, 1), w(1000, 2)},
 			changes: []time.Time{at(100), at(1100)}, first: sig(""), after: []string{sig("h1"), sig("h2")}},
@@ -172,5 +176,46 @@ func TestWatchListsCountAsLists(t *testing.T) {
 	relist.API = &API{Total: 100, Lists: 2, WatchLists: 40}
 	if v := Build([]Result{base, relist}, DefaultGates()).Sections[0].NewVerdict.String(); !strings.Contains(v, "LISTs 42") {
 		t.Errorf("40 watch lists: %s, want a FAIL on LISTs 42", v)
+	}
+}
+
+// The guardrail scenarios' gates fail on the case each names: S18 with no Event naming both
+// writers; S19 with the bad content past the canary, or the fix rolled twice or not at all.
+func TestGuardrailGatesFail(t *testing.T) {
+	side := func(id, name string, checks ...CheckFigure) Result {
+		return Result{Scenario: id, Side: name, Checks: checks, Runtime: Runtime{ReconcileReturnSeconds: new(float64)}}
+	}
+	verdict := func(r Result) string {
+		other := r
+		other.Side = "old"
+		return Build([]Result{other, r}, DefaultGates()).Sections[0].NewVerdict.String()
+	}
+	naming := func(v float64) CheckFigure {
+		return CheckFigure{Name: "SourceQuarantined Events naming both writers", Value: v, Min: limit(1)}
+	}
+	if v := verdict(side("S18", "new", naming(0))); !strings.HasPrefix(v, "FAIL (SourceQuarantined Events naming both writers 0") {
+		t.Errorf("S18 without an Event naming both writers: %s", v)
+	}
+	if v := verdict(side("S18", "new", naming(1))); v != "PASS" {
+		t.Errorf("S18 with one: %s", v)
+	}
+	s19 := func(spread, most, fewest float64) Result {
+		return side("S19", "new",
+			CheckFigure{Name: "failure spread: Deployments rolled onto the bad content", Value: spread, Max: limit(spreadCanary)},
+			CheckFigure{Name: "rollouts per Deployment onto the fixed content (most)", Value: most, Max: limit(1)},
+			CheckFigure{Name: "rollouts per Deployment onto the fixed content (fewest)", Value: fewest, Min: limit(1)})
+	}
+	for _, c := range []struct {
+		r    Result
+		want string
+	}{
+		{s19(1, 1, 1), "PASS"},
+		{s19(40, 1, 1), "FAIL (failure spread: Deployments rolled onto the bad content 40)"},
+		{s19(1, 2, 1), "FAIL (rollouts per Deployment onto the fixed content (most) 2)"},
+		{s19(1, 1, 0), "FAIL (rollouts per Deployment onto the fixed content (fewest) 0)"},
+	} {
+		if v := verdict(c.r); v != c.want {
+			t.Errorf("S19 %v: %s, want %s", c.r.Checks, v, c.want)
+		}
 	}
 }

@@ -62,6 +62,28 @@ func rows(old, nu *Result, g Gates) []Row {
 		row.NewVerdict = level(row.New, row.New != nil && *row.New > limit, false)
 		out = append(out, row)
 	}
+	// within gates each side on its own between a row's bounds, with no WARN.
+	within := func(row Row, lo, hi *float64) {
+		out0 := func(v *float64) string {
+			return level(v, v != nil && ((lo != nil && *v < *lo) || (hi != nil && *v > *hi)), false)
+		}
+		row.OldVerdict, row.NewVerdict = out0(row.Old), out0(row.New)
+		out = append(out, row)
+	}
+	checkRow := func(metric, short string, lo, hi *float64, f func(*Result) *float64) (Row, *float64, *float64) {
+		row := Row{Metric: metric, short: short, Old: opt(old, f), New: opt(nu, f)}
+		switch {
+		case lo != nil && hi != nil && *lo == *hi:
+			row.Expected = fmt.Sprintf("= %g", *lo)
+		case lo != nil && hi != nil:
+			row.Expected = fmt.Sprintf("%g..%g", *lo, *hi)
+		case lo != nil:
+			row.Expected = fmt.Sprintf("≥ %g", *lo)
+		default:
+			row.Expected = fmt.Sprintf("≤ %g", *hi)
+		}
+		return row, lo, hi
+	}
 	count := func(f func(*Result) int) func(*Result) *float64 {
 		return func(r *Result) *float64 { v := float64(f(r)); return &v }
 	}
@@ -159,8 +181,8 @@ func rows(old, nu *Result, g Gates) []Row {
 			}
 			return nil
 		}
-		if lim := checkMax(old, nu, name); lim != nil {
-			atMost("check: "+name, name, *lim, f)
+		if lo, hi := checkBounds(old, nu, name); lo != nil || hi != nil {
+			within(checkRow("check: "+name, name, lo, hi, f))
 		} else {
 			info("check: "+name, "", f)
 		}
@@ -372,18 +394,20 @@ func holds(old, nu *Result) string {
 	return ""
 }
 
-func checkMax(old, nu *Result, name string) *float64 {
+// checkBounds is the gate of the check named name, from whichever side ran it: nil, nil for
+// a figure only shown.
+func checkBounds(old, nu *Result, name string) (lo, hi *float64) {
 	for _, r := range []*Result{old, nu} {
 		if r == nil {
 			continue
 		}
 		for _, c := range r.Checks {
-			if c.Name == name && c.Max != nil {
-				return c.Max
+			if c.Name == name && (c.Max != nil || c.Min != nil) {
+				return c.Min, c.Max
 			}
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // apiVerbs lists the verbs either side used, in a fixed order.

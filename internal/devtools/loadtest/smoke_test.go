@@ -159,8 +159,9 @@ func TestSmokeFaultsAndChecks(t *testing.T) {
 // The guardrail scenarios on real control planes, with the real Deployment controller: this
 // build, run with the flap breaker off as the A/B runs have it (--flap-max-changes=0), gets
 // it back on for S18 and rolls the flapping Secret's workloads a handful of times, once when
-// it is quiet and once on a later change, naming both writers; in S19 the bad content's
-// rollouts stall and every Deployment completes on the fix. No timing is asserted.
+// it is quiet and once on a later change, naming both writers; in S19 the bad content reaches
+// the canary alone, its rollout stalls, and every Deployment completes on the fix, rolled
+// once. No timing is asserted.
 func TestSmokeGuardrails(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts control planes")
@@ -204,8 +205,11 @@ func TestSmokeGuardrails(t *testing.T) {
 			}
 		case "S19":
 			n := float64(r.Workloads)
-			if s := figures["failure spread: Deployments rolled onto the bad content"]; s < 1 || s > n {
-				t.Errorf("S19: failure spread %v of %v", s, n)
+			if s := figures["failure spread: Deployments rolled onto the bad content"]; s != spreadCanary {
+				t.Errorf("S19: failure spread %v of %v, want the canary alone (%d)", s, n, spreadCanary)
+			}
+			if most := figures["rollouts per Deployment onto the fixed content (most)"]; most != 1 {
+				t.Errorf("S19: %v rollouts of a Deployment onto the fixed content, want 1", most)
 			}
 			if figures["Deployments stalled on the bad content (ProgressDeadlineExceeded)"] < 1 ||
 				figures["Deployments not complete on the fixed content"] != 0 || figures["rollouts per Deployment onto the fixed content (fewest)"] < 1 {
