@@ -98,7 +98,7 @@ func setEnv(c *corev1.Container, name, value string) {
 }
 
 // Annotations writes reloader.stakater.com/last-reloaded-from on the pod template. It leaves
-// containers untouched, which suits GitOps tools that diff them.
+// containers untouched. (Both strategies leave GitOps tools in sync: docs/gitops.md.)
 type Annotations struct{}
 
 // LastReloaded is the value of the last-reloaded-from annotation.
