@@ -317,7 +317,7 @@ func TestGitOpsSyncKeepsReloads(t *testing.T) {
 			}
 			for _, name := range names[:2] {
 				d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-				waitRolledOut(t, ctx, cl, d, before[name].revision)
+				waitObserved(t, ctx, cl, d)
 				after := snap(t, ctx, cl, ns, name, tc.name)
 				b := before[name]
 				if after.labels["release"] != "r2" {
@@ -410,6 +410,16 @@ func waitRolledOut(t *testing.T, ctx context.Context, cl client.Client, d *appsv
 	testutil.Eventually(t, d.Name+" at revision "+revision, testutil.Cond(func() (bool, error) {
 		err := cl.Get(ctx, client.ObjectKeyFromObject(d), d)
 		return err == nil && d.Status.ObservedGeneration == d.Generation && d.Annotations[revisionAnnotation] == revision, err
+	}))
+}
+
+// waitObserved waits until the Deployment controller has seen the Deployment's spec: a
+// change of its pod template has a new rollout revision by then.
+func waitObserved(t *testing.T, ctx context.Context, cl client.Client, d *appsv1.Deployment) {
+	t.Helper()
+	testutil.Eventually(t, d.Name+" observed", testutil.Cond(func() (bool, error) {
+		err := cl.Get(ctx, client.ObjectKeyFromObject(d), d)
+		return err == nil && d.Status.ObservedGeneration == d.Generation && d.Annotations[revisionAnnotation] != "", err
 	}))
 }
 
