@@ -82,6 +82,17 @@ spec:
 	return j
 }
 
+// withEnv is manifest with one more env var on its container.
+func withEnv(manifest []byte, name, value string) []byte {
+	var obj map[string]any
+	_ = json.Unmarshal(manifest, &obj) // the test's own manifests are valid JSON
+	spec := obj["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	c := spec["containers"].([]any)[0].(map[string]any)
+	c["env"] = append(c["env"].([]any), map[string]any{"name": name, "value": value})
+	out, _ := json.Marshal(obj)
+	return out
+}
+
 // applier applies a manifest as one GitOps tool does, and says what it sent.
 type applier struct {
 	name  string
@@ -244,6 +255,9 @@ func TestGitOpsSyncKeepsReloads(t *testing.T) {
 			if !tc.evict {
 				names = append(names, "replaced")
 			}
+			if tc.name == "env-vars" {
+				names = append(names, "pinned")
+			}
 			for _, name := range names { // "replaced" is created as Argo CD creates it
 				_, err := applierOf(name).apply(ctx, cl, gitopsManifest(t, ns, name, tc.evict, ""))
 				testutil.Must(t, err)
@@ -393,6 +407,24 @@ func TestGitOpsSyncKeepsReloads(t *testing.T) {
 			settled(t, tc.name+" after the replace", addr)
 			after := snap(t, ctx, cl, ns, "replaced", tc.name)
 			t.Logf("replaced: field %q -> %q -> %q, revision %s -> %s, %d ReplicaSets", b.field, reloaderField(tc.name, replaced), after.field, b.revision, after.revision, after.replicaSets)
+			if tc.name != "env-vars" {
+				return
+			}
+
+			// A commit that sets reloader's env var itself, as a manifest exported from the live
+			// object does: the sync writes Git's value, a rollout, and reloader leaves it (its
+			// record says the content is applied).
+			b = snap(t, ctx, cl, ns, "pinned", tc.name)
+			sent, err := clientSideApply(ctx, cl, withEnv(gitopsManifest(t, ns, "pinned", false, ""), "STAKATER_CFG_CONFIGMAP", "stale"))
+			testutil.Must(t, err)
+			d = &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pinned"}}
+			waitObserved(t, ctx, cl, d)
+			settled(t, "after the pinning sync", addr)
+			after = snap(t, ctx, cl, ns, "pinned", tc.name)
+			if after.field != "stale" || after.revision == b.revision || after.record != b.record {
+				t.Errorf("pinned: field %q, revision %s -> %s, record %q -> %q; want Git's value, a new revision and the record unchanged", after.field, b.revision, after.revision, b.record, after.record)
+			}
+			t.Logf("pinned: the sync sent %s; field %q -> %q, revision %s -> %s", sent, b.field, after.field, b.revision, after.revision)
 		})
 	}
 }
