@@ -222,9 +222,10 @@ func serverSideApply(ctx context.Context, cl client.Client, manifest []byte, man
 // manifest, by client-side apply (Argo CD's default) and by server-side apply as Flux does,
 // for the env-vars and annotations strategies and the evict restart: the sync reverts none of
 // reloader's fields and rolls nothing, and a server-side dry-run of the manifest (kubectl
-// diff --server-side, Argo CD's server-side diff, Flux's drift check) finds no difference. A
-// replace (Argo CD's Replace=true) does revert the reload: the control that the checks see
-// a revert when there is one.
+// diff --server-side, Argo CD's server-side diff, Flux's drift check) finds no difference.
+// The controls, that a revert shows when there is one: a replace (Argo CD's Replace=true)
+// drops reloader's fields and rolls, and a commit that pins reloader's env var sets Git's
+// value and rolls.
 func TestGitOpsSyncKeepsReloads(t *testing.T) {
 	t.Parallel() // its own control plane and reloaders
 	bin := buildReloader(t)
