@@ -1,0 +1,138 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testutil"
+)
+
+// README: "Work per change grows with the workloads affected": a change is mapped to
+// workloads through the source index, so the workloads of the namespace that don't use the
+// changed ConfigMap are neither looked at (reloader_workloads_scanned_total) nor written.
+func TestAChangeLooksOnlyAtTheWorkloadsUsingIt(t *testing.T) {
+	const others = 50
+	ns := newNamespace(t)
+	used, other := configMap(ns, "used", map[string]string{"k": "v1"}), configMap(ns, "other", map[string]string{"k": "v1"})
+	user := deployment(ns, "user", map[string]string{auto: "true"}, podSpec("used"))
+	objs := []client.Object{used, other, user}
+	var bystanders []*appsv1.Deployment
+	for i := range others {
+		d := deployment(ns, fmt.Sprintf("bystander-%02d", i), map[string]string{auto: "true"}, podSpec("other"))
+		bystanders = append(bystanders, d)
+		objs = append(objs, d)
+	}
+	create(t, objs...)
+	startReloader(t, ns)
+	recorded(t, user)
+	var versions []string
+	for _, d := range bystanders {
+		recorded(t, d)
+		versions = append(versions, get(t, d).ResourceVersion)
+	}
+	changes := templateChanges(t, user)
+	series := map[string]string{"kind": "Deployment"}
+	scanned, matched := counter(t, "reloader_workloads_scanned_total", series), counter(t, "reloader_workloads_matched_total", series)
+
+	update(t, used, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
+	testutil.Eventually(t, "user reloaded", func() error {
+		if n := changes(); n != 1 {
+			return fmt.Errorf("%d template changes", n)
+		}
+		return nil
+	})
+	// The lookup is counted before the reload it queues, so the reload is the signal. An
+	// update is looked up for its old and its new object: 1 workload, 2 lookups.
+	if got := counter(t, "reloader_workloads_scanned_total", series) - scanned; got != 2 {
+		t.Errorf("one change of a ConfigMap used by 1 of %d Deployments looked at %v of them, want 2 (1 for the old object, 1 for the new)", others+1, got)
+	}
+	if got := counter(t, "reloader_workloads_matched_total", series) - matched; got != 2 {
+		t.Errorf("%v Deployments matched, want 2 (1 for the old object, 1 for the new)", got)
+	}
+	for i, d := range bystanders {
+		if rv := get(t, d).ResourceVersion; rv != versions[i] {
+			t.Errorf("%s, which does not use the changed ConfigMap, was written", d.Name)
+		}
+	}
+}
+
+// README: a reload of a Deployment is one patch, with either strategy: the template change and
+// the record of the hashes it applied are one write of the object.
+func TestAReloadIsOneWrite(t *testing.T) {
+	for _, strategy := range []string{reload.StrategyEnvVars, reload.StrategyAnnotations} {
+		t.Run(strategy, func(t *testing.T) {
+			_, cm, d, _ := autoDeployment(t, func(o *options.Options) { o.ReloadStrategy = strategy })
+			before, _ := reload.ParseRecord(get(t, d).Annotations[reload.RecordAnnotation])
+			writes := writesTo(t, d)
+			changes := templateChanges(t, d)
+			update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
+			testutil.Eventually(t, "reloaded and recorded", func() error {
+				got := get(t, d)
+				rec, _ := reload.ParseRecord(got.Annotations[reload.RecordAnnotation])
+				if changes() != 1 || rec["configmap/cfg"] == "" || rec["configmap/cfg"] == before["configmap/cfg"] {
+					return fmt.Errorf("%d template changes, record %v", changes(), rec)
+				}
+				return nil
+			})
+			settle() // room for a second write
+			if n := writes(); n != 1 {
+				t.Errorf("one reload wrote the Deployment %d times, want 1", n)
+			}
+		})
+	}
+}
+
+// writesTo counts the writes of one object from now on: each new resourceVersion its watch
+// delivers. (The control plane of these tests runs no controllers, so only the test and
+// reloader write workloads.)
+func writesTo(t *testing.T, obj client.Object) func() int {
+	t.Helper()
+	wc, err := client.NewWithWatch(restConfig, client.Options{Scheme: k8s.Scheme()})
+	testutil.Must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	list := &appsv1.DeploymentList{}
+	w, err := wc.Watch(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{"metadata.name": obj.GetName()})
+	testutil.Must(t, err)
+	var mu sync.Mutex
+	seen, writes, started := map[string]bool{}, 0, false
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			o, ok := ev.Object.(client.Object)
+			if !ok {
+				continue
+			}
+			mu.Lock()
+			if rv := o.GetResourceVersion(); !seen[rv] {
+				if started {
+					writes++
+				}
+				seen[rv], started = true, true
+			}
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { w.Stop(); cancel(); <-done })
+	testutil.Eventually(t, "watch started", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if !started {
+			return fmt.Errorf("no initial event")
+		}
+		return nil
+	})
+	return func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return writes
+	}
+}
