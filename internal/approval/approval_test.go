@@ -99,6 +99,8 @@ func TestParseApprovedBounds(t *testing.T) {
 			t.Errorf("ParseApproved(%.40q) = nil error", v)
 		} else if len(err.Error()) > 300 {
 			t.Errorf("ParseApproved(%.40q): error of %d bytes", v, len(err.Error()))
+		} else if strings.Contains(err.Error(), strings.Repeat("a", 65)) {
+			t.Errorf("ParseApproved(%.40q): error %q echoes more than 64 bytes of the value", v, err)
 		}
 	}
 	if d, err := ParseApproved(" 0123456789abcdef\n"); err != nil || d != "0123456789abcdef" {
