@@ -42,15 +42,10 @@ const (
 
 // Filter is a metricsserver.Options FilterProvider.
 func Filter(cfg *rest.Config, httpClient *http.Client) (metricsserver.Filter, error) {
-	authn, err := authnclient.NewForConfigAndClient(cfg, httpClient)
+	g, err := apiGuard(cfg, httpClient)
 	if err != nil {
 		return nil, err
 	}
-	authz, err := authzclient.NewForConfigAndClient(cfg, httpClient)
-	if err != nil {
-		return nil, err
-	}
-	g := newGuard(apiReview(authn.TokenReviews(), authz.SubjectAccessReviews()))
 	return func(log logr.Logger, next http.Handler) (http.Handler, error) {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			code, err := g.check(r)
@@ -67,6 +62,38 @@ func Filter(cfg *rest.Config, httpClient *http.Client) (metricsserver.Filter, er
 			next.ServeHTTP(w, r)
 		}), nil
 	}, nil
+}
+
+// Guard checks the bearer token of a request as Filter does, but for a verb and non-resource
+// path its user names: the plan webhook asks whether its caller may post a path of its own.
+type Guard struct{ g *guard }
+
+// NewGuard asks the API server with cfg and httpClient.
+func NewGuard(cfg *rest.Config, httpClient *http.Client) (*Guard, error) {
+	g, err := apiGuard(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	return &Guard{g: g}, nil
+}
+
+// Check returns 200 when the caller's token is valid and its user may verb path, else 401
+// (no token, or not valid), 403 (not allowed), 503 (reviews busy) or 500 (the API server not
+// reached, with the error). Decisions are cached as Filter's are.
+func (g *Guard) Check(r *http.Request, verb, path string) (int, error) {
+	return g.g.checkAccess(r, verb, path)
+}
+
+func apiGuard(cfg *rest.Config, httpClient *http.Client) (*guard, error) {
+	authn, err := authnclient.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	authz, err := authzclient.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	return newGuard(apiReview(authn.TokenReviews(), authz.SubjectAccessReviews())), nil
 }
 
 // reviewFunc answers with 200, 401 (the token is not valid) or 403 (not allowed).
@@ -93,11 +120,14 @@ func newGuard(review reviewFunc) *guard {
 // maxReviews reviews are already in flight, 500 when the API server can't be asked (neither
 // is cached).
 func (g *guard) check(r *http.Request) (int, error) {
+	return g.checkAccess(r, strings.ToLower(r.Method), r.URL.Path)
+}
+
+func (g *guard) checkAccess(r *http.Request, verb, path string) (int, error) {
 	token, ok := bearerToken(r.Header.Get("Authorization"))
 	if !ok {
 		return http.StatusUnauthorized, nil
 	}
-	verb, path := strings.ToLower(r.Method), r.URL.Path
 	key := sha256.Sum256([]byte(token + "\x00" + verb + "\x00" + path))
 	now := time.Now()
 	g.mu.Lock()

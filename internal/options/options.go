@@ -69,6 +69,12 @@ type Options struct {
 	// when they change.
 	PlanWebhookAddr    string
 	PlanWebhookCertDir string
+	// PlanWebhookClientAuth is how the webhook knows its caller is the API server (cert,
+	// token or none; options/planwebhook.go), PlanWebhookClientCA the CA file of cert and
+	// PlanWebhookClientNames the names a client certificate must carry (empty: any).
+	PlanWebhookClientAuth  string
+	PlanWebhookClientCA    string
+	PlanWebhookClientNames []string
 
 	// RunCronJobsOnReload also starts a Job when a CronJob reloads.
 	RunCronJobsOnReload bool
@@ -176,6 +182,9 @@ func Default() Options {
 		ShardLeasePrefix:     "reloader-shard",
 		WebhookTimeout:       10 * time.Second,
 		WebhookRetries:       3,
+
+		// The plan webhook answers the API server alone, known by its client certificate.
+		PlanWebhookClientAuth: PlanWebhookClientCert,
 	}
 }
 

@@ -5,8 +5,8 @@
 // controller's own cache and decision code, and never blocks a write it can't plan: that one
 // is admitted, with a warning saying why.
 //
-// The controller serves it with --plan-webhook-addr (serve.go); the chart registers it with
-// failurePolicy Ignore.
+// The controller serves it with --plan-webhook-addr (serve.go) to the API server alone
+// (auth.go); the chart registers it with failurePolicy Ignore.
 package planwebhook
 
 import (
@@ -66,6 +66,8 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	switch {
 	case req.Operation != "CREATE" && req.Operation != "UPDATE":
 		return admission.Allowed("")
+	case ns == "":
+		return notPlanned("the request names no namespace")
 	case len(h.Conf.Namespaces) > 0 && !slices.Contains(h.Conf.Namespaces, ns),
 		slices.Contains(h.Conf.NamespacesToIgnore, ns):
 		return admission.Allowed("") // reloader rolls nothing there
@@ -87,8 +89,18 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 			return notPlanned(err.Error())
 		}
 	}
-	if obj.GetNamespace() == "" {
-		obj.SetNamespace(ns)
+	// The namespace is the one the API server admits the write in (the gate lets no one else
+	// call): an object naming another is planned for none.
+	for _, o := range []client.Object{obj, old} {
+		if o == nil {
+			continue
+		}
+		if o.GetNamespace() == "" {
+			o.SetNamespace(ns)
+		}
+		if o.GetNamespace() != ns {
+			return notPlanned("the object's namespace is not the request's")
+		}
 	}
 	h.once.Do(func() { h.inFlight = make(chan struct{}, maxInFlight) })
 	select {

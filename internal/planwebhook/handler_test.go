@@ -44,7 +44,17 @@ import (
 var cluster *localcluster.Cluster
 
 func TestMain(m *testing.M) {
-	clustertest.Main(m, localcluster.Options{}, func(c *localcluster.Cluster) error {
+	// The API server calls webhooks with the credentials an admin gives it (auth_test.go);
+	// the directory is left for the process's exit, which clustertest.Main ends in.
+	dir, err := os.MkdirTemp("", "planwebhook-apiserver-")
+	if err != nil {
+		panic(err)
+	}
+	flags, err := apiServerFlags(dir)
+	if err != nil {
+		panic(err)
+	}
+	clustertest.Main(m, localcluster.Options{APIServerFlags: flags}, func(c *localcluster.Cluster) error {
 		cluster = c
 		return nil
 	})
@@ -131,6 +141,8 @@ func serve(t *testing.T, ns string, opts ...func(*options.Options)) *served {
 	}
 
 	caBundle := selfSigned(t, s.dir)
+	// The CA of the API server's client certificate, where the chart mounts it.
+	testutil.Must(t, os.WriteFile(filepath.Join(s.dir, "client-ca.crt"), apiServerID.clientCA, 0o600))
 	s.addr, err = proc.FreeAddr()
 	testutil.Must(t, err)
 	o := options.Default()
