@@ -79,8 +79,18 @@ func checkServing(t *testing.T, objs []*unstructured.Unstructured, vwc *admissio
 		t.Fatalf("nothing mounted at --plan-webhook-cert-dir %s: %+v", conf.PlanWebhookCertDir, c.VolumeMounts)
 	}
 	j := slices.IndexFunc(d.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == c.VolumeMounts[i].Name })
-	if j < 0 || d.Spec.Template.Spec.Volumes[j].Secret == nil || d.Spec.Template.Spec.Volumes[j].Secret.SecretName != secret {
-		t.Errorf("the cert dir's volume is not Secret %s: %+v", secret, d.Spec.Template.Spec.Volumes)
+	var sources []corev1.VolumeProjection
+	if j >= 0 && d.Spec.Template.Spec.Volumes[j].Projected != nil {
+		sources = d.Spec.Template.Spec.Volumes[j].Projected.Sources
+	}
+	// The serving certificate, and the client CA where --plan-webhook-client-ca's default
+	// reads it.
+	clientCA := []corev1.KeyToPath{{Key: "ca.crt", Path: "client-ca.crt"}}
+	if conf.PlanWebhookClientAuth != "cert" || conf.PlanWebhookClientCAFile() != conf.PlanWebhookCertDir+"/client-ca.crt" ||
+		len(sources) != 2 || sources[0].Secret == nil || sources[0].Secret.Name != secret || len(sources[0].Secret.Items) != 0 ||
+		sources[1].Secret == nil || sources[1].Secret.Name != planWebhook+"-client" || !slices.Equal(sources[1].Secret.Items, clientCA) {
+		t.Errorf("--plan-webhook-client-auth %s, CA %s; the cert dir's volume is not Secret %s and the client CA of %s-client: %+v",
+			conf.PlanWebhookClientAuth, conf.PlanWebhookClientCAFile(), secret, planWebhook, d.Spec.Template.Spec.Volumes)
 	}
 
 	svc := render.Find(objs, "Service", planWebhook)

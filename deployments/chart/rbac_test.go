@@ -39,6 +39,7 @@ var matrix = []struct{ name, values string }{
 	{"secure metrics", `reloader: {secureMetrics: true}`},
 	{"secure metrics, namespaced", `reloader: {secureMetrics: true, watchGlobally: false}`},
 	{"plan webhook", `{planWebhook: {enabled: true, certManager: {enabled: true}}, reloader: {enableHA: true, deployment: {replicas: 2}, netpol: {enabled: true}}}`},
+	{"plan webhook, token callers", `planWebhook: {enabled: true, clientAuth: {mode: token}}`},
 	{"everything", `reloader: {enableHA: true, deployment: {replicas: 3}, enableCSIIntegration: true, isArgoRollouts: true,
 		isOpenshift: true, namespaceSelector: "team:*", reloadOnCreate: true, reloadOnDelete: true, autoReloadAll: true,
 		leaderElection: {id: my-lock, leaseDuration: 20s, renewDeadline: 15s, retryPeriod: 3s}, coalesceWindow: 1s, workers: 8,
@@ -65,8 +66,8 @@ func TestRBACMatchesTable(t *testing.T) {
 				if o.GetKind() != "ClusterRole" && o.GetKind() != "Role" {
 					continue
 				}
-				if o.GetName() == fullname+"-metrics-reader" {
-					continue // for scrapers, not reloader (TestMetricsReaderRole)
+				if o.GetName() == fullname+"-metrics-reader" || o.GetName() == planWebhook+"-caller" {
+					continue // for scrapers and the API server, not reloader (TestMetricsReaderRole, TestPlanWebhookClientAuth)
 				}
 				var r rbacv1.Role // a ClusterRole's rules decode the same
 				fromUnstructured(t, o, &r)
@@ -135,8 +136,8 @@ func checkBindings(t *testing.T, objs []*unstructured.Unstructured, roles map[st
 	t.Helper()
 	bound := map[string]bool{}
 	for _, o := range objs {
-		if o.GetKind() != "ClusterRoleBinding" && o.GetKind() != "RoleBinding" {
-			continue
+		if o.GetKind() != "ClusterRoleBinding" && o.GetKind() != "RoleBinding" || o.GetName() == planWebhook+"-caller" {
+			continue // the API server's grant (TestPlanWebhookClientAuth)
 		}
 		var b rbacv1.RoleBinding
 		fromUnstructured(t, o, &b)

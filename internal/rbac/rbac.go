@@ -85,9 +85,11 @@ func For(opts options.Config, p Platform) Rules {
 		r.Cluster = append(r.Cluster, rule("", "namespaces", read...))
 	}
 
-	if opts.MetricsSecure && opts.MetricsAddr != "0" {
+	if opts.MetricsSecure && opts.MetricsAddr != "0" ||
+		opts.PlanWebhookAddr != "" && opts.PlanWebhookClientAuth == options.PlanWebhookClientToken {
 		// --metrics-secure asks the API server who a scraper is and whether it may read
-		// /metrics (internal/metricsauth).
+		// /metrics (internal/metricsauth); the plan webhook's token mode, who its caller is
+		// and whether it may post its path.
 		r.Cluster = append(r.Cluster, rule("authentication.k8s.io", "tokenreviews", "create"),
 			rule("authorization.k8s.io", "subjectaccessreviews", "create"))
 	}

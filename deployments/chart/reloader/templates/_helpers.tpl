@@ -279,7 +279,10 @@ rolloutStrategy: rollout-strategy-annotation
 {{- if not (kindIs "invalid" $r.workers) }}{{ $args = append $args (printf "--workers=%d" (int $r.workers)) }}{{ end -}}
 {{- if $r.runCronJobsOnReload }}{{ $args = append $args "--run-cronjobs-on-reload=true" }}{{ end -}}
 {{- if not (kindIs "invalid" $r.recreateFinishedJobs) }}{{ $args = append $args (printf "--recreate-finished-jobs=%t" $r.recreateFinishedJobs) }}{{ end -}}
-{{- if .Values.planWebhook.enabled }}{{ $args = concat $args (list (printf "--plan-webhook-addr=:%d" (int .Values.planWebhook.port)) "--plan-webhook-cert-dir=/var/run/reloader/plan-webhook") }}{{ end -}}
+{{- if .Values.planWebhook.enabled }}{{ $args = concat $args (list (printf "--plan-webhook-addr=:%d" (int .Values.planWebhook.port)) "--plan-webhook-cert-dir=/var/run/reloader/plan-webhook") }}
+{{- $ca := include "reloader.planWebhookClientAuth" . }}{{ $args = append $args (printf "--plan-webhook-client-auth=%s" $ca) }}
+{{- if and (eq $ca "cert") .Values.planWebhook.clientAuth.allowedNames }}{{ $args = append $args (printf "--plan-webhook-client-names=%s" (join "," .Values.planWebhook.clientAuth.allowedNames)) }}{{ end -}}
+{{- end -}}
 {{- toJson $args -}}
 {{- end -}}
 
@@ -342,7 +345,8 @@ Watched rules apply where reloader watches: a ClusterRole, or a Role per watched
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "namespaces") "verbs" (list "get" "list" "watch")) -}}
 {{- end -}}
 {{- /* secureMetrics: who a scraper is, and whether it may get /metrics, asked of the API server. */ -}}
-{{- if .Values.reloader.secureMetrics -}}
+{{- /* The plan webhook's token mode asks the same of its callers. */ -}}
+{{- if or .Values.reloader.secureMetrics (and .Values.planWebhook.enabled (eq (include "reloader.planWebhookClientAuth" .) "token")) -}}
 {{- $rules = append $rules (dict "apiGroups" (list "authentication.k8s.io") "resources" (list "tokenreviews") "verbs" (list "create")) -}}
 {{- $rules = append $rules (dict "apiGroups" (list "authorization.k8s.io") "resources" (list "subjectaccessreviews") "verbs" (list "create")) -}}
 {{- end -}}
@@ -418,6 +422,11 @@ The RBAC on the key and the ReloaderHashKeyFallback alert follow it.
 {{/* The plan webhook's Service, certificate and configuration name. */}}
 {{- define "reloader.planWebhookName" -}}
 {{- printf "%s-plan-webhook" (include "reloader.fullname" . | trunc 50 | trimSuffix "-") -}}
+{{- end -}}
+
+{{/* How the plan webhook knows the API server (planWebhook.clientAuth.mode): cert, token or none. */}}
+{{- define "reloader.planWebhookClientAuth" -}}
+{{- (.Values.planWebhook.clientAuth | default dict).mode | default "cert" -}}
 {{- end -}}
 
 {{/* "true" when the plan webhook's TLS comes from cert-manager: asked for, and its API served. */}}
