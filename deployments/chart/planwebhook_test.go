@@ -11,10 +11,13 @@ import (
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/reloader-operator/reloader/deployments/render"
+	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
@@ -236,6 +239,120 @@ func TestPlanWebhookOptions(t *testing.T) {
 		_, err := renderValues(values(t, tt.values))
 		if err == nil || !strings.Contains(err.Error(), tt.mention) {
 			t.Errorf("%s: %v, want a schema error naming %s", tt.values, err, tt.mention)
+		}
+	}
+}
+
+// secretData decodes the data of Secret name, nil when not rendered.
+func secretData(t *testing.T, objs []*unstructured.Unstructured, name string) map[string][]byte {
+	t.Helper()
+	s := render.Find(objs, "Secret", name)
+	if s == nil {
+		return nil
+	}
+	enc, _, _ := unstructured.NestedStringMap(s.Object, "data")
+	out := map[string][]byte{}
+	for k, v := range enc {
+		b, err := base64.StdEncoding.DecodeString(v)
+		testutil.Must(t, err)
+		out[k] = b
+	}
+	return out
+}
+
+// TestPlanWebhookClientAuth: by default the webhook takes the API server's client certificate,
+// and the chart generates a CA and a client certificate for it (one the CA verifies for client
+// authentication), the CA mounted as the webhook's client CA; a caBundle of the admin's and
+// allowed names are passed on; token mode ships a ServiceAccount and its token for the API
+// server, allowed post on the webhook's path, and lets reloader review tokens; the schema
+// refuses a mode it does not know.
+func TestPlanWebhookClientAuth(t *testing.T) {
+	objs := renderChart(t, `planWebhook: {enabled: true}`)
+	client := secretData(t, objs, planWebhook+"-client")
+	roots := x509.NewCertPool()
+	block, _ := pem.Decode(client["tls.crt"])
+	if !roots.AppendCertsFromPEM(client["ca.crt"]) || block == nil {
+		t.Fatalf("Secret %s-client: no PEM ca.crt and tls.crt: %v", planWebhook, client)
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	testutil.Must(t, err)
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("the API server's client certificate: %v", err)
+	}
+	if len(client["tls.key"]) == 0 {
+		t.Error("no tls.key for the API server's client certificate")
+	}
+	if conf := parseOptions(t, objs); conf.PlanWebhookClientAuth != "cert" || len(conf.PlanWebhookClientNames) != 0 {
+		t.Errorf("--plan-webhook-client-auth %q, names %q; want cert, any name", conf.PlanWebhookClientAuth, conf.PlanWebhookClientNames)
+	}
+	if render.Find(objs, "ServiceAccount", planWebhook+"-caller") != nil {
+		t.Error("a caller ServiceAccount in cert mode")
+	}
+
+	bundle := string(client["ca.crt"])
+	objs = renderChart(t, fmt.Sprintf("planWebhook: {enabled: true, clientAuth: {caBundle: %q, allowedNames: [front-proxy-client, kube-apiserver]}}", bundle))
+	if got := secretData(t, objs, planWebhook+"-client"); len(got) != 1 || string(got["ca.crt"]) != bundle {
+		t.Errorf("with a caBundle, Secret %s-client holds %v, want its ca.crt alone", planWebhook, got)
+	}
+	if conf := parseOptions(t, objs); !slices.Equal(conf.PlanWebhookClientNames, []string{"front-proxy-client", "kube-apiserver"}) {
+		t.Errorf("--plan-webhook-client-names %q", conf.PlanWebhookClientNames)
+	}
+
+	objs = renderChart(t, `planWebhook: {enabled: true, clientAuth: {mode: token}}`)
+	if conf := parseOptions(t, objs); conf.PlanWebhookClientAuth != "token" {
+		t.Errorf("--plan-webhook-client-auth %q, want token", conf.PlanWebhookClientAuth)
+	}
+	if secretData(t, objs, planWebhook+"-client") != nil {
+		t.Error("a client CA in token mode")
+	}
+	token := render.Find(objs, "Secret", planWebhook+"-caller")
+	if render.Find(objs, "ServiceAccount", planWebhook+"-caller") == nil || token == nil ||
+		token.Object["type"] != "kubernetes.io/service-account-token" || token.GetAnnotations()["kubernetes.io/service-account.name"] != planWebhook+"-caller" {
+		t.Fatalf("token mode: no ServiceAccount %s-caller with its token Secret", planWebhook)
+	}
+	var role rbacv1.ClusterRole
+	var binding rbacv1.ClusterRoleBinding
+	fromUnstructured(t, render.Find(objs, "ClusterRole", planWebhook+"-caller"), &role)
+	fromUnstructured(t, render.Find(objs, "ClusterRoleBinding", planWebhook+"-caller"), &binding)
+	if len(role.Rules) != 1 || !slices.Equal(role.Rules[0].NonResourceURLs, []string{options.PlanWebhookTokenPath}) || !slices.Equal(role.Rules[0].Verbs, []string{"post"}) {
+		t.Errorf("caller ClusterRole rules %+v, want post on %s", role.Rules, options.PlanWebhookTokenPath)
+	}
+	if binding.RoleRef.Name != role.Name || !slices.Equal(binding.Subjects, []rbacv1.Subject{{Kind: "ServiceAccount", Name: planWebhook + "-caller", Namespace: namespace}}) {
+		t.Errorf("caller ClusterRoleBinding %+v", binding)
+	}
+
+	objs = renderChart(t, `planWebhook: {enabled: true, clientAuth: {mode: none}}`)
+	if conf := parseOptions(t, objs); conf.PlanWebhookClientAuth != "none" || secretData(t, objs, planWebhook+"-client") != nil {
+		t.Errorf("mode none: --plan-webhook-client-auth %q, or a client CA rendered", conf.PlanWebhookClientAuth)
+	}
+
+	if _, err := renderValues(values(t, `planWebhook: {clientAuth: {mode: mtls}}`)); err == nil || !strings.Contains(err.Error(), "mode") {
+		t.Errorf("clientAuth.mode mtls: %v, want a schema error", err)
+	}
+}
+
+// TestPlanWebhookNetworkPolicy: the webhook port admits planWebhook.networkPolicyFrom's peers
+// when given, else every peer.
+func TestPlanWebhookNetworkPolicy(t *testing.T) {
+	for _, tt := range []struct {
+		values string
+		from   []networkingv1.NetworkPolicyPeer
+	}{
+		{`{planWebhook: {enabled: true}, reloader: {netpol: {enabled: true}}}`, nil},
+		{`{planWebhook: {enabled: true, networkPolicyFrom: [{ipBlock: {cidr: 10.0.0.10/32}}]}, reloader: {netpol: {enabled: true}}}`,
+			[]networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.10/32"}}}},
+	} {
+		objs := renderChart(t, tt.values)
+		var np networkingv1.NetworkPolicy
+		fromUnstructured(t, render.Find(objs, "NetworkPolicy", fullname), &np)
+		i := slices.IndexFunc(np.Spec.Ingress, func(r networkingv1.NetworkPolicyIngressRule) bool {
+			return len(r.Ports) == 1 && r.Ports[0].Port != nil && r.Ports[0].Port.String() == "plan-webhook"
+		})
+		if i < 0 {
+			t.Fatalf("%s: no ingress rule for the plan-webhook port: %+v", tt.values, np.Spec.Ingress)
+		}
+		if got := np.Spec.Ingress[i].From; fmt.Sprint(got) != fmt.Sprint(tt.from) {
+			t.Errorf("%s: the webhook port admits %+v, want %+v", tt.values, got, tt.from)
 		}
 	}
 }
