@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -33,9 +34,11 @@ import (
 
 // TestPlanWebhookInstalled installs the chart with planWebhook.enabled (its own certificate)
 // on a real API server: every object is accepted; a second render (an upgrade) keeps the
-// certificate; reloader, run as the chart's ServiceAccount with the chart's args and the
-// Secret's certificate, answers an AdmissionReview over TLS verified against the caBundle
-// for the Service's name with what the update rolls, with no request refused; and with the
+// certificates; reloader, run as the chart's ServiceAccount with the chart's args and the
+// Secrets' certificate and client CA, answers an AdmissionReview sent with the client
+// certificate the chart generated for the API server, over TLS verified against the caBundle
+// for the Service's name, with what the update rolls, with no request refused; refuses the
+// same review sent without it (401, no answer); and with the
 // chart's configuration registered and nothing serving it (no pods run here), writes are
 // admitted: failurePolicy Ignore.
 func TestPlanWebhookInstalled(t *testing.T) {
@@ -79,7 +82,22 @@ func TestPlanWebhookInstalled(t *testing.T) {
 		testutil.Must(t, err)
 		return out, bundle
 	}
+	clientData := func(objs []*unstructured.Unstructured) map[string][]byte {
+		s := render.Find(objs, "Secret", vwcName+"-client")
+		if s == nil {
+			t.Fatalf("no Secret %s-client", vwcName)
+		}
+		out := map[string][]byte{}
+		for _, k := range []string{"ca.crt", "tls.crt", "tls.key"} {
+			enc, _, _ := unstructured.NestedString(s.Object, "data", k)
+			if out[k], err = base64.StdEncoding.DecodeString(enc); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return out
+	}
 	first, bundle := tlsData(objs)
+	firstClient := clientData(objs)
 	if !bytes.Equal(bundle, first["ca.crt"]) {
 		t.Fatal("the caBundle is not the Secret's CA")
 	}
@@ -87,6 +105,9 @@ func TestPlanWebhookInstalled(t *testing.T) {
 	testutil.Must(t, err)
 	if second, bundle2 := tlsData(again); !bytes.Equal(second["tls.crt"], first["tls.crt"]) || !bytes.Equal(second["tls.key"], first["tls.key"]) || !bytes.Equal(bundle2, bundle) {
 		t.Error("an upgrade generated a new certificate; want the Secret's kept")
+	}
+	if second := clientData(again); !bytes.Equal(second["ca.crt"], firstClient["ca.crt"]) || !bytes.Equal(second["tls.crt"], firstClient["tls.crt"]) {
+		t.Error("an upgrade generated a new client CA; want the Secret's kept (the API server's kubeconfig holds its certificate)")
 	}
 
 	// reloader as the chart's ServiceAccount, serving the webhook with the Secret's certificate.
@@ -100,6 +121,8 @@ func TestPlanWebhookInstalled(t *testing.T) {
 	for _, k := range []string{"tls.crt", "tls.key"} {
 		testutil.Must(t, os.WriteFile(filepath.Join(certDir, k), first[k], 0o600))
 	}
+	// As the Deployment's projected volume mounts it.
+	testutil.Must(t, os.WriteFile(filepath.Join(certDir, "client-ca.crt"), firstClient["ca.crt"], 0o600))
 	addr, err := proc.FreeAddr()
 	testutil.Must(t, err)
 	pod := fakePod{Name: deploy.Name + "-0", Namespace: ns, UID: "uid-planhook", NodeName: "node-0", ServiceAccount: sa, IP: "127.0.0.1",
@@ -141,8 +164,14 @@ func TestPlanWebhookInstalled(t *testing.T) {
 	review := admissionReview(t, live, changed)
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(bundle)
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
-		RootCAs: roots, ServerName: vwcName + "." + ns + ".svc", MinVersion: tls.VersionTLS12}}}
+	// The API server's client certificate, as an admin gives it in the kubeconfig of its
+	// AdmissionConfiguration (docs/plan.md).
+	apiServerCert, err := tls.X509KeyPair(firstClient["tls.crt"], firstClient["tls.key"])
+	testutil.Must(t, err)
+	conf := &tls.Config{RootCAs: roots, ServerName: vwcName + "." + ns + ".svc", MinVersion: tls.VersionTLS12}
+	stranger := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: conf.Clone()}}
+	conf.Certificates = []tls.Certificate{apiServerCert}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: conf}}
 	var got admissionv1.AdmissionReview
 	eventually(t, ctx, "the webhook answers", refused, func() error {
 		resp, err := hc.Post("https://"+addr+"/plan", "application/json", bytes.NewReader(review))
@@ -156,6 +185,14 @@ func TestPlanWebhookInstalled(t *testing.T) {
 	want := "this update will roll 1 workload, 1 pod, in 1 namespace"
 	if got.Response == nil || !got.Response.Allowed || len(got.Response.Warnings) != 1 || !strings.HasPrefix(got.Response.Warnings[0], want) {
 		t.Errorf("response %+v, want allowed with the warning %q", got.Response, want)
+	}
+	// Without the API server's certificate: refused before the review is read.
+	resp, err := stranger.Post("https://"+addr+"/plan", "application/json", bytes.NewReader(review))
+	testutil.Must(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || strings.Contains(string(body), "roll") {
+		t.Errorf("a caller without the API server's certificate: %d %q, want 401 and no answer", resp.StatusCode, body)
 	}
 	p.stop()
 
