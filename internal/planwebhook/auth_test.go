@@ -390,3 +390,22 @@ func TestOnlyTheAPIServerIsAnsweredByToken(t *testing.T) {
 		t.Errorf("the API server's token, the right guess: warnings %q, want none", w)
 	}
 }
+
+// TestRenewedClientCA: a new client-ca.crt in the cert dir is read without a restart: the
+// old CA's certificate is refused, the new one's answered.
+func TestRenewedClientCA(t *testing.T) {
+	ns := "hook-auth-renewed"
+	s := serve(t, ns)
+	live := secretInUse(t, s, ns)
+	c := newCaller(t, s)
+	ca, err := issue("renewed-client-ca", nil)
+	testutil.Must(t, err)
+	renewed, err := issue("kube-apiserver-webhook-client", ca)
+	testutil.Must(t, err)
+	testutil.Must(t, os.WriteFile(filepath.Join(s.dir, "client-ca.crt"), ca.pem, 0o600))
+	before := refusals(t, "unauthenticated")
+	refused(t, "the old CA's certificate", c.post(guess(t, live, "wrong"), &apiServerID.cert, ""), http.StatusUnauthorized, "unauthenticated", before)
+	if w := answered(t, c.post(guess(t, live, "wrong"), &renewed.tls, "")); len(w) != 1 {
+		t.Errorf("the new CA's certificate: warnings %q, want the plan", w)
+	}
+}
