@@ -128,6 +128,7 @@ loadtest: loadtest-full
 # Upstream Stakater Reloader v1.4.21 built from its source (UPSTREAM_GIT: a clone or mirror of it;
 # UPSTREAM_SRC: its source tree; else a clone from GitHub), cached in
 # ~/.cache/reloader/upstream-v1.4.21/reloader; prints the path. The load tests' old side.
+# UPSTREAM_VERSION=v2: upstream's controller-runtime rewrite instead (its v2 branch at a pinned commit).
 upstream-binary:
 	@bash hack/upstream-binary.sh
 

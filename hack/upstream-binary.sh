@@ -4,6 +4,12 @@
 #
 #   make loadtest-full OLD=$(bash hack/upstream-binary.sh) NEW=bin/reloader
 #
+# UPSTREAM_VERSION picks the build: v1.4.21 (the default, upstream's current release) or v2
+# (upstream's controller-runtime rewrite, its `v2` branch at the commit UPSTREAM_V2_COMMIT pins,
+# the peer users compare with next):
+#
+#   make loadtest-full OLD=$(UPSTREAM_VERSION=v2 bash hack/upstream-binary.sh) NEW=bin/reloader
+#
 # The program is built from upstream's own source, not copied into this repository, and cached
 # in ~/.cache/reloader/upstream-<version>/reloader; a second run prints the cached path at once.
 # Prints the binary's path on stdout, everything else on stderr.
@@ -20,14 +26,30 @@
 # of the same API types) and says so.
 set -euo pipefail
 
-UPSTREAM_VERSION=v1.4.21
+UPSTREAM_VERSION=${UPSTREAM_VERSION:-v1.4.21}
+# The v2 branch moves: the commit built is pinned, so two runs compare the same program.
+UPSTREAM_V2_COMMIT=${UPSTREAM_V2_COMMIT:-7a94f29a7142646cf49f5d13c0a024ba5e429572}
+case $UPSTREAM_VERSION in
+v1.4.21)
+	ref=$UPSTREAM_VERSION main=. versionpkg=github.com/stakater/Reloader/pkg/common
+	cachename=$UPSTREAM_VERSION
+	;;
+v2)
+	ref=$UPSTREAM_V2_COMMIT main=./cmd/reloader versionpkg=github.com/stakater/Reloader/internal/pkg/metadata
+	cachename=v2-${UPSTREAM_V2_COMMIT:0:12}
+	;;
+*)
+	echo "upstream-binary: UPSTREAM_VERSION=$UPSTREAM_VERSION: v1.4.21 or v2" >&2
+	exit 1
+	;;
+esac
 UPSTREAM_URL=${UPSTREAM_URL:-https://github.com/stakater/Reloader}
 UPSTREAM_OPENSHIFT_API=${UPSTREAM_OPENSHIFT_API:-github.com/openshift/api@v0.0.0-20260326111139-30c2ef7a272e}
 
 log() { echo "upstream-binary: $*" >&2; }
 
 cache_root=${XDG_CACHE_HOME:-$HOME/.cache}
-dir=$cache_root/reloader/upstream-$UPSTREAM_VERSION
+dir=$cache_root/reloader/upstream-$cachename
 bin=$dir/reloader
 if [[ -x "$bin" ]]; then
 	echo "$bin"
@@ -46,30 +68,34 @@ trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
 src=$work/src
 commit=unknown
 if [[ -n "${UPSTREAM_SRC:-}" ]]; then
-	[[ -f "$UPSTREAM_SRC/go.mod" && -f "$UPSTREAM_SRC/main.go" ]] ||
-		{ log "UPSTREAM_SRC=$UPSTREAM_SRC holds no go.mod and main.go"; exit 1; }
+	[[ -f "$UPSTREAM_SRC/go.mod" && -f "$UPSTREAM_SRC/$main/main.go" ]] ||
+		{ log "UPSTREAM_SRC=$UPSTREAM_SRC holds no go.mod and $main/main.go"; exit 1; }
 	grep -q '^module github.com/stakater/Reloader$' "$UPSTREAM_SRC/go.mod" ||
 		{ log "UPSTREAM_SRC=$UPSTREAM_SRC is not github.com/stakater/Reloader"; exit 1; }
 	cp -r "$UPSTREAM_SRC" "$src"
-	if [[ -f "$src/VERSION" && "$(tr -d ' \n' <"$src/VERSION")" != "${UPSTREAM_VERSION#v}" ]]; then
+	if [[ $UPSTREAM_VERSION != v2 && -f "$src/VERSION" && "$(tr -d ' \n' <"$src/VERSION")" != "${UPSTREAM_VERSION#v}" ]]; then
 		log "warning: UPSTREAM_SRC's VERSION file says $(tr -d ' \n' <"$src/VERSION"), not ${UPSTREAM_VERSION#v}"
 	fi
 	log "building upstream $UPSTREAM_VERSION from $UPSTREAM_SRC"
 elif [[ -n "${UPSTREAM_GIT:-}" ]]; then
-	commit=$(git --git-dir="$UPSTREAM_GIT" rev-parse --verify -q "$UPSTREAM_VERSION^{commit}" 2>/dev/null ||
-		git -C "$UPSTREAM_GIT" rev-parse --verify -q "$UPSTREAM_VERSION^{commit}" 2>/dev/null) ||
-		{ log "UPSTREAM_GIT=$UPSTREAM_GIT has no tag $UPSTREAM_VERSION"; exit 1; }
+	commit=$(git --git-dir="$UPSTREAM_GIT" rev-parse --verify -q "$ref^{commit}" 2>/dev/null ||
+		git -C "$UPSTREAM_GIT" rev-parse --verify -q "$ref^{commit}" 2>/dev/null) ||
+		{ log "UPSTREAM_GIT=$UPSTREAM_GIT has no $ref"; exit 1; }
 	mkdir -p "$src"
 	git --git-dir="$(git -C "$UPSTREAM_GIT" rev-parse --absolute-git-dir 2>/dev/null || echo "$UPSTREAM_GIT")" \
 		archive "$commit" | tar -x -C "$src"
 	log "building upstream $UPSTREAM_VERSION ($commit) from $UPSTREAM_GIT"
-elif GIT_TERMINAL_PROMPT=0 timeout 120 git clone -q --depth=1 --branch "$UPSTREAM_VERSION" "$UPSTREAM_URL" "$src" >&2; then
+elif [[ $UPSTREAM_VERSION == v1.4.21 ]] && GIT_TERMINAL_PROMPT=0 timeout 120 git clone -q --depth=1 --branch "$ref" "$UPSTREAM_URL" "$src" >&2; then
 	commit=$(git -C "$src" rev-parse HEAD)
+	rm -rf "$src/.git"
+elif [[ $UPSTREAM_VERSION == v2 ]] && GIT_TERMINAL_PROMPT=0 timeout 300 git clone -q --branch v2 "$UPSTREAM_URL" "$src" >&2 &&
+	git -C "$src" checkout -q "$ref"; then
+	commit=$ref
 	rm -rf "$src/.git"
 	log "building upstream $UPSTREAM_VERSION ($commit) from $UPSTREAM_URL"
 else
 	log "no source of upstream Reloader $UPSTREAM_VERSION: $UPSTREAM_URL cannot be cloned from here."
-	log "Set UPSTREAM_GIT to a clone or bare mirror of it (with the tag $UPSTREAM_VERSION), or"
+	log "Set UPSTREAM_GIT to a clone or bare mirror of it (with $ref), or"
 	log "UPSTREAM_SRC to a directory holding its source at that tag, and run this again."
 	exit 1
 fi
@@ -83,8 +109,7 @@ if [[ -n "$openshift_api" ]] && ! go mod download "$openshift_api" >/dev/null 2>
 	log "$openshift_api cannot be downloaded; replacing it with $UPSTREAM_OPENSHIFT_API"
 	go mod edit -replace "github.com/openshift/api=$UPSTREAM_OPENSHIFT_API"
 fi
-pkg=github.com/stakater/Reloader/pkg/common
-go build -trimpath -ldflags="-X $pkg.Version=$UPSTREAM_VERSION -X $pkg.Commit=$commit" -o "$work/reloader" . >&2
+go build -trimpath -ldflags="-X $versionpkg.Version=$UPSTREAM_VERSION -X $versionpkg.Commit=$commit" -o "$work/reloader" "$main" >&2
 mv "$work/reloader" "$bin"
 log "built $bin"
 echo "$bin"
