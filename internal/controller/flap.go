@@ -56,9 +56,8 @@ func (r *WorkloadReconciler) observeFlaps(st SourceType) predicate.Predicate {
 			if from == to || from == "" || to == "" {
 				return true
 			}
-			wr, _ := st.writer(e.ObjectNew)
-			// Copies: the token is a substring of the cache's packed string, kept alive otherwise.
-			wr.Manager, wr.Subresource = strings.Clone(wr.Manager), strings.Clone(wr.Subresource)
+			// The manager whose entry this write changed (copied out of the cache's string).
+			wr, _ := changeWriter(e.ObjectOld, e.ObjectNew)
 			n := e.ObjectNew
 			r.Flaps.Observe(flap.Key{Namespace: n.GetNamespace(), Kind: string(st.Kind), Name: n.GetName()},
 				flap.Change{At: r.Now(), Version: n.GetResourceVersion(), From: from, To: to, Writer: wr}, n.GetAnnotations())

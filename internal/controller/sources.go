@@ -140,7 +140,7 @@ func mountVersions(o client.Object) []string {
 // Transform replaces a source's content by its hash and, for the types made of keys, each
 // value by a short digest (KeyDigests), before the object enters the cache, so that
 // reloader's memory grows with the number of objects and keys, not with their bytes. The
-// managed fields (but for their newest writer, packed with the hashes) and kubectl's
+// managed fields (but for their newest writers, packed with the hashes) and kubectl's
 // last-applied copy of the content go too, the labels with
 // DropLabels, and the strings that repeat across objects are shared (Intern).
 //
@@ -189,8 +189,8 @@ func (t SourceType) Transform(obj any) (any, error) {
 }
 
 // packed is what the cache keeps of a source's content. Its string form is space-separated:
-// hash, UID-keyed hash (empty for all but Secrets), the newest writer (whatchanged.Token,
-// empty when unknown), then key and digest pairs in key order. No part holds a space: hashes
+// hash, UID-keyed hash (empty for all but Secrets), the newest managedFields entries
+// (whatchanged.Pack, empty when unknown), then key and digest pairs in key order. No part holds a space: hashes
 // and digests are hex (a Secret's prefixed by its key ID, a CSI mount's comma-separated), a
 // writer token is made of safe characters only, and the API server admits only
 // [-._a-zA-Z0-9] in keys.

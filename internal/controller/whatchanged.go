@@ -3,6 +3,7 @@ package controller
 import (
 	"strings"
 	"sync"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -14,25 +15,39 @@ import (
 	"github.com/reloader-operator/reloader/internal/whatchanged"
 )
 
-// writerToken is the newest writer of a full source object, for the cache (packed.writer).
+// writerToken is what the cache keeps of a full source object's managedFields (packed.writer):
+// its newest believable entries, observed now (whatchanged.Pack).
 func writerToken(o client.Object) string {
-	w, ok := whatchanged.Newest(o.GetManagedFields())
-	if !ok {
-		return ""
-	}
-	return w.Token()
+	return whatchanged.Pack(whatchanged.Entries(o.GetManagedFields(), time.Now()))
 }
 
-// writer reads the newest writer of a source from a cached object, or from a full one.
-func (t SourceType) writer(o client.Object) (whatchanged.Writer, bool) {
+// entries are the managedFields entries a source kept: from a cached object, or a full one.
+func entries(o client.Object) []whatchanged.Entry {
 	p, ok := cached(o)
 	if !ok {
-		return whatchanged.Newest(o.GetManagedFields())
+		return whatchanged.Entries(o.GetManagedFields(), time.Now())
 	}
 	_, rest, _ := strings.Cut(p, " ")
 	_, rest, _ = strings.Cut(rest, " ")
 	token, _, _ := strings.Cut(rest, " ")
-	return whatchanged.ParseToken(token)
+	return whatchanged.Unpack(token)
+}
+
+// writer reads the newest writer of a source from a cached object, or from a full one.
+func (t SourceType) writer(o client.Object) (whatchanged.Writer, bool) {
+	return whatchanged.Pick(nil, entries(o))
+}
+
+// changeWriter is the writer of the write that turned old into cur: the manager whose entry
+// it changed (whatchanged.Pick), copied out of the cache's strings.
+func changeWriter(old, cur client.Object) (whatchanged.Writer, bool) {
+	before := entries(old)
+	if before == nil {
+		before = []whatchanged.Entry{}
+	}
+	w, ok := whatchanged.Pick(before, entries(cur))
+	w.Manager, w.Subresource = strings.Clone(w.Manager), strings.Clone(w.Subresource)
+	return w, ok
 }
 
 // Changes keeps, for the sources that changed while reloader ran, the per-key digests they
@@ -67,6 +82,9 @@ type keyChange struct {
 	// of the latest change.
 	befores []string
 	keys    whatchanged.Keys
+	// writer wrote the latest change: the manager whose managedFields entry it changed.
+	writer whatchanged.Writer
+	known  bool
 }
 
 const (
@@ -121,6 +139,7 @@ func (c *Changes) note(st SourceType, old, cur client.Object) {
 	}
 	c.seq++
 	e := keyChange{seq: c.seq, to: to}
+	e.writer, e.known = changeWriter(old, cur)
 	if len(before) <= maxBeforeBytes {
 		e.befores = []string{before}
 		size := len(before)
@@ -194,6 +213,20 @@ func (c *Changes) keys(st SourceType, ns string, id source.ID, o client.Object, 
 	return whatchanged.Diff(packedDigests(from), st.keyDigests(o), only), true
 }
 
+// writer is the writer of the latest change of a source whose content is now o, when the
+// table noted that change; else the newest writer o names.
+func (c *Changes) writer(st SourceType, ns string, id source.ID, o client.Object) (whatchanged.Writer, bool) {
+	if c != nil {
+		c.mu.Lock()
+		e, ok := c.entries[changeKey{ns, id}]
+		c.mu.Unlock()
+		if ok && e.known && e.to == st.contentHash(o) {
+			return e.writer, true
+		}
+	}
+	return st.writer(o)
+}
+
 // whatChanged reports, per change of a reload, the key names and the writer of the source's
 // change; obj is the workload as read, its record what was last applied. A source created since (Absent
 // recorded) is reported with all its keys added, a deleted one with no keys.
@@ -219,7 +252,7 @@ func (r *WorkloadReconciler) whatChanged(w seen, obj client.Object, changes []re
 				keys, _ = r.Changes.keys(*st, o.obj.GetNamespace(), ch.ID, o.obj, only, last[ch.ID.String()])
 			}
 		}
-		wr, known := st.writer(o.obj)
+		wr, known := r.Changes.writer(*st, o.obj.GetNamespace(), ch.ID, o.obj)
 		out[i] = whatchanged.NewReport(keys, wr, known)
 	}
 	return out
@@ -264,7 +297,7 @@ func (c *Changes) Report(st SourceType, s snapshot, created bool, seen string) w
 	default:
 		keys, _ = c.keys(st, s.obj.GetNamespace(), source.ID{Kind: st.Kind, Name: s.obj.GetName()}, s.obj, nil, seen)
 	}
-	w, known := st.writer(s.obj)
+	w, known := c.writer(st, s.obj.GetNamespace(), source.ID{Kind: st.Kind, Name: s.obj.GetName()}, s.obj)
 	return whatchanged.NewReport(keys, w, known)
 }
 

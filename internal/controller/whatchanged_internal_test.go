@@ -14,6 +14,7 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/testutil"
+	"github.com/reloader-operator/reloader/internal/whatchanged"
 )
 
 // managedConfigMap is a ConfigMap of keys keys as the API server sends it: with the
@@ -40,9 +41,10 @@ func managedConfigMap(name string, keys int, value string) *corev1.ConfigMap {
 	return cm
 }
 
-// TestCacheKeepsOnlyTheNewestWriter: of managedFields, the cache keeps the newest writer in
-// the packed string, a few dozen bytes per source, and the per-object cost grows by that.
-func TestCacheKeepsOnlyTheNewestWriter(t *testing.T) {
+// TestCacheKeepsOnlyTheNewestWriters: of managedFields, the cache keeps the newest writers
+// (whatchanged.MaxKept) in the packed string, about 40 bytes each, and the per-object cost
+// grows by that.
+func TestCacheKeepsOnlyTheNewestWriters(t *testing.T) {
 	transform := func(cm *corev1.ConfigMap) *corev1.ConfigMap {
 		out, err := ConfigMaps.Transform(cm)
 		testutil.Must(t, err)
@@ -53,7 +55,7 @@ func TestCacheKeepsOnlyTheNewestWriter(t *testing.T) {
 		t.Fatalf("the cache keeps %d managedFields entries", len(got.ManagedFields))
 	}
 	w, ok := ConfigMaps.writer(got)
-	if !ok || w.String() != "kubectl-edit (Update) at 2026-11-26T21:02:00Z" {
+	if !ok || w.Short() != "kubectl-edit (Update at 2026-11-26T21:02:00Z)" {
 		t.Errorf("cached writer %+v, %v", w, ok)
 	}
 	// Many objects, for a figure per object above the heap's noise.
@@ -73,14 +75,15 @@ func TestCacheKeepsOnlyTheNewestWriter(t *testing.T) {
 	}
 	bare := managedConfigMap("c", 8, "v")
 	bare.ManagedFields = nil
-	if grown := len(got.SelfLink) - len(transform(bare).SelfLink); grown != len(w.Token()) {
-		t.Errorf("the packed string grew by %d bytes, want the token's %d", grown, len(w.Token()))
+	kept := whatchanged.Pack(entries(got))
+	if grown := len(got.SelfLink) - len(transform(bare).SelfLink); grown != len(kept) || strings.Count(kept, ",") != 2 {
+		t.Errorf("the packed string grew by %d bytes, want the entries' %d (%q)", grown, len(kept), kept)
 	}
 	without, with := measure(false)/n, measure(true)/n
-	t.Logf("a cached ConfigMap of 8 keys: %d bytes without a writer, %d with the newest writer kept (packed string %d bytes, writer token %d)",
-		without, with, len(got.SelfLink), len(w.Token()))
-	// The heap measure is noisy by a few dozen bytes per object.
-	if with > without+128 {
+	t.Logf("a cached ConfigMap of 8 keys: %d bytes without a writer, %d with the newest writers kept (packed string %d bytes, entries %d)",
+		without, with, len(got.SelfLink), len(kept))
+	// Three entries of about 40 bytes; the heap measure is noisy by a few dozen bytes per object.
+	if with > without+192 {
 		t.Errorf("keeping the writer costs %d bytes per source", with-without)
 	}
 }
@@ -152,8 +155,8 @@ func TestChangesNameTheKeysOfTheLatestChange(t *testing.T) {
 // every part reads back as it went in, with and without a writer.
 func TestPackedKeepsTheWriter(t *testing.T) {
 	for _, p := range []packed{
-		{hash: "ab12", writer: "team-a|Apply|1764190800|"},
-		{hash: "k1:ab12", uidHash: "cd34", writer: "kubectl-edit|Update||", digests: map[string]string{"password": "04", "user": "05"}},
+		{hash: "ab12", writer: "team-a|Apply|1764190800||1f"},
+		{hash: "k1:ab12", uidHash: "cd34", writer: "helm|Update|1764190700||2,kubectl-edit|Update||status|ffffffff", digests: map[string]string{"password": "04", "user": "05"}},
 		{hash: "ab12", digests: map[string]string{"a": "01"}},
 	} {
 		o := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{SelfLink: p.marked()}}
@@ -166,9 +169,12 @@ func TestPackedKeepsTheWriter(t *testing.T) {
 				t.Errorf("%q: digest of %s %q, want %q", p.marked(), k, st.keyDigests(o)[k], d)
 			}
 		}
-		w, ok := st.writer(o)
-		if ok != (p.writer != "") || w.Token() != p.writer {
-			t.Errorf("%q: writer %q (%v), want %q", p.marked(), w.Token(), ok, p.writer)
+		es := entries(o)
+		if packed := whatchanged.Pack(es); packed != p.writer {
+			t.Errorf("%q: entries %q, want %q", p.marked(), packed, p.writer)
+		}
+		if _, ok := st.writer(o); ok != (p.writer != "") {
+			t.Errorf("%q: writer known %v", p.marked(), ok)
 		}
 	}
 }
@@ -213,5 +219,37 @@ func TestChangesNameTheKeysSinceWhatTheWorkloadApplied(t *testing.T) {
 		if !ok || k.String() != tc.want {
 			t.Errorf("applied %.12s, only %v: %q (%v), want %q", tc.applied, tc.only, k.String(), ok, tc.want)
 		}
+	}
+}
+
+// TestAFutureDatedEntryNamesNoWriter: a managedFields entry written by hand, dated 2999, does
+// not make its manager the writer of a later change: the change is reported as written by the
+// manager whose entry it changed, in the Changes table and in the flap breaker's feed.
+func TestAFutureDatedEntryNamesNoWriter(t *testing.T) {
+	transform := func(cm *corev1.ConfigMap) *corev1.ConfigMap {
+		out, err := ConfigMaps.Transform(cm)
+		testutil.Must(t, err)
+		return out.(*corev1.ConfigMap)
+	}
+	forged := metav1.NewTime(time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC))
+	old := managedConfigMap("c", 2, "v1")
+	old.ManagedFields = append(old.ManagedFields, metav1.ManagedFieldsEntry{Manager: "security-bot", Operation: "Update", Time: &forged})
+	cur := old.DeepCopy()
+	cur.Data["key-00"] = "v2"
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	cur.ManagedFields = append(cur.ManagedFields, metav1.ManagedFieldsEntry{Manager: "real-writer", Operation: "Update", Time: &now,
+		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{"f:key-00":{}}}`)}})
+	o, c := transform(old), transform(cur)
+	if w, _ := ConfigMaps.writer(c); w.Manager != "real-writer" {
+		t.Errorf("newest writer %s", w)
+	}
+	w, ok := changeWriter(o, c)
+	if !ok || w.String() != "field manager real-writer (Update at "+now.UTC().Format(time.RFC3339)+", reported by the API server)" {
+		t.Errorf("writer of the change %q, %v", w, ok)
+	}
+	ch := NewChanges(0)
+	ch.Observe(ConfigMaps).Update(event.UpdateEvent{ObjectOld: o, ObjectNew: c})
+	if w, ok := ch.writer(ConfigMaps, "ns", source.ID{Kind: source.ConfigMap, Name: "c"}, c); !ok || w.Manager != "real-writer" {
+		t.Errorf("the table's writer %q, %v", w, ok)
 	}
 }

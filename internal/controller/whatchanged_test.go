@@ -104,7 +104,7 @@ func TestReloadNamesChangedKeysAndWriter(t *testing.T) {
 	note := reloadedNote(t, ns, "web")
 	t.Logf("Event: %s", note)
 	for _, want := range []string{
-		"Reloaded Deployment web after change of ConfigMap app-config (keys changed: LOG_LEVEL; added: NEW; removed: OLD) by team-a (Apply) at ",
+		"Reloaded Deployment web after change of ConfigMap app-config (keys changed: LOG_LEVEL; added: NEW; removed: OLD) by field manager team-a (Apply at ",
 	} {
 		if !strings.Contains(note, want) {
 			t.Errorf("Event note %q\nwant it to contain %q", note, want)
@@ -177,7 +177,7 @@ func TestSecretChangeNamesKeysNeverValues(t *testing.T) {
 
 	note := reloadedNote(t, ns, "web")
 	t.Logf("Event: %s", note)
-	if want := "after change of Secret creds (keys changed: password; added: token) by kubectl-edit (Update) at "; !strings.Contains(note, want) {
+	if want := "after change of Secret creds (keys changed: password; added: token) by field manager kubectl-edit (Update at "; !strings.Contains(note, want) {
 		t.Errorf("Event note %q\nwant it to contain %q", note, want)
 	}
 	testutil.Eventually(t, "Slack alert", func() error {
@@ -187,7 +187,7 @@ func TestSecretChangeNamesKeysNeverValues(t *testing.T) {
 		return nil
 	})
 	alert := alerts.all()[0]
-	if !strings.Contains(alert, "keys changed: password; added: token") || !strings.Contains(alert, "by kubectl-edit (Update)") {
+	if !strings.Contains(alert, "keys changed: password; added: token") || !strings.Contains(alert, "by field manager kubectl-edit (Update at ") {
 		t.Errorf("Slack alert %s names neither the keys nor the writer", alert)
 	}
 	noSecretValues(t, "an Event", allNotes(t, ns))

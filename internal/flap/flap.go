@@ -109,8 +109,8 @@ type Quarantine struct {
 func (q Quarantine) Until() time.Time { return q.Last.Add(q.Quiet) }
 
 // What says what was seen, for Events, alerts and explain: "12 changes in 3m0s; content
-// returned to an earlier state 5 times; written alternately by a (Update) at ..., b (Update)
-// at ...".
+// returned to an earlier state 5 times; written alternately (4 switches) by field managers a
+// (Update at ...), b (Update at ...) (reported by the API server)".
 func (q Quarantine) What() string {
 	var parts []string
 	if len(q.Seen) > 0 {
@@ -122,13 +122,13 @@ func (q Quarantine) What() string {
 	if len(q.Writers) > 0 {
 		ws := make([]string, len(q.Writers))
 		for i, w := range q.Writers {
-			ws[i] = w.String()
+			ws[i] = w.Short()
 		}
 		how := "written by "
 		if slices.Contains(q.Seen, SeenAlternating) {
 			how = fmt.Sprintf("written alternately (%d switches) by ", q.Switches)
 		}
-		parts = append(parts, how+strings.Join(ws, ", "))
+		parts = append(parts, how+"field managers "+strings.Join(ws, ", ")+" ("+whatchanged.ReportedBy+")")
 	}
 	return strings.Join(parts, "; ")
 }

@@ -111,7 +111,7 @@ func TestQuarantineLifecycle(t *testing.T) {
 		t.Errorf("last %v until %v, want %v and 30s later", q.Last, q.Until(), last)
 	}
 	what := q.What()
-	for _, want := range []string{"writer-a (Update) at", "writer-b (Update) at", "alternately", "returned to an earlier state"} {
+	for _, want := range []string{"field managers writer-a (Update at", "writer-b (Update at", "(reported by the API server)", "alternately", "returned to an earlier state"} {
 		if !strings.Contains(what, want) {
 			t.Errorf("What() = %q, lacks %q", what, want)
 		}

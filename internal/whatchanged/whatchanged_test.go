@@ -1,6 +1,7 @@
 package whatchanged
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -70,6 +71,9 @@ func at(s string) *metav1.Time {
 	return &metav1.Time{Time: tm}
 }
 
+// observed is when the tests' sources are seen: 21:01 on the day their entries were written.
+var observed = time.Date(2026, 11, 26, 21, 1, 0, 0, time.UTC)
+
 func TestNewest(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -81,21 +85,32 @@ func TestNewest(t *testing.T) {
 			{Manager: "kubectl-create", Operation: "Update", Time: at("2026-11-26T20:00:00Z")},
 			{Manager: "team-a", Operation: "Apply", Time: at("2026-11-26T21:00:00Z")},
 			{Manager: "helm", Operation: "Update", Time: at("2026-11-26T20:30:00Z")},
-		}, "team-a (Apply) at 2026-11-26T21:00:00Z"},
+		}, "team-a (Apply at 2026-11-26T21:00:00Z)"},
 		{"same second: the last listed", []metav1.ManagedFieldsEntry{
 			{Manager: "a", Operation: "Update", Time: at("2026-11-26T21:00:00Z")},
 			{Manager: "b", Operation: "Update", Time: at("2026-11-26T21:00:00Z")},
-		}, "b (Update) at 2026-11-26T21:00:00Z"},
+		}, "b (Update at 2026-11-26T21:00:00Z)"},
 		{"subresource and unknown operation", []metav1.ManagedFieldsEntry{
 			{Manager: "x", Operation: "Bogus", Subresource: "status", Time: at("2026-11-26T21:00:00Z")},
-		}, "x at 2026-11-26T21:00:00Z"},
+		}, "x (at 2026-11-26T21:00:00Z)"},
 		{"no time", []metav1.ManagedFieldsEntry{{Manager: "x", Operation: "Update"}}, "x (Update)"},
 		{"hostile", []metav1.ManagedFieldsEntry{{Manager: "evil\x1b]0;title\x07 <b>|x\n", Operation: "Update", Subresource: "st atus"}},
 			"evil__0_title___b__x_ (Update of st_atus)"},
+		{"future-dated: not believed, behind the dated", []metav1.ManagedFieldsEntry{
+			{Manager: "security-bot", Operation: "Update", Time: at("2999-01-01T00:00:00Z")},
+			{Manager: "real-writer", Operation: "Update", Time: at("2026-11-26T21:00:00Z")},
+		}, "real-writer (Update at 2026-11-26T21:00:00Z)"},
+		{"future-dated alone: no time", []metav1.ManagedFieldsEntry{
+			{Manager: "security-bot", Operation: "Update", Time: at("2026-11-26T21:05:00Z")},
+		}, "security-bot (Update)"},
+		{"within the skew: believed", []metav1.ManagedFieldsEntry{
+			{Manager: "a", Operation: "Update", Time: at("2026-11-26T21:00:00Z")},
+			{Manager: "b", Operation: "Update", Time: at("2026-11-26T21:01:30Z")},
+		}, "b (Update at 2026-11-26T21:01:30Z)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w, _ := Newest(tc.entries)
-			if got := w.String(); got != tc.want {
+			w, _ := Newest(tc.entries, observed)
+			if got := w.Short(); got != tc.want {
 				t.Errorf("%q, want %q", got, tc.want)
 			}
 			back, ok := ParseToken(w.Token())
@@ -110,7 +125,7 @@ func TestNewest(t *testing.T) {
 // comes out at most MaxManager bytes of safe characters.
 func TestNewestBoundsHostileManager(t *testing.T) {
 	hostile := strings.Repeat("\x1b[2J\x00\u202e<@here> |", 10<<10/16)
-	w, ok := Newest([]metav1.ManagedFieldsEntry{{Manager: hostile, Operation: "Update", Time: at("2026-11-26T21:00:00Z")}})
+	w, ok := Newest([]metav1.ManagedFieldsEntry{{Manager: hostile, Operation: "Update", Time: at("2026-11-26T21:00:00Z")}}, observed)
 	if !ok || len(w.Manager) > MaxManager || len(w.Manager) == 0 {
 		t.Fatalf("manager of %d bytes", len(w.Manager))
 	}
@@ -163,7 +178,7 @@ func FuzzNewest(f *testing.F) {
 	f.Add("\x1b]0;x\x07", "Apply", "status", int64(-5))
 	f.Fuzz(func(t *testing.T, manager, op, sub string, secs int64) {
 		tm := metav1.NewTime(time.Unix(secs, 0))
-		w, ok := Newest([]metav1.ManagedFieldsEntry{{Manager: manager, Operation: metav1.ManagedFieldsOperationType(op), Subresource: sub, Time: &tm}})
+		w, ok := Newest([]metav1.ManagedFieldsEntry{{Manager: manager, Operation: metav1.ManagedFieldsOperationType(op), Subresource: sub, Time: &tm}}, observed)
 		if !ok {
 			return
 		}
@@ -181,4 +196,105 @@ func FuzzNewest(f *testing.F) {
 			t.Fatalf("token %q reads back as %+v, want %+v", w.Token(), back, w)
 		}
 	})
+}
+
+// entry is a managedFields entry of manager, written at t, owning fields.
+func entry(manager, t, fields string) metav1.ManagedFieldsEntry {
+	return metav1.ManagedFieldsEntry{Manager: manager, Operation: "Update", APIVersion: "v1", Time: at(t),
+		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
+}
+
+// TestPickTheEntryTheWriteChanged: the writer of a change is the manager whose entry the
+// write changed, as the cache keeps entries (packed and read back), whatever entries written
+// by hand claim: a "2999" entry, one dated within the skew, one out of order.
+func TestPickTheEntryTheWriteChanged(t *testing.T) {
+	forged := entry("security-bot", "2999-01-01T00:00:00Z", `{"f:data":{}}`)
+	creator := entry("kubectl-create", "2026-11-26T20:00:00Z", `{"f:data":{"f:a":{}}}`)
+	for _, tc := range []struct {
+		name          string
+		before, after []metav1.ManagedFieldsEntry
+		want          string
+	}{
+		{"2999 entry, then a write by real-writer",
+			[]metav1.ManagedFieldsEntry{creator, forged},
+			[]metav1.ManagedFieldsEntry{creator, forged, entry("real-writer", "2026-11-26T21:00:00Z", `{"f:data":{"f:b":{}}}`)},
+			"field manager real-writer (Update at 2026-11-26T21:00:00Z, reported by the API server)"},
+		{"an entry dated within the skew loses to the one the write changed",
+			[]metav1.ManagedFieldsEntry{creator, entry("near-future", "2026-11-26T21:01:50Z", `{}`), entry("real-writer", "2026-11-26T20:30:00Z", `{"f:data":{"f:b":{}}}`)},
+			[]metav1.ManagedFieldsEntry{creator, entry("near-future", "2026-11-26T21:01:50Z", `{}`), entry("real-writer", "2026-11-26T21:00:00Z", `{"f:data":{"f:b":{}}}`)},
+			"field manager real-writer (Update at 2026-11-26T21:00:00Z, reported by the API server)"},
+		{"the same manager, its field set changed in the same second",
+			[]metav1.ManagedFieldsEntry{entry("a", "2026-11-26T21:00:00Z", `{"f:data":{}}`), entry("b", "2026-11-26T21:00:00Z", `{}`)},
+			[]metav1.ManagedFieldsEntry{entry("a", "2026-11-26T21:00:00Z", `{"f:data":{"f:x":{}}}`), entry("b", "2026-11-26T21:00:00Z", `{}`)},
+			"field manager a (Update at 2026-11-26T21:00:00Z, reported by the API server)"},
+		{"out of order: a changed entry dated before the newest one before is named without a time",
+			[]metav1.ManagedFieldsEntry{creator, entry("real-writer", "2026-11-26T21:00:00Z", `{}`)},
+			[]metav1.ManagedFieldsEntry{entry("backdated", "2026-11-26T19:00:00Z", `{}`), creator, entry("real-writer", "2026-11-26T21:00:00Z", `{}`)},
+			"field manager backdated (Update, reported by the API server)"},
+		{"no entry changed: the newest believable",
+			[]metav1.ManagedFieldsEntry{creator, forged},
+			[]metav1.ManagedFieldsEntry{creator, forged},
+			"field manager kubectl-create (Update at 2026-11-26T20:00:00Z, reported by the API server)"},
+		{"before unknown: the newest believable",
+			nil,
+			[]metav1.ManagedFieldsEntry{creator, forged},
+			"field manager kubectl-create (Update at 2026-11-26T20:00:00Z, reported by the API server)"},
+		{"forged entries pad the list: the changed one is still kept",
+			[]metav1.ManagedFieldsEntry{forged, forged, forged, forged, creator},
+			[]metav1.ManagedFieldsEntry{forged, forged, forged, forged, creator, entry("real-writer", "2026-11-26T21:00:00Z", `{}`)},
+			"field manager real-writer (Update at 2026-11-26T21:00:00Z, reported by the API server)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var before []Entry
+			if tc.before != nil {
+				before = Unpack(Pack(Entries(tc.before, observed)))
+			}
+			after := Unpack(Pack(Entries(tc.after, observed)))
+			w, ok := Pick(before, after)
+			if got := w.String(); !ok || got != tc.want {
+				t.Errorf("%q, %v; want %q", got, ok, tc.want)
+			}
+		})
+	}
+}
+
+// TestEntriesKeepTheNewest: of many entries, the MaxKept newest believable ones are kept,
+// in their listed order, and come back from the cache's word as they went in.
+func TestEntriesKeepTheNewest(t *testing.T) {
+	var mf []metav1.ManagedFieldsEntry
+	for i := range 300 {
+		mf = append(mf, entry(fmt.Sprintf("m%03d", i), time.Date(2026, 11, 26, 20, 0, i%60, 0, time.UTC).Format(time.RFC3339), `{}`))
+	}
+	mf = append(mf, entry("future", "2999-01-01T00:00:00Z", `{}`))
+	es := Entries(mf, observed)
+	var names []string
+	for _, e := range es {
+		names = append(names, e.Manager)
+	}
+	// Only the first 256 entries are read; of those, the newest are at second 59, and among
+	// them the last listed win (m119, m179, m239; m059 is dropped).
+	if want := []string{"m119", "m179", "m239"}; !slices.Equal(names, want) {
+		t.Errorf("kept %v, want %v", names, want)
+	}
+	if back := Unpack(Pack(es)); !slices.Equal(back, es) {
+		t.Errorf("read back %+v, want %+v", back, es)
+	}
+	for _, bad := range []string{"", ",", "a|Update|1|", "a|Update|1||zz", "|Update|1||1", "a|Update|x||1"} {
+		if es := Unpack(bad); len(es) != 0 {
+			t.Errorf("Unpack(%q) = %+v", bad, es)
+		}
+	}
+}
+
+// TestWriterSaysWhoReportsIt: every description of a writer says whose word it is, the JSON
+// form too.
+func TestWriterSaysWhoReportsIt(t *testing.T) {
+	w := Writer{Manager: "real-writer"}
+	if got := w.String(); got != "field manager real-writer (reported by the API server)" {
+		t.Errorf("String() = %q", got)
+	}
+	b, err := json.Marshal(Writer{Manager: "m", Operation: "Apply", Time: time.Date(2026, 11, 26, 21, 0, 0, 0, time.UTC)})
+	if want := `{"manager":"m","operation":"Apply","time":"2026-11-26T21:00:00Z","reportedBy":"managedFields"}`; err != nil || string(b) != want {
+		t.Errorf("JSON %s, %v; want %s", b, err, want)
+	}
 }

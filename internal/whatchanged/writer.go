@@ -1,6 +1,7 @@
 package whatchanged
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
@@ -30,34 +31,30 @@ const (
 	maxUnix = 1 << 40
 )
 
-// Newest returns the writer of the newest managedFields entry (by time; among entries of the
-// same second, the last listed, the API server's order of writing); ok is false when no entry
-// has a manager. The fields sets are never read.
-func Newest(entries []metav1.ManagedFieldsEntry) (w Writer, ok bool) {
-	var newest time.Time
-	for i, e := range entries {
-		if i == maxEntries {
-			break
-		}
-		m := clean(e.Manager, MaxManager)
-		if m == "" {
-			continue
-		}
-		var at time.Time
-		if e.Time != nil && e.Time.Unix() > 0 && e.Time.Unix() <= maxUnix {
-			at = e.Time.UTC().Truncate(time.Second)
-		}
-		if ok && at.Before(newest) {
-			continue
-		}
-		newest, ok = at, true
-		w = Writer{Manager: m, Subresource: clean(e.Subresource, maxSubresource), Time: at}
-		switch e.Operation {
-		case metav1.ManagedFieldsOperationApply, metav1.ManagedFieldsOperationUpdate:
-			w.Operation = string(e.Operation)
-		}
+// Newest returns the writer of the newest believable managedFields entry of a source observed
+// at now (by time; among entries of the same second, the last listed, the API server's order
+// of writing); ok is false when no entry has a manager. A time later than now plus Skew is
+// not believed: the entry is kept without its time, behind every dated one. The fields sets
+// are never read.
+func Newest(entries []metav1.ManagedFieldsEntry, now time.Time) (w Writer, ok bool) {
+	return newest(Entries(entries, now))
+}
+
+// writerOf is the writer an entry names, observed at now; ok is false for no manager.
+func writerOf(e metav1.ManagedFieldsEntry, now time.Time) (Writer, bool) {
+	m := clean(e.Manager, MaxManager)
+	if m == "" {
+		return Writer{}, false
 	}
-	return w, ok
+	w := Writer{Manager: m, Subresource: clean(e.Subresource, maxSubresource)}
+	if e.Time != nil && e.Time.Unix() > 0 && e.Time.Unix() <= maxUnix && !e.Time.After(now.Add(Skew)) {
+		w.Time = e.Time.UTC().Truncate(time.Second)
+	}
+	switch e.Operation {
+	case metav1.ManagedFieldsOperationApply, metav1.ManagedFieldsOperationUpdate:
+		w.Operation = string(e.Operation)
+	}
+	return w, true
 }
 
 // safe reports whether c is kept as it is in a manager or subresource name: the characters
@@ -127,20 +124,57 @@ func ParseToken(s string) (w Writer, ok bool) {
 	return w, true
 }
 
-// String describes w for people: "kubectl-edit (Update) at 2026-11-26T21:00:00Z".
+// ReportedBy is how every description of a writer says where the name comes from: a field
+// manager is what the client that wrote called itself, and managedFields can be written by
+// hand; the API server only reports it.
+const ReportedBy = "reported by the API server"
+
+// String describes w for people, saying whose word it is: "field manager kubectl-edit (Update
+// at 2026-11-26T21:00:00Z, reported by the API server)".
 func (w Writer) String() string {
 	if w.Manager == "" {
 		return ""
 	}
-	s := w.Manager
+	d := w.details()
+	if d != "" {
+		d += ", "
+	}
+	return "field manager " + w.Manager + " (" + d + ReportedBy + ")"
+}
+
+// Short describes w in a list that says ReportedBy once: "kubectl-edit (Update at
+// 2026-11-26T21:00:00Z)".
+func (w Writer) Short() string {
+	if w.Manager == "" {
+		return ""
+	}
+	if d := w.details(); d != "" {
+		return w.Manager + " (" + d + ")"
+	}
+	return w.Manager
+}
+
+// details are the operation, subresource and time: "Update of status at 2026-11-26T21:00:00Z".
+func (w Writer) details() string {
+	var parts []string
 	switch {
 	case w.Operation != "" && w.Subresource != "":
-		s += " (" + w.Operation + " of " + w.Subresource + ")"
+		parts = append(parts, w.Operation+" of "+w.Subresource)
 	case w.Operation != "":
-		s += " (" + w.Operation + ")"
+		parts = append(parts, w.Operation)
 	}
 	if !w.Time.IsZero() {
-		s += " at " + w.Time.UTC().Format(time.RFC3339)
+		parts = append(parts, "at "+w.Time.UTC().Format(time.RFC3339))
 	}
-	return s
+	return strings.Join(parts, " ")
+}
+
+// MarshalJSON writes w with "reportedBy": "managedFields", so that a document's reader knows
+// the name is the writing client's own, as the API server recorded it.
+func (w Writer) MarshalJSON() ([]byte, error) {
+	type plain Writer
+	return json.Marshal(struct {
+		plain
+		ReportedBy string `json:"reportedBy"`
+	}{plain(w), "managedFields"})
 }
