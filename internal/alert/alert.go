@@ -95,27 +95,29 @@ func (r Reload) Text(additional string) string {
 	return text
 }
 
-// Body renders r in the message format of sink: slack, teams, gchat or raw.
+// Body renders r in the message format of sink: slack, teams, gchat or raw. The text holds
+// what tenants write (object and key names, field managers, workload status messages in a
+// waves hold): each chat sink gets it escaped for its own markup (escape.go), so that none of
+// it becomes a link, a mention or formatting; raw carries it as JSON strings.
 func Body(sink string, r Reload, additional string) ([]byte, error) {
 	text := r.Text(additional)
 	switch sink {
 	case "slack":
-		// The text is the notification's fallback; the blocks show each change's keys and writer.
-		if len(detailed(r)) == 0 {
-			return json.Marshal(map[string]string{"text": text})
-		}
-		return json.Marshal(map[string]any{"text": text, "blocks": slackBlocks(r, text)})
+		// The text, escaped, is the notification's fallback (mrkdwn off); the blocks, plain
+		// text, show it and each change's keys and writer.
+		return json.Marshal(map[string]any{"text": slackEscape(text), "mrkdwn": false, "blocks": slackBlocks(r, text)})
 	case "gchat":
-		// Google Chat's incoming webhooks take a plain message as {"text": ...}.
-		return json.Marshal(map[string]string{"text": text})
+		// A card: its text is HTML, in which escaped text stays literal (a plain {"text": ...}
+		// message has no escape for Chat's *bold*, <url|link> or <users/all>).
+		return json.Marshal(gchatCard(r, additional))
 	case "teams":
 		// A Workflows ("When a Teams webhook request is received") message with one Adaptive
-		// Card: the text, then each change's keys and writer as facts.
+		// Card: the text, then each change's keys and writer as facts, markdown escaped.
 		card := map[string]any{
 			"$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
 			"type":    "AdaptiveCard",
 			"version": "1.4",
-			"body":    append([]map[string]any{{"type": "TextBlock", "text": text, "wrap": true}}, teamsFacts(r)...),
+			"body":    append([]map[string]any{{"type": "TextBlock", "text": chatText(r, additional, markdownEscape), "wrap": true}}, teamsFacts(r)...),
 		}
 		return json.Marshal(map[string]any{
 			"type": "message",

@@ -70,8 +70,12 @@ func TestEachSinkGetsItsFormat(t *testing.T) {
 			body := await(t, ch)
 			var text any
 			switch sink {
-			case "slack", "gchat":
+			case "slack":
 				text = body["text"]
+			case "gchat":
+				card := body["cardsV2"].([]any)[0].(map[string]any)["card"].(map[string]any)
+				widget := card["sections"].([]any)[0].(map[string]any)["widgets"].([]any)[0].(map[string]any)
+				text = strings.ReplaceAll(widget["textParagraph"].(map[string]any)["text"].(string), "<br>", "\n")
 			case "teams":
 				att := body["attachments"].([]any)[0].(map[string]any)
 				if att["contentType"] != "application/vnd.microsoft.card.adaptive" {

@@ -51,11 +51,6 @@ func facts(s Source) [][2]string {
 	return out
 }
 
-// slackEscape escapes the three characters Slack's mrkdwn reads as markup.
-func slackEscape(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
-}
-
 // clip cuts s to n bytes at a character boundary.
 func clip(s string, n int) string {
 	if len(s) <= n {
@@ -68,28 +63,52 @@ func clip(s string, n int) string {
 }
 
 // slackBlocks are the message's text as a section, then one section per source whose change
-// is known, its facts as fields. The text stays the notification's fallback.
+// is known, its facts as lines; all plain text, which Slack shows as it is (no formatting,
+// links or mentions). The text stays the notification's fallback.
 func slackBlocks(r Reload, text string) []map[string]any {
-	blocks := []map[string]any{{"type": "section", "text": map[string]string{"type": "mrkdwn", "text": clip(slackEscape(text), maxSlackText)}}}
+	section := func(s string) map[string]any {
+		return map[string]any{"type": "section", "text": map[string]any{"type": "plain_text", "text": clip(s, maxSlackText), "emoji": false}}
+	}
+	blocks := []map[string]any{section(text)}
 	for _, s := range detailed(r) {
-		lines := []string{"*" + slackEscape(s.Kind+" "+s.Name) + "*"}
+		lines := []string{s.Kind + " " + s.Name}
 		for _, f := range facts(s) {
-			lines = append(lines, f[0]+": "+slackEscape(f[1]))
+			lines = append(lines, f[0]+": "+f[1])
 		}
-		blocks = append(blocks, map[string]any{"type": "section", "text": map[string]string{"type": "mrkdwn", "text": clip(strings.Join(lines, "\n"), maxSlackText)}})
+		blocks = append(blocks, section(strings.Join(lines, "\n")))
 	}
 	return blocks
 }
 
-// teamsFacts are one Adaptive Card FactSet per source whose change is known.
+// teamsFacts are one Adaptive Card FactSet per source whose change is known, markdown escaped.
 func teamsFacts(r Reload) []map[string]any {
 	var out []map[string]any
 	for _, s := range detailed(r) {
 		var fs []map[string]string
 		for _, f := range facts(s) {
-			fs = append(fs, map[string]string{"title": s.Kind + " " + s.Name + " " + f[0], "value": f[1]})
+			fs = append(fs, map[string]string{"title": markdownEscape(s.Kind + " " + s.Name + " " + f[0]), "value": markdownEscape(f[1])})
 		}
 		out = append(out, map[string]any{"type": "FactSet", "facts": fs})
 	}
 	return out
+}
+
+// gchatCard is a Google Chat message of one card (cardsV2): the text as a paragraph, then one
+// paragraph per source whose change is known, its facts as lines; all HTML escaped.
+func gchatCard(r Reload, additional string) map[string]any {
+	widgets := []map[string]any{{"textParagraph": map[string]string{"text": strings.ReplaceAll(chatText(r, additional, htmlEscape), "\n", "<br>")}}}
+	for _, s := range detailed(r) {
+		lines := []string{"<b>" + htmlEscape(s.Kind+" "+s.Name) + "</b>"}
+		for _, f := range facts(s) {
+			lines = append(lines, htmlEscape(f[0]+": "+f[1]))
+		}
+		widgets = append(widgets, map[string]any{"textParagraph": map[string]string{"text": strings.Join(lines, "<br>")}})
+	}
+	return map[string]any{"cardsV2": []map[string]any{{
+		"cardId": "reloader",
+		"card": map[string]any{
+			"header":   map[string]string{"title": "Reloader"},
+			"sections": []map[string]any{{"widgets": widgets}},
+		},
+	}}}
 }

@@ -18,7 +18,7 @@ func TestChangeDocumentNamesKeysAndWriter(t *testing.T) {
 		Report: whatchanged.NewReport(keys, whatchanged.Writer{Manager: "external-secrets", Operation: "Update", Time: at}, true)}
 	b, err := json.Marshal(c)
 	testutil.Must(t, err)
-	const want = `{"kind":"Secret","namespace":"ns","name":"creds","hash":"h","keysAdded":["c"],"keysRemoved":["b"],"keysChanged":["a"],"changedBy":{"manager":"external-secrets","operation":"Update","time":"2026-11-26T21:00:00Z"},"workloads":null,"time":"2026-11-26T21:00:00Z"}`
+	const want = `{"kind":"Secret","namespace":"ns","name":"creds","hash":"h","keysAdded":["c"],"keysRemoved":["b"],"keysChanged":["a"],"changedBy":{"manager":"external-secrets","operation":"Update","time":"2026-11-26T21:00:00Z","reportedBy":"managedFields"},"workloads":null,"time":"2026-11-26T21:00:00Z"}`
 	if string(b) != want {
 		t.Errorf("document\n%s\nwant\n%s", b, want)
 	}
