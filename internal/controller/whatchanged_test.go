@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -311,5 +312,36 @@ func TestCoalescedWritesNameAllTheirKeys(t *testing.T) {
 	}
 	if !strings.Contains(note, "(keys changed: a, b; removed: c) by ") {
 		t.Errorf("Event note %q, want the keys of both writes", note)
+	}
+}
+
+// TestForgedFutureWriterIsNotTheWriter: a managedFields entry written by hand for
+// "security-bot", dated 2999, does not claim a later change written by real-writer: the
+// Reloaded Event names real-writer, as the field manager the API server reports.
+func TestForgedFutureWriterIsNotTheWriter(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	applyConfigMap(t, ns, "app-config", "team-a", map[string]string{"LOG_LEVEL": "info"})
+	cm := &corev1.ConfigMap{}
+	testutil.Must(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "app-config"}, cm))
+	forged := metav1.NewTime(time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC))
+	cm.ManagedFields = append(cm.ManagedFields, metav1.ManagedFieldsEntry{Manager: "security-bot", Operation: metav1.ManagedFieldsOperationUpdate,
+		APIVersion: "v1", Time: &forged, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{}}}`)}})
+	testutil.Must(t, k8s.Update(ctx, cm, client.FieldOwner("team-a")))
+	testutil.Must(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "app-config"}, cm))
+	if !slices.ContainsFunc(cm.ManagedFields, func(e metav1.ManagedFieldsEntry) bool { return e.Manager == "security-bot" }) {
+		t.Fatalf("the API server did not keep the forged entry: %+v", cm.ManagedFields)
+	}
+	d := deployment(ns, "web", map[string]string{auto: "true"}, podSpec("app-config"))
+	create(t, d)
+	startReloader(t, ns)
+	recorded(t, d)
+
+	cm.Data["LOG_LEVEL"] = "debug"
+	testutil.Must(t, k8s.Update(ctx, cm, client.FieldOwner("real-writer")))
+	note := reloadedNote(t, ns, "web")
+	t.Logf("Event: %s", note)
+	if want := "by field manager real-writer (Update at "; !strings.Contains(note, want) || strings.Contains(note, "security-bot") || strings.Contains(note, "2999") {
+		t.Errorf("Event note %q\nwant it to contain %q, and neither security-bot nor 2999", note, want)
 	}
 }
