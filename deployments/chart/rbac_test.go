@@ -26,7 +26,11 @@ var matrix = []struct{ name, values string }{
 	{"evict", `reloader: {enableEvictStrategy: true}`},
 	{"Argo Rollouts", `reloader: {isArgoRollouts: true}`},
 	{"OpenShift", `reloader: {isOpenshift: true}`},
+	{"Job reloads", `reloader: {reloadJobs: true}`},
+	{"Job reloads, namespaced", `reloader: {reloadJobs: true, watchGlobally: false, namespaces: [a]}`},
+	{"Job reloads and CronJobs run on reload", `reloader: {reloadJobs: true, runCronJobsOnReload: true}`},
 	{"Jobs and CronJobs ignored", `reloader: {ignoreJobs: true, ignoreCronJobs: true}`},
+	{"CronJobs run on reload", `reloader: {runCronJobsOnReload: true}`},
 	{"Jobs ignored, CronJobs run on reload", `reloader: {ignoreJobs: true, runCronJobsOnReload: true}`},
 	{"Secrets ignored", `reloader: {ignoreSecrets: true}`},
 	{"ConfigMaps ignored", `reloader: {ignoreConfigMaps: true}`},
@@ -41,7 +45,7 @@ var matrix = []struct{ name, values string }{
 	{"plan webhook", `{planWebhook: {enabled: true, certManager: {enabled: true}}, reloader: {enableHA: true, deployment: {replicas: 2}, netpol: {enabled: true}}}`},
 	{"plan webhook, token callers", `planWebhook: {enabled: true, clientAuth: {mode: token}}`},
 	{"everything", `reloader: {enableHA: true, deployment: {replicas: 3}, enableCSIIntegration: true, isArgoRollouts: true,
-		isOpenshift: true, namespaceSelector: "team:*", reloadOnCreate: true, reloadOnDelete: true, autoReloadAll: true,
+		isOpenshift: true, reloadJobs: true, namespaceSelector: "team:*", reloadOnCreate: true, reloadOnDelete: true, autoReloadAll: true,
 		leaderElection: {id: my-lock, leaseDuration: 20s, renewDeadline: 15s, retryPeriod: 3s}, coalesceWindow: 1s, workers: 8,
 		recreateFinishedJobs: false, enableMetricsByNamespace: true, logFormat: json, logLevel: debug,
 		service: {port: 9090}, serviceMonitor: {enabled: true}, podMonitor: {enabled: true, bearerTokenSecret: {name: scraper-token, key: token}}, podDisruptionBudget: {enabled: true},
@@ -113,7 +117,7 @@ func TestRBACMatchesTable(t *testing.T) {
 // added there fails here, by name, until the chart's reloader.watchedRules grants it;
 // TestRBACMatchesTable then checks the rest of its rules.
 func TestChartGrantsEveryKind(t *testing.T) {
-	objs := renderChart(t, `reloader: {isArgoRollouts: true, isOpenshift: true}`)
+	objs := renderChart(t, `reloader: {isArgoRollouts: true, isOpenshift: true, reloadJobs: true}`)
 	o := render.Find(objs, "ClusterRole", fullname+"-role")
 	if o == nil {
 		t.Fatal("no ClusterRole")

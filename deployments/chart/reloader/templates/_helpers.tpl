@@ -172,11 +172,20 @@ namespaces), as upstream's chart does: a namespaced install needs no namespace l
 {{- if and .Values.reloader.watchGlobally (include "reloader.global" .) }}{{ .Values.reloader.namespaceSelector }}{{ end -}}
 {{- end -}}
 
+{{/*
+"true" when Jobs are left alone: ignoreJobs, or reloadJobs off (the default). Reloading a Job
+re-creates it, which takes create and delete on Jobs and the replacement records
+(ControllerRevisions): rights granted only to an install that asks for Job reloads.
+*/}}
+{{- define "reloader.ignoresJobs" -}}
+{{- if or .Values.reloader.ignoreJobs (not .Values.reloader.reloadJobs) }}true{{ end -}}
+{{- end -}}
+
 {{/* The workload kinds left alone (--ignored-workload-types). */}}
 {{- define "reloader.ignoredWorkloadTypes" -}}
 {{- $r := .Values.reloader -}}
 {{- $out := list -}}
-{{- if $r.ignoreJobs }}{{ $out = append $out "jobs" }}{{ end -}}
+{{- if include "reloader.ignoresJobs" . }}{{ $out = append $out "jobs" }}{{ end -}}
 {{- if $r.ignoreCronJobs }}{{ $out = append $out "cronjobs" }}{{ end -}}
 {{- if not $r.isOpenshift }}{{ $out = append $out "deploymentconfigs" }}{{ end -}}
 {{- join "," $out -}}
@@ -293,6 +302,7 @@ Watched rules apply where reloader watches: a ClusterRole, or a Role per watched
 {{- define "reloader.watchedRules" -}}
 {{- $r := .Values.reloader -}}
 {{- $writes := not (include "reloader.webhook" .) -}}
+{{- $ignoreJobs := include "reloader.ignoresJobs" . -}}
 {{- $read := list "get" "list" "watch" -}}
 {{- $kind := $read -}}
 {{- if $writes }}{{ $kind = append $read "patch" }}{{ end -}}
@@ -302,7 +312,7 @@ Watched rules apply where reloader watches: a ClusterRole, or a Role per watched
 {{- if $r.enableCSIIntegration }}{{ $rules = append $rules (dict "apiGroups" (list "secrets-store.csi.x-k8s.io") "resources" (list "secretproviderclasspodstatuses") "verbs" $read) }}{{ end -}}
 {{- $rules = append $rules (dict "apiGroups" (list "apps") "resources" (list "deployments" "statefulsets" "daemonsets") "verbs" $kind) -}}
 {{- if not $r.ignoreCronJobs }}{{ $rules = append $rules (dict "apiGroups" (list "batch") "resources" (list "cronjobs") "verbs" $kind) }}{{ end -}}
-{{- if not $r.ignoreJobs }}
+{{- if not $ignoreJobs }}
 {{- /* A Job's template is immutable: a reload deletes it and creates it again. */ -}}
 {{- $jobs := $kind }}{{ if $writes }}{{ $jobs = concat $kind (list "create" "delete") }}{{ end -}}
 {{- $rules = append $rules (dict "apiGroups" (list "batch") "resources" (list "jobs") "verbs" $jobs) -}}
@@ -314,7 +324,7 @@ Watched rules apply where reloader watches: a ClusterRole, or a Role per watched
 {{- else if and $writes $r.runCronJobsOnReload (not $r.ignoreCronJobs) -}}
 {{- $rules = append $rules (dict "apiGroups" (list "batch") "resources" (list "jobs") "verbs" (list "create")) -}}
 {{- end -}}
-{{- if and $writes (or (not $r.ignoreJobs) (and $r.runCronJobsOnReload (not $r.ignoreCronJobs))) }}
+{{- if and $writes (or (not $ignoreJobs) (and $r.runCronJobsOnReload (not $r.ignoreCronJobs))) }}
 {{- /* Jobs created keep their CronJob's ownerReference with blockOwnerDeletion: OwnerReferencesPermissionEnforcement (OpenShift's default) wants update on the owner's finalizers. */ -}}
 {{- $rules = append $rules (dict "apiGroups" (list "batch") "resources" (list "cronjobs/finalizers") "verbs" (list "update")) -}}
 {{- end -}}
@@ -416,7 +426,7 @@ The RBAC on the key and the ReloaderHashKeyFallback alert follow it.
 */}}
 {{- define "reloader.usesHashKey" -}}
 {{- $r := .Values.reloader -}}
-{{- if or (not $r.ignoreSecrets) (and (not $r.ignoreJobs) (not (include "reloader.webhook" .))) }}true{{ end -}}
+{{- if or (not $r.ignoreSecrets) (and (not (include "reloader.ignoresJobs" .)) (not (include "reloader.webhook" .))) }}true{{ end -}}
 {{- end -}}
 
 {{/* The plan webhook's Service, certificate and configuration name. */}}
