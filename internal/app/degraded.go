@@ -33,6 +33,8 @@ type degradedMode struct {
 	unlisted []string
 	// notes are the other refusals found at start-up, for the warning and the Event.
 	notes []string
+	// jobRights, when not empty, says what Job reloads lack (checkJobRights).
+	jobRights string
 	// split reads the unwatched kinds live; set once the manager exists (client).
 	split *clientindex.Split
 }
@@ -79,20 +81,20 @@ func checkWorkloadAccess(ctx context.Context, cfg *rest.Config, conf options.Con
 			}
 		}
 	}
-	if len(unwatched) == 0 {
-		// The full mode: what it lacks is waited for (the RBAC may come just after reloader).
-		return d, nil
-	}
 	records := true
 	if replacesJobs(conf, reconciled) {
 		var err error
-		if records, err = allowed(ctx, cfg, "apps", "controllerrevisions", conf.Namespaces, "list", "watch"); err != nil {
+		if records, d.jobRights, err = checkJobRights(ctx, cfg, conf); err != nil {
 			return nil, err
 		}
+	}
+	if len(unwatched) == 0 {
+		// The full mode: what it lacks is waited for (the RBAC may come just after reloader),
+		// but for the records of Job reloads, whose watch would keep the cache from syncing.
 		if !records {
-			d.notes = append(d.notes, "Job reloads need "+
-				rbac.Format(rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"controllerrevisions"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}}))
+			d.unwatched = &controller.Unwatched{Records: true}
 		}
+		return d, nil
 	}
 	d.unwatched = &controller.Unwatched{Kinds: unwatched, Records: !records, Namespaces: conf.Namespaces, Fields: conf.NamespaceFilter}
 	if conf.ReloaderNamespace != "" {

@@ -22,6 +22,10 @@ import (
 // workload kind is read without watch.
 const ReasonDegradedMode = "DegradedMode"
 
+// ReasonJobReloadRights is the reason of the Warning Event on the meta-info ConfigMap when Jobs
+// are reloaded but reloader may not delete and create them or write their replacement records.
+const ReasonJobReloadRights = "JobReloadRightsMissing"
+
 // announce makes the degraded mode loud: a warning in the log of every replica naming each
 // kind and the rule to add, reloader_degraded per kind (1 degraded, 0 watched), and, from the
 // leader, a Warning Event on the meta-info ConfigMap saying the same.
@@ -38,12 +42,19 @@ func (d *degradedMode) announce(mgr manager.Manager, conf options.Config, kinds 
 		}
 		gauge.WithLabelValues(k.Name()).Set(v)
 	}
+	if d.jobRights != "" {
+		logger.Info("WARNING: " + d.jobRights)
+		if err := mgr.Add(&degradedEvent{reader: mgr.GetAPIReader(), events: events, namespace: conf.ReloaderNamespace,
+			reason: ReasonJobReloadRights, note: d.jobRights, logger: logger}); err != nil {
+			return err
+		}
+	}
 	msg := d.message()
 	if msg == "" {
 		return nil
 	}
 	logger.Info("WARNING: " + msg)
-	return mgr.Add(&degradedEvent{reader: mgr.GetAPIReader(), events: events, namespace: conf.ReloaderNamespace, note: msg, logger: logger})
+	return mgr.Add(&degradedEvent{reader: mgr.GetAPIReader(), events: events, namespace: conf.ReloaderNamespace, reason: ReasonDegradedMode, note: msg, logger: logger})
 }
 
 // degradedEvent puts the Warning Event on the meta-info ConfigMap once, as the leader: the
@@ -52,6 +63,7 @@ type degradedEvent struct {
 	reader    client.Reader
 	events    recorder.EventRecorder
 	namespace string
+	reason    string
 	note      string
 	logger    logr.Logger
 }
@@ -70,7 +82,7 @@ func (e *degradedEvent) Start(ctx context.Context) error {
 		e.logger.Info("meta-info ConfigMap not readable; the degraded-mode Event names it without its UID", "error", err.Error())
 		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: e.namespace, Name: metainfo.Name}}
 	}
-	e.events.Eventf(cm, nil, corev1.EventTypeWarning, ReasonDegradedMode, "Start", "%s", termsafe.ClipNote(e.note))
+	e.events.Eventf(cm, nil, corev1.EventTypeWarning, e.reason, "Start", "%s", termsafe.ClipNote(e.note))
 	return nil
 }
 

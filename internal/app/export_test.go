@@ -22,3 +22,6 @@ func Discover(ctx context.Context, cfg *rest.Config, gv schema.GroupVersion, ask
 	}
 	return s.has(obj), nil
 }
+
+// CheckJobRights is checkJobRights for the tests.
+var CheckJobRights = checkJobRights
