@@ -11,6 +11,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -188,6 +189,87 @@ func TestAdmissionPolicyLetsReloaderWriteOnlyItsOwnFields(t *testing.T) {
 	t.Cleanup(func() { _ = admin.Delete(context.Background(), owned) })
 	if err := patchAs(ctx, asReloader, owned, annotate("reloader.dev/source-hashes")); err != nil {
 		t.Errorf("a record beside the owner's STAKATER_ variable from a Secret: %v", err)
+	}
+
+	checkCreates(t, ctx, ns, asReloader)
+}
+
+// checkCreates: as reloader's ServiceAccount, a Job is created only as a reload and a
+// ControllerRevision only as a replacement record, changed only by its signature; anyone else
+// is not the policy's business.
+func checkCreates(t *testing.T, ctx context.Context, ns string, asReloader client.Client) {
+	record := func(name string, labels, ann map[string]string) *appsv1.ControllerRevision {
+		return &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels, Annotations: ann},
+			Data: runtime.RawExtension{Raw: []byte(`{"kind":"Job"}`)}, Revision: 1}
+	}
+	recordLabels := map[string]string{"reloader.dev/replacement-of": "Job"}
+	recordAnn := func() map[string]string {
+		return map[string]string{"reloader.dev/replaces-uid": "u", "reloader.dev/replaces-name": "j"}
+	}
+	job := func(name string, ann map[string]string) *batchv1.Job {
+		j := newWorkload(Job, ns).(*batchv1.Job)
+		j.Name, j.Annotations = name, ann
+		return j
+	}
+	// The policy takes effect once the API server has seen it: wait for a first refusal.
+	attempt := 0
+	eventually(t, ctx, "the creates policy in force", func() error { return nil }, func() error {
+		attempt++
+		err := asReloader.Create(ctx, job(fmt.Sprintf("probe-%d", attempt), nil))
+		if err == nil || !strings.Contains(err.Error(), "reloader may create a Job only") {
+			return fmt.Errorf("a Job created with no record: %v", err)
+		}
+		return nil
+	})
+	for _, tt := range []struct {
+		name  string
+		obj   client.Object
+		allow bool
+	}{
+		{"Job replacement", job("replacement", map[string]string{"reloader.dev/source-hashes": "{}"}), true},
+		{"Job of no reload", job("no-reload", map[string]string{"app": "x"}), false},
+		{"replacement record", record("rec-ok", recordLabels, recordAnn()), true},
+		{"record of other labels", record("rec-labels", map[string]string{"reloader.dev/replacement-of": "Job", "x": "y"}, recordAnn()), false},
+		{"record without its annotations", record("rec-ann", recordLabels, nil), false},
+		{"revision of no record", record("rev", map[string]string{"app": "x"}, nil), false},
+	} {
+		t.Run("create "+tt.name, func(t *testing.T) {
+			err := asReloader.Create(ctx, tt.obj)
+			t.Cleanup(func() { _ = admin.Delete(context.Background(), tt.obj) })
+			if tt.allow && err != nil {
+				t.Errorf("refused: %v", err)
+			}
+			if !tt.allow && (err == nil || !strings.Contains(err.Error(), "reloader may") || strings.Contains(err.Error(), "resulted in error")) {
+				t.Errorf("not refused by the policy: %v", err)
+			}
+		})
+	}
+	rec := record("rec-signed", recordLabels, recordAnn())
+	testutil.Must(t, asReloader.Create(ctx, rec))
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), rec) })
+	for _, tt := range []struct {
+		name   string
+		change func(*appsv1.ControllerRevision)
+		allow  bool
+	}{
+		{"signature", func(r *appsv1.ControllerRevision) { r.Annotations["reloader.dev/record-mac"] = "00ff" }, true},
+		{"data", func(r *appsv1.ControllerRevision) { r.Data = runtime.RawExtension{Raw: []byte(`{"kind":"Job","x":1}`)} }, false},
+		{"replaced name", func(r *appsv1.ControllerRevision) { r.Annotations["reloader.dev/replaces-name"] = "other" }, false},
+		{"labels", func(r *appsv1.ControllerRevision) { r.Labels["x"] = "y" }, false},
+	} {
+		t.Run("record "+tt.name, func(t *testing.T) {
+			cur := &appsv1.ControllerRevision{}
+			testutil.Must(t, admin.Get(ctx, client.ObjectKeyFromObject(rec), cur))
+			before := cur.DeepCopy()
+			tt.change(cur)
+			err := asReloader.Patch(ctx, cur, client.MergeFrom(before))
+			if tt.allow && err != nil {
+				t.Errorf("refused: %v", err)
+			}
+			if !tt.allow && (err == nil || !strings.Contains(err.Error(), "reloader may change a replacement record only") || strings.Contains(err.Error(), "resulted in error")) {
+				t.Errorf("not refused by the policy: %v", err)
+			}
+		})
 	}
 }
 

@@ -41,32 +41,35 @@ type install struct {
 func reloaderValues(v map[string]any) map[string]any { return map[string]any{"reloader": v} }
 
 var matrix = []install{
-	{name: "default", values: nil, kinds: builtinKinds, watched: []string{"default-apps"}},
-	{name: "namespaced", values: reloaderValues(map[string]any{"watchGlobally": false}),
+	// Jobs are reloaded only with reloader.reloadJobs (and only then granted create and delete
+	// on Jobs and ControllerRevisions): by default they are left alone.
+	{name: "default", values: nil, kinds: []string{Deployment, DaemonSet, StatefulSet, CronJob}, ignored: []string{Job},
+		watched: []string{"default-apps"}},
+	{name: "namespaced", values: reloaderValues(map[string]any{"watchGlobally": false, "reloadJobs": true}),
 		kinds: builtinKinds, unwatched: "namespaced-other"},
-	{name: "namespaces", values: reloaderValues(map[string]any{"watchGlobally": false, "namespaces": []any{"a", "b"}}),
+	{name: "namespaces", values: reloaderValues(map[string]any{"watchGlobally": false, "namespaces": []any{"a", "b"}, "reloadJobs": true}),
 		kinds: builtinKinds, watched: []string{"a", "b"}, unwatched: "c"},
-	{name: "ha", values: reloaderValues(map[string]any{"enableHA": true, "deployment": map[string]any{"replicas": 2}}),
+	{name: "ha", values: reloaderValues(map[string]any{"enableHA": true, "deployment": map[string]any{"replicas": 2}, "reloadJobs": true}),
 		kinds: builtinKinds, watched: []string{"ha-apps"}, checkMetrics: true},
-	{name: "csi", values: reloaderValues(map[string]any{"enableCSIIntegration": true}),
+	{name: "csi", values: reloaderValues(map[string]any{"enableCSIIntegration": true, "reloadJobs": true}),
 		kinds: append(slices.Clone(builtinKinds), CSI), watched: []string{"csi-apps"}},
-	{name: "argo", values: reloaderValues(map[string]any{"isArgoRollouts": true}),
+	{name: "argo", values: reloaderValues(map[string]any{"isArgoRollouts": true, "reloadJobs": true}),
 		kinds: append(slices.Clone(builtinKinds), Rollout), watched: []string{"argo-apps"}},
 	// Not in the list, but the test cluster serves the DeploymentConfig API: this is
 	// the install that may watch it.
-	{name: "openshift", values: reloaderValues(map[string]any{"isOpenshift": true}),
+	{name: "openshift", values: reloaderValues(map[string]any{"isOpenshift": true, "reloadJobs": true}),
 		kinds: append(slices.Clone(builtinKinds), DeploymentConfig), watched: []string{"openshift-apps"}},
 	{name: "no-jobs", values: reloaderValues(map[string]any{"ignoreJobs": true, "ignoreCronJobs": true}),
 		kinds: []string{Deployment, DaemonSet, StatefulSet}, ignored: []string{Job, CronJob}, watched: []string{"no-jobs-apps"}},
-	{name: "annotations", values: reloaderValues(map[string]any{"reloadStrategy": "annotations"}),
+	{name: "annotations", values: reloaderValues(map[string]any{"reloadStrategy": "annotations", "reloadJobs": true}),
 		kinds: builtinKinds, watched: []string{"annotations-apps"}, strategy: "annotations"},
 	// The admission policy in force: every reload reloader really writes passes it (a refusal
 	// is a 403 in the audit log, and a reload that never lands).
 	{name: "admission-policy", values: reloaderValues(map[string]any{"admissionPolicy": map[string]any{"enabled": true},
-		"isArgoRollouts": true, "isOpenshift": true}),
+		"isArgoRollouts": true, "isOpenshift": true, "reloadJobs": true}),
 		kinds: append(slices.Clone(builtinKinds), Rollout, DeploymentConfig), watched: []string{"policy-apps"}},
 	{name: "admission-policy-annotations", values: reloaderValues(map[string]any{"admissionPolicy": map[string]any{"enabled": true},
-		"reloadStrategy": "annotations"}),
+		"reloadStrategy": "annotations", "reloadJobs": true}),
 		kinds: builtinKinds, watched: []string{"policy-annotations-apps"}, strategy: "annotations"},
 }
 
