@@ -31,7 +31,7 @@ func TestAdmissionPolicyLetsReloaderWriteOnlyItsOwnFields(t *testing.T) {
 	const ns, release = "vap", "vap"
 	ensureNamespace(t, ctx, ns)
 	objs, err := render.Chart(chartDir, map[string]any{"reloader": map[string]any{"admissionPolicy": map[string]any{"enabled": true},
-		"isArgoRollouts": true, "custom_annotations": map[string]any{"pauseTime": "example.com/paused-at"}}}, release, ns)
+		"isArgoRollouts": true, "reloadJobs": true, "custom_annotations": map[string]any{"pauseTime": "example.com/paused-at"}}}, release, ns)
 	testutil.Must(t, err)
 	if render.Find(objs, "ValidatingAdmissionPolicy", release+"-reloader-workload-writes") == nil {
 		t.Fatal("no ValidatingAdmissionPolicy rendered")
@@ -253,7 +253,8 @@ func checkCreates(t *testing.T, ctx context.Context, ns string, asReloader clien
 		allow  bool
 	}{
 		{"signature", func(r *appsv1.ControllerRevision) { r.Annotations["reloader.dev/record-mac"] = "00ff" }, true},
-		{"data", func(r *appsv1.ControllerRevision) { r.Data = runtime.RawExtension{Raw: []byte(`{"kind":"Job","x":1}`)} }, false},
+		// Its data the API server keeps immutable itself.
+		{"revision", func(r *appsv1.ControllerRevision) { r.Revision = 2 }, false},
 		{"replaced name", func(r *appsv1.ControllerRevision) { r.Annotations["reloader.dev/replaces-name"] = "other" }, false},
 		{"labels", func(r *appsv1.ControllerRevision) { r.Labels["x"] = "y" }, false},
 	} {
