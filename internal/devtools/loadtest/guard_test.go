@@ -79,8 +79,8 @@ func TestGuardrailFigures(t *testing.T) {
 			Reason: reason, Note: note, Action: "Reload", ReportingController: "reloader", ReportingInstance: "r", Type: corev1.EventTypeWarning}
 	}
 	cl := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
-		event("e1", "SourceQuarantined", "written by "+flapWriterA+" (Update) at ..., "+flapWriterB+" (Update) at ..."),
-		event("e2", "SourceQuarantined", "written by "+flapWriterA+" (Update) at ..."),
+		event("e1", "SourceQuarantined", "written by field managers "+flapWriterA+" (Update at ...), "+flapWriterB+" (Update at ...) (reported by the API server)"),
+		event("e2", "SourceQuarantined", "written by field managers "+flapWriterA+" (Update at ...) (reported by the API server)"),
 		event("e3", "Reloaded", flapWriterA+" "+flapWriterB)).Build()
 	got, err := runChecks(context.Background(), cl, []string{CheckFlap}, flapIn)
 	testutil.Must(t, err)
