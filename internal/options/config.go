@@ -252,12 +252,16 @@ func Parse(o Options) (Config, error) {
 		fail(fmt.Errorf("--webhook-timeout: %v is not a positive duration such as 10s", o.WebhookTimeout))
 	}
 	errs = append(errs, checkLease(o)...)
-	errs = append(errs, checkAlert(o.Alert)...)
+	if c.Alert.Sink == "" {
+		c.Alert.Sink = "raw"
+	}
+	errs = append(errs, checkAlert(c.Alert)...)
 
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, err
 	}
-	c.Warnings = append(slices.Clone(o.Warnings), cleartextWarnings(o)...)
+	c.Warnings = append(slices.Clone(o.Warnings), cleartextWarnings(c.Options)...)
+	c.Warnings = append(c.Warnings, alertWarnings(c.Alert)...)
 	return c, nil
 }
 
@@ -267,7 +271,7 @@ func Parse(o Options) (Config, error) {
 func cleartextWarnings(o Options) []string {
 	urls := map[string]string{"--webhook-url": o.WebhookURL}
 	if o.Alert.Enabled {
-		urls["ALERT_WEBHOOK_URL"] = o.Alert.WebhookURL
+		urls[o.Alert.alertName(alertWebhookURL)] = o.Alert.WebhookURL
 	}
 	var out []string
 	for _, name := range slices.Sorted(maps.Keys(urls)) {
@@ -443,26 +447,6 @@ func checkShards(o Options) []error {
 	// The longest name made from the prefix is a member Lease's.
 	if problems := validation.IsDNS1123Subdomain(o.ShardLeasePrefix + "-member-0123456789abcdef"); len(problems) > 0 {
 		errs = append(errs, fmt.Errorf("--shard-lease-prefix: %q does not make Lease names: %s", o.ShardLeasePrefix, strings.Join(problems, "; ")))
-	}
-	return errs
-}
-
-// checkAlert checks the ALERT_* settings when alerts are on; off, they are never read.
-func checkAlert(a Alert) []error {
-	if !a.Enabled {
-		return nil
-	}
-	var errs []error
-	if !slices.Contains(AlertSinks, a.Sink) {
-		errs = append(errs, fmt.Errorf("ALERT_SINK: %q is not one of %s", a.Sink, strings.Join(AlertSinks, ", ")))
-	}
-	if err := checkURL(a.WebhookURL); err != nil {
-		errs = append(errs, fmt.Errorf("ALERT_WEBHOOK_URL (needed with ALERT_ON_RELOAD=true): %w", err))
-	}
-	if a.Proxy != "" {
-		if err := checkURL(a.Proxy); err != nil {
-			errs = append(errs, fmt.Errorf("ALERT_WEBHOOK_PROXY: %w", err))
-		}
 	}
 	return errs
 }

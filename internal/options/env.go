@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -70,22 +69,6 @@ func (o *Options) ApplyEnv(getenv func(string) string) error {
 	if o.WebhookURL == "" {
 		o.WebhookURL = strings.TrimSpace(getenv(WebhookURLEnv))
 	}
-	o.Alert = Alert{
-		Sink:           strings.ToLower(strings.TrimSpace(getenv("ALERT_SINK"))),
-		WebhookURL:     strings.TrimSpace(getenv("ALERT_WEBHOOK_URL")),
-		Proxy:          strings.TrimSpace(getenv("ALERT_WEBHOOK_PROXY")),
-		AdditionalInfo: getenv("ALERT_ADDITIONAL_INFO"),
-	}
-	if v := strings.TrimSpace(getenv("ALERT_ON_RELOAD")); v != "" {
-		on, err := strconv.ParseBool(v)
-		if err != nil {
-			// Upstream alerts only on "true" and ignores other words: warn, don't refuse.
-			o.Warnings = append(o.Warnings, fmt.Sprintf("ALERT_ON_RELOAD: %q is neither true nor false; alerts stay off, as upstream does", v))
-		}
-		o.Alert.Enabled = on
-	}
-	if o.Alert.Sink == "" {
-		o.Alert.Sink = "raw"
-	}
+	o.applyAlertEnv(getenv)
 	return errors.Join(errs...)
 }

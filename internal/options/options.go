@@ -218,19 +218,6 @@ func normalizeFlag(_ *pflag.FlagSet, name string) pflag.NormalizedName {
 	return pflag.NormalizedName(name)
 }
 
-// Alert configures the notification sent after each reload (upstream's ALERT_* variables).
-type Alert struct {
-	Enabled bool
-	// Sink is slack, teams, gchat or raw.
-	Sink           string
-	WebhookURL     string
-	Proxy          string
-	AdditionalInfo string
-}
-
-// AlertSinks are the values ALERT_SINK accepts.
-var AlertSinks = []string{"slack", "teams", "gchat", "raw"}
-
 // BindFlags registers every flag on fs, writing into o.
 func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.SetNormalizeFunc(normalizeFlag)
@@ -285,8 +272,9 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.LeaseReleaseOnCancel, "leader-election-release-on-cancel", o.LeaseReleaseOnCancel, "give the Lease up on a clean stop, so that a follower takes over at once")
 	fs.IntVar(&o.Shards, "shards", o.Shards, "split the namespaces into this many shards that the replicas share through Leases (each replica reloads only its own namespaces); 0 or 1: off")
 	fs.StringVar(&o.ShardLeasePrefix, "shard-lease-prefix", o.ShardLeasePrefix, "name prefix of the Leases of --shards, in the leader election namespace")
-	fs.DurationVar(&o.WebhookTimeout, "webhook-timeout", o.WebhookTimeout, "timeout of one --webhook-url or ALERT_WEBHOOK_URL request")
+	fs.DurationVar(&o.WebhookTimeout, "webhook-timeout", o.WebhookTimeout, "timeout of one --webhook-url or alert request")
 	fs.IntVar(&o.WebhookRetries, "webhook-retries", o.WebhookRetries, "attempts per --webhook-url notification or alert, at least 1; a failed notification is then requeued with backoff")
+	o.bindAlertFlags(fs)
 
 	k := &o.Keys
 	fs.StringVar(&k.Auto, "auto-annotation", k.Auto, "annotation: reload on change of any referenced source")
@@ -350,11 +338,14 @@ func (o Options) Effective() map[string]string {
 	fs := pflag.NewFlagSet("effective", pflag.ContinueOnError)
 	o.BindFlags(fs)
 	fs.VisitAll(func(f *pflag.Flag) {
-		if f.Name != "webhook-url" {
+		// URLs of tokens, and a proxy's URL may carry a password: only whether they are set.
+		switch f.Name {
+		case "webhook-url", "alert-webhook-url", "alert-proxy":
+			out[f.Name+"-set"] = strconv.FormatBool(f.Value.String() != "")
+		default:
 			out[f.Name] = f.Value.String()
 		}
 	})
-	out["webhook-url-set"] = strconv.FormatBool(o.WebhookURL != "")
 	out["METRICS_COUNT_BY_NAMESPACE"] = strconv.FormatBool(o.MetricsCountByNamespace)
 	out["ALERT_ON_RELOAD"] = strconv.FormatBool(o.Alert.Enabled)
 	out["ALERT_SINK"] = o.Alert.Sink

@@ -99,7 +99,8 @@ func TestAlertAndIdentityEnvironment(t *testing.T) {
 	o := Default()
 	applyEnv(t, &o, env)
 	want := Alert{Enabled: true, Sink: "slack", WebhookURL: "https://hooks.example/x", Proxy: "http://proxy:3128", AdditionalInfo: "cluster prod-eu"}
-	if o.Alert != want {
+	if got := o.Alert; got.Enabled != want.Enabled || got.Sink != want.Sink || got.WebhookURL != want.WebhookURL ||
+		got.Proxy != want.Proxy || got.AdditionalInfo != want.AdditionalInfo || got.Structured {
 		t.Errorf("alert %+v, want %+v", o.Alert, want)
 	}
 	if o.LeaderIdentity != "reloader-7f9" || o.ReloaderNamespace != "ops" || o.ReloaderDeployment != "reloader" {
