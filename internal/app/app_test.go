@@ -44,10 +44,20 @@ func freeAddr(t *testing.T) string {
 // start runs a manager until the test ends and waits for its caches.
 func start(t *testing.T, opts options.Options) manager.Manager {
 	t.Helper()
+	return startLogged(t, opts, logr.Discard())
+}
+
+// startLogged is start with a logger. In-process managers leave upstream v2's probe port
+// alone unless a test names another address: many run at once on one machine.
+func startLogged(t *testing.T, opts options.Options, logger logr.Logger) manager.Manager {
+	t.Helper()
+	if opts.V2HealthAddr == options.DefaultV2HealthAddr {
+		opts.V2HealthAddr = "0"
+	}
 	conf, err := options.Parse(opts)
 	testutil.Must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	mgr, err := app.New(ctx, restConfig, conf, logr.Discard())
+	mgr, err := app.New(ctx, restConfig, conf, logger)
 	testutil.Must(t, err)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
@@ -78,8 +88,10 @@ func TestMetricsPortServesLiveReadyAndMetrics(t *testing.T) {
 		code, _ := httpGet(opts.MetricsAddr, "/ready")
 		return code == http.StatusOK, nil
 	}))
-	if code, body := httpGet(opts.MetricsAddr, "/live"); code != http.StatusOK {
-		t.Errorf("/live = %d %s", code, body)
+	for _, path := range []string{"/live", "/healthz", "/readyz"} {
+		if code, body := httpGet(opts.MetricsAddr, path); code != http.StatusOK {
+			t.Errorf("%s = %d %s", path, code, body)
+		}
 	}
 	// Controllers register their series as they start, a moment after the caches sync
 	// (ready): seen on a busy machine.

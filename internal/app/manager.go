@@ -1,7 +1,6 @@
 package app
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -22,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -87,7 +85,7 @@ func withClientRate(cfg *rest.Config, conf options.Config) *rest.Config {
 	return cfg
 }
 
-// newManager returns the manager: its cache, the metrics port with /live and /ready (ready
+// newManager returns the manager: its cache, the metrics port, the probes (probes.go: ready
 // once the caches have synced), and with --enable-ha the Lease that elects the leader.
 func newManager(cfg *rest.Config, conf options.Config, scheme *runtime.Scheme, caches cache.Options, ready *atomic.Bool, logger logr.Logger) (manager.Manager, error) {
 	var lock resourcelock.Interface
@@ -98,13 +96,13 @@ func newManager(cfg *rest.Config, conf options.Config, scheme *runtime.Scheme, c
 		}
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Logger:                 logger,
-		Cache:                  caches,
-		Metrics:                metricsOptions(conf, ready),
-		HealthProbeBindAddress: healthAddr(conf),
-		LivenessEndpointName:   "/live",
-		ReadinessEndpointName:  "/ready",
+		Scheme:  scheme,
+		Logger:  logger,
+		Cache:   caches,
+		Metrics: metricsOptions(conf, ready),
+		// No controller-runtime probe server: it serves one path each, and the probes have
+		// two names (probes.go).
+		HealthProbeBindAddress: "0",
 		// Names are unique within one manager anyway; tests run several managers per process.
 		Controller:                          config.Controller{SkipNameValidation: ptr.To(true)},
 		LeaderElection:                      conf.EnableHA,
@@ -117,49 +115,25 @@ func newManager(cfg *rest.Config, conf options.Config, scheme *runtime.Scheme, c
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
-	if conf.HealthAddr != "" {
-		if err := addProbes(mgr, ready); err != nil {
-			return nil, err
-		}
+	if err := addProbeServers(mgr, conf, ready, logger); err != nil {
+		return nil, err
 	}
 	return mgr, nil
 }
 
 // metricsOptions serves /metrics, with --metrics-secure over HTTPS (a self-signed
-// certificate) to callers the API server authenticates and authorizes; /live and /ready are
-// served beside it unless --health-addr gives them their own port.
+// certificate) to callers the API server authenticates and authorizes; the probes are served
+// beside it unless --health-addr gives them their own port.
 func metricsOptions(conf options.Config, ready *atomic.Bool) metricsserver.Options {
 	o := metricsserver.Options{BindAddress: conf.MetricsAddr}
 	if conf.HealthAddr == "" {
-		o.ExtraHandlers = map[string]http.Handler{"/live": liveHandler(), "/ready": readyHandler(ready)}
+		o.ExtraHandlers = probeHandlers(ready)
 	}
 	if conf.MetricsSecure {
 		o.SecureServing = true
 		o.FilterProvider = metricsauth.Filter
 	}
 	return o
-}
-
-// healthAddr is controller-runtime's probe address: --health-addr, else none ("0").
-func healthAddr(conf options.Config) string {
-	if conf.HealthAddr == "" {
-		return "0"
-	}
-	return conf.HealthAddr
-}
-
-// addProbes answers /live always and /ready once the caches have synced, as the handlers on
-// the metrics port do.
-func addProbes(mgr manager.Manager, ready *atomic.Bool) error {
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return err
-	}
-	return mgr.AddReadyzCheck("caches", func(*http.Request) error {
-		if !ready.Load() {
-			return errors.New("caches not synced")
-		}
-		return nil
-	})
 }
 
 func liveHandler() http.Handler {

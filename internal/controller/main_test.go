@@ -109,7 +109,7 @@ func startReloaderAs(t *testing.T, cfg *rest.Config, ns string, configure ...fun
 	t.Helper()
 	opts := options.Default()
 	opts.Namespaces = []string{ns}
-	opts.MetricsAddr = "0"
+	opts.MetricsAddr, opts.V2HealthAddr = "0", "0"
 	opts.CoalesceWindow = 100 * time.Millisecond
 	for _, c := range configure {
 		c(&opts)

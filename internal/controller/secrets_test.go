@@ -262,7 +262,7 @@ func startLoggedReloader(t *testing.T, ns string) (logs func() string) {
 	}, funcr.Options{Verbosity: 4})
 	opts := options.Default()
 	opts.Namespaces, opts.ReloaderNamespace = []string{ns}, ns
-	opts.MetricsAddr = "0"
+	opts.MetricsAddr, opts.V2HealthAddr = "0", "0"
 	opts.CoalesceWindow = 100 * time.Millisecond
 	conf, err := options.Parse(opts)
 	testutil.Must(t, err)

@@ -24,6 +24,7 @@ import (
 func startReloader(t *testing.T, conf options.Config) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
+	conf.V2ProbeAddr = "" // many in-process reloaders: none takes upstream v2's probe port
 	mgr, err := app.New(ctx, cluster.Config, conf, logr.Discard())
 	testutil.Must(t, err)
 	done := make(chan error, 1)

@@ -49,6 +49,10 @@ type Config struct {
 	// when none is ignored.
 	NamespaceFilter fields.Selector
 
+	// V2ProbeAddr is where the probes are also served, best effort (--v2-health-addr, when
+	// --health-addr is not given); empty: nowhere else.
+	V2ProbeAddr string
+
 	// OpenShift is --is-openshift: nil for auto (DeploymentConfigs watched when served),
 	// else whether DeploymentConfigs were asked for.
 	OpenShift *bool
@@ -230,6 +234,13 @@ func Parse(o Options) (Config, error) {
 	if c.HealthAddr != "" {
 		if err := checkAddr(c.HealthAddr); err != nil {
 			fail(fmt.Errorf("--health-addr: %w; 0 turns the probes off", err))
+		}
+	}
+	if a := o.V2HealthAddr; a != "" && a != "0" {
+		if err := checkAddr(a); err != nil {
+			fail(fmt.Errorf("--v2-health-addr: %w; 0 turns it off", err))
+		} else if o.HealthAddr == "" && !portTaken(a, o) {
+			c.V2ProbeAddr = a
 		}
 	}
 	errs = append(errs, checkPlanWebhook(o)...)
@@ -462,6 +473,26 @@ func checkURL(s string) error {
 		return fmt.Errorf("scheme %q, host %q: want an http(s)://host/path URL", u.Scheme, u.Host)
 	}
 	return nil
+}
+
+// portTaken reports whether another address reloader listens on (--metrics-addr, --pprof-addr,
+// --plan-webhook-addr) has addr's port: the best-effort --v2-health-addr, bound first, would
+// take it from them. With --metrics-addr on it, the probes are there already.
+func portTaken(addr string, o Options) bool {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "0" {
+		return false
+	}
+	others := []string{o.MetricsAddr, o.PlanWebhookAddr}
+	if o.EnablePprof {
+		others = append(others, o.PprofAddr)
+	}
+	for _, other := range others {
+		if _, p, err := net.SplitHostPort(other); err == nil && p == port {
+			return true
+		}
+	}
+	return false
 }
 
 // checkAddr accepts a listen address as net.Listen (and so controller-runtime, which serves

@@ -327,3 +327,33 @@ func TestHealthAddr(t *testing.T) {
 		t.Errorf("a bad --health-addr: %v", err)
 	}
 }
+
+// Without --health-addr the probes are also served where upstream v2's chart probes (:8080),
+// best effort; a --health-addr given, or --v2-health-addr=0, turns that off, and so does a
+// port that another of reloader's addresses uses.
+func TestV2HealthAddr(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{nil, ":8080"},
+		{[]string{"--v2-health-addr=127.0.0.1:18080"}, "127.0.0.1:18080"},
+		{[]string{"--v2-health-addr=0"}, ""},
+		{[]string{"--health-addr=:8081"}, ""},
+		{[]string{"--health-addr=:8080"}, ""},
+		{[]string{"--health-addr=0"}, ""},
+		{[]string{"--metrics-secure"}, ":8080"},
+		{[]string{"--metrics-addr=:8080"}, ""},
+		{[]string{"--metrics-addr=0.0.0.0:8080"}, ""},
+		{[]string{"--enable-pprof", "--pprof-addr=127.0.0.1:8080"}, ""},
+		{[]string{"--pprof-addr=127.0.0.1:8080"}, ":8080"},
+	} {
+		c, err := Parse(parse(t, tt.args...))
+		if err != nil || c.V2ProbeAddr != tt.want {
+			t.Errorf("%v: v2 probe address %q, %v; want %q", tt.args, c.V2ProbeAddr, err, tt.want)
+		}
+	}
+	if _, err := Parse(parse(t, "--v2-health-addr=8080")); err == nil || !strings.Contains(err.Error(), "--v2-health-addr") {
+		t.Errorf("a bad --v2-health-addr: %v", err)
+	}
+}

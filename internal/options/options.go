@@ -64,6 +64,10 @@ type Options struct {
 	// HealthAddr serves /live and /ready on their own plain HTTP address; empty: on the
 	// metrics port, unless MetricsSecure, where the kubelet's probes could not authenticate.
 	HealthAddr string
+	// V2HealthAddr is where upstream v2's chart probes (/healthz, /readyz): when --health-addr
+	// is not given the probes are served there too, as long as the port is free (best effort:
+	// several reloaders, or upstream v2 beside this one, may share a host); "0" or empty: not.
+	V2HealthAddr string
 	// PlanWebhookAddr serves the plan admission webhook (internal/planwebhook) over TLS on
 	// every replica; empty: off. PlanWebhookCertDir holds its tls.crt and tls.key, re-read
 	// when they change.
@@ -152,6 +156,7 @@ func Default() Options {
 		PlanWebhookCertDir: DefaultPlanWebhookCertDir,
 		LogLevel:           "info",
 		MetricsAddr:        ":9090",
+		V2HealthAddr:       DefaultV2HealthAddr,
 		CoalesceWindow:     300 * time.Millisecond,
 		ReloadBurst:        10,
 		FlapMaxChanges:     flap.Defaults().MaxChanges,
@@ -195,6 +200,9 @@ const DefaultPprofAddr = "127.0.0.1:6060"
 // DefaultSecureHealthAddr serves the probes with --metrics-secure when --health-addr is not
 // given: the kubelet probes without credentials, so they can't share the metrics port.
 const DefaultSecureHealthAddr = ":8081"
+
+// DefaultV2HealthAddr is upstream v2's --health-addr default, where its chart's probes go.
+const DefaultV2HealthAddr = ":8080"
 
 // DefaultLeaderElectionID is the Lease upstream Reloader's replicas hold.
 const DefaultLeaderElectionID = "stakater-reloader-lock"
@@ -245,9 +253,10 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PprofAddr, "pprof-addr", o.PprofAddr, "address of the pprof server; the default is loopback only (reach it with kubectl port-forward)")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log format: json, or empty for text")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level: "+strings.Join(LogLevels, ", "))
-	fs.StringVar(&o.MetricsAddr, "metrics-addr", o.MetricsAddr, "address of /metrics, and of /live and /ready unless --health-addr moves them; 0 turns it off")
-	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "serve /metrics over HTTPS, only to callers allowed get on the non-resource URL /metrics (checked with TokenReview and SubjectAccessReview); /live and /ready move to --health-addr")
-	fs.StringVar(&o.HealthAddr, "health-addr", o.HealthAddr, "address of /live and /ready over plain HTTP; empty: the metrics port, or "+DefaultSecureHealthAddr+" with --metrics-secure")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", o.MetricsAddr, "address of /metrics, and of the probes (/live, /ready, /healthz, /readyz) unless --health-addr moves them; 0 turns it off")
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "serve /metrics over HTTPS, only to callers allowed get on the non-resource URL /metrics (checked with TokenReview and SubjectAccessReview); the probes move to --health-addr")
+	fs.StringVar(&o.HealthAddr, "health-addr", o.HealthAddr, "address of the probes (/live and /healthz: alive; /ready and /readyz: caches synced) over plain HTTP, and only there; 0 turns them off; not given: the metrics port (or "+DefaultSecureHealthAddr+" with --metrics-secure), plus --v2-health-addr")
+	fs.StringVar(&o.V2HealthAddr, "v2-health-addr", o.V2HealthAddr, "when --health-addr is not given, the probes are also served here, where upstream v2's chart probes (GET /healthz, /readyz on port 8080), if the port is free: a busy port is a warning, not an error; 0 turns it off")
 	o.bindPlanWebhookFlags(fs)
 	fs.BoolVar(&o.RunCronJobsOnReload, "run-cronjobs-on-reload", o.RunCronJobsOnReload, "when a CronJob reloads, also start a Job from it at once, as upstream does (per CronJob: annotation "+reload.RunOnReloadAnnotation+")")
 	fs.BoolVar(&o.RecreateFinishedJobs, "recreate-finished-jobs", o.RecreateFinishedJobs, "also replace Jobs that have completed or failed when their config changes, as upstream does; =false leaves finished Jobs alone (per Job: annotation "+reload.RecreateFinishedAnnotation+": \"false\" or \"true\")")

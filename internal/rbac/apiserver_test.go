@@ -241,7 +241,7 @@ func parse(t *testing.T, args []string, env map[string]string) options.Config {
 	fs := pflag.NewFlagSet("reloader", pflag.ContinueOnError)
 	o.BindFlags(fs)
 	testutil.Must(t, fs.Parse(args))
-	o.MetricsAddr = "0"
+	o.MetricsAddr, o.V2HealthAddr = "0", "0"
 	o.CoalesceWindow = 100 * time.Millisecond
 	c, err := options.Load(o, func(k string) string { return env[k] })
 	testutil.Must(t, err)
