@@ -106,10 +106,12 @@ func TestSpaceSeparatedBooleans(t *testing.T) {
 	if len(bools) < 10 {
 		t.Fatalf("only %d boolean flags found: %v", len(bools), bools)
 	}
+	// Flags that, on, need another one.
+	needs := map[string][]string{"alert-on-reload": {"--alert-webhook-url=https://hooks.example/x"}}
 	for _, name := range bools {
 		for _, v := range []string{"true", "false"} {
 			cmd := newRootCommand(func(context.Context, options.Config) error { return nil })
-			cmd.SetArgs(options.JoinBoolValues(cmd.Flags(), []string{"--" + name, v}))
+			cmd.SetArgs(options.JoinBoolValues(cmd.Flags(), append([]string{"--" + name, v}, needs[name]...)))
 			if err := cmd.Execute(); err != nil {
 				t.Errorf("--%s %s: %v", name, v, err)
 				continue

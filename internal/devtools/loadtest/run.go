@@ -202,6 +202,10 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 
 	side := c.side
 	side.Args = append(append([]string(nil), side.Args...), spec.Args...)
+	// Upstream v2, run beside this build, binds :8080 for its probes and exits when it can't;
+	// a build that serves v2's probes there too when it can is told not to.
+	noV2Probes, _ := OwnArgs(side.Bin, []string{"--v2-health-addr=0"})
+	side.Args = append(side.Args, noV2Probes...)
 	if len(spec.OwnArgs) > 0 {
 		given, left := OwnArgs(side.Bin, spec.OwnArgs)
 		// After the side's own flags: the scenario's value wins (the flap breaker on, when
