@@ -330,6 +330,9 @@ const (
 	ReasonKindNotWatched   = "KindNotWatched"
 	ReasonRolloutStalled   = "RolloutStalled"
 	ReasonConflictingRules = "ConflictingRules"
+	// ReasonLimitExceeded: the namespace's configs exceed reloader's per-namespace limits
+	// and this one is left out.
+	ReasonLimitExceeded = "LimitExceeded"
 
 	// ConditionGenericTargets is False while reloader may not get or patch a generic target.
 	ConditionGenericTargets = "GenericTargetsAccessible"

@@ -3,6 +3,9 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -39,6 +42,9 @@ type Lookup struct {
 	Configs *reloaderconfig.Cache
 	// Namespaces selects, by label, the namespaces whose workloads reload; nil selects all.
 	Namespaces labels.Selector
+	// Weighed, when set, counts each ReloaderConfig target weighed against a workload: what
+	// a source event's lookup costs, for tests.
+	Weighed *atomic.Int64
 }
 
 // NamespaceSelected applies the namespace selector to the namespace as it is now.
@@ -101,24 +107,41 @@ func (l Lookup) Affected(ctx context.Context, kind workload.Kind, ns string, id 
 // the index, and the targets of the ReloaderConfigs with a rule for the source; and the first
 // lookup that failed (each failure is logged), after which fn may have missed workloads. From
 // the cache a lookup never fails; a live one (degraded mode) can.
+//
+// Its cost is bounded by what the source can concern, not by the namespace's configs times
+// their targets times its workloads: an ignored source stops before any lookup; the configs'
+// targets are weighed once per distinct target and workload (targetPlan); each workload (and
+// template) is decided once; and the targets of the configs with a rule for the source are
+// listed once per distinct target, not once per config.
 func (l Lookup) affected(ctx context.Context, kind workload.Kind, ns string, id source.ID, annotations, labels map[string]string, fn func(client.Object)) (scanned int, failed error) {
+	if l.Policy.Ignores(id.Kind, annotations) {
+		// Concerns would refuse it for every workload: nothing to look up.
+		return 0, nil
+	}
 	// Listed once here, not once per workload found.
 	configs, err := l.NamespaceConfigs(ctx, ns)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "reading ReloaderConfigs; their rules are left out of this lookup")
 	}
-	// A Rollout may be found twice, with its own template and with its Deployment's.
-	visited, seen := map[string]bool{}, map[string]bool{}
-	add := func(w client.Object, tpl *corev1.PodTemplateSpec) {
-		if !visited[w.GetName()] {
-			visited[w.GetName()] = true
+	plan := l.plan(kind, configs)
+	c := reload.Candidate{ID: id, Annotations: annotations, Labels: labels}
+	// A Rollout may be found twice, with its own template and with its Deployment's (via
+	// names the Deployment); a workload is found again through each config that targets it.
+	visited, decided, found := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	add := func(w client.Object, tpl *corev1.PodTemplateSpec, via string) {
+		name := w.GetName()
+		if !visited[name] {
+			visited[name] = true
 			scanned++
 		}
-		if seen[w.GetName()] || !l.concerns(ctx, kind, w, tpl, configs, reload.Candidate{ID: id, Annotations: annotations, Labels: labels}) {
+		if found[name] || decided[name+"/"+via] {
 			return
 		}
-		seen[w.GetName()] = true
-		fn(w)
+		decided[name+"/"+via] = true
+		if l.concerns(ctx, w, tpl, plan, c) {
+			found[name] = true
+			fn(w)
+		}
 	}
 	note := func(err error) {
 		if failed == nil {
@@ -127,17 +150,17 @@ func (l Lookup) affected(ctx context.Context, kind workload.Kind, ns string, id 
 	}
 	for _, value := range []string{id.String(), anyOf(id.Kind)} {
 		note(l.byIndex(ctx, kind.Name(), kind.NewList(), ns, value, func(w client.Object) {
-			add(w, kind.PodTemplate(w))
+			add(w, kind.PodTemplate(w), "")
 		}))
 	}
 	if _, ok := kind.(workload.Referencing); ok {
 		// Rollouts that run a Deployment's template: through the Deployments using the source.
 		note(l.byIndex(ctx, kind.Name(), &appsv1.DeploymentList{}, ns, id.String(), func(d client.Object) {
 			tpl := &d.(*appsv1.Deployment).Spec.Template
-			note(l.byIndex(ctx, kind.Name(), kind.NewList(), ns, workloadRef(d.GetName()), func(w client.Object) { add(w, tpl) }))
+			note(l.byIndex(ctx, kind.Name(), kind.NewList(), ns, workloadRef(d.GetName()), func(w client.Object) { add(w, tpl, d.GetName()) }))
 		}))
 	}
-	note(l.configTargets(ctx, kind, ns, configs, id, labels, func(w client.Object) { add(w, kind.PodTemplate(w)) }))
+	note(l.configTargets(ctx, kind, ns, configs, id, labels, func(w client.Object) { add(w, kind.PodTemplate(w), "") }))
 	return scanned, failed
 }
 
@@ -164,11 +187,11 @@ func (l Lookup) byIndex(ctx context.Context, kind string, list client.ObjectList
 	return forEach(list, fn)
 }
 
-// concerns decides whether candidate c (Referenced is filled in here) concerns workload w of
-// kind, whose pod template is tpl; configs are the ReloaderConfigs of w's namespace.
-func (l Lookup) concerns(ctx context.Context, kind workload.Kind, w client.Object, tpl *corev1.PodTemplateSpec, configs []*reloaderconfig.Compiled, c reload.Candidate) bool {
+// concerns decides whether candidate c (Referenced is filled in here) concerns workload w,
+// whose pod template is tpl; plan holds the ReloaderConfigs of w's namespace.
+func (l Lookup) concerns(ctx context.Context, w client.Object, tpl *corev1.PodTemplateSpec, plan *targetPlan, c reload.Candidate) bool {
 	rules, _ := l.Policy.ParseRules(w.GetAnnotations(), tpl.Annotations)
-	rules.Configs = l.Targeting(ctx, kind, configs, w).Rules
+	rules.Configs = plan.targeting(ctx, w).Rules
 	for _, ref := range source.Refs(&tpl.Spec) {
 		if ref.ID == c.ID {
 			c.Referenced = true
@@ -190,58 +213,188 @@ func (l Lookup) ConfigsFor(ctx context.Context, kind workload.Kind, obj client.O
 
 // Targeting merges those of configs, all of obj's namespace, that target obj.
 func (l Lookup) Targeting(ctx context.Context, kind workload.Kind, configs []*reloaderconfig.Compiled, obj client.Object) reloaderconfig.Merged {
-	var targeting []*reloaderconfig.Compiled
-	for _, c := range configs {
-		if c.TargetsWorkload(kind.Name(), obj) {
-			targeting = append(targeting, c)
-		}
-	}
-	m := reloaderconfig.Merge(targeting)
-	for _, c := range targeting {
+	return l.plan(kind, configs).targeting(ctx, obj)
+}
+
+// targetPlan is the targets of a namespace's ReloaderConfigs for one workload kind, made
+// once for a lookup: each distinct target (kind, name, selector) is weighed once per
+// workload however many configs and entries repeat it, and the configs targeting a workload
+// are merged once per distinct set of them.
+type targetPlan struct {
+	kind    string
+	configs []*reloaderconfig.Compiled
+	// targets are the distinct targets of kind; of[i] the indexes of config i's.
+	targets []reloaderconfig.Target
+	of      [][]int
+	// after[i] are config i's targets with an after list, in its order (by index in targets).
+	after [][]afterOf
+	// merged memoizes Merge by the set of configs targeting a workload.
+	merged map[string]reloaderconfig.Merged
+	// weighed counts the targets weighed against workloads (Lookup.Weighed).
+	weighed *atomic.Int64
+}
+
+type afterOf struct {
+	target int
+	after  []string
+}
+
+// plan makes the targetPlan of configs, all of one namespace, for kind.
+func (l Lookup) plan(kind workload.Kind, configs []*reloaderconfig.Compiled) *targetPlan {
+	p := &targetPlan{kind: kind.Name(), configs: configs, of: make([][]int, len(configs)),
+		after: make([][]afterOf, len(configs)), merged: map[string]reloaderconfig.Merged{}, weighed: l.Weighed}
+	index := map[string]int{}
+	for i, c := range configs {
+		mine := map[int]bool{}
 		for _, t := range c.Targets {
-			if len(t.After) > 0 && t.Matches(kind.Name(), obj) {
-				m.Overrides.After = append(m.Overrides.After, t.After...)
+			if !strings.EqualFold(t.Kind, p.kind) {
+				continue // Matches would refuse it for every workload of kind
+			}
+			key := targetKey(t)
+			j, ok := index[key]
+			if !ok {
+				j = len(p.targets)
+				index[key] = j
+				p.targets = append(p.targets, reloaderconfig.Target{Kind: t.Kind, Name: t.Name, Selector: t.Selector})
+			}
+			if !mine[j] {
+				mine[j] = true
+				p.of[i] = append(p.of[i], j)
+			}
+			if len(t.After) > 0 {
+				p.after[i] = append(p.after[i], afterOf{j, t.After})
 			}
 		}
 	}
-	for _, c := range m.Conflicts {
-		log.FromContext(ctx).V(1).Info("conflicting ReloaderConfigs", "conflict", c.String())
+	return p
+}
+
+// targetKey names what a target chooses: by name, or by selector (nil: none).
+func targetKey(t reloaderconfig.Target) string {
+	switch {
+	case t.Name != "":
+		return "name\x00" + t.Name
+	case t.Selector == nil:
+		return "none"
+	case !t.Selector.Empty() && t.Selector.String() == "":
+		return "nothing" // labels.Nothing(): a selector that did not compile
+	}
+	return "selector\x00" + t.Selector.String()
+}
+
+// targeting merges the configs of the plan that target obj.
+func (p *targetPlan) targeting(ctx context.Context, obj client.Object) reloaderconfig.Merged {
+	matched := make([]int8, len(p.targets)) // 0 not weighed yet, 1 matches, -1 does not
+	matches := func(j int) bool {
+		if matched[j] == 0 {
+			matched[j] = -1
+			if p.weighed != nil {
+				p.weighed.Add(1)
+			}
+			if p.targets[j].Matches(p.kind, obj) {
+				matched[j] = 1
+			}
+		}
+		return matched[j] == 1
+	}
+	var targeting []*reloaderconfig.Compiled
+	var key strings.Builder
+	for i, c := range p.configs {
+		for _, j := range p.of[i] {
+			if matches(j) {
+				targeting = append(targeting, c)
+				key.WriteString(strconv.Itoa(i))
+				key.WriteByte(',')
+				break
+			}
+		}
+	}
+	m, ok := p.merged[key.String()]
+	if !ok {
+		m = reloaderconfig.Merge(targeting)
+		p.merged[key.String()] = m
+		for _, c := range m.Conflicts {
+			log.FromContext(ctx).V(1).Info("conflicting ReloaderConfigs", "conflict", c.String())
+		}
+	}
+	for i := range p.configs {
+		for _, a := range p.after[i] {
+			if matched[a.target] == 1 {
+				m.Overrides.After = append(m.Overrides.After, a.after...)
+			}
+		}
 	}
 	return m
 }
 
-// NamespaceConfigs returns every ReloaderConfig of namespace ns, compiled; none when the
-// ReloaderConfig API is not read.
+// NamespaceConfigs returns the ReloaderConfigs of namespace ns the decisions weigh,
+// compiled, in name order: all of them within the namespace's limits
+// (reloaderconfig.Considered); none when the ReloaderConfig API is not read.
 func (l Lookup) NamespaceConfigs(ctx context.Context, ns string) ([]*reloaderconfig.Compiled, error) {
+	kept, _, err := l.EveryNamespaceConfig(ctx, ns)
+	return kept, err
+}
+
+// EveryNamespaceConfig returns the ReloaderConfigs of namespace ns, compiled, split into
+// those the decisions weigh and those past the namespace's limits.
+func (l Lookup) EveryNamespaceConfig(ctx context.Context, ns string) (kept, left []*reloaderconfig.Compiled, err error) {
 	if l.Configs == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	list := &v1alpha1.ReloaderConfigList{}
 	if err := l.Client.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list ReloaderConfigs in %s: %w", ns, err)
+		return nil, nil, fmt.Errorf("list ReloaderConfigs in %s: %w", ns, err)
 	}
 	out := make([]*reloaderconfig.Compiled, len(list.Items))
 	for i := range list.Items {
 		out[i] = l.Configs.Get(&list.Items[i])
 	}
-	return out, nil
+	kept, left = reloaderconfig.Considered(out)
+	return kept, left, nil
 }
 
 // configTargets calls fn with each workload of kind in ns that one of configs (those of ns)
 // with a rule for the source id (labelled srcLabels) targets. Auto rules are left out: the
-// source index already finds the workloads that reference the source.
+// source index already finds the workloads that reference the source. A target repeated by
+// several configs (or entries) is read once; a target choosing every workload makes the
+// others needless.
 func (l Lookup) configTargets(ctx context.Context, kind workload.Kind, ns string, configs []*reloaderconfig.Compiled, id source.ID, srcLabels map[string]string, fn func(client.Object)) error {
-	var failed error
+	var targets []reloaderconfig.Target
+	seen := map[string]bool{}
 	for _, c := range configs {
-		for _, rule := range c.Rules {
-			if rule.Kind != id.Kind || rule.Auto || (rule.Name != "" && rule.Name != id.Name) ||
-				(rule.Selector != nil && !rule.Selector.Matches(labels.Set(srcLabels))) {
+		if !c.HasRuleFor(id, srcLabels) {
+			continue
+		}
+		for _, t := range c.Targets {
+			if t.Kind != kind.Name() {
 				continue
 			}
-			if err := l.EachTarget(ctx, kind, ns, c, fn); err != nil && failed == nil {
+			key := targetKey(t)
+			if key == "nothing" {
+				continue // chooses no workload
+			}
+			if t.Name == "" && (t.Selector == nil || t.Selector.Empty()) {
+				// Every workload of kind: one list serves all.
+				t.Selector = labels.Everything()
+				targets, seen = []reloaderconfig.Target{t}, nil
+				break
+			}
+			if !seen[key] {
+				seen[key] = true
+				targets = append(targets, t)
+			}
+		}
+		if seen == nil {
+			break
+		}
+	}
+	var failed error
+	for _, t := range targets {
+		if _, err := l.TargetsOf(ctx, kind, ns, t, fn); err != nil {
+			log.FromContext(ctx).Error(err, "reading the targets of ReloaderConfigs", "kind", kind.Name())
+			if failed == nil {
 				failed = err
 			}
-			break
 		}
 	}
 	return failed

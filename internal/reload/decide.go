@@ -69,6 +69,13 @@ func (p *Policy) Concerns(r *Rules, c Candidate) (bool, Reason) {
 	return false, why
 }
 
+// Ignores reports whether a source of kind with these annotations concerns no workload,
+// whatever the workload's rules: its kind is ignored, or it carries the ignore annotation.
+// Concerns refuses such a source first; a lookup of the workloads it concerns stops here.
+func (p *Policy) Ignores(kind source.Kind, annotations map[string]string) bool {
+	return p.IgnoredKinds[kind] || isTrue(annotations[p.Keys.Ignore])
+}
+
 // byAnnotations applies upstream Reloader's decision order: ignored kind, the source's ignore
 // annotation, exclude lists (exact names), named entries (names, or anchored patterns), search
 // + match, auto and typed auto, then --auto-reload-all when no auto annotation is set.

@@ -68,6 +68,19 @@ func (c *Compiled) TargetsWorkload(kind string, obj client.Object) bool {
 	return false
 }
 
+// HasRuleFor reports whether a rule of the config, other than an auto rule, chooses source id
+// labelled srcLabels: then every target of the config is concerned by its changes.
+func (c *Compiled) HasRuleFor(id source.ID, srcLabels map[string]string) bool {
+	for _, rule := range c.Rules {
+		if rule.Kind != id.Kind || rule.Auto || (rule.Name != "" && rule.Name != id.Name) ||
+			(rule.Selector != nil && !rule.Selector.Matches(labels.Set(srcLabels))) {
+			continue
+		}
+		return true
+	}
+	return false
+}
+
 // maxAfter bounds a target's after list (its schema's maxItems), for a spec stored under an
 // older CRD.
 const maxAfter = 32
@@ -246,4 +259,34 @@ func (c *Cache) Forget(uid types.UID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.entries, uid)
+}
+
+// The ReloaderConfigs of one namespace that the decisions weigh are bounded: every source
+// event of the namespace weighs their targets against the workloads it finds. Past either
+// bound, the configs last in name order are left out whole (their rules do not apply) and
+// their status says so.
+const (
+	MaxNamespaceConfigs = 64
+	MaxNamespaceTargets = 512
+)
+
+// Considered sorts a namespace's configs by name and splits them into those the decisions
+// weigh and those left out: the first MaxNamespaceConfigs, while their targets add up to at
+// most MaxNamespaceTargets.
+func Considered(configs []*Compiled) (kept, left []*Compiled) {
+	configs = slices.Clone(configs)
+	slices.SortFunc(configs, func(a, b *Compiled) int { return strings.Compare(a.Name, b.Name) })
+	targets := 0
+	for i, c := range configs {
+		targets += len(c.Targets)
+		if i >= MaxNamespaceConfigs || targets > MaxNamespaceTargets {
+			return configs[:i], configs[i:]
+		}
+	}
+	return configs, nil
+}
+
+// LeftOut says why Considered left configs out, for their status.
+func LeftOut() string {
+	return fmt.Sprintf("left out, with its rules: the namespace's ReloaderConfigs, taken in name order, exceed %d configs or %d targets in all", MaxNamespaceConfigs, MaxNamespaceTargets)
 }

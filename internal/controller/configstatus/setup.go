@@ -125,9 +125,11 @@ func (r *Reconciler) enqueueTargeting(kind string, obj client.Object) {
 // generations. The queue holds a request once, so events within it make one reconcile.
 const statusDelay = time.Second
 
-// mapNamespaceConfigs enqueues every config of the object's namespace.
+// mapNamespaceConfigs enqueues every config of the object's namespace, those left out by its
+// limits too (one more config can leave another out).
 func (r *Reconciler) mapNamespaceConfigs(ctx context.Context, obj client.Object) []reconcile.Request {
-	configs, err := r.Lookup.NamespaceConfigs(ctx, obj.GetNamespace())
+	configs, left, err := r.Lookup.EveryNamespaceConfig(ctx, obj.GetNamespace())
+	configs = append(configs, left...)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "listing ReloaderConfigs")
 		return nil
@@ -148,7 +150,8 @@ type concernsFunc func(ctx context.Context, objs []client.Object) func(*reloader
 func (r *Reconciler) toConfigs(concerns concernsFunc) handler.TypedEventHandler[client.Object, reconcile.Request] {
 	enqueue := func(ctx context.Context, q workqueueOfRequests, objs ...client.Object) {
 		ns := objs[0].GetNamespace()
-		configs, err := r.Lookup.NamespaceConfigs(ctx, ns)
+		configs, left, err := r.Lookup.EveryNamespaceConfig(ctx, ns)
+		configs = append(configs, left...)
 		if err != nil {
 			log.FromContext(ctx).Error(err, "listing ReloaderConfigs")
 			return

@@ -73,9 +73,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	peers, err := r.Lookup.NamespaceConfigs(ctx, cfg.Namespace)
+	peers, left, err := r.Lookup.EveryNamespaceConfig(ctx, cfg.Namespace)
 	if err != nil {
 		return reconcile.Result{}, err
+	}
+	if slices.ContainsFunc(left, func(p *reloaderconfig.Compiled) bool { return p.UID == c.UID }) {
+		// First: it says why none of the rest applies.
+		res.issues = slices.Insert(res.issues, 0, reloaderconfig.Issue{Reason: v1alpha1.ReasonLimitExceeded, Message: reloaderconfig.LeftOut()})
 	}
 	r.conflicts(c, peers, res)
 	held, again := r.holds(ctx, res)
