@@ -267,3 +267,42 @@ func TestMergeWaves(t *testing.T) {
 		}
 	}
 }
+
+// A namespace's configs are weighed in name order, up to MaxNamespaceConfigs and while
+// their targets add up to MaxNamespaceTargets; the rest are left out whole.
+func TestConsideredKeepsANamespaceWithinItsLimits(t *testing.T) {
+	withTargets := func(name string, n int) *Compiled {
+		c := &Compiled{Name: name}
+		for range n {
+			c.Targets = append(c.Targets, Target{Kind: "Deployment", Selector: labels.Everything()})
+		}
+		return c
+	}
+	names := func(cs []*Compiled) string {
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	// 20 configs of 64 targets: 8 fill the 512 targets.
+	var many []*Compiled
+	for i := 19; i >= 0; i-- {
+		many = append(many, withTargets(fmt.Sprintf("c%02d", i), 64))
+	}
+	kept, left := Considered(many)
+	if len(kept) != MaxNamespaceTargets/64 || kept[0].Name != "c00" || len(left) != 20-len(kept) || left[0].Name != fmt.Sprintf("c%02d", len(kept)) {
+		t.Errorf("kept %s, left %s; want c00 to c07 kept, by name", names(kept), names(left))
+	}
+	// Small configs: the count bounds them.
+	var small []*Compiled
+	for i := range MaxNamespaceConfigs + 3 {
+		small = append(small, withTargets(fmt.Sprintf("s%03d", i), 1))
+	}
+	if kept, left := Considered(small); len(kept) != MaxNamespaceConfigs || len(left) != 3 || names(left) != "s064,s065,s066" {
+		t.Errorf("kept %d, left %s; want %d kept and s064 to s066 left", len(kept), names(left), MaxNamespaceConfigs)
+	}
+	if kept, left := Considered([]*Compiled{withTargets("b", 3), withTargets("a", 2)}); names(kept) != "a,b" || left != nil {
+		t.Errorf("kept %s, left %s; want a,b and none left", names(kept), names(left))
+	}
+}
