@@ -48,10 +48,10 @@ func newLiveRetry() *liveRetry {
 	}
 }
 
-// source is the watch through which the events handed back are looked up again, by mapping.
-// A lookup may fail before it starts: its hand-back waits in the queue.
-func (l *liveRetry) source(mapping handler.MapFunc) crsource.Source {
-	channel := crsource.Channel(l.events, handler.EnqueueRequestsFromMapFunc(mapping))
+// source is the watch through which the events handed back are looked up again, through h
+// (a sourceMapper's). A lookup may fail before it starts: its hand-back waits in the queue.
+func (l *liveRetry) source(h handler.EventHandler) crsource.Source {
+	channel := crsource.Channel(l.events, h)
 	return crsource.Func(func(ctx context.Context, q workqueueOfRequests) error {
 		go func() {
 			<-ctx.Done()

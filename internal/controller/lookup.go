@@ -250,7 +250,7 @@ func (l Lookup) plan(kind workload.Kind, configs []*reloaderconfig.Compiled) *ta
 			if !strings.EqualFold(t.Kind, p.kind) {
 				continue // Matches would refuse it for every workload of kind
 			}
-			key := targetKey(t)
+			key := t.Key()
 			j, ok := index[key]
 			if !ok {
 				j = len(p.targets)
@@ -267,19 +267,6 @@ func (l Lookup) plan(kind workload.Kind, configs []*reloaderconfig.Compiled) *ta
 		}
 	}
 	return p
-}
-
-// targetKey names what a target chooses: by name, or by selector (nil: none).
-func targetKey(t reloaderconfig.Target) string {
-	switch {
-	case t.Name != "":
-		return "name\x00" + t.Name
-	case t.Selector == nil:
-		return "none"
-	case !t.Selector.Empty() && t.Selector.String() == "":
-		return "nothing" // labels.Nothing(): a selector that did not compile
-	}
-	return "selector\x00" + t.Selector.String()
 }
 
 // targeting merges the configs of the plan that target obj.
@@ -369,7 +356,7 @@ func (l Lookup) configTargets(ctx context.Context, kind workload.Kind, ns string
 			if t.Kind != kind.Name() {
 				continue
 			}
-			key := targetKey(t)
+			key := t.Key()
 			if key == "nothing" {
 				continue // chooses no workload
 			}

@@ -41,12 +41,18 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.For(r.Kind.NewObject(), builder.WithPredicates(r.Baselines.notingCreations(), workloadChanged()))
 	}
 	for _, st := range r.Sources {
+		// The lookups are made off the informer's goroutine, in turn between namespaces; in
+		// degraded mode, a failed one comes back through the same queue (liveretry.go).
 		var retry *liveRetry
 		if r.live() {
 			retry = newLiveRetry()
-			b = b.WatchesRawSource(retry.source(r.mapSource(st, retry)))
 		}
-		b = b.Watches(st.NewObject(), handler.EnqueueRequestsFromMapFunc(r.mapSource(st, retry)),
+		mapper := newSourceMapper(mapQueueName(r.Kind.Name(), st), r.mapSource(st, retry))
+		b = b.WatchesRawSource(mapper.source())
+		if retry != nil {
+			b = b.WatchesRawSource(retry.source(mapper.events()))
+		}
+		b = b.Watches(st.NewObject(), mapper.events(),
 			builder.WithPredicates(r.Changes.Observe(st), r.observeFlaps(st), SourceChanged(r.Policy.Keys, r.Configs != nil), laterSources()))
 	}
 	if _, ok := r.Kind.(workload.Referencing); ok && !r.Unwatched.Has("Deployment") {
@@ -72,7 +78,8 @@ func (r *WorkloadReconciler) newQueue(name string, rl workqueue.TypedRateLimiter
 }
 
 // mapSource finds, through the index, the workloads of r.Kind that a source event concerns,
-// and opens or extends their coalescing window. Other workloads in the namespace are never
+// and opens or extends their coalescing window; a sourceMapper's workers call it, not the
+// informer's handler (mapqueue.go). Other workloads in the namespace are never
 // looked at. A lookup that fails (a live one, in degraded mode) hands the event to retry,
 // which brings it back here later (liveretry.go); nil retry: lookups read the cache.
 func (r *WorkloadReconciler) mapSource(st SourceType, retry *liveRetry) handler.MapFunc {

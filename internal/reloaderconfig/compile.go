@@ -58,6 +58,21 @@ func (t Target) Matches(kind string, obj client.Object) bool {
 	return t.Selector != nil && t.Selector.Matches(labels.Set(obj.GetLabels()))
 }
 
+// Key names what the target chooses, by name or by selector; targets with the same key
+// choose the same workloads. "none": no selector (a target with neither name nor selector);
+// "nothing": a selector that did not compile, which chooses no workload.
+func (t Target) Key() string {
+	switch {
+	case t.Name != "":
+		return "name\x00" + t.Name
+	case t.Selector == nil:
+		return "none"
+	case !t.Selector.Empty() && t.Selector.String() == "":
+		return "nothing"
+	}
+	return "selector\x00" + t.Selector.String()
+}
+
 // TargetsWorkload reports whether the config targets the workload obj of kind.
 func (c *Compiled) TargetsWorkload(kind string, obj client.Object) bool {
 	for _, t := range c.Targets {

@@ -73,7 +73,13 @@ func (r *Reconciler) resolve(ctx context.Context, ns string, c *reloaderconfig.C
 }
 
 func (r *Reconciler) resolveTargets(ctx context.Context, ns string, c *reloaderconfig.Compiled, res *resolution) error {
+	read := map[string]bool{}
 	for _, t := range c.Targets {
+		// A target repeated is read once (the same workloads, the same issues).
+		if read[t.Kind+"\x00"+t.Key()] {
+			continue
+		}
+		read[t.Kind+"\x00"+t.Key()] = true
 		kind := r.kind(t.Kind)
 		if kind == nil {
 			res.issue(v1alpha1.ReasonKindNotWatched, "reloader does not reconcile %ss: the kind is ignored (--ignored-workload-types, --is-Argo-Rollouts) or its API is not served", t.Kind)

@@ -1,0 +1,168 @@
+package controller
+
+import (
+	"context"
+	"maps"
+	"strings"
+	"sync"
+
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	crsource "sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/reloader-operator/reloader/internal/fair"
+)
+
+// The informer of a source type calls each handler of it on one goroutine, for every
+// namespace: a lookup of the workloads a source event concerns, made there, would hold back
+// every other namespace's events of that type behind it. The handler only notes the source
+// in a queue that takes turns between namespaces (sourceMapper); workers make the lookups.
+const (
+	// mapWorkers make the lookups of one workload kind and source type.
+	mapWorkers = 2
+	// mapVariants bounds the versions of one source held for a lookup: one per distinct set
+	// of annotations and labels (they decide what it concerns); past it, the latest
+	// replaces the last.
+	mapVariants = 4
+)
+
+// sourceMapper maps the events of one source type to the workloads of one kind, off the
+// informer's goroutine: the handler (events) queues the source by namespace and name,
+// keeping the objects to map; mapWorkers workers take the sources in turn between
+// namespaces, map each object held and queue the workloads found. A source queued again
+// before its lookup is looked up once, with its latest objects.
+type sourceMapper struct {
+	mapping handler.MapFunc
+	queue   workqueue.TypedRateLimitingInterface[mapKey]
+	mu      sync.Mutex
+	pending map[mapKey]*mapPending
+}
+
+type mapKey struct{ Namespace, Name string }
+
+// mapPending is what a queued source's lookup maps: its objects (old and new of each update
+// whose annotations or labels differ), and whether every event was of low priority (a
+// resync: what a controller-runtime handler would have queued at low priority).
+type mapPending struct {
+	objs []client.Object
+	low  bool
+}
+
+func newSourceMapper(name string, mapping handler.MapFunc) *sourceMapper {
+	return &sourceMapper{mapping: mapping, pending: map[mapKey]*mapPending{},
+		queue: fair.NewQueue(name, workqueue.DefaultTypedControllerRateLimiter[mapKey](),
+			func(k mapKey) string { return k.Namespace })}
+}
+
+// source starts the workers, which queue the workloads they find in the controller's queue.
+func (m *sourceMapper) source() crsource.Source {
+	return crsource.Func(func(ctx context.Context, q workqueueOfRequests) error {
+		go func() {
+			<-ctx.Done()
+			m.queue.ShutDown()
+		}()
+		for range mapWorkers {
+			go m.work(ctx, q)
+		}
+		return nil
+	})
+}
+
+// events is the handler of the source type's watch: it only queues.
+func (m *sourceMapper) events() handler.EventHandler {
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, _ workqueueOfRequests) {
+			m.add(e.IsInInitialList, e.Object)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, _ workqueueOfRequests) {
+			m.add(e.ObjectOld.GetResourceVersion() == e.ObjectNew.GetResourceVersion(), e.ObjectOld, e.ObjectNew)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueueOfRequests) {
+			m.add(false, e.Object)
+		},
+		GenericFunc: func(_ context.Context, e event.GenericEvent, _ workqueueOfRequests) {
+			m.add(false, e.Object)
+		},
+	}
+}
+
+func (m *sourceMapper) add(low bool, objs ...client.Object) {
+	if len(objs) == 0 || objs[0] == nil {
+		return
+	}
+	k := mapKey{Namespace: objs[0].GetNamespace(), Name: objs[0].GetName()}
+	m.mu.Lock()
+	p, ok := m.pending[k]
+	if !ok {
+		p = &mapPending{low: true}
+		m.pending[k] = p
+	}
+	p.low = p.low && low
+	for _, o := range objs {
+		p.objs = keepVariant(p.objs, o)
+	}
+	m.mu.Unlock()
+	m.queue.Add(k)
+}
+
+// keepVariant adds o to objs: in place of the version with the same annotations and labels,
+// else appended, else (mapVariants held) in place of the last.
+func keepVariant(objs []client.Object, o client.Object) []client.Object {
+	for i, held := range objs {
+		if maps.Equal(held.GetAnnotations(), o.GetAnnotations()) && maps.Equal(held.GetLabels(), o.GetLabels()) {
+			objs[i] = o
+			return objs
+		}
+	}
+	if len(objs) < mapVariants {
+		return append(objs, o)
+	}
+	objs[len(objs)-1] = o
+	return objs
+}
+
+func (m *sourceMapper) work(ctx context.Context, q workqueueOfRequests) {
+	for {
+		k, shutdown := m.queue.Get()
+		if shutdown {
+			return
+		}
+		m.mu.Lock()
+		p := m.pending[k]
+		delete(m.pending, k)
+		m.mu.Unlock()
+		if p != nil {
+			m.lookup(ctx, q, p)
+		}
+		m.queue.Done(k)
+	}
+}
+
+// lookup maps the objects of one source and queues each workload found once, as
+// controller-runtime's handler would have.
+func (m *sourceMapper) lookup(ctx context.Context, q workqueueOfRequests, p *mapPending) {
+	queued, lowPriority := map[reconcile.Request]bool{}, handler.LowPriority
+	pq, prioritized := q.(priorityqueue.PriorityQueue[reconcile.Request])
+	for _, o := range p.objs {
+		for _, req := range m.mapping(ctx, o) {
+			if queued[req] {
+				continue
+			}
+			queued[req] = true
+			if p.low && prioritized {
+				pq.AddWithOpts(priorityqueue.AddOpts{Priority: &lowPriority}, req)
+			} else {
+				q.Add(req)
+			}
+		}
+	}
+}
+
+// mapQueueName names a source mapper's queue (its workqueue metrics).
+func mapQueueName(kind string, st SourceType) string {
+	return strings.ToLower(kind) + "-" + strings.ToLower(string(st.Kind)) + "-events"
+}
