@@ -44,7 +44,21 @@ func TestATenantsIgnoredSourceDoesNotHoldBackAnotherNamespace(t *testing.T) {
 	rollsTenant, rollsVictim := rollTimes(t, tenant), rollTimes(t, victim)
 	startReloader(t, tenant, func(o *options.Options) { o.Namespaces = []string{tenant, victim} })
 	recorded(t, web)
-	recorded(t, deployment(tenant, fmt.Sprintf("web-%03d", deployments-1), nil, corev1.PodTemplateSpec{}))
+	// Past 512 targets in all, the configs last by name are left out, and say so.
+	testutil.Eventually(t, "cfg-19 reports LimitExceeded", func() error {
+		cfg := &v1alpha1.ReloaderConfig{}
+		testutil.Must(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: tenant, Name: "cfg-19"}, cfg))
+		if c := apimeta.FindStatusCondition(cfg.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Reason != v1alpha1.ReasonLimitExceeded {
+			return fmt.Errorf("Ready: %+v", c)
+		}
+		return nil
+	})
+	eventuallyEvent(t, tenant, "cfg-19", v1alpha1.ReasonLimitExceeded)
+	first := &v1alpha1.ReloaderConfig{}
+	testutil.Must(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: tenant, Name: "cfg-00"}, first))
+	if c := apimeta.FindStatusCondition(first.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Reason == v1alpha1.ReasonLimitExceeded {
+		t.Errorf("cfg-00, first by name: Ready %+v, want a status and not left out", c)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -85,21 +99,6 @@ func TestATenantsIgnoredSourceDoesNotHoldBackAnotherNamespace(t *testing.T) {
 	stopPatching()
 	t.Logf("the tenant patched its ignored ConfigMap %d times", patches)
 
-	// Past 512 targets in all, the configs last by name are left out, and say so.
-	testutil.Eventually(t, "cfg-19 reports LimitExceeded", func() error {
-		cfg := &v1alpha1.ReloaderConfig{}
-		testutil.Must(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: tenant, Name: "cfg-19"}, cfg))
-		if c := apimeta.FindStatusCondition(cfg.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Reason != v1alpha1.ReasonLimitExceeded {
-			return fmt.Errorf("Ready: %+v", c)
-		}
-		return nil
-	})
-	eventuallyEvent(t, tenant, "cfg-19", v1alpha1.ReasonLimitExceeded)
-	first := &v1alpha1.ReloaderConfig{}
-	testutil.Must(t, k8s.Get(context.Background(), client.ObjectKey{Namespace: tenant, Name: "cfg-00"}, first))
-	if c := apimeta.FindStatusCondition(first.Status.Conditions, v1alpha1.ConditionReady); c != nil && c.Reason == v1alpha1.ReasonLimitExceeded {
-		t.Errorf("cfg-00, first by name, left out: %+v", c)
-	}
 	if n := len(rollsTenant()); n != 0 {
 		t.Errorf("%d of the tenant's Deployments rolled on changes of an ignored ConfigMap", n)
 	}
