@@ -13,6 +13,7 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/cachemem/shrink"
 	"github.com/reloader-operator/reloader/internal/clientindex"
+	"github.com/reloader-operator/reloader/internal/fair"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
 )
@@ -40,9 +41,10 @@ type Baselines struct {
 	handled map[handledKey]client.Object
 	// recent and creations order a workload's creation against its sources' recent changes
 	// (baseline_recent.go).
-	recent    map[handledKey][]recentChange
-	creations map[types.UID]recentCreation
-	regs      []toolscache.ResourceEventHandlerRegistration
+	recent       map[handledKey][]recentChange
+	recentShares *fair.Shares[handledKey]
+	creations    map[types.UID]recentCreation
+	regs         []toolscache.ResourceEventHandlerRegistration
 	// watchers are the reconcilers whose workloads the sources' handlers note baselines on.
 	watchers []*WorkloadReconciler
 	// watching holds the source kinds whose handlers are registered: once per kind, whichever

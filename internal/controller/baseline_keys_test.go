@@ -157,7 +157,9 @@ func TestRecentBaselinesBounded(t *testing.T) {
 	var b Baselines
 	now := time.Now()
 	for i := range recentSources + 10 {
-		b.changedRecently("ns", source.ID{Kind: source.ConfigMap, Name: "cfg" + strconv.Itoa(i)}, nil, "7", now)
+		// Spread over as many namespaces as fill the table at their share each.
+		ns := "ns" + strconv.Itoa(i%recentShare)
+		b.changedRecently(ns, source.ID{Kind: source.ConfigMap, Name: "cfg" + strconv.Itoa(i)}, nil, "7", now)
 	}
 	for i := range recentCreations + 10 {
 		b.created(types.UID(strconv.Itoa(i)), "7", now)
@@ -170,6 +172,37 @@ func TestRecentBaselinesBounded(t *testing.T) {
 	b.created("new", "8", later)
 	if len(b.recent) != 1 || len(b.creations) != 1 {
 		t.Errorf("after the window: %d sources' changes and %d creations kept, want the 1 new of each", len(b.recent), len(b.creations))
+	}
+}
+
+// A namespace's burst over thousands of sources keeps its share, and never costs another
+// namespace the changes it keeps: B's change heard after A's flood is kept, and so is one
+// heard before it.
+func TestRecentBaselinesShareByNamespace(t *testing.T) {
+	var b Baselines
+	now := time.Now()
+	before := source.ID{Kind: source.ConfigMap, Name: "before"}
+	after := source.ID{Kind: source.ConfigMap, Name: "after"}
+	b.changedRecently("tenant-b", before, nil, "5", now)
+	for i := range 5000 {
+		b.changedRecently("tenant-a", source.ID{Kind: source.ConfigMap, Name: "cfg" + strconv.Itoa(i)}, nil, "7", now)
+	}
+	// Other namespaces fill the rest of the table.
+	for i := range recentSources {
+		ns := "tenant-" + strconv.Itoa(i%4)
+		b.changedRecently(ns, source.ID{Kind: source.ConfigMap, Name: "cfg" + strconv.Itoa(i)}, nil, "7", now)
+	}
+	b.changedRecently("tenant-b", after, nil, "9", now)
+	if n := b.recentShares.Of("tenant-a"); n > recentSources/recentShare {
+		t.Errorf("tenant-a keeps %d sources' changes, want at most its share %d", n, recentSources/recentShare)
+	}
+	if len(b.recent) > recentSources || len(b.recent) != b.recentShares.Len() {
+		t.Errorf("kept %d sources' changes (%d counted), want at most %d", len(b.recent), b.recentShares.Len(), recentSources)
+	}
+	for _, id := range []source.ID{before, after} {
+		if _, ok := b.changedAfter("tenant-b", id, 1, now); !ok {
+			t.Errorf("tenant-b's change of %s was not kept past the others' bursts", id)
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"github.com/reloader-operator/reloader/internal/fair"
 	"github.com/reloader-operator/reloader/internal/source"
 )
 
@@ -30,6 +31,8 @@ const (
 	// Bounds: changes kept per source, sources with changes kept, workload creations kept.
 	recentPerSource = 4
 	recentSources   = 4096
+	// recentShare: one namespace keeps the changes of at most 1/recentShare of recentSources.
+	recentShare     = 4
 	recentCreations = 16384
 )
 
@@ -54,13 +57,22 @@ func (b *Baselines) changedRecently(ns string, id source.ID, old client.Object, 
 	defer b.mu.Unlock()
 	if b.recent == nil {
 		b.recent = map[handledKey][]recentChange{}
+		b.recentShares = fair.NewShares[handledKey](recentSources, recentSources/recentShare)
 	}
 	k := handledKey{ns, id}
-	if _, ok := b.recent[k]; !ok && len(b.recent) >= recentSources {
-		b.expireRecent(now)
-		if len(b.recent) >= recentSources {
-			return // a burst across thousands of sources: only their watch-time baselines
+	if _, ok := b.recent[k]; !ok {
+		if _, crowded := b.recentShares.Crowded(ns); crowded {
+			b.expireRecent(now)
 		}
+		if victim, crowded := b.recentShares.Crowded(ns); crowded {
+			if victim == ns {
+				return // a burst across thousands of this namespace's sources: only their watch-time baselines
+			}
+			// Another namespace holds more: its oldest change makes room, so that its burst
+			// never costs this namespace its own.
+			b.dropOldestRecent(victim)
+		}
+		b.recentShares.Add(ns, k)
 	}
 	changes := append(b.recent[k], recentChange{at: now, rv: v, old: old})
 	if len(changes) > recentPerSource {
@@ -142,9 +154,28 @@ func (b *Baselines) expireRecent(now time.Time) {
 		}
 		if len(changes) == 0 {
 			delete(b.recent, k)
+			b.recentShares.Remove(k.namespace, k)
 		} else {
 			b.recent[k] = changes
 		}
+	}
+}
+
+// dropOldestRecent drops, of namespace ns's sources, the one whose latest change is oldest.
+// Called with b.mu held.
+func (b *Baselines) dropOldestRecent(ns string) {
+	var oldest handledKey
+	var at time.Time
+	found := false
+	for k := range b.recentShares.Keys(ns) {
+		changes := b.recent[k]
+		if last := changes[len(changes)-1].at; !found || last.Before(at) {
+			oldest, at, found = k, last, true
+		}
+	}
+	if found {
+		delete(b.recent, oldest)
+		b.recentShares.Remove(ns, oldest)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"github.com/reloader-operator/reloader/internal/fair"
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
@@ -60,10 +61,13 @@ func changeWriter(old, cur client.Object) (whatchanged.Writer, bool) {
 // values: digests) before each of its latest writes, newest first, up to maxBeforeBytes in
 // all; or, for a source of more than that, the key names of its latest change already bounded (at most 3*MaxNamed names); and at most max sources: past that, the
 // oldest change is dropped, and a reload that still carries it names no keys.
+// Of the sources of one namespace it holds at most max/4, and when full it drops the oldest
+// change of the namespace with the most (fair.Shares): one namespace's churn never drops
+// another's changes.
 type Changes struct {
 	mu      sync.Mutex
 	entries map[changeKey]keyChange
-	max     int
+	shares  *fair.Shares[changeKey]
 	seq     uint64
 }
 
@@ -89,7 +93,9 @@ type keyChange struct {
 
 const (
 	defaultMaxChanges = 4096
-	maxBeforeBytes    = 4 << 10
+	// changesShare: one namespace holds at most 1/changesShare of the table.
+	changesShare   = 4
+	maxBeforeBytes = 4 << 10
 	// maxStates bounds the states kept before a source's latest writes.
 	maxStates = 4
 )
@@ -99,7 +105,7 @@ func NewChanges(max int) *Changes {
 	if max <= 0 {
 		max = defaultMaxChanges
 	}
-	return &Changes{entries: map[changeKey]keyChange{}, max: max}
+	return &Changes{entries: map[changeKey]keyChange{}, shares: fair.NewShares[changeKey](max, max/changesShare)}
 }
 
 // Observe is a predicate that lets every event through and notes the content changes of
@@ -115,8 +121,10 @@ func (c *Changes) Observe(st SourceType) predicate.Predicate {
 		},
 		DeleteFunc: func(e event.DeleteEvent) bool {
 			if c != nil && st.KeyDigests != nil {
+				k := changeKey{e.Object.GetNamespace(), source.ID{Kind: st.Kind, Name: e.Object.GetName()}}
 				c.mu.Lock()
-				delete(c.entries, changeKey{e.Object.GetNamespace(), source.ID{Kind: st.Kind, Name: e.Object.GetName()}})
+				delete(c.entries, k)
+				c.shares.Remove(k.namespace, k)
 				c.mu.Unlock()
 			}
 			return true
@@ -155,24 +163,30 @@ func (c *Changes) note(st SourceType, old, cur client.Object) {
 	} else {
 		e.keys = whatchanged.Diff(st.keyDigests(old), st.keyDigests(cur), nil)
 	}
-	if !known && len(c.entries) >= c.max {
-		c.dropOldest()
+	if !known {
+		if victim, crowded := c.shares.Crowded(k.namespace); crowded {
+			c.dropOldest(c.shares.Keys(victim))
+		}
+		c.shares.Add(k.namespace, k)
 	}
 	c.entries[k] = e
 }
 
-// dropOldest makes room: the change longest ago was reported long since. A full scan, only
-// when full.
-func (c *Changes) dropOldest() {
+// dropOldest makes room: of the sources of, the change longest ago was reported long since. A
+// scan of one namespace's sources, only when full.
+func (c *Changes) dropOldest(of map[changeKey]struct{}) {
 	var oldest changeKey
 	var seq uint64
 	first := true
-	for k, e := range c.entries {
-		if first || e.seq < seq {
+	for k := range of {
+		if e := c.entries[k]; first || e.seq < seq {
 			oldest, seq, first = k, e.seq, false
 		}
 	}
-	delete(c.entries, oldest)
+	if !first {
+		delete(c.entries, oldest)
+		c.shares.Remove(oldest.namespace, oldest)
+	}
 }
 
 // stateHash is the content hash a packed content starts with.

@@ -253,3 +253,46 @@ func TestAFutureDatedEntryNamesNoWriter(t *testing.T) {
 		t.Errorf("the table's writer %q, %v", w, ok)
 	}
 }
+
+// TestChangesFloodOfOneNamespaceKeepsAnothers: a namespace that changes 5,000 ConfigMaps
+// drops its own oldest changes, not another namespace's: B's change still names its keys.
+func TestChangesFloodOfOneNamespaceKeepsAnothers(t *testing.T) {
+	transform := func(cm *corev1.ConfigMap) *corev1.ConfigMap {
+		out, err := ConfigMaps.Transform(cm)
+		testutil.Must(t, err)
+		return out.(*corev1.ConfigMap)
+	}
+	changed := func(ns, name string) (old, cur *corev1.ConfigMap) {
+		o, n := managedConfigMap(name, 2, "v1"), managedConfigMap(name, 2, "v1")
+		n.Data["key-01"] = "v2"
+		o.Namespace, n.Namespace = ns, ns
+		return transform(o), transform(n)
+	}
+	c := NewChanges(0)
+	p := c.Observe(ConfigMaps)
+	bOld, bCur := changed("tenant-b", "app")
+	p.Update(event.UpdateEvent{ObjectOld: bOld, ObjectNew: bCur})
+	for i := range 5000 {
+		o, n := changed("tenant-a", fmt.Sprint("cm-", i))
+		p.Update(event.UpdateEvent{ObjectOld: o, ObjectNew: n})
+	}
+	if n, max := c.shares.Of("tenant-a"), defaultMaxChanges/changesShare; n > max {
+		t.Errorf("tenant-a holds %d changes, want at most its share %d", n, max)
+	}
+	if len(c.entries) != c.shares.Len() {
+		t.Errorf("table holds %d changes, %d counted", len(c.entries), c.shares.Len())
+	}
+	k, ok := c.keys(ConfigMaps, "tenant-b", source.ID{Kind: source.ConfigMap, Name: "app"}, bCur, nil, "")
+	if !ok || k.String() != "keys changed: key-01" {
+		t.Errorf("tenant-b's change after tenant-a's flood: %q, %v; want its keys named", k.String(), ok)
+	}
+	// A's latest change is kept, its oldest dropped.
+	_, aCur := changed("tenant-a", "cm-4999")
+	if _, ok := c.keys(ConfigMaps, "tenant-a", source.ID{Kind: source.ConfigMap, Name: "cm-4999"}, aCur, nil, ""); !ok {
+		t.Error("tenant-a's latest change was dropped")
+	}
+	_, aFirst := changed("tenant-a", "cm-0")
+	if _, ok := c.keys(ConfigMaps, "tenant-a", source.ID{Kind: source.ConfigMap, Name: "cm-0"}, aFirst, nil, ""); ok {
+		t.Error("tenant-a's oldest change is still kept past its share")
+	}
+}

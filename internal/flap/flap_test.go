@@ -412,3 +412,40 @@ func TestEntryStaysSmall(t *testing.T) {
 		t.Errorf("entry is %d bytes, want at most 40", n)
 	}
 }
+
+// A namespace that churns thousands of sources evicts its own history, never another
+// namespace's: B's restart loop, heard before and after A's flood, is still quarantined.
+func TestFloodOfOneNamespaceKeepsAnothersHistory(t *testing.T) {
+	tab := NewTable(Defaults(), 0)
+	b := Key{"tenant-b", "secret", "creds"}
+	loop := series("1010", repeat("cert-manager", 4), 20*time.Second)
+	for _, c := range loop[:3] {
+		if began, _ := tab.Observe(b, c, nil); began != nil {
+			t.Fatal("quarantined before the loop repeats")
+		}
+	}
+	// A's flood lands between B's changes, each source newer than B's latest change.
+	flood := loop[2].At
+	for i := range 5000 {
+		at := flood.Add(time.Duration(i) * time.Millisecond)
+		tab.Observe(Key{"tenant-a", "configmap", fmt.Sprint("cm-", i)}, Change{At: at, Version: fmt.Sprint(i + 10), From: "x", To: "y"}, nil)
+	}
+	if n, max := tab.shares.Of("tenant-a"), defaultMaxSources/namespaceShare; n > max {
+		t.Errorf("tenant-a holds %d sources, want at most its share %d", n, max)
+	}
+	if len(tab.m) > defaultMaxSources || len(tab.m) != tab.shares.Len() {
+		t.Errorf("table holds %d sources (%d counted), want at most %d", len(tab.m), tab.shares.Len(), defaultMaxSources)
+	}
+	began, _ := tab.Observe(b, loop[3], nil)
+	if began == nil {
+		t.Fatal("tenant-b's oscillation was not quarantined after tenant-a's flood: its history was evicted")
+	}
+	if !slices.Equal(began.Seen, []string{SeenOscillating}) {
+		t.Errorf("seen %v, want %v", began.Seen, []string{SeenOscillating})
+	}
+	// Forget keeps the counts true.
+	tab.Forget(b)
+	if tab.shares.Of("tenant-b") != 0 || len(tab.m) != tab.shares.Len() {
+		t.Errorf("after Forget: tenant-b counts %d, table %d, counted %d", tab.shares.Of("tenant-b"), len(tab.m), tab.shares.Len())
+	}
+}

@@ -3,6 +3,8 @@ package flap
 import (
 	"sync"
 	"time"
+
+	"github.com/reloader-operator/reloader/internal/fair"
 )
 
 // Key names a source.
@@ -11,16 +13,21 @@ type Key struct {
 }
 
 // Table is the breaker's memory of the sources that changed while reloader ran, shared by the
-// workload controllers of one manager. It holds at most max sources: past that, the one whose
-// latest change is oldest, and not in quarantine, goes first.
+// workload controllers of one manager. It holds at most max sources, and max/4 of one
+// namespace: a namespace that churns thousands of sources evicts its own, never another's
+// (fair.Shares). Of the namespace that gives one up, the source whose latest change is oldest,
+// and not in quarantine, goes first.
 type Table struct {
 	mu       sync.Mutex
 	m        map[Key]*state
+	shares   *fair.Shares[Key]
 	defaults Limits
-	max      int
 }
 
 const defaultMaxSources = 4096
+
+// namespaceShare is the part of the table one namespace may hold: 1/namespaceShare.
+const namespaceShare = 4
 
 // NewTable returns a table whose sources are judged by defaults (the flags) unless their
 // annotations set other limits; max bounds the sources kept (a default when 0).
@@ -28,7 +35,7 @@ func NewTable(defaults Limits, max int) *Table {
 	if max <= 0 {
 		max = defaultMaxSources
 	}
-	return &Table{m: map[Key]*state{}, defaults: defaults, max: max}
+	return &Table{m: map[Key]*state{}, shares: fair.NewShares[Key](max, max/namespaceShare), defaults: defaults}
 }
 
 // Defaults are the limits of the flags.
@@ -51,11 +58,8 @@ func (t *Table) Observe(k Key, c Change, ann map[string]string) (began *Quaranti
 	defer t.mu.Unlock()
 	s, ok := t.m[k]
 	if !ok {
-		if len(t.m) >= t.max {
-			t.evict()
-		}
 		s = &state{}
-		t.m[k] = s
+		t.add(k, s)
 	}
 	s.limits = limits
 	s.status(c.At) // a quarantine quiet for long enough ends before this change counts
@@ -66,19 +70,38 @@ func (t *Table) Observe(k Key, c Change, ann map[string]string) (began *Quaranti
 	return nil, invalid
 }
 
-// evict drops the source whose latest change is oldest, preferring one not in quarantine. A
-// full scan, only when full.
-func (t *Table) evict() {
+// add keeps s as source k's, making room first when k's namespace or the table is full.
+// Called with t.mu held.
+func (t *Table) add(k Key, s *state) {
+	if victim, crowded := t.shares.Crowded(k.Namespace); crowded {
+		t.evict(t.shares.Keys(victim))
+	}
+	t.m[k] = s
+	t.shares.Add(k.Namespace, k)
+}
+
+// evict drops, of the sources of one namespace, the one whose latest change is oldest,
+// preferring one not in quarantine. A scan of that namespace's sources, only when full.
+func (t *Table) evict(of map[Key]struct{}) {
 	var oldest Key
 	var at time.Time
 	found, quarantined := false, true
-	for k, s := range t.m {
+	for k := range of {
+		s := t.m[k]
 		q := s.q != nil
 		if !found || (quarantined && !q) || (q == quarantined && s.last.Before(at)) {
 			oldest, at, quarantined, found = k, s.last, q, true
 		}
 	}
-	delete(t.m, oldest)
+	if found {
+		t.drop(oldest)
+	}
+}
+
+// drop forgets source k. Called with t.mu held.
+func (t *Table) drop(k Key) {
+	delete(t.m, k)
+	t.shares.Remove(k.Namespace, k)
 }
 
 // Status is the quarantine of source k in force at now, if any.
@@ -138,7 +161,7 @@ func (t *Table) Forget(k Key) {
 		return
 	}
 	t.mu.Lock()
-	delete(t.m, k)
+	t.drop(k)
 	t.mu.Unlock()
 }
 
@@ -153,11 +176,8 @@ func (t *Table) Adopt(k Key, q Quarantine, now time.Time) {
 	defer t.mu.Unlock()
 	s, ok := t.m[k]
 	if !ok {
-		if len(t.m) >= t.max {
-			t.evict()
-		}
 		s = &state{limits: t.defaults}
-		t.m[k] = s
+		t.add(k, s)
 	}
 	if s.q != nil || (!s.released.IsZero() && !s.released.Before(q.Since.Truncate(time.Second))) {
 		return
