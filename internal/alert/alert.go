@@ -167,38 +167,47 @@ type Alerter struct {
 	Log            logr.Logger
 	// Delivered is called after each attempt to deliver, for metrics.
 	Delivered func(sink string, success bool)
+	// Dropped, when set, is called for each alert dropped from the queue, with its namespace
+	// (queue.go), for metrics.
+	Dropped func(namespace string)
 
-	queue chan Reload
+	queue *queue
 }
-
-// QueueSize bounds the alerts waiting to be sent; more are dropped with a log line.
-const QueueSize = 256
 
 // New returns an Alerter; run it with Start.
 func New(sink, url, additional string, poster *notify.Poster, log logr.Logger) *Alerter {
-	return &Alerter{Sink: sink, URL: url, AdditionalInfo: additional, Poster: poster, Log: log, queue: make(chan Reload, QueueSize)}
+	return &Alerter{Sink: sink, URL: url, AdditionalInfo: additional, Poster: poster, Log: log, queue: newQueue(QueueSize, NamespaceShare)}
 }
 
-// Queue hands r to the sender without waiting.
+// Queue hands r to the sender without waiting. A full queue drops an alert of the namespace
+// that holds the most (queue.go), counted as not delivered.
 func (a *Alerter) Queue(r Reload) {
 	if a == nil {
 		return
 	}
-	select {
-	case a.queue <- r:
-	default:
-		a.Log.Info("alert queue full; alert dropped", "workload", r.Kind+" "+r.Namespace+"/"+r.Name)
+	if out, dropped := a.queue.push(r); dropped {
+		a.queue.drop(a.Log, out)
+		if a.Dropped != nil {
+			a.Dropped(out.Namespace)
+		}
 		a.delivered(false)
 	}
 }
 
-// Start sends queued alerts until ctx ends. It implements manager.Runnable.
+// Start sends queued alerts, each namespace in turn, until ctx ends. It implements
+// manager.Runnable.
 func (a *Alerter) Start(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case r := <-a.queue:
+		case <-a.queue.ready:
+		}
+		for {
+			r, ok := a.queue.pop()
+			if !ok || ctx.Err() != nil {
+				break
+			}
 			a.send(ctx, r)
 		}
 	}

@@ -185,5 +185,6 @@ func newAlerter(conf options.Config, m *metrics.Metrics, logger logr.Logger) (*a
 	}
 	a := alert.New(conf.Alert.Sink, conf.Alert.WebhookURL, conf.Alert.AdditionalInfo, poster, logger.WithName("alert"))
 	a.Delivered = m.Notified
+	a.Dropped = func(ns string) { m.AlertsDropped.WithLabelValues(ns).Inc() }
 	return a, nil
 }

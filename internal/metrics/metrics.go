@@ -61,6 +61,9 @@ type Metrics struct {
 	// PendingApproval is how many workloads have a reload waiting for approval now (mode
 	// approve).
 	PendingApproval prometheus.Gauge
+	// AlertsDropped counts alerts dropped from the alert queue, by the namespace whose alert
+	// was dropped (its share of the queue full).
+	AlertsDropped *prometheus.CounterVec
 
 	// Upstream holds upstream's series.
 	Upstream *Upstream
@@ -156,6 +159,10 @@ func New(reg prometheus.Registerer, countByNamespace bool) *Metrics {
 			Name: "reloader_reloads_pending_approval",
 			Help: "Workloads whose reload waits for approval now (mode approve; kubectl reloader approve).",
 		})),
+		AlertsDropped: Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reloader_alerts_dropped_total",
+			Help: "Alerts dropped from the alert queue, by the namespace whose alert was dropped: one namespace's flood drops its own, never another's.",
+		}, []string{"namespace"})),
 		Upstream:    newUpstream(reg),
 		Queues:      newQueues(reg),
 		byNamespace: countByNamespace,
