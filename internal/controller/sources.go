@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,7 +49,8 @@ type SourceType struct {
 	UIDHash func(client.Object) string
 	// KeyDigests computes a short digest of each key of a full watched object, for the types
 	// whose content is made of keys; nil for the others. Transform keeps them in place of the
-	// content, so that a workload can hash some keys only (hash.Subset).
+	// content, so that a workload can hash some keys only (hash.Subset). It returns nil for a
+	// source over the cap (hash.MaxKeyDigests): only its whole content is hashed.
 	KeyDigests func(client.Object) map[string]string
 	// Ready, when set, blocks Transform until Hash can work (the Secret hash key is loaded);
 	// an error leaves the object out of the cache, and the informer retries.
@@ -162,7 +164,10 @@ func (t SourceType) Transform(obj any) (any, error) {
 			p.uidHash = t.UIDHash(o)
 		}
 		if t.KeyDigests != nil {
-			p.digests = t.KeyDigests(o)
+			// Bounded work under the informer's lock: at most hash.MaxKeyDigests digests.
+			if p.digests = t.KeyDigests(o); p.digests == nil {
+				p.overCap = max(keyCount(o), 1)
+			}
 		}
 		if t.Pool == nil {
 			// Reported with each change; a pooled source's objects are the CSI driver's.
@@ -190,14 +195,21 @@ func (t SourceType) Transform(obj any) (any, error) {
 
 // packed is what the cache keeps of a source's content. Its string form is space-separated:
 // hash, UID-keyed hash (empty for all but Secrets), the newest managedFields entries
-// (whatchanged.Pack, empty when unknown), then key and digest pairs in key order. No part holds a space: hashes
+// (whatchanged.Pack, empty when unknown), then key and digest pairs in key order, or for a
+// source over the cap (hash.MaxKeyDigests) "*" and its number of keys. No part holds a space: hashes
 // and digests are hex (a Secret's prefixed by its key ID, a CSI mount's comma-separated), a
 // writer token is made of safe characters only, and the API server admits only
-// [-._a-zA-Z0-9] in keys.
+// [-._a-zA-Z0-9] in keys (so no key starts with "*").
 type packed struct {
 	hash, uidHash, writer string
 	digests               map[string]string
+	// overCap is the number of keys of a source over the cap, which has no digests; 0 else.
+	overCap int
 }
+
+// overCapMark starts the part of a packed content that stands for the digests of a source
+// over the cap.
+const overCapMark = "*"
 
 // marked is the packed string as Transform stores it, behind cacheMark, in one allocation of
 // its exact size: the cache keeps it, and would keep any spare capacity with it.
@@ -205,6 +217,11 @@ func (p packed) marked() string {
 	n := len(cacheMark) + len(p.hash) + 1 + len(p.uidHash) + 1 + len(p.writer)
 	for k, d := range p.digests {
 		n += 2 + len(k) + len(d)
+	}
+	count := ""
+	if p.overCap > 0 {
+		count = strconv.Itoa(p.overCap)
+		n += 1 + len(overCapMark) + len(count)
 	}
 	var b strings.Builder
 	b.Grow(n)
@@ -214,6 +231,11 @@ func (p packed) marked() string {
 	b.WriteString(p.uidHash)
 	b.WriteByte(' ')
 	b.WriteString(p.writer)
+	if p.overCap > 0 {
+		b.WriteByte(' ')
+		b.WriteString(overCapMark)
+		b.WriteString(count)
+	}
 	for _, k := range slices.Sorted(maps.Keys(p.digests)) {
 		b.WriteByte(' ')
 		b.WriteString(k)
@@ -267,7 +289,7 @@ func (t SourceType) uidHash(o client.Object) string {
 }
 
 // keyDigests reads the per-key digests Transform kept in a cached object, or computes them
-// from a full one.
+// from a full one; nil for a source over the cap, never nil else.
 func (t SourceType) keyDigests(o client.Object) map[string]string {
 	p, ok := cached(o)
 	if !ok {
@@ -276,15 +298,64 @@ func (t SourceType) keyDigests(o client.Object) map[string]string {
 	return packedDigests(p)
 }
 
-// packedDigests reads the key and digest pairs of a packed content.
+// packedDigests reads the key and digest pairs of a packed content; nil for a source over the
+// cap.
 func packedDigests(p string) map[string]string {
 	_, _, rest := cachedHashes(p)
+	if strings.HasPrefix(rest, overCapMark) {
+		return nil
+	}
 	pairs := strings.Fields(rest)
 	out := make(map[string]string, len(pairs)/2)
 	for i := 0; i+1 < len(pairs); i += 2 {
 		out[pairs[i]] = pairs[i+1]
 	}
 	return out
+}
+
+// OverCap returns the number of keys of a source over the cap (hash.MaxKeyDigests), whose
+// per-key digests are not kept, read from a cached object or counted in a full one; ok is
+// false for a source within it, or of a type without keys.
+func (t SourceType) OverCap(o client.Object) (keys int, ok bool) {
+	if t.KeyDigests == nil || o == nil {
+		return 0, false
+	}
+	p, cachedObj := cached(o)
+	if !cachedObj {
+		if !overCap(o) {
+			return 0, false
+		}
+		return keyCount(o), true
+	}
+	_, _, rest := cachedHashes(p)
+	n, isOver := strings.CutPrefix(rest, overCapMark)
+	if !isOver {
+		return 0, false
+	}
+	keys, _ = strconv.Atoi(n)
+	return keys, true
+}
+
+// overCap reports whether a full source has too many keys for per-key digests.
+func overCap(o client.Object) bool {
+	switch v := o.(type) {
+	case *corev1.ConfigMap:
+		return hash.ConfigMapOverCap(v)
+	case *corev1.Secret:
+		return hash.SecretOverCap(v)
+	}
+	return false
+}
+
+// keyCount is the number of keys of a full source.
+func keyCount(o client.Object) int {
+	switch v := o.(type) {
+	case *corev1.ConfigMap:
+		return len(v.Data) + len(v.BinaryData)
+	case *corev1.Secret:
+		return len(v.Data)
+	}
+	return 0
 }
 
 // hashOf returns the hash of a watched object as a workload observes its source: of the
@@ -294,9 +365,18 @@ func (t SourceType) hashOf(o client.Object, keys []string, restricted bool) stri
 	case o == nil:
 		return reload.Absent
 	case restricted && t.KeyDigests != nil:
-		return hash.Subset(t.contentHash(o), t.keyDigests(o), keys)
+		return subsetHash(t.contentHash(o), t.keyDigests(o), keys)
 	}
 	return t.contentHash(o)
+}
+
+// subsetHash is the hash of some keys of a source whose whole content hashes to whole, from
+// its per-key digests; of the whole content when it has none (over the cap).
+func subsetHash(whole string, digests map[string]string, keys []string) string {
+	if digests == nil {
+		return hash.SubsetOfWhole(whole, keys)
+	}
+	return hash.Subset(whole, digests, keys)
 }
 
 // sourceName names the source a watched object stands for.

@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/reloader-operator/reloader/internal/fair"
-	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/whatchanged"
@@ -217,7 +216,7 @@ func (c *Changes) keys(st SourceType, ns string, id source.ID, o client.Object, 
 	for _, b := range e.befores {
 		h := stateHash(b)
 		if only != nil {
-			h = hash.Subset(h, packedDigests(b), only)
+			h = subsetHash(h, packedDigests(b), only)
 		}
 		if h == applied {
 			from = b

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"hash"
+	"iter"
+	"maps"
 	"slices"
 	"strings"
 
@@ -15,9 +17,59 @@ import (
 // collisions out of reach while a cached ConfigMap holds 32 characters per key.
 const digestBytes = 16
 
-// ConfigMapKeys returns a short digest of each key's value, data and binaryData together.
+// A source's per-key digests are kept in reloader's cache in place of its content, and
+// computed in the informer's transform, under the lock that every event of the kind waits on.
+// Both grow with the number of keys, not with the bytes: a 1.35 MB ConfigMap of 150,000
+// short keys cost 5.5 MB of digests and over a second of hashing. So a source gets per-key
+// digests only while it has at most MaxKeyDigests keys and they take at most
+// MaxKeyDigestBytes (DigestCost per key); beyond either, only the whole content is hashed,
+// and the source is over the cap (OverCap): a workload that reads some of its keys reloads
+// on any change of it (SubsetOfWhole), and reports name none of its keys.
+//
+// 1,000 keys is well past any ConfigMap or Secret written by hand (tens of keys), and keeps
+// the work per event to about a millisecond of hashing; 64 KiB bounds what one source costs
+// in the cache whatever its key names' lengths (up to 253 bytes each). A constant, not a
+// flag: reloader explain, plan and the webhook hash sources the same way as the controller,
+// and must agree with it without being told its flags.
+const (
+	MaxKeyDigests     = 1000
+	MaxKeyDigestBytes = 64 << 10
+)
+
+// DigestCost is what one key's digest costs in the cache, beside its name: the hex digest and
+// two separators.
+const DigestCost = 2*digestBytes + 2
+
+// overCap reports whether n keys whose names are names get no per-key digests. The names
+// are read only when the count is within bounds, and then at most MaxKeyDigests of them.
+func overCap(n int, names ...iter.Seq[string]) bool {
+	if n > MaxKeyDigests {
+		return true
+	}
+	size := n * DigestCost
+	for _, seq := range names {
+		for k := range seq {
+			size += len(k)
+		}
+	}
+	return size > MaxKeyDigestBytes
+}
+
+// ConfigMapOverCap reports whether a ConfigMap has too many keys for per-key digests.
+func ConfigMapOverCap(cm *corev1.ConfigMap) bool {
+	return overCap(len(cm.Data)+len(cm.BinaryData), maps.Keys(cm.Data), maps.Keys(cm.BinaryData))
+}
+
+// SecretOverCap reports whether a Secret has too many keys for per-key digests.
+func SecretOverCap(s *corev1.Secret) bool { return overCap(len(s.Data), maps.Keys(s.Data)) }
+
+// ConfigMapKeys returns a short digest of each key's value, data and binaryData together; nil
+// when the ConfigMap is over the cap (ConfigMapOverCap), and never nil otherwise.
 // The section is part of the digest, as in ConfigMap: a value moved between them changed.
 func ConfigMapKeys(cm *corev1.ConfigMap) map[string]string {
+	if ConfigMapOverCap(cm) {
+		return nil
+	}
 	out := make(map[string]string, len(cm.Data)+len(cm.BinaryData))
 	for k, v := range cm.Data {
 		out[k] = keyDigest(sha256.New(), 'd', k, v)
@@ -30,8 +82,12 @@ func ConfigMapKeys(cm *corev1.ConfigMap) map[string]string {
 
 // SecretKeys returns a short digest of each key's value, keyed like Secret: an HMAC under the
 // install's key of namespace, name, key and value, so that no digest can be brute-forced
-// without the key. Without a key it is keyed by the Secret's UID, as UIDKeyedSecret is.
+// without the key. Without a key it is keyed by the Secret's UID, as UIDKeyedSecret is. nil
+// when the Secret is over the cap (SecretOverCap), and never nil otherwise.
 func SecretKeys(k Key, s *corev1.Secret) map[string]string {
+	if SecretOverCap(s) {
+		return nil
+	}
 	mac := func() hash.Hash {
 		if !k.Valid() {
 			return hmac.New(sha256.New, []byte(s.UID))
@@ -83,6 +139,23 @@ func Subset(whole string, digests map[string]string, keys []string) string {
 		h.Write([]byte{1})
 		writeString(h, d)
 	}
+	var prefix string
+	if id, keyed := KeyID(whole); keyed {
+		prefix = id + keySeparator
+	}
+	return prefix + subsetMark + keySetPrint(keys) + "." + hex.EncodeToString(h.Sum(nil))
+}
+
+// SubsetOfWhole stands for Subset for a source over the cap, whose per-key digests are not
+// kept: the hash of the named keys taken as the whole content, so that it changes with any
+// change of the content (a change of other keys too: a reload more, never one fewer). It
+// keeps Subset's form and key set fingerprint, so that a source that crosses the cap in
+// either direction compares as the same key set with a changed content, and reloads.
+func SubsetOfWhole(whole string, keys []string) string {
+	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
+	h := sha256.New()
+	h.Write([]byte("whole"))
+	writeString(h, whole)
 	var prefix string
 	if id, keyed := KeyID(whole); keyed {
 		prefix = id + keySeparator
