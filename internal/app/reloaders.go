@@ -57,6 +57,7 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 	baselines.Relisted = shards.relisted()
 	// One table of the sources' latest changes, for the keys named in reports.
 	changes := controller.NewChanges(0)
+	changes.OverCap.Recorder, changes.OverCap.Log = recorder, logger.WithName("keys")
 	// One flap table for every kind: a source flaps whatever kind uses it.
 	flaps, err := newFlaps(mgr, conf, m)
 	if err != nil {

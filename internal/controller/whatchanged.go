@@ -64,6 +64,10 @@ func changeWriter(old, cur client.Object) (whatchanged.Writer, bool) {
 // change of the namespace with the most (fair.Shares): one namespace's churn never drops
 // another's changes.
 type Changes struct {
+	// OverCap announces the sources whose keys are too many to digest one by one, as the
+	// watches see them; its zero value announces nothing.
+	OverCap OverCapNotices
+
 	mu      sync.Mutex
 	entries map[changeKey]keyChange
 	shares  *fair.Shares[changeKey]
@@ -112,9 +116,16 @@ func NewChanges(max int) *Changes {
 // the change noted.
 func (c *Changes) Observe(st SourceType) predicate.Predicate {
 	return predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool {
+			if c != nil && st.KeyDigests != nil {
+				c.OverCap.observe(st, e.Object)
+			}
+			return true
+		},
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			if c != nil && st.KeyDigests != nil {
 				c.note(st, e.ObjectOld, e.ObjectNew)
+				c.OverCap.observe(st, e.ObjectNew)
 			}
 			return true
 		},
@@ -125,6 +136,7 @@ func (c *Changes) Observe(st SourceType) predicate.Predicate {
 				delete(c.entries, k)
 				c.shares.Remove(k.namespace, k)
 				c.mu.Unlock()
+				c.OverCap.forget(k.namespace, k.id)
 			}
 			return true
 		},

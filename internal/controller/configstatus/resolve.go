@@ -118,7 +118,8 @@ func (r *Reconciler) resolveSources(ctx context.Context, ns string, rule *reload
 		// The hash reloader compares for these targets: of the listed keys when there are.
 		rs.hash = st.HashOf(s.Object(), rs.keys, len(rs.keys) > 0)
 		res.sources[id] = rs
-		if len(rule.Keys) > 0 {
+		// A source over the cap keeps no key names (hash.MaxKeyDigests): none can be checked.
+		if _, over := st.OverCap(s.Object()); len(rule.Keys) > 0 && !over {
 			have := st.KeyDigestsOf(s.Object())
 			for _, k := range rule.Keys {
 				if _, ok := have[k]; !ok {
