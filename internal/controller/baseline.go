@@ -44,7 +44,13 @@ type Baselines struct {
 	recent       map[handledKey][]recentChange
 	recentShares *fair.Shares[handledKey]
 	creations    map[types.UID]recentCreation
-	regs         []toolscache.ResourceEventHandlerRegistration
+	// recentBytes (recentNSBytes per namespace) and notedBytes are what the recent changes
+	// and the noted objects keep (baseline_bytes.go); notedRefs counts the notes of each
+	// noted object.
+	recentBytes, notedBytes int
+	recentNSBytes           map[string]int
+	notedRefs               map[client.Object]int
+	regs                    []toolscache.ResourceEventHandlerRegistration
 	// watchers are the reconcilers whose workloads the sources' handlers note baselines on.
 	watchers []*WorkloadReconciler
 	// watching holds the source kinds whose handlers are registered: once per kind, whichever
@@ -183,6 +189,7 @@ func (b *Baselines) before(w client.Object, id source.ID, old client.Object, rv 
 		b.m[uid] = map[source.ID]noted{}
 	}
 	if _, ok := b.m[uid][id]; !ok {
+		n.old = b.keepNoted(n.old)
 		b.m[uid][id] = n
 	}
 }
@@ -193,6 +200,9 @@ func (b *Baselines) drop(uid types.UID) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	for _, n := range b.m[uid] {
+		b.releaseNoted(n.old)
+	}
 	shrink.Delete(&b.m, uid)
 }
 

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -60,6 +61,10 @@ func (b *Baselines) changedRecently(ns string, id source.ID, old client.Object, 
 		b.recentShares = fair.NewShares[handledKey](recentSources, recentSources/recentShare)
 	}
 	k := handledKey{ns, id}
+	size := retainedSize(old)
+	if !b.roomForRecent(ns, size, now) {
+		return // this namespace's sources hold the most bytes: only their watch-time baselines
+	}
 	if _, ok := b.recent[k]; !ok {
 		if _, crowded := b.recentShares.Crowded(ns); crowded {
 			b.expireRecent(now)
@@ -75,10 +80,49 @@ func (b *Baselines) changedRecently(ns string, id source.ID, old client.Object, 
 		b.recentShares.Add(ns, k)
 	}
 	changes := append(b.recent[k], recentChange{at: now, rv: v, old: old})
+	b.countRecent(ns, size)
 	if len(changes) > recentPerSource {
-		changes = changes[len(changes)-recentPerSource:]
+		for _, c := range changes[:len(changes)-recentPerSource] {
+			b.countRecent(ns, -retainedSize(c.old))
+		}
+		changes = slices.Clone(changes[len(changes)-recentPerSource:])
 	}
 	b.recent[k] = changes
+}
+
+// roomForRecent makes room for size more bytes of recent changes of namespace ns, within
+// recentMaxBytes: the expired changes go first, then the oldest of the namespace that holds
+// the most bytes, unless that is ns. Called with b.mu held.
+func (b *Baselines) roomForRecent(ns string, size int, now time.Time) bool {
+	if b.recentBytes+size <= recentMaxBytes {
+		return true
+	}
+	b.expireRecent(now)
+	for b.recentBytes+size > recentMaxBytes {
+		victim, most := "", 0
+		for other, n := range b.recentNSBytes {
+			if n > most {
+				victim, most = other, n
+			}
+		}
+		if victim == "" || victim == ns {
+			return false
+		}
+		b.dropOldestRecent(victim)
+	}
+	return true
+}
+
+// countRecent adds n bytes (negative: takes) to what namespace ns's recent changes hold.
+// Called with b.mu held.
+func (b *Baselines) countRecent(ns string, n int) {
+	if b.recentNSBytes == nil {
+		b.recentNSBytes = map[string]int{}
+	}
+	b.recentBytes += n
+	if b.recentNSBytes[ns] += n; b.recentNSBytes[ns] <= 0 {
+		delete(b.recentNSBytes, ns)
+	}
 }
 
 // created keeps the resourceVersion of a workload's ADD event after the first list: the
@@ -150,6 +194,8 @@ func (b *Baselines) changedAfter(ns string, id source.ID, created uint64, now ti
 func (b *Baselines) expireRecent(now time.Time) {
 	for k, changes := range b.recent {
 		for len(changes) > 0 && now.Sub(changes[0].at) > recentWindow {
+			b.countRecent(k.namespace, -retainedSize(changes[0].old))
+			changes[0].old = nil // the array outlives the slice
 			changes = changes[1:]
 		}
 		if len(changes) == 0 {
@@ -174,6 +220,9 @@ func (b *Baselines) dropOldestRecent(ns string) {
 		}
 	}
 	if found {
+		for _, c := range b.recent[oldest] {
+			b.countRecent(ns, -retainedSize(c.old))
+		}
 		delete(b.recent, oldest)
 		b.recentShares.Remove(ns, oldest)
 	}
