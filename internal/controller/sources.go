@@ -141,7 +141,8 @@ func mountVersions(o client.Object) []string {
 
 // Transform replaces a source's content by its hash and, for the types made of keys, each
 // value by a short digest (KeyDigests), before the object enters the cache, so that
-// reloader's memory grows with the number of objects and keys, not with their bytes. The
+// reloader's memory grows with the number of objects and keys, not with their bytes; past
+// hash.MaxKeyDigests keys, with the number of objects only (whole hash, no digests). The
 // managed fields (but for their newest writers, packed with the hashes) and kubectl's
 // last-applied copy of the content go too, the labels with
 // DropLabels, and the strings that repeat across objects are shared (Intern).
