@@ -151,6 +151,13 @@ func TestBaselinesAreBoundedInBytes(t *testing.T) {
 		t.Errorf("recent changes keep %d objects of %d bytes (counted %d), want some, within %d", kept, bytes, b.recentBytes, recentMaxBytes)
 	}
 
+	// Another namespace's change still finds room: the fullest namespace's oldest make it.
+	other := big(0)
+	b.changedRecently("other", source.ID{Kind: source.ConfigMap, Name: "s"}, other, "9999", now)
+	if len(b.recent[handledKey{"other", source.ID{Kind: source.ConfigMap, Name: "s"}}]) != 1 || b.recentBytes > recentMaxBytes {
+		t.Errorf("a change of another namespace is not kept (%d bytes kept) once one namespace filled the budget", b.recentBytes)
+	}
+
 	// Notes: one workload per source, each noting its source's old copy.
 	id := func(o client.Object) source.ID { return source.ID{Kind: source.ConfigMap, Name: o.GetName()} }
 	for i, o := range objs {
