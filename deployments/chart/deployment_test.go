@@ -19,8 +19,8 @@ func TestUpstreamValuesRenderFlags(t *testing.T) {
 		args   []string // must all be present
 		env    map[string]string
 	}{
-		{values: ``, args: []string{"--ignored-workload-types=jobs,deploymentconfigs"}},
-		{values: `reloader: {reloadJobs: true}`, args: []string{"--ignored-workload-types=deploymentconfigs"}},
+		{values: ``, args: []string{"--ignored-workload-types=deploymentconfigs"}},
+		{values: `reloader: {reloadJobs: false}`, args: []string{"--ignored-workload-types=jobs,deploymentconfigs"}},
 		{values: `reloader: {reloadJobs: true, ignoreJobs: true}`, args: []string{"--ignored-workload-types=jobs,deploymentconfigs"}},
 		{values: `reloader: {watchGlobally: false}`, env: map[string]string{"KUBERNETES_NAMESPACE": namespace}},
 		{values: `reloader: {watchGlobally: false, namespaces: [b, a, b]}`, args: []string{"--namespaces=a,b," + namespace}},
@@ -88,8 +88,8 @@ func TestUpstreamValuesRenderFlags(t *testing.T) {
 
 func TestDefaultArgsAreMinimal(t *testing.T) {
 	_, c := container(t, renderChart(t, ``))
-	// Jobs are left alone unless reloader.reloadJobs asks for their reloads (and rights).
-	if want := []string{"--ignored-workload-types=jobs,deploymentconfigs"}; !slices.Equal(c.Args, want) {
+	// Jobs are reloaded as upstream reloads them; reloader.reloadJobs=false leaves them alone.
+	if want := []string{"--ignored-workload-types=deploymentconfigs"}; !slices.Equal(c.Args, want) {
 		t.Errorf("default args %q, want %q", c.Args, want)
 	}
 }

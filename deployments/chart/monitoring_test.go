@@ -75,7 +75,8 @@ func TestHashKeyAlertFollowsTheKey(t *testing.T) {
 	}{
 		{"default", `reloader: {prometheusRule: {enabled: true}}`, true},
 		{"Secrets ignored, Jobs reloaded", `reloader: {ignoreSecrets: true, reloadJobs: true, prometheusRule: {enabled: true}}`, true},
-		{"Secrets ignored, Job reloads off (the default)", `reloader: {ignoreSecrets: true, prometheusRule: {enabled: true}}`, false},
+		{"Secrets ignored, Job reloads off", `reloader: {ignoreSecrets: true, reloadJobs: false, prometheusRule: {enabled: true}}`, false},
+		{"Secrets ignored, Jobs reloaded (the default)", `reloader: {ignoreSecrets: true, prometheusRule: {enabled: true}}`, true},
 		{"Secrets and Jobs ignored", `reloader: {ignoreSecrets: true, reloadJobs: true, ignoreJobs: true, prometheusRule: {enabled: true}}`, false},
 		{"Secrets ignored, webhook", `reloader: {ignoreSecrets: true, webhookUrl: "https://h.example/x", prometheusRule: {enabled: true}}`, false},
 		{"Jobs ignored", `reloader: {ignoreJobs: true, prometheusRule: {enabled: true}}`, true},

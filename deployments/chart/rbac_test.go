@@ -27,6 +27,7 @@ var matrix = []struct{ name, values string }{
 	{"Argo Rollouts", `reloader: {isArgoRollouts: true}`},
 	{"OpenShift", `reloader: {isOpenshift: true}`},
 	{"Job reloads", `reloader: {reloadJobs: true}`},
+	{"Jobs left alone (least privilege)", `reloader: {reloadJobs: false}`},
 	{"Job reloads, namespaced", `reloader: {reloadJobs: true, watchGlobally: false, namespaces: [a]}`},
 	{"Job reloads and CronJobs run on reload", `reloader: {reloadJobs: true, runCronJobsOnReload: true}`},
 	{"Jobs and CronJobs ignored", `reloader: {ignoreJobs: true, ignoreCronJobs: true}`},

@@ -41,18 +41,17 @@ type install struct {
 func reloaderValues(v map[string]any) map[string]any { return map[string]any{"reloader": v} }
 
 var matrix = []install{
-	// Jobs are reloaded only with reloader.reloadJobs (and only then granted create and delete
-	// on Jobs and ControllerRevisions): by default they are left alone.
-	{name: "default", values: nil, kinds: []string{Deployment, DaemonSet, StatefulSet, CronJob}, ignored: []string{Job},
-		watched: []string{"default-apps"}},
+	// Jobs are reloaded by default, as upstream reloads them; reloader.reloadJobs=false leaves
+	// them alone and grants no create or delete on Jobs, no ControllerRevision writes (csi).
+	{name: "default", values: nil, kinds: builtinKinds, watched: []string{"default-apps"}},
 	{name: "namespaced", values: reloaderValues(map[string]any{"watchGlobally": false, "reloadJobs": true}),
 		kinds: builtinKinds, unwatched: "namespaced-other"},
 	{name: "namespaces", values: reloaderValues(map[string]any{"watchGlobally": false, "namespaces": []any{"a", "b"}, "reloadJobs": true}),
 		kinds: builtinKinds, watched: []string{"a", "b"}, unwatched: "c"},
 	{name: "ha", values: reloaderValues(map[string]any{"enableHA": true, "deployment": map[string]any{"replicas": 2}, "reloadJobs": true}),
 		kinds: builtinKinds, watched: []string{"ha-apps"}, checkMetrics: true},
-	{name: "csi", values: reloaderValues(map[string]any{"enableCSIIntegration": true, "reloadJobs": true}),
-		kinds: append(slices.Clone(builtinKinds), CSI), watched: []string{"csi-apps"}},
+	{name: "csi", values: reloaderValues(map[string]any{"enableCSIIntegration": true, "reloadJobs": false}),
+		kinds: []string{Deployment, DaemonSet, StatefulSet, CronJob, CSI}, ignored: []string{Job}, watched: []string{"csi-apps"}},
 	{name: "argo", values: reloaderValues(map[string]any{"isArgoRollouts": true, "reloadJobs": true}),
 		kinds: append(slices.Clone(builtinKinds), Rollout), watched: []string{"argo-apps"}},
 	// Not in the list, but the test cluster serves the DeploymentConfig API: this is

@@ -62,9 +62,6 @@ fi
 
 # 4. suites, one at a time
 export RELOADER_LOG_DIR="$OUT" GOFLAGS=-mod=mod
-# Upstream reloads Jobs by default and its suites expect it; this chart does only with
-# reloader.reloadJobs.
-export RELOADER_EXTRA_SET="reloader.reloadJobs=true${RELOADER_EXTRA_SET:+,$RELOADER_EXTRA_SET}"
 suites=("$@"); [[ ${#suites[@]} -gt 0 ]] || suites=(advanced annotations flags core)
 for s in "${suites[@]}"; do
 	echo "=== suite $s"

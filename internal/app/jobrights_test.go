@@ -18,7 +18,7 @@ import (
 )
 
 // TestJobReloadsWithoutTheirRightsAreNamed: when Jobs are reloaded but reloader's RBAC lacks
-// the rights a Job's reload takes (the chart's default, reloader.reloadJobs off, with Jobs
+// the rights a Job's reload takes (the chart with reloader.reloadJobs=false, with Jobs
 // put back in by hand), the check names each missing rule and the chart switch; with them,
 // nothing; records unwatchable are reported so that their watch is left out.
 func TestJobReloadsWithoutTheirRightsAreNamed(t *testing.T) {
