@@ -99,7 +99,9 @@ func TestAConflictIsRetriedWithoutAnError(t *testing.T) {
 	}
 	stale := get(t, d).DeepCopy() // recorded
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
-	update(t, d, func(d *appsv1.Deployment) { d.Labels = map[string]string{"touched": "yes"} }) // a newer version
+	// A newer version that the decision read (a status write would be none: the patch tests
+	// what the decision read, not the resourceVersion).
+	update(t, d, func(d *appsv1.Deployment) { d.Annotations["touched"] = "yes" })
 
 	r.Client = staleReads{Client: k8s, stale: stale}
 	res, err := r.Reconcile(ctx, req)

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -106,18 +107,21 @@ func optedIn(obj client.Object, key string, dflt bool) bool {
 // a retry never starts a second one.
 //
 // A reload, or a first record, is written only onto the copy it was planned from (the patch
-// carries its resourceVersion): a reconcile that read a stale copy gets a conflict and plans
-// again from the new one, so it never rolls a workload a second time, nor records over a
-// record it did not see.
+// tests what the decision read, guard.go): a reconcile that read a stale copy gets a conflict
+// and plans again from the new one, so it never rolls a workload a second time, nor records
+// over a record it did not see; a status write meanwhile is no conflict.
 func (r *WorkloadReconciler) write(ctx context.Context, obj, updated client.Object, w seen, changes []reload.Change, next reload.Record) error {
 	tw := w.tw
 	if tw.changed() {
 		patch := client.StrategicMergeFrom(tw.ownerOriginal)
 		if len(changes) > 0 {
-			patch = client.StrategicMergeFrom(tw.ownerOriginal, client.MergeFromWithOptimisticLock{})
+			var err error
+			if patch, err = r.guarded(tw.ownerOriginal, tw.owner, client.StrategicMergeFrom(tw.ownerOriginal, client.MergeFromWithOptimisticLock{})); err != nil {
+				return err
+			}
 		}
 		if err := r.Client.Patch(ctx, tw.owner, patch, client.FieldOwner(FieldOwner)); err != nil {
-			return fmt.Errorf("patch workloadRef Deployment %s: %w", tw.owner.Name, err)
+			return fmt.Errorf("patch workloadRef Deployment %s: %w", tw.owner.Name, guardFailed(err, schema.GroupResource{Group: "apps", Resource: "deployments"}, tw.owner.Name))
 		}
 	}
 	if rc, ok := r.Kind.(workload.Recreated); ok && len(changes) > 0 {
@@ -136,10 +140,31 @@ func (r *WorkloadReconciler) write(ctx context.Context, obj, updated client.Obje
 	}
 	_, recorded := obj.GetAnnotations()[reload.RecordAnnotation]
 	patch := r.Kind.PatchFrom(obj)
-	if (len(changes) > 0 || !recorded) && patch.Type() == types.StrategicMergePatchType {
-		patch = client.StrategicMergeFrom(obj, client.MergeFromWithOptimisticLock{})
+	if locked := patch.Type() != types.StrategicMergePatchType; locked || len(changes) > 0 || !recorded {
+		// Custom kinds' merge patches replace whole lists, and so are guarded always.
+		if !locked {
+			patch = client.StrategicMergeFrom(obj, client.MergeFromWithOptimisticLock{})
+		}
+		var err error
+		if patch, err = r.guarded(obj, updated, patch); err != nil {
+			return err
+		}
 	}
-	return r.Client.Patch(ctx, updated, patch, client.FieldOwner(FieldOwner))
+	err := r.Client.Patch(ctx, updated, patch, client.FieldOwner(FieldOwner))
+	return guardFailed(err, schema.GroupResource{Resource: r.Kind.Name()}, obj.GetName())
+}
+
+// guarded is the guarded patch of updated over obj (guard.go), or locked, the patch carrying
+// obj's resourceVersion, where it cannot be guarded.
+func (r *WorkloadReconciler) guarded(obj, updated client.Object, locked client.Patch) (client.Patch, error) {
+	patch, ok, err := guardedPatch(obj, updated, guardKeys(r.Policy.Keys))
+	if err != nil {
+		return nil, fmt.Errorf("build the patch of %s: %w", obj.GetName(), err)
+	}
+	if !ok {
+		return locked, nil
+	}
+	return patch, nil
 }
 
 // runName names the Job a CronJob reload starts: the same for every retry of one reload.

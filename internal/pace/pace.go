@@ -46,7 +46,7 @@ type slot struct {
 
 // New returns a Pacer of reloadRate reloads per second with reloadBurst at once (rate 0:
 // reloads unpaced), and firstSightRate first records per second when reloads are unpaced
-// (0: unpaced).
+// (0: unpaced), one at a time.
 func New(reloadRate float64, reloadBurst int, firstSightRate float64) *Pacer {
 	p := &Pacer{slots: map[string]slot{}, burst: max(reloadBurst, 1),
 		waiting: fair.NewRoundRobin[string](), granted: map[string]slot{},
@@ -54,7 +54,9 @@ func New(reloadRate float64, reloadBurst int, firstSightRate float64) *Pacer {
 	if reloadRate > 0 {
 		p.reloads = rate.NewLimiter(rate.Limit(reloadRate), p.burst)
 	} else if firstSightRate > 0 {
-		p.first = rate.NewLimiter(rate.Limit(firstSightRate), max(int(math.Ceil(firstSightRate)), 1))
+		// A burst of one: the rate caps first records in any one second, as a write budget
+		// says, where a burst of a second's worth would double the first second.
+		p.first = rate.NewLimiter(rate.Limit(firstSightRate), 1)
 	}
 	return p
 }
@@ -83,7 +85,6 @@ func (p *Pacer) Share(owned, total int) {
 	if p.first != nil {
 		r := p.firstRate * frac
 		p.first.SetLimit(rate.Limit(r))
-		p.first.SetBurst(max(int(math.Ceil(r-1e-9)), 1))
 	}
 }
 

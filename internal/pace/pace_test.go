@@ -85,14 +85,14 @@ func TestFirstSightsLeaveReloadsTheirTokens(t *testing.T) {
 
 // With reloads unpaced, first records go through their own limiter, by slot.
 func TestFirstSightsAlonePacedAtTheirRate(t *testing.T) {
-	p := New(0, 10, 50)
+	p := New(0, 10, 20) // the default --first-sight-rate
 	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 	var last time.Duration
 	for i := range 5000 {
 		last = p.FirstSight(fmt.Sprint("w", i), t0)
 	}
-	// 50 at once, then 50/s: the 5,000th at (5000-50)/50 s.
-	if want := 99 * time.Second; last.Round(time.Millisecond) != want {
+	// One at once, then 20/s: the 5,000th at (5000-1)/20 s.
+	if want := 249950 * time.Millisecond; last.Round(time.Millisecond) != want {
 		t.Errorf("5,000th first record waits %v, want %v", last, want)
 	}
 	if w := p.Reload("w1", "ns", t0); w != 0 {
@@ -229,8 +229,8 @@ func TestShareByShardsOwned(t *testing.T) {
 	// Shares change as shards move; first records when reloads are unpaced too.
 	p := New(0, 1, 40)
 	p.Share(1, 4)
-	if got := float64(p.first.Limit()); got != 10 || p.first.Burst() != 10 {
-		t.Errorf("first records at 1 of 4 shards: %v/s, burst %d, want 10/s, 10", got, p.first.Burst())
+	if got := float64(p.first.Limit()); got != 10 || p.first.Burst() != 1 {
+		t.Errorf("first records at 1 of 4 shards: %v/s, burst %d, want 10/s, 1", got, p.first.Burst())
 	}
 	p.Share(2, 4)
 	if got := float64(p.first.Limit()); got != 20 {
