@@ -268,9 +268,11 @@ func TestADecisionOnAStaleRecordIsNotWritten(t *testing.T) {
 }
 
 // Installing onto Deployments whose sources do not change writes one first record each,
-// within the default write budget (--first-sight-rate 20, one at a time): 20 a second, at
-// most one more in any one second (the pacer lets a slot be taken up to 10 ms early: a
-// requeue is not to the nanosecond), none refused.
+// within the default write budget (--first-sight-rate 20, one at a time), none refused: 20
+// a second over the install, and not many more in any one second (slots are handed out one
+// every 50 ms, but a slot may be taken up to 10 ms early, and a workload whose requeue comes
+// late on a loaded machine writes next to the following ones). Before, at 50/s with a burst
+// of 50, the first second held about 100.
 func TestInstallStaysWithinTheWriteBudget(t *testing.T) {
 	const n, budget = 60, 20
 	ns := newNamespace(t)
@@ -299,10 +301,10 @@ func TestInstallStaysWithinTheWriteBudget(t *testing.T) {
 	if len(writes) != n {
 		t.Errorf("%d writes of Deployments, want %d (one first record each)", len(writes), n)
 	}
-	if most > budget+1 {
+	if most > budget+budget/4 {
 		t.Errorf("%d writes within one second, budget %d", most, budget)
 	}
-	if want := time.Duration(n-1) * time.Second / budget; spread < want*9/10 {
-		t.Errorf("the first records took %v, want at least about %v", spread, want)
+	if want := time.Duration(n-1) * time.Second / budget; spread < want*95/100 {
+		t.Errorf("the first records took %v, want at least %v (%d a second)", spread, want, budget)
 	}
 }
