@@ -41,7 +41,7 @@ func TestDegradedModeAtScale(t *testing.T) {
 		t.Fatalf("reloader_degraded{kind=\"Deployment\"} = %d; want 1", v)
 	}
 	started := time.Now()
-	// At once, while the first records are paced (--first-sight-rate 50/s: 6 s for 300).
+	// At once, while the first records are paced (--first-sight-rate 20/s: 15 s for 300).
 	first := &burst{cms: b.cms[:changed]}
 	first.round(t, ctx, cl, 1)
 	again := &burst{cms: b.cms[:twice]}
