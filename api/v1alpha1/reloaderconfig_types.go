@@ -334,10 +334,14 @@ const (
 	// and this one is left out.
 	ReasonLimitExceeded = "LimitExceeded"
 
-	// ConditionGenericTargets is False while reloader may not get or patch a generic target.
+	// ConditionGenericTargets is False while a generic target is refused (its kind) or reloader
+	// may not get or patch it.
 	ConditionGenericTargets = "GenericTargetsAccessible"
 	ReasonAccessDenied      = "AccessDenied"
 	ReasonAccessGranted     = "AccessGranted"
+	// ReasonTargetRefused: a generic target is of a kind --generic-target-kinds does not
+	// allow, or of a cluster-scoped kind; it is never written.
+	ReasonTargetRefused = "TargetRefused"
 )
 
 // ReloaderConfigStatus is what reloader sees of the rules now.

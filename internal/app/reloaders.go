@@ -113,8 +113,11 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 		if err := status.SetupWithManager(mgr); err != nil {
 			return err
 		}
+		// The workloads' guardrails: the same mode, breaker, pacer, interval and selector.
 		generic := &generic.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-			Configs: configs, Recorder: recorder, Sources: sources, Shard: shard, Now: time.Now}
+			Configs: configs, Recorder: recorder, Sources: sources, Shard: shard, Now: time.Now,
+			Kinds: conf.GenericKinds, Namespaces: conf.NamespaceLabels, Mode: conf.Mode, Flaps: flaps,
+			Pacer: pacer, MinReloadInterval: conf.MinReloadInterval, Caches: parsed, Workers: max(conf.Workers/2, 2)}
 		if err := generic.SetupWithManager(mgr); err != nil {
 			return err
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/approval"
 	"github.com/reloader-operator/reloader/internal/flap"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 	"github.com/reloader-operator/reloader/internal/shard"
 	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/workload"
@@ -36,8 +37,10 @@ type Config struct {
 	// Flap is the flap breaker's limits; Flap.MaxChanges 0 turns it off.
 	Flap flap.Limits
 	// Mode is --mode.
-	Mode  approval.Mode
-	Level zapcore.Level
+	Mode approval.Mode
+	// GenericKinds is --generic-target-kinds.
+	GenericKinds reloaderconfig.KindAllowlist
+	Level        zapcore.Level
 	// IgnoredSources are the source kinds of --resources-to-ignore.
 	IgnoredSources map[source.Kind]bool
 	// SourceLabels selects the ConfigMaps and Secrets watched; nil selects all.
@@ -206,6 +209,9 @@ func Parse(o Options) (Config, error) {
 	c.Flap = flap.Limits{MaxChanges: o.FlapMaxChanges, Window: o.FlapWindow, Quiet: o.FlapQuiet}
 	if err := c.Flap.Validate(); err != nil {
 		fail(fmt.Errorf("--flap-max-changes, --flap-window, --flap-quiet: %w", err))
+	}
+	if c.GenericKinds, err = reloaderconfig.ParseKindAllowlist(o.GenericTargetKinds); err != nil {
+		fail(fmt.Errorf("--generic-target-kinds: %w", err))
 	}
 	if m, err := approval.ParseMode(o.Mode); err != nil {
 		fail(fmt.Errorf("--mode: %w", err))

@@ -6,15 +6,19 @@ import (
 
 	shared "github.com/reloader-operator/reloader/internal/controller"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
+	"github.com/reloader-operator/reloader/internal/fair"
 )
 
 // GenericTargetController names the controller, in logs and metrics.
@@ -25,7 +29,18 @@ const GenericTargetController = "reloaderconfig-generic"
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(GenericTargetController).
+		// The workloads' fair queue: one namespace's many configs delay another's by a turn.
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1),
+			NewQueue: func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+				return fair.NewQueue(name, rl, func(req reconcile.Request) string { return req.Namespace })
+			}}).
 		For(&v1alpha1.ReloaderConfig{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	if r.Namespaces != nil {
+		// A namespace selected anew catches up with the changes made meanwhile.
+		b = b.Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return r.configsIn(ctx, o.GetName())
+		}), builder.WithPredicates(predicate.LabelChangedPredicate{}))
+	}
 	for _, st := range r.Sources {
 		if st.Pool != nil {
 			continue // configs choose ConfigMaps and Secrets only
@@ -36,6 +51,22 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}), builder.WithPredicates(shared.SourceContentOrLabelsChanged()))
 	}
 	return b.Complete(r)
+}
+
+// configsIn are the configs of namespace ns with generic targets.
+func (r *Reconciler) configsIn(ctx context.Context, ns string) []reconcile.Request {
+	list := &v1alpha1.ReloaderConfigList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		log.FromContext(ctx).Error(err, "listing ReloaderConfigs")
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		if len(list.Items[i].Spec.GenericTargets) > 0 {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return out
 }
 
 // configsNaming are the configs of o's namespace with generic targets and a source naming o.
