@@ -15,6 +15,7 @@ import (
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/controller/generic"
+	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
@@ -43,6 +44,17 @@ func genericConfig(ns, name, target, cm string) *v1alpha1.ReloaderConfig {
 		}}
 }
 
+// genericRecord is the record of config ns/name on u.
+func genericRecord(t *testing.T, u *unstructured.Unstructured, ns, name string) string {
+	t.Helper()
+	return annotationsOf(t, u)[generic.RecordAnnotation(&v1alpha1.ReloaderConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})]
+}
+
+// allowDashboards allows the test CRD's kind as a generic target.
+func allowDashboards(o *options.Options) {
+	o.GenericTargetKinds = []string{"operator.reloader.test/Dashboard"}
+}
+
 func annotationsOf(t *testing.T, u *unstructured.Unstructured, path ...string) map[string]string {
 	t.Helper()
 	got := &unstructured.Unstructured{}
@@ -62,11 +74,11 @@ func TestGenericTargetPatchedOncePerChange(t *testing.T) {
 	tpl := []string{"spec", "deployment", "spec", "template"}
 	create(t, cm, cr, genericConfig(ns, "rules", "grafana", "grafana-ini"))
 	changes := templateChanges(t, cr, tpl...)
-	startReloader(t, ns)
+	startReloader(t, ns, allowDashboards)
 
 	// First sight records the hash and rolls nothing.
 	testutil.Eventually(t, "the record on the CR", func() error {
-		if annotationsOf(t, cr)[generic.GenericRecordAnnotation] == "" {
+		if genericRecord(t, cr, ns, "rules") == "" {
 			return fmt.Errorf("no record: %v", annotationsOf(t, cr))
 		}
 		return nil
@@ -75,7 +87,7 @@ func TestGenericTargetPatchedOncePerChange(t *testing.T) {
 	if n := changes(); n != 0 {
 		t.Fatalf("first sight changed the template %d times", n)
 	}
-	first := annotationsOf(t, cr)[generic.GenericRecordAnnotation]
+	first := genericRecord(t, cr, ns, "rules")
 
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["grafana.ini"] = "b" })
 	testutil.Eventually(t, "the template's annotation", func() error {
@@ -89,7 +101,7 @@ func TestGenericTargetPatchedOncePerChange(t *testing.T) {
 	if n := changes(); n != 1 {
 		t.Fatalf("one change of the source changed the template %d times, want 1", n)
 	}
-	if rec, tplHash := annotationsOf(t, cr)[generic.GenericRecordAnnotation], annotationsOf(t, cr, tpl...)[generic.GenericTemplateAnnotation]; rec != tplHash {
+	if rec, tplHash := genericRecord(t, cr, ns, "rules"), annotationsOf(t, cr, tpl...)[generic.GenericTemplateAnnotation]; rec != tplHash {
 		t.Fatalf("record %q, template %q", rec, tplHash)
 	}
 	eventuallyEvent(t, ns, "rules", "Reloaded")
@@ -122,7 +134,7 @@ func TestGenericTargetRefusedAccessIsReported(t *testing.T) {
 	cr := dashboard(ns, "grafana")
 	create(t, cm, cr, genericConfig(ns, "rules", "grafana", "grafana-ini"))
 	// Reloader's own RBAC, and nothing on dashboards: the user's to grant.
-	startReloaderAs(t, reloaderUser(t, ns, nil), ns)
+	startReloaderAs(t, reloaderUser(t, ns, nil), ns, allowDashboards)
 
 	configStatus(t, ns, "rules", "access denied", func(c *v1alpha1.ReloaderConfig) error {
 		cond := apimeta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionGenericTargets)
@@ -143,7 +155,7 @@ func TestGenericTargetRefusedAccessIsReported(t *testing.T) {
 	if col < 0 || len(table.Rows) != 1 || table.Rows[0].Cells[col] != v1alpha1.ReasonAccessDenied {
 		t.Fatalf("table: columns %v, rows %v", table.ColumnDefinitions, table.Rows)
 	}
-	if rec := annotationsOf(t, cr)[generic.GenericRecordAnnotation]; rec != "" {
+	if rec := genericRecord(t, cr, ns, "rules"); rec != "" {
 		t.Fatalf("a refused target was written: %q", rec)
 	}
 }
@@ -180,10 +192,10 @@ func TestGenericTargetTopLevelOwner(t *testing.T) {
 	create(t, dep, cfg)
 	tpl := []string{"spec", "deployment", "spec", "template"}
 	depChanges := templateChanges(t, dep)
-	startReloader(t, ns)
+	startReloader(t, ns, allowDashboards)
 
 	testutil.Eventually(t, "the record on the owner", func() error {
-		if annotationsOf(t, cr)[generic.GenericRecordAnnotation] == "" {
+		if genericRecord(t, cr, ns, "rules") == "" {
 			return fmt.Errorf("no record: %v", annotationsOf(t, cr))
 		}
 		return nil
