@@ -36,6 +36,7 @@ func TestSchemaRejects(t *testing.T) {
 		{`reloader: {custom_annotations: {configmaps: x}}`, "configmaps"},
 		{`reloader: {coalesceWindow: soon}`, "coalesceWindow"},
 		{`reloader: {mode: ask}`, "mode"},
+		{`reloader: {genericTargetKinds: [apps/deployment]}`, "genericTargetKinds"},
 		{`reloader: {rolloutDeadline: 10}`, "rolloutDeadline"},
 		{`reloader: {reconcileTimeout: soon}`, "reconcileTimeout"},
 		{`reloader: {kubeAPIQPS: 0}`, "kubeAPIQPS"},

@@ -55,6 +55,7 @@ func TestParseRefusesBadValues(t *testing.T) {
 		{"client rate past bound", []string{"--kube-api-qps=1e6"}, nil, []string{"--kube-api-qps", "10000"}},
 		{"client burst below rate", []string{"--kube-api-qps=100", "--kube-api-burst=50"}, nil, []string{"--kube-api-burst", "50", "--kube-api-qps (100)"}},
 		{"mode", []string{"--mode=ask"}, nil, []string{"--mode", `"ask"`, "reload, notify or approve"}},
+		{"generic target kinds", []string{"--generic-target-kinds=apps/deployment"}, nil, []string{"--generic-target-kinds", `"apps/deployment"`, "group/Kind"}},
 		{"no workers", []string{"--workers=0"}, nil, []string{"--workers", "less than 1"}},
 		{"negative workers", []string{"--workers=-4"}, nil, []string{"--workers", "-4"}},
 		{"zero reconcile timeout", []string{"--reconcile-timeout=0"}, nil, []string{"--reconcile-timeout", "positive"}},
