@@ -114,6 +114,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	cfg := &v1alpha1.ReloaderConfig{}
 	if err := r.Client.Get(ctx, req.NamespacedName, cfg); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forgetConfig(req.Namespace, req.Name)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	c := r.Configs.Get(cfg)
@@ -211,7 +214,10 @@ func (r *Reconciler) apply(ctx context.Context, cfg *v1alpha1.ReloaderConfig, c 
 	_, legacy := ann[LegacyRecordAnnotation]
 	now := r.Now()
 	if recorded == in.hash && !legacy {
-		r.settled(k)
+		// Nothing due (any more): a rate slot reserved for it goes back.
+		if r.settled(k) {
+			r.Pacer.Forget(k, now)
+		}
 		return 0, nil
 	}
 	meta := map[string]any{recKey: in.hash}
@@ -281,13 +287,22 @@ func (r *Reconciler) gates(ctx context.Context, cfg *v1alpha1.ReloaderConfig, c 
 	g := planGates(gateIn{Now: now, Target: obj.GetAnnotations(), Due: in.changes, SourceAnn: sourceAnn,
 		DefaultMode: defaultMode(c, r.Mode), Quarantine: q,
 		Hold:          holdState(obj.GetAnnotations(), c.Overrides, r.MinReloadInterval, r.Caches),
-		ApproveTarget: fmt.Sprintf("%s.%s/%s -n %s", strings.ToLower(t.GVK.Kind), t.GVK.Group, t.Name, cfg.Namespace)})
+		ApproveTarget: approveTarget(t, cfg.Namespace)})
 	if bad = append(bad, g.Invalid...); len(bad) > 0 {
 		msg := errors.Join(bad...).Error()
 		log.FromContext(ctx).Info("invalid reload annotation; the valid rules still apply", "error", msg)
 		r.Recorder.Eventf(cfg, obj, corev1.EventTypeWarning, shared.ReasonInvalidAnnotation, "Validate", "%s", termsafe.ClipNote(msg))
 	}
 	return g
+}
+
+// approveTarget is how kubectl names the target: kind.group/name -n namespace.
+func approveTarget(t reloaderconfig.GenericTarget, ns string) string {
+	res := strings.ToLower(t.GVK.Kind)
+	if t.GVK.Group != "" {
+		res += "." + t.GVK.Group
+	}
+	return res + "/" + t.Name + " -n " + ns
 }
 
 // held announces a held reload once per hold (an Event on the config, a log line) and
@@ -315,14 +330,26 @@ func (r *Reconciler) held(ctx context.Context, cfg *v1alpha1.ReloaderConfig, obj
 	return max(wait, time.Second)
 }
 
-// settled forgets the hold announced for a target that is at its content.
-func (r *Reconciler) settled(k string) {
-	r.notes.forget(k)
+// settled forgets the hold announced for a target that is at its content; it reports whether
+// one was.
+func (r *Reconciler) settled(k string) bool {
+	return r.notes.forget(k)
 }
+
+// forgetConfig drops the holds, and their rate slots, of a config that is gone.
+func (r *Reconciler) forgetConfig(ns, name string) {
+	now := r.Now()
+	for _, k := range r.notes.forgetPrefix(configKey(ns, name)) {
+		r.Pacer.Forget(k, now)
+	}
+}
+
+// configKey starts the keys of a config's targets.
+func configKey(ns, name string) string { return "generic/" + ns + "/" + name + "/" }
 
 // targetKey names a target of a config, for the pacer and the notes.
 func targetKey(cfg *v1alpha1.ReloaderConfig, t reloaderconfig.GenericTarget) string {
-	return "generic/" + cfg.Namespace + "/" + cfg.Name + "/" + t.GVK.GroupKind().String() + "/" + t.Name
+	return configKey(cfg.Namespace, cfg.Name) + t.GVK.GroupKind().String() + "/" + t.Name
 }
 
 // notes remembers, per target, the hold last announced, so that each is announced once.
@@ -345,10 +372,25 @@ func (n *notes) first(k, note string) bool {
 	return true
 }
 
-func (n *notes) forget(k string) {
+func (n *notes) forget(k string) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	_, had := n.m[k]
 	delete(n.m, k)
+	return had
+}
+
+func (n *notes) forgetPrefix(prefix string) []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []string
+	for k := range n.m {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, k)
+			delete(n.m, k)
+		}
+	}
+	return out
 }
 
 // topOwner follows the controller ownerReferences up from the workload t.OwnerOf names, at
