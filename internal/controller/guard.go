@@ -34,9 +34,10 @@ import (
 //     write does; a Deployment bumps it on a change of its annotations too (they are copied
 //     to its ReplicaSets), though not on the revision annotation its controller writes
 //     through the status;
-//   - every annotation of the copy read, at its value, and the absence of reloader's own
-//     annotations the copy did not have: the record (reloader.dev/source-hashes) above all,
-//     and the rules (auto, reload, exclude, search, pause, intervals, windows);
+//   - every annotation of the copy read, at its value (but the Deployment's revision), and
+//     the absence of reloader's own annotations the copy did not have: the record
+//     (reloader.dev/source-hashes) above all, and the rules (auto, reload, exclude, search,
+//     pause, intervals, windows);
 //   - every label of the copy read (ReloaderConfigs select by them), when the cache keeps them.
 //
 // Not a precondition on generation alone: the API server takes preconditions on uid and
@@ -48,6 +49,11 @@ import (
 // the 409 it stands for, so the reconcile plans again from the new copy (conflicts.go), as before. What is not
 // guarded: an annotation other than reloader's added meanwhile to a kind other than
 // Deployment (no decision reads one), and labels added where the copy read had none.
+
+// revisionAnnotation is written by the Deployment controller through the status as each
+// rollout starts; no decision reads it, so it is not tested (a test would conflict with the
+// rollout a reload has just started).
+const revisionAnnotation = "deployment.kubernetes.io/revision"
 
 // guardKeys are the annotations whose absence a decision reads: reloader's own and the rules.
 func guardKeys(k reload.Keys) []string {
@@ -96,6 +102,9 @@ func guardedPatch(obj, updated client.Object, absent []string) (client.Patch, bo
 		jsonOp{Op: "test", Path: "/metadata/generation", Value: obj.GetGeneration()})
 	ann := obj.GetAnnotations()
 	for _, k := range slices.Sorted(maps.Keys(ann)) {
+		if k == revisionAnnotation {
+			continue
+		}
 		ops = append(ops, jsonOp{Op: "test", Path: "/metadata/annotations/" + pointerEscape(k), Value: ann[k]})
 	}
 	for _, k := range absent {

@@ -3,6 +3,7 @@ package controller
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -19,7 +20,7 @@ import (
 func TestGuardedPatchTestsWhatWasReadAndWritesTheDifference(t *testing.T) {
 	obj := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", UID: "u1", Generation: 7,
-			Annotations: map[string]string{"a/b": "", "reloader.stakater.com/auto": "true"},
+			Annotations: map[string]string{"a/b": "", "reloader.stakater.com/auto": "true", "deployment.kubernetes.io/revision": "3"},
 			Labels:      map[string]string{"app": "web"}},
 		Spec: appsv1.DeploymentSpec{Paused: true, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: "app", Env: []corev1.EnvVar{{Name: "A", Value: "1"}}}, {Name: "side"}}}}},
@@ -66,6 +67,9 @@ func TestGuardedPatchTestsWhatWasReadAndWritesTheDifference(t *testing.T) {
 		if !slices.Contains(got, want) {
 			t.Errorf("no %q in\n%q", want, got)
 		}
+	}
+	if slices.ContainsFunc(got, func(s string) bool { return strings.Contains(s, "revision") }) {
+		t.Errorf("the revision annotation, written through the status, is tested: %q", got)
 	}
 	// Only tests, then the four writes: nothing else of the object is written.
 	if n := len(got) - len(slices.DeleteFunc(slices.Clone(got), func(s string) bool { return s[:5] != "test " })); n != 4 {
