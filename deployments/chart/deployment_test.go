@@ -64,6 +64,7 @@ func TestUpstreamValuesRenderFlags(t *testing.T) {
 		{values: `reloader: {flapBreaker: {maxChanges: 0}}`, args: []string{"--flap-max-changes=0"}},
 		{values: `reloader: {mode: approve}`, args: []string{"--mode=approve"}},
 		{values: `reloader: {mode: notify}`, args: []string{"--mode=notify"}},
+		{values: `reloader: {genericTargetKinds: []}`, args: []string{"--generic-target-kinds="}},
 		{values: `reloader: {genericTargetKinds: [grafana.integreatly.org/Grafana, apps/Deployment]}`,
 			args: []string{"--generic-target-kinds=grafana.integreatly.org/Grafana,apps/Deployment"}},
 		{values: `reloader: {waves: {minWorkloads: 10}}`, args: []string{"--waves-min-workloads=10"}},

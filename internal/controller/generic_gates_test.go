@@ -70,7 +70,8 @@ func TestGenericTargetKindNotAllowedIsRefused(t *testing.T) {
 	cm := configMap(ns, "grafana-ini", map[string]string{"grafana.ini": "a"})
 	cr := dashboard(ns, "grafana")
 	create(t, cm, cr, genericConfig(ns, "rules", "grafana", "grafana-ini"))
-	startReloader(t, ns) // the default allows no kind
+	// Another kind than the target's allowed: the Dashboard is refused.
+	startReloader(t, ns, func(o *options.Options) { o.GenericTargetKinds = []string{"apps/Deployment"} })
 	configStatus(t, ns, "rules", "kind refused", func(c *v1alpha1.ReloaderConfig) error {
 		cond := apimeta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionGenericTargets)
 		if cond == nil || cond.Reason != v1alpha1.ReasonTargetRefused || !strings.Contains(cond.Message, "--generic-target-kinds") {

@@ -152,6 +152,10 @@ func Default() Options {
 	return Options{
 		ReloadStrategy: reload.StrategyEnvVars,
 		KubeAPIQPS:     200,
+		// Generic targets are confined to their config's namespace and to namespaced kinds, and
+		// patched only where reloader's RBAC grants it (the admin grants each kind): any such
+		// kind by default keeps the targets written before the flag working.
+		GenericTargetKinds: []string{"*"},
 		// A fan-out of one source to 1,000 workloads is 1,000 patches: the burst lets them go as
 		// fast as the workers write them; the sustained rate stays at the QPS.
 		KubeAPIBurst:       1000,
@@ -272,7 +276,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.FlapMaxChanges, "flap-max-changes", o.FlapMaxChanges, "flap breaker: a source changed in more bursts than this within --flap-window (or oscillating, or written alternately by different field managers) is quarantined: its reloads wait until it is quiet for --flap-quiet, or an operator releases it (per source: annotation "+flap.MaxChangesAnnotation+"); 0 turns the breaker off")
 	fs.DurationVar(&o.FlapWindow, "flap-window", o.FlapWindow, "flap breaker: how far back a source's changes count (per source: annotation "+flap.WindowAnnotation+")")
 	fs.DurationVar(&o.FlapQuiet, "flap-quiet", o.FlapQuiet, "flap breaker: how long a quarantined source must go without change before its workloads reload, once, on its latest content (per source: annotation "+flap.QuietAnnotation+")")
-	fs.StringSliceVar(&o.GenericTargetKinds, "generic-target-kinds", o.GenericTargetKinds, "kinds that ReloaderConfig generic targets may be of, as group/Kind (core group: Kind), or * for any namespaced kind; a target is always in its config's namespace, and reloader patches it with its own rights; empty (default): generic targets are refused")
+	fs.StringSliceVar(&o.GenericTargetKinds, "generic-target-kinds", o.GenericTargetKinds, "kinds that ReloaderConfig generic targets may be of, as group/Kind (core group: Kind), or * (the default) for any namespaced kind reloader may get and patch; a target is always in its config's namespace, and reloader patches it with its own rights; empty: generic targets are refused")
 	fs.StringVar(&o.Mode, "mode", o.Mode, "how a due reload is carried out: reload (roll the workload), notify (report it: Event ReloadNotified, alert, metric; nothing restarts, the new hashes are recorded) or approve (hold it until the approve command names its content); per workload or per source: annotation "+approval.ModeAnnotation)
 	fs.IntVar(&o.WavesMinWorkloads, "waves-min-workloads", o.WavesMinWorkloads, "health-gated waves: a change of a ConfigMap or Secret that concerns at least this many workloads rolls them in waves (a canary, then 2, 4, 8, ...), each wave once the one before completed its rollout, halted by a stalled one; 0 (default): only sources annotated "+waves.Annotation+"=true roll in waves")
 	fs.DurationVar(&o.MinReloadInterval, "min-reload-interval", o.MinReloadInterval, "least time between two reloads of one workload; changes within it roll when it ends (per workload: annotation "+reload.MinReloadIntervalAnnotation+"); 0 turns it off")

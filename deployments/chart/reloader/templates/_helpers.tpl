@@ -275,7 +275,7 @@ rolloutStrategy: rollout-strategy-annotation
 {{- with .minReloadInterval }}{{ $args = append $args (printf "--min-reload-interval=%s" .) }}{{ end -}}
 {{- end -}}
 {{- with $r.mode }}{{ $args = append $args (printf "--mode=%s" .) }}{{ end -}}
-{{- with $r.genericTargetKinds }}{{ $args = append $args (printf "--generic-target-kinds=%s" (join "," .)) }}{{ end -}}
+{{- if ne (join "," ($r.genericTargetKinds | default list)) "*" }}{{ $args = append $args (printf "--generic-target-kinds=%s" (join "," ($r.genericTargetKinds | default list))) }}{{ end -}}
 {{- with $r.flapBreaker }}
 {{- if not (kindIs "invalid" .maxChanges) }}{{ $args = append $args (printf "--flap-max-changes=%d" (int .maxChanges)) }}{{ end -}}
 {{- with .window }}{{ $args = append $args (printf "--flap-window=%s" .) }}{{ end -}}
