@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -26,16 +27,18 @@ func newApproveCommand(root string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "approve <kind>/<name>",
 		Short: "Approve the reload a workload in mode approve waits for: it rolls once, on the content approved",
-		Long: `Approve reads, as explain does, the content the workload's reload waits for, and writes
-the annotation ` + approval.ApprovedAnnotation + `: <digest of that content> on the workload (a merge
-patch, field manager ` + approve.FieldManager + `; it needs patch on the workload). reloader rolls the
-workload only while the due content is the one approved, once, and removes the annotation in
-the same write. A newer content is not rolled by this approval: it waits for its own.
+		Long: `Approve reads the digest of the content the workload's reload waits for, as reloader
+publishes it on the workload (annotation ` + approval.PendingAnnotation + `), and writes the annotation
+` + approval.ApprovedAnnotation + `: <that digest> on the workload (a merge patch, field manager
+` + approve.FieldManager + `; it needs get and patch on the workload, and no read of reloader's hash
+key). reloader rolls the workload only while the due content is the one approved, once, and
+removes the annotation in the same write. A newer content is not rolled by this approval: it
+waits for its own.
 
 Pass --digest with the digest you reviewed (from explain, or the ApprovalPending Event) to
-refuse the approval if the content changed since. Secret contents are known through
-reloader's hash key: without read access to it, a pending Secret change can't be approved
-from here.`,
+refuse the approval if the content changed since. Where reloader published no digest (a
+version before it did), the pending content is computed as explain does, which reads
+reloader's hash key for Secrets.`,
 		Example: fmt.Sprintf(`  # What waits, and since when?
   %[1]s explain deployment/web -n shop
 
@@ -43,7 +46,7 @@ from here.`,
   %[1]s approve deployment/web -n shop
 
   # Roll it only if it is still the content reviewed
-  %[1]s approve deployment/web -n shop --digest 4ee619c04a990bb2`, root),
+  %[1]s approve deployment/web -n shop --digest 4ee619c04a990bb28da0d28fe9910dd9`, root),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			target, err := explain.ParseTarget(args[0])
@@ -53,7 +56,7 @@ from here.`,
 			if target.Workload == nil {
 				return fmt.Errorf("%q: approve takes a workload, such as deployment/web", args[0])
 			}
-			e, cfg, namespace, err := explainer(cmd.Context(), opts, kubeContext, namespace, keyNamespace)
+			conf, cfg, namespace, err := connect(opts, kubeContext, namespace, keyNamespace)
 			if err != nil {
 				return err
 			}
@@ -65,12 +68,21 @@ from here.`,
 			if err != nil {
 				return err
 			}
-			a, err := approve.Approve(cmd.Context(), e, c, target.Workload, target.Name, digest)
+			// Only when reloader published no digest on the workload: explain's reads, the
+			// hash key among them.
+			explainer := func(ctx context.Context) (*explain.Explainer, error) {
+				return explain.New(ctx, cfg, conf, namespace, reloaderNamespace(keyNamespace, conf))
+			}
+			a, err := approve.Approve(cmd.Context(), c, target.Workload, namespace, target.Name, digest, explainer)
 			if err != nil {
 				return err
 			}
+			what := strings.Join(a.Sources, ", ")
+			if a.Published {
+				what = "the content reloader published as pending"
+			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s/%s in %s: approved %s (%s); reloader rolls it once\n",
-				strings.ToLower(target.Workload.Name()), target.Name, namespace, a.Digest, strings.Join(a.Sources, ", "))
+				strings.ToLower(target.Workload.Name()), target.Name, namespace, a.Digest, what)
 			return err
 		},
 	}

@@ -40,13 +40,23 @@ const (
 	// (`kubectl reloader approve`). reloader removes it in the write of the reload it
 	// approved; one that names another content is ignored.
 	ApprovedAnnotation = "reloader.dev/approved"
+	// PendingAnnotation on a workload is written by reloader while its reload waits for
+	// approval: the digest of the due content, which `kubectl reloader approve` approves
+	// without reading reloader's hash key. reloader removes it once nothing waits. It is not
+	// trusted for a decision: whoever can write it can write ApprovedAnnotation as well, and
+	// only an approval naming the digest reloader computes for the due content rolls.
+	PendingAnnotation = "reloader.dev/approval-pending"
 	// HoldReason is the reason of a reload held for approval (reload.Hold.Reason, the reason
 	// label of reloader_reloads_held_total).
 	HoldReason = reload.HoldApproval
 )
 
-// DigestLen is the length of a digest: 16 hex digits (64 bits of SHA-256).
-const DigestLen = 16
+// DigestLen is the length of a digest: 32 hex digits (128 bits of SHA-256).
+const DigestLen = 32
+
+// legacyDigestLen is the length of the digests of reloader before 128-bit digests (64 bits):
+// an approval of one is refused with a message that says to approve again.
+const legacyDigestLen = 16
 
 // maxAnnotation bounds an annotation value read.
 const maxAnnotation = 64
@@ -119,11 +129,26 @@ func Digest(changes []reload.Change) string {
 	return hex.EncodeToString(sum[:])[:DigestLen]
 }
 
-// ParseApproved reads the approval annotation: a digest, DigestLen lowercase hex digits.
+// ParseApproved reads the approval annotation: a digest, DigestLen lowercase hex digits. A
+// 64-bit digest (16 hex digits) of an older `kubectl reloader approve` is refused, saying so:
+// 64 bits are too few to name a content, and the approval is given again in a moment.
 func ParseApproved(v string) (string, error) {
+	return parseDigest(ApprovedAnnotation, v)
+}
+
+// ParsePending reads the pending annotation reloader writes: a digest, as ParseApproved.
+func ParsePending(v string) (string, error) {
+	return parseDigest(PendingAnnotation, v)
+}
+
+func parseDigest(annotation, v string) (string, error) {
 	v = strings.TrimSpace(v)
-	if len(v) != DigestLen || strings.Trim(v, "0123456789abcdef") != "" {
-		return "", fmt.Errorf("annotation %s: %q is not a digest of %d hex digits, as `kubectl reloader approve` writes", ApprovedAnnotation, clip(v), DigestLen)
+	hex := strings.Trim(v, "0123456789abcdef") == ""
+	switch {
+	case len(v) == legacyDigestLen && hex:
+		return "", fmt.Errorf("annotation %s: %q is a 64-bit digest of an older reloader; digests are now %d hex digits (128 bits): approve again with `kubectl reloader approve`", annotation, v, DigestLen)
+	case len(v) != DigestLen || !hex:
+		return "", fmt.Errorf("annotation %s: %q is not a digest of %d hex digits, as `kubectl reloader approve` writes", annotation, clip(v), DigestLen)
 	}
 	return v, nil
 }

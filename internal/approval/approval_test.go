@@ -77,7 +77,7 @@ func TestDigestIsStable(t *testing.T) {
 	}
 	// A fixed digest (printf 'configmap/app=h1\nsecret/creds=h2' | sha256sum): the
 	// controller and `kubectl reloader approve` of other versions must agree on it.
-	if got, want := Digest(a), "4ee619c04a990bb2"; got != want {
+	if got, want := Digest(a), "4ee619c04a990bb28da0d28fe9910dd9"; got != want {
 		t.Errorf("Digest = %s; want %s", got, want)
 	}
 	if _, err := ParseApproved(Digest(a)); err != nil {
@@ -94,7 +94,8 @@ func TestDigestIsStable(t *testing.T) {
 }
 
 func TestParseApprovedBounds(t *testing.T) {
-	for _, v := range []string{"", "xyz", "0123456789ABCDEF", "0123456789abcde", "0123456789abcdef0", strings.Repeat("a", 1<<20), "0123456789abcde\x1b"} {
+	full := "0123456789abcdef0123456789abcdef"
+	for _, v := range []string{"", "xyz", strings.ToUpper(full), full[1:], full + "0", strings.Repeat("a", 1<<20), full[1:] + "\x1b"} {
 		if _, err := ParseApproved(v); err == nil {
 			t.Errorf("ParseApproved(%.40q) = nil error", v)
 		} else if len(err.Error()) > 300 {
@@ -103,8 +104,19 @@ func TestParseApprovedBounds(t *testing.T) {
 			t.Errorf("ParseApproved(%.40q): error %q echoes more than 64 bytes of the value", v, err)
 		}
 	}
-	if d, err := ParseApproved(" 0123456789abcdef\n"); err != nil || d != "0123456789abcdef" {
+	if d, err := ParseApproved(" " + full + "\n"); err != nil || d != full {
 		t.Errorf("ParseApproved of a padded digest = %q, %v", d, err)
+	}
+	if d, err := ParsePending(full); err != nil || d != full {
+		t.Errorf("ParsePending of a digest = %q, %v", d, err)
+	}
+	// The 64-bit digest of an older reloader is refused, saying to approve again.
+	if _, err := ParseApproved("4ee619c04a990bb2"); err == nil || !strings.Contains(err.Error(), "64-bit digest of an older reloader") || !strings.Contains(err.Error(), "approve again") {
+		t.Errorf("ParseApproved of a 64-bit digest: %v; want refused, saying to approve again", err)
+	}
+	g := Decide(Approve, []reload.Change{{ID: cm, Hash: "h1"}, {ID: sec, Hash: "h2"}}, "4ee619c04a990bb2", true, time.Time{}, "x")
+	if g.Approved || g.Hold == nil || len(g.Invalid) != 1 {
+		t.Errorf("an approval by the 64-bit prefix of the due digest: %+v; want held and reported", g)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 // reloader itself writes (a digest, a mode), and an error stays short whatever the value.
 func FuzzParseApproved(f *testing.F) {
 	f.Add("4ee619c04a990bb2")
+	f.Add("4ee619c04a990bb28da0d28fe9910dd9")
 	f.Add(" 4ee619c04a990bb2\n")
 	f.Add(strings.Repeat("f", 200))
 	f.Fuzz(func(t *testing.T, v string) {

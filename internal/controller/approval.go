@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -25,9 +27,12 @@ import (
 // holds the reload until the workload's approval annotation names the digest of the due
 // changes, and spends that annotation in the write of the reload.
 //
-// Nothing of it is kept by reloader on the objects: the digest is computed from the sources,
-// the time the content appeared from their writers (managedFields), the approval is the
-// user's annotation. A restart announces a pending approval once more, no more.
+// Nothing of it is kept by reloader on the objects for its decisions: the digest is computed
+// from the sources, the time the content appeared from their writers (managedFields), the
+// approval is the user's annotation. reloader publishes the digest that waits in the workload's
+// approval.PendingAnnotation, so that `kubectl reloader approve` approves it without reading
+// the hash key; it removes it once nothing waits (or in the write of the approved reload). A
+// restart announces a pending approval once more, no more.
 
 // approvalPoll is how often a reload waiting for approval is decided again when the workload
 // is read without watch (degraded mode): no event tells of the approval written on it.
@@ -95,6 +100,7 @@ func (r *WorkloadReconciler) approveTarget(obj client.Object) string {
 func (r *WorkloadReconciler) gate(ctx context.Context, obj client.Object, k string, w seen, f *reload.Facts, d reload.Decision, related runtime.Object) (reload.Decision, approval.Gate) {
 	if !d.Plan.Reloads() || f.Quarantine != nil {
 		r.approvals.forget(k, r.Metrics)
+		r.publishPending(ctx, obj, "")
 		return d, approval.Gate{}
 	}
 	g := r.gateFor(obj, w, d.Plan.Changes, time.Time{})
@@ -106,11 +112,13 @@ func (r *WorkloadReconciler) gate(ctx context.Context, obj client.Object, k stri
 	switch {
 	case g.Mode == approval.Notify:
 		r.approvals.forget(k, r.Metrics)
+		r.publishPending(ctx, obj, "")
 		f.Notify = true
 		return reload.Decide(*f), g
 	case f.Wave != nil && f.Wave.Reason != "":
 		// A wave holds it first (waves.go): approval is asked for once its wave is due.
 		r.approvals.forget(k, r.Metrics)
+		r.publishPending(ctx, obj, "")
 		return d, approval.Gate{}
 	case g.Hold != nil:
 		f.Approval = g.Hold
@@ -121,10 +129,39 @@ func (r *WorkloadReconciler) gate(ctx context.Context, obj client.Object, k stri
 		r.Pacer.Forget(k, f.Now) // a slot it reserved goes back; it takes one once approved
 		r.waits.clear(k, r.Metrics)
 		r.announcePending(ctx, obj, k, g, d.Plan.Changes, w, related)
+		r.publishPending(ctx, obj, g.Digest)
 		return d, g
 	}
 	r.approvals.forget(k, r.Metrics)
+	if !g.Approved {
+		r.publishPending(ctx, obj, "") // an approved reload's write removes it (spendApproval)
+	}
 	return d, g
+}
+
+// publishPending writes digest, the content obj's reload waits for, into its
+// approval.PendingAnnotation, or removes the annotation (digest ""), when it says otherwise. A
+// write that fails is logged: the ApprovalPending Event names the digest too, and the next
+// reconcile writes it again.
+func (r *WorkloadReconciler) publishPending(ctx context.Context, obj client.Object, digest string) {
+	cur, has := obj.GetAnnotations()[approval.PendingAnnotation]
+	if (digest == "" && !has) || (digest != "" && cur == digest) {
+		return
+	}
+	var v any
+	if digest != "" {
+		v = digest
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{approval.PendingAnnotation: v}}})
+	if err == nil {
+		target := r.Kind.NewObject()
+		target.SetNamespace(obj.GetNamespace())
+		target.SetName(obj.GetName())
+		err = r.Client.Patch(ctx, target, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldOwner))
+	}
+	if err != nil {
+		log.FromContext(ctx).Error(err, "the digest waiting for approval not published on the workload", "annotation", approval.PendingAnnotation, "digest", digest)
+	}
 }
 
 // announcePending reports a reload waiting for approval once per content: an Event, a log
@@ -150,6 +187,7 @@ func spendApproval(updated client.Object, g approval.Gate, d reload.Decision) {
 	}
 	ann := updated.GetAnnotations()
 	delete(ann, approval.ApprovedAnnotation)
+	delete(ann, approval.PendingAnnotation)
 	updated.SetAnnotations(ann)
 }
 

@@ -63,7 +63,9 @@ func pendingDigest(t *testing.T, d *appsv1.Deployment, not string) explain.Next 
 // approveNow runs what `kubectl reloader approve deployment/<name>` runs.
 func approveNow(t *testing.T, d *appsv1.Deployment, want string) (approve.Approved, error) {
 	t.Helper()
-	return approve.Approve(context.Background(), explainer(t, d.Namespace), k8s, workload.Deployment(), d.Name, want)
+	return approve.Approve(context.Background(), k8s, workload.Deployment(), d.Namespace, d.Name, want, func(context.Context) (*explain.Explainer, error) {
+		return explainer(t, d.Namespace), nil
+	})
 }
 
 // eventNotes are the notes of the Events with reason about the workload name, each as many
@@ -116,6 +118,13 @@ func TestApproveModeHoldsUntilApproved(t *testing.T) {
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
 	eventuallyEvent(t, ns, "web", controller.ReasonApprovalPending)
 	n := pendingDigest(t, d, "")
+	// reloader publishes the full digest on the workload, for an approval without its key.
+	testutil.Eventually(t, "the pending digest published", func() error {
+		if v := get(t, d).Annotations[approval.PendingAnnotation]; v != n.Approval || len(v) != approval.DigestLen {
+			return fmt.Errorf("%s = %q, want %s (%d hex digits)", approval.PendingAnnotation, v, n.Approval, approval.DigestLen)
+		}
+		return nil
+	})
 	settle()
 	if got := len(rolls()["web"]); got != 0 {
 		t.Fatalf("web rolled %d times while waiting for approval", got)
@@ -143,6 +152,9 @@ func TestApproveModeHoldsUntilApproved(t *testing.T) {
 	rolledOnce(t, rolls, "web")
 	if v, ok := get(t, d).Annotations[approval.ApprovedAnnotation]; ok {
 		t.Errorf("the approval %q was not spent by the reload", v)
+	}
+	if v, ok := get(t, d).Annotations[approval.PendingAnnotation]; ok {
+		t.Errorf("the pending digest %q stays after the approved reload", v)
 	}
 	if g := pendingGauge(t); g != gauge {
 		t.Errorf("reloader_reloads_pending_approval = %v after the reload, want %v", g, gauge)
