@@ -103,6 +103,12 @@ func TestApproveAndNotifyModes(t *testing.T) {
 
 	writeToken("C")
 	second := pending(first.Approval)
+	// reloader publishes the new digest on the workload, which approve reads (no hash key).
+	testutil.Eventually(t, "the second digest published", testutil.Cond(func() (bool, error) {
+		w := web.DeepCopy()
+		err := cl.Get(ctx, client.ObjectKeyFromObject(web), w)
+		return err == nil && w.Annotations[approval.PendingAnnotation] == second.Approval, err
+	}))
 	if o, err := cli("approve", "deployment/web", "--digest", first.Approval); err == nil || !strings.Contains(o, "changed since") {
 		t.Errorf("approve --digest of the older content: %v: %s; want refused", err, o)
 	}
