@@ -8,11 +8,13 @@ import (
 	"github.com/reloader-operator/reloader/internal/fair"
 )
 
-// QueueSize bounds the alerts waiting to be sent, NamespaceShare those of one namespace: a
-// namespace whose workloads flood the queue drops its own alerts, never another's.
+// QueueSize bounds the alerts waiting to be sent, NamespaceShare those of one namespace. A
+// namespace may fill the queue while no other waits (a fan-out to hundreds of workloads of one
+// namespace alerts for each), but once it is full the namespace holding the most gives up its
+// alerts: a flood drops its own alerts, never another's.
 const (
 	QueueSize      = 256
-	NamespaceShare = 32
+	NamespaceShare = QueueSize
 )
 
 // queue holds the alerts waiting, one lane per namespace, handed out in turn (fair.RoundRobin),

@@ -33,8 +33,10 @@ func TestFloodOfOneNamespaceKeepsAnothersAlert(t *testing.T) {
 	b := sample
 	b.Namespace, b.Name = "tenant-b", "web"
 	a.Queue(b)
-	if dropped["tenant-a"] != 5000-NamespaceShare || dropped["tenant-b"] != 0 {
-		t.Fatalf("dropped %v, want %d of tenant-a's and none of tenant-b's", dropped, 5000-NamespaceShare)
+	// tenant-a fills the queue, then drops its own newer alerts, then its oldest to make room
+	// for tenant-b's.
+	if want := 5000 - QueueSize + 1; dropped["tenant-a"] != want || dropped["tenant-b"] != 0 {
+		t.Fatalf("dropped %v, want %d of tenant-a's and none of tenant-b's", dropped, want)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -74,5 +76,15 @@ func TestFullQueueTakesFromTheLargestNamespace(t *testing.T) {
 	}
 	if fmt.Sprint(got) != "[a b c d]" {
 		t.Errorf("sent %v, want each namespace in turn", got)
+	}
+}
+
+// A fan-out in one namespace, with no other waiting, keeps every alert the queue can hold.
+func TestOneNamespacesFanOutKeepsItsAlerts(t *testing.T) {
+	q := newQueue(QueueSize, NamespaceShare)
+	for i := range 200 {
+		if _, dropped := q.push(Reload{Namespace: "shop", Name: fmt.Sprint("web-", i)}); dropped {
+			t.Fatalf("alert %d of a 200-workload fan-out dropped with room in the queue", i)
+		}
 	}
 }
