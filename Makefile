@@ -3,7 +3,7 @@
 SHELL := bash
 GO    ?= go
 
-.PHONY: all build kube-binaries test unit demo lint clean generate loadtest-quick loadtest loadtest-full upstream-binary image manifests test-deployments bench-10k bench-mem bench-100k bench-100k-sharded bench-rss-floor bench-failover soak bench-fairness dist sbom lint-workflows
+.PHONY: all build kube-binaries test unit demo lint clean generate loadtest-quick loadtest loadtest-full upstream-binary figures image manifests test-deployments bench-10k bench-mem bench-100k bench-100k-sharded bench-rss-floor bench-failover soak bench-fairness dist sbom lint-workflows
 
 all: build
 
@@ -124,6 +124,12 @@ loadtest-full: build kube-binaries
 
 # Any scenarios at any size: LOADTEST_SCENARIOS (default all), LOADTEST_SCALE, LOADTEST_DURATION.
 loadtest: loadtest-full
+
+# Re-render the figures tables of README.md and docs/*.md from the results committed under
+# docs/results/ (blocks between <!-- figures:begin DIR... --> and <!-- figures:end -->);
+# docs/figures_test.go fails when a block differs from what this renders.
+figures:
+	$(GO) run ./cmd/loadtest figures --update README.md docs/*.md
 
 # Upstream Stakater Reloader v1.4.21 built from its source (UPSTREAM_GIT: a clone or mirror of it;
 # UPSTREAM_SRC: its source tree; else a clone from GitHub), cached in

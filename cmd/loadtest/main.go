@@ -1,6 +1,7 @@
 // Command loadtest compares two reloader-compatible builds on load scenarios: `run` drives
 // them one after the other against fresh local control planes and measures them from outside;
-// `report` turns the results into text, JSON, Markdown and HTML.
+// `report` turns the results into text, JSON, Markdown and HTML; `figures` condenses the results
+// of runs against one or more baselines into the documentation's Markdown table.
 package main
 
 import (
@@ -34,7 +35,7 @@ func main() {
 
 func newRoot() *cobra.Command {
 	root := &cobra.Command{Use: "loadtest", Short: "A/B load tests of reloader builds", SilenceUsage: true}
-	root.AddCommand(newRun(), newReport())
+	root.AddCommand(newRun(), newReport(), newFigures())
 	return root
 }
 
@@ -166,6 +167,44 @@ a path without one of those extensions, all four formats into that directory.`,
 	cmd.Flags().StringVar(&scenarios, "scenario", "all", "report only these scenarios (comma-separated IDs)")
 	cmd.Flags().StringVar(&output, "output", "", "write the report here instead of into --results-dir: a .txt, .json, .md or .html file, or a directory")
 	bindGates(cmd.Flags(), &gates)
+	return cmd
+}
+
+func newFigures() *cobra.Command {
+	var dirs []string
+	var update bool
+	cmd := &cobra.Command{
+		Use:   "figures [--results-dir DIR]... | --update FILE...",
+		Short: "Print the condensed Markdown table of runs against baselines, or re-render it in documents",
+		Long: `Print one condensed Markdown table for one or more results directories, each one A/B run of
+this build (side new) against one baseline (side old): this build's verdict, then per baseline
+its verdict and this build's API requests, p50 from the last write, peak RSS and CPU seconds
+over the baseline's, with a line per run naming the builds, the size and the machine.
+Verdicts are judged with the default gates.
+
+With --update, rewrite in place every block of the given Markdown files between
+<!-- figures:begin DIR [DIR...] --> and <!-- figures:end -->, from the results directories the
+begin marker names (relative to the current directory): what make figures does.`,
+		RunE: func(_ *cobra.Command, args []string) error {
+			if update {
+				if len(dirs) > 0 || len(args) == 0 {
+					return errors.New("--update takes the files to rewrite, and no --results-dir (their markers name it)")
+				}
+				return loadtest.UpdateFigureFiles(".", args)
+			}
+			if len(args) > 0 {
+				return fmt.Errorf("unexpected arguments %q (files to rewrite need --update)", args)
+			}
+			runs, err := loadtest.LoadFigureRuns(".", dirs)
+			if err != nil {
+				return err
+			}
+			loadtest.Figures(os.Stdout, runs)
+			return nil
+		},
+	}
+	cmd.Flags().StringArrayVar(&dirs, "results-dir", nil, "a results directory of one run against one baseline; repeat for more baselines")
+	cmd.Flags().BoolVar(&update, "update", false, "re-render the figures blocks of the Markdown files given as arguments in place")
 	return cmd
 }
 

@@ -21,6 +21,10 @@ type Result struct {
 	DurationSeconds float64 `json:"durationSeconds"`
 	// Cores is the machine's CPU count; GOMAXPROCS is not set for the controller.
 	Cores int `json:"cores"`
+	// LoadAvg is the machine's 1-minute load average (/proc/loadavg) when the side's run of
+	// the scenario started and when it ended: how busy the machine was besides; absent where
+	// /proc/loadavg cannot be read.
+	LoadAvg []float64 `json:"loadAvg,omitempty"`
 
 	Workloads int `json:"workloads"`
 	Writes    int `json:"writes"`

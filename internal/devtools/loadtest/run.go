@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -147,9 +148,13 @@ func runCell(ctx context.Context, cfg Config, sc Scenario, side Side) Result {
 	}
 	r := Result{Scenario: sc.ID, Title: sc.Title, Side: side.Name, Binary: side.Bin, Build: describe(side.Bin),
 		Scale: cfg.Params.scale(), DurationSeconds: cfg.Params.Duration.Seconds(), Cores: runtime.NumCPU()}
+	start, startOK := loadAverage("/proc/loadavg")
 	if err := c.run(ctx, &r); err != nil {
 		r.Error = err.Error()
 		c.progress("error: " + err.Error())
+	}
+	if end, endOK := loadAverage("/proc/loadavg"); startOK && endOK {
+		r.LoadAvg = []float64{start, end}
 	}
 	r.Seconds = time.Since(c.started).Seconds()
 	c.progress(fmt.Sprintf("done: %d reloads, %d missed, %d duplicates, %d unexpected", r.Reloads, r.Missed, r.Duplicates, r.Unexpected))
@@ -427,6 +432,20 @@ func prefixNamespaces(s *Spec, prefix string) {
 // Poll checks cond every 250 ms until it holds, ctx ends or timeout passes.
 func Poll(ctx context.Context, timeout time.Duration, cond func() bool) error {
 	return wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) { return cond(), nil })
+}
+
+// loadAverage is the 1-minute load average, the first field of a /proc/loadavg file.
+func loadAverage(path string) (float64, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) == 0 {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(fields[0], 64)
+	return v, err == nil
 }
 
 func sortResults(rs []Result) {
