@@ -208,13 +208,13 @@ func TestWarnAndNewGates(t *testing.T) {
 	// a side that rolled nothing has no latency, so the other is held to the absolute bound,
 	// and a side that missed fails on its misses.
 	idle := old
-	idle.Missed, idle.LatencyFromLastWrite, idle.API, idle.CPUSeconds = 50, Latency{}, &API{Total: 2}, 0.1
+	idle.Missed, idle.LatencyFromLastWrite, idle.API, idle.CPUSeconds = 100, Latency{}, &API{Total: 2}, 0.1
 	idle.ExpectedMin = 100
 	slow := nu
 	slow.LatencyFromLastWrite.P50, slow.Reloads, slow.ExpectedMin = 5000, 100, 100
 	if rep := Build([]Result{idle, slow}, DefaultGates()); rep.Pass || rep.Sections[0].NewVerdict.String() != "FAIL (p50 from last write 5000 ms)" ||
-		rep.Sections[0].OldVerdict.String() != "FAIL (missed 50)" {
-		t.Errorf("against a side that missed reloads: new %v, old %v; want new FAIL (p50 from last write 5000 ms), old FAIL (missed 50)", rep.Sections[0].NewVerdict, rep.Sections[0].OldVerdict)
+		rep.Sections[0].OldVerdict.String() != "FAIL (missed 100)" {
+		t.Errorf("against a side that missed reloads: new %v, old %v; want new FAIL (p50 from last write 5000 ms), old FAIL (missed 100)", rep.Sections[0].NewVerdict, rep.Sections[0].OldVerdict)
 	}
 	lazy := nu
 	lazy.Missed = 3

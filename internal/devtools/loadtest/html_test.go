@@ -72,11 +72,11 @@ func TestHTMLRendersInHeadlessChromium(t *testing.T) {
 		// The summary table: verdict per side, new/old ratios (rollouts, API requests, API
 		// writes, p50 from each write, p50 from last write, peak RSS); S4 ran on one side.
 		`<table id="summary">`,
-		`<td><a href="#S1">S1</a></td><td class="PASS">PASS</td><td class="FAIL">FAIL (missed 3)</td><td>0.25×</td><td>0.89×</td><td>0.90×</td><td>0.67×</td><td>0.36×</td><td>0.81×</td>`,
+		`<td><a href="#S1">S1</a></td><td class="PASS">PASS</td><td class="FAIL">FAIL (missed 3, API requests 90, API writes 40)</td><td>0.25×</td><td>0.89×</td><td>0.90×</td><td>0.67×</td><td>0.36×</td><td>0.81×</td>`,
 		`<td><a href="#S4">S4</a></td><td class="PASS">PASS</td><td class="">-</td><td>0</td><td>12</td>`,
-		"OVERALL: PASS (new build); old build: FAIL in S1 (missed 3)",
+		"OVERALL: PASS (new build); old build: FAIL in S1 (missed 3, API requests 90, API writes 40)",
 		// Each scenario's verdict per side, and per gate.
-		`new: <span class="PASS">PASS</span> · old: <span class="FAIL">FAIL (missed 3)</span>`,
+		`new: <span class="PASS">PASS</span> · old: <span class="FAIL">FAIL (missed 3, API requests 90, API writes 40)</span>`,
 		`<td>missed reloads</td><td>3</td><td>0</td><td>≤ 0</td><td class="FAIL">FAIL</td><td class="pass">pass</td>`,
 		"latency p50 from last write covered (ms)", "latency p95 from each write (ms)",
 		`class="bar"`, `class="cdf"`,

@@ -95,10 +95,12 @@ func rows(old, nu *Result, g Gates) []Row {
 	// so may old against new, so a build far behind the other fails whichever side it is on.
 	// With one side, or a figure one side lacks, it is only shown. A verdict never switches
 	// off against a side that missed reloads; the row says how it was judged instead:
-	// a total (requests, CPU, errors) is judged per rollout, each side's figure over its own
-	// rollouts and the slack spread over the rollouts booked, since the totals compare
-	// unequal work; a level (memory) is judged as it is; a latency too, or, where a side has
-	// none to compare (it rolled nothing), by the absolute bound ratio×slack.
+	// a total (requests, CPU, errors) is judged per workload followed (brought to its last
+	// content: the workloads booked less those missed), each side's figure over its own, the
+	// slack spread over the workloads booked, since the totals compare unequal work (per
+	// rollout would fault a build for coalescing writes into fewer rollouts); a level (memory)
+	// is judged as it is; a latency too, or, where a side has none to compare (it rolled
+	// nothing), by the absolute bound ratio×slack.
 	bounded := func(metric, short, unit string, ratio, slack float64, f func(*Result) *float64, kind figureKind) {
 		row := Row{Metric: metric, short: short, Old: opt(old, f), New: opt(nu, f), unit: unit}
 		if row.Old == nil || row.New == nil {
@@ -114,22 +116,22 @@ func rows(old, nu *Result, g Gates) []Row {
 		switch {
 		case !missedWork(old) && !missedWork(nu):
 			row.OldVerdict, row.NewVerdict = judge(o, n, slack), judge(n, o, slack)
-		case kind == total && old.Reloads > 0 && nu.Reloads > 0:
+		case kind == total && followed(old) > 0 && followed(nu) > 0:
 			booked := float64(max(old.ExpectedMin, nu.ExpectedMin, 1))
-			op, np, ps := o/float64(old.Reloads), n/float64(nu.Reloads), slack/booked
+			op, np, ps := o/float64(followed(old)), n/float64(followed(nu)), slack/booked
 			row.OldVerdict, row.NewVerdict = judge(op, np, ps), judge(np, op, ps)
-			row.Expected = fmt.Sprintf("per rollout ≤ other×%g + %.3g (a side missed; per rollout %.3g old, %.3g new)", ratio, ps, op, np)
+			row.Expected = fmt.Sprintf("per workload followed ≤ other×%g + %.3g (a side missed; %.3g old, %.3g new)", ratio, ps, op, np)
 		case kind == total:
-			// A side that rolled nothing may not spend more than the one that did the work;
-			// the work has no yardstick in a side that did none: said in the row, not passed.
+			// A side that followed no workload may not spend more than the one that did the
+			// work; the work has no yardstick in a side that did none: said in the row.
 			idle, busy := &row.OldVerdict, &row.NewVerdict
 			iv, bv := o, n
-			if nu.Reloads == 0 {
+			if followed(nu) == 0 {
 				idle, busy, iv, bv = busy, idle, bv, iv
 			}
 			*idle = judge(iv, bv, slack)
 			*busy = ""
-			row.Expected += " (a side rolled nothing: only it is judged, on its totals)"
+			row.Expected += " (a side followed no workload: only it is judged, on its totals)"
 		case kind == levelFigure || (old.Reloads > 0 && nu.Reloads > 0):
 			// Memory, and latencies of two sides that both rolled.
 			row.OldVerdict, row.NewVerdict = judge(o, n, slack), judge(n, o, slack)
@@ -393,6 +395,10 @@ func holds(old, nu *Result) string {
 	}
 	return ""
 }
+
+// followed is the workloads a side brought to their last content: those booked less those it
+// missed.
+func followed(r *Result) int { return max(r.ExpectedMin-r.Missed, 0) }
 
 // checkBounds is the gate of the check named name, from whichever side ran it: nil, nil for
 // a figure only shown.
