@@ -50,12 +50,13 @@ func TestAChangeLooksOnlyAtTheWorkloadsUsingIt(t *testing.T) {
 		return nil
 	})
 	// The lookup is counted before the reload it queues, so the reload is the signal. An
-	// update is looked up for its old and its new object: 1 workload, 2 lookups.
-	if got := counter(t, "reloader_workloads_scanned_total", series) - scanned; got != 2 {
-		t.Errorf("one change of a ConfigMap used by 1 of %d Deployments looked at %v of them, want 2 (1 for the old object, 1 for the new)", others+1, got)
+	// update is looked up for its old and its new object, once when their labels and
+	// annotations are alike (the mapping queue keeps one variant): 1 workload, 1 or 2 lookups.
+	if got := counter(t, "reloader_workloads_scanned_total", series) - scanned; got < 1 || got > 2 {
+		t.Errorf("one change of a ConfigMap used by 1 of %d Deployments looked at %v of them, want 1 or 2 (the old and the new object)", others+1, got)
 	}
-	if got := counter(t, "reloader_workloads_matched_total", series) - matched; got != 2 {
-		t.Errorf("%v Deployments matched, want 2 (1 for the old object, 1 for the new)", got)
+	if got := counter(t, "reloader_workloads_matched_total", series) - matched; got < 1 || got > 2 {
+		t.Errorf("%v Deployments matched, want 1 or 2 (the old and the new object)", got)
 	}
 	for i, d := range bystanders {
 		if rv := get(t, d).ResourceVersion; rv != versions[i] {

@@ -271,7 +271,7 @@ func TestWhatChangedIsBounded(t *testing.T) {
 	if strings.Contains(note, "<!channel>") {
 		t.Errorf("Event note %q carries the manager's markup", note)
 	}
-	if want := "by __channel___bold___code___x__http:/"; !strings.Contains(note, want) {
+	if want := "by field manager __channel___bold___code___x__http:/"; !strings.Contains(note, want) {
 		t.Errorf("Event note %q\nwant the manager reduced to safe characters: %q", note, want)
 	}
 }
