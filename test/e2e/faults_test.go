@@ -485,16 +485,8 @@ rules:
 			if e.Verb != "patch" || e.ObjectRef.Resource != "deployments" || e.ResponseStatus.Code != 200 {
 				continue
 			}
-			var d appsv1.Deployment
-			if json.Unmarshal(e.RequestObject, &d) != nil {
-				continue
-			}
-			for _, c := range d.Spec.Template.Spec.Containers {
-				for _, env := range c.Env {
-					if env.Value != "" {
-						byName[e.ObjectRef.Name] = append(byName[e.ObjectRef.Name], env.Value)
-					}
-				}
+			if v := patchedEnvValues(e.RequestObject); len(v) > 0 {
+				byName[e.ObjectRef.Name] = append(byName[e.ObjectRef.Name], v...)
 			}
 		}
 		return byName
@@ -564,4 +556,53 @@ func readAudit(path string) ([]auditEvent, error) {
 		}
 	}
 	return out, nil
+}
+
+// patchedEnvValues returns the env var values a patch of a Deployment writes into its pod
+// template, in order: from a merge patch (a Deployment), or from a JSON patch's adds and
+// replaces under a container's env (a whole list, one variable, or one value), as reloader's
+// guarded patch writes them.
+func patchedEnvValues(body json.RawMessage) []string {
+	var out []string
+	var ops []struct {
+		Op    string          `json:"op"`
+		Path  string          `json:"path"`
+		Value json.RawMessage `json:"value"`
+	}
+	if json.Unmarshal(body, &ops) == nil {
+		for _, op := range ops {
+			if (op.Op != "add" && op.Op != "replace") || !strings.HasPrefix(op.Path, "/spec/template/spec/containers/") ||
+				!strings.Contains(op.Path, "/env") {
+				continue
+			}
+			var list []corev1.EnvVar
+			var one corev1.EnvVar
+			var value string
+			switch {
+			case json.Unmarshal(op.Value, &list) == nil:
+				for _, env := range list {
+					if env.Value != "" {
+						out = append(out, env.Value)
+					}
+				}
+			case json.Unmarshal(op.Value, &one) == nil && one.Value != "":
+				out = append(out, one.Value)
+			case json.Unmarshal(op.Value, &value) == nil && value != "":
+				out = append(out, value)
+			}
+		}
+		return out
+	}
+	var d appsv1.Deployment
+	if json.Unmarshal(body, &d) != nil {
+		return nil
+	}
+	for _, c := range d.Spec.Template.Spec.Containers {
+		for _, env := range c.Env {
+			if env.Value != "" {
+				out = append(out, env.Value)
+			}
+		}
+	}
+	return out
 }

@@ -229,9 +229,13 @@ func serverSideApply(ctx context.Context, cl client.Client, manifest []byte, man
 func TestGitOpsSyncKeepsReloads(t *testing.T) {
 	t.Parallel() // its own control plane and reloaders
 	bin := buildReloader(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// The cluster lives as long as the test; each case has its own time from when it runs
+	// (parallel cases wait for a free slot first, which a budget set here would count).
+	root, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	cluster, cl := startCluster(t, ctx, localcluster.Options{Rollouts: true, Nodes: 1})
+	startCtx, cancelStart := context.WithTimeout(root, 3*time.Minute)
+	defer cancelStart()
+	cluster, cl := startCluster(t, startCtx, localcluster.Options{Rollouts: true, Nodes: 1})
 	out := outputLoggedOnFailure(t)
 
 	for _, tc := range []struct {
@@ -245,6 +249,8 @@ func TestGitOpsSyncKeepsReloads(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel() // a reloader of its own, watching its namespace only
+			ctx, cancel := context.WithTimeout(root, 3*time.Minute)
+			t.Cleanup(cancel)
 			ns := "gitops-" + tc.name
 			testutil.Must(t, cluster.EnsureNamespace(ctx, cl, ns))
 			_, addr := startReady(t, ctx, bin, cluster.Kubeconfig, ns, tc.name+" | ", out,
