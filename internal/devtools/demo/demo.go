@@ -96,7 +96,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	say("starting %s in namespace %s (metrics on http://%s/metrics)", opts.ReloaderBinary, ownNamespace, metricsAddr)
-	spec := proc.Spec{Bin: opts.ReloaderBinary, Args: []string{"--metrics-addr=" + metricsAddr},
+	// The probes stay on the metrics port: upstream v2's :8080 is for its chart, and may be
+	// taken on a developer's machine (a busy one is a warning the demo has no reason to show).
+	spec := proc.Spec{Bin: opts.ReloaderBinary, Args: []string{"--metrics-addr=" + metricsAddr, "--v2-health-addr=0"},
 		Kubeconfig: cluster.Kubeconfig, Env: ownEnv(), Prefix: "    reloader | ", Out: out}
 	if !opts.Verbose {
 		spec.Args = append(spec.Args, "--log-format=json")
