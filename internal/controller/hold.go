@@ -27,18 +27,7 @@ const announceRateLimitAfter = 5 * time.Second
 // holdState reads what reload.PlanHold needs from obj; a ReloaderConfig's interval and window
 // (in set) apply where the workload's annotations set none.
 func (r *WorkloadReconciler) holdState(obj client.Object, set settings) reload.HoldState {
-	ann := obj.GetAnnotations()
-	s := reload.HoldState{DefaultMinInterval: r.MinReloadInterval, Caches: r.Policy.Caches}
-	if set.minReloadInterval != nil {
-		s.DefaultMinInterval = *set.minReloadInterval
-	}
-	s.LastReload, s.HasLastReload = ann[reload.LastReloadAnnotation]
-	s.MinInterval, s.HasMinInterval = ann[reload.MinReloadIntervalAnnotation]
-	s.Window, s.HasWindow = ann[reload.ReloadWindowAnnotation]
-	if !s.HasWindow && set.reloadWindow != "" {
-		s.Window, s.HasWindow = set.reloadWindow, true
-	}
-	return s
+	return reload.HoldStateOf(obj.GetAnnotations(), r.MinReloadInterval, set.minReloadInterval, set.reloadWindow, r.Policy.Caches)
 }
 
 // announceHold reports a held reload: the first time for this hold, an Event and a log line

@@ -37,6 +37,23 @@ type HoldState struct {
 	Caches *Caches
 }
 
+// HoldStateOf reads a HoldState from an object's annotations: dflt is --min-reload-interval,
+// minInterval and window what a ReloaderConfig sets where the annotations set none (nil and
+// "": nothing), caches the Policy's.
+func HoldStateOf(ann map[string]string, dflt time.Duration, minInterval *time.Duration, window string, caches *Caches) HoldState {
+	s := HoldState{DefaultMinInterval: dflt, Caches: caches}
+	if minInterval != nil {
+		s.DefaultMinInterval = *minInterval
+	}
+	s.LastReload, s.HasLastReload = ann[LastReloadAnnotation]
+	s.MinInterval, s.HasMinInterval = ann[MinReloadIntervalAnnotation]
+	s.Window, s.HasWindow = ann[ReloadWindowAnnotation]
+	if !s.HasWindow && window != "" {
+		s.Window, s.HasWindow = window, true
+	}
+	return s
+}
+
 // Hold is when a due reload may happen. Reason is empty when it may happen now.
 type Hold struct {
 	Reason string

@@ -81,17 +81,7 @@ func planGates(in gateIn) gateOut {
 // holdState reads what PlanHold needs from the target's annotations, the config's overrides
 // and --min-reload-interval, as the workload reconciler's holdState does.
 func holdState(ann map[string]string, o reload.Overrides, dflt time.Duration, caches *reload.Caches) reload.HoldState {
-	s := reload.HoldState{DefaultMinInterval: dflt, Caches: caches}
-	if o.MinReloadInterval != nil {
-		s.DefaultMinInterval = *o.MinReloadInterval
-	}
-	s.LastReload, s.HasLastReload = ann[reload.LastReloadAnnotation]
-	s.MinInterval, s.HasMinInterval = ann[reload.MinReloadIntervalAnnotation]
-	s.Window, s.HasWindow = ann[reload.ReloadWindowAnnotation]
-	if !s.HasWindow && o.ReloadWindow != "" {
-		s.Window, s.HasWindow = o.ReloadWindow, true
-	}
-	return s
+	return reload.HoldStateOf(ann, dflt, o.MinReloadInterval, o.ReloadWindow, caches)
 }
 
 // quarantine is the flap breaker's hold of a reload whose sources are in quarantine (the
