@@ -132,6 +132,19 @@ func guardedPatch(obj, updated client.Object, absent []string) (client.Patch, bo
 	return client.RawPatch(types.JSONPatchType, data), true, nil
 }
 
+// guardedOr is the guarded patch of updated over obj, or locked, the patch carrying obj's
+// resourceVersion, where it cannot be guarded; keys name the rule annotations.
+func guardedOr(obj, updated client.Object, locked client.Patch, keys reload.Keys) (client.Patch, error) {
+	patch, ok, err := guardedPatch(obj, updated, guardKeys(keys))
+	if err != nil {
+		return nil, fmt.Errorf("build the patch of %s: %w", obj.GetName(), err)
+	}
+	if !ok {
+		return locked, nil
+	}
+	return patch, nil
+}
+
 // diffJSON returns the operations that turn a into b: maps member by member, lists of the
 // same length element by element, anything else replaced whole. Lists are addressed by index:
 // sound only because the generation test holds the spec as read. A list whose length

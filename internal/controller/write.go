@@ -116,7 +116,7 @@ func (r *WorkloadReconciler) write(ctx context.Context, obj, updated client.Obje
 		patch := client.StrategicMergeFrom(tw.ownerOriginal)
 		if len(changes) > 0 {
 			var err error
-			if patch, err = r.guarded(tw.ownerOriginal, tw.owner, client.StrategicMergeFrom(tw.ownerOriginal, client.MergeFromWithOptimisticLock{})); err != nil {
+			if patch, err = guardedOr(tw.ownerOriginal, tw.owner, client.StrategicMergeFrom(tw.ownerOriginal, client.MergeFromWithOptimisticLock{}), r.Policy.Keys); err != nil {
 				return err
 			}
 		}
@@ -146,25 +146,12 @@ func (r *WorkloadReconciler) write(ctx context.Context, obj, updated client.Obje
 			patch = client.StrategicMergeFrom(obj, client.MergeFromWithOptimisticLock{})
 		}
 		var err error
-		if patch, err = r.guarded(obj, updated, patch); err != nil {
+		if patch, err = guardedOr(obj, updated, patch, r.Policy.Keys); err != nil {
 			return err
 		}
 	}
 	err := r.Client.Patch(ctx, updated, patch, client.FieldOwner(FieldOwner))
 	return guardFailed(err, schema.GroupResource{Resource: r.Kind.Name()}, obj.GetName())
-}
-
-// guarded is the guarded patch of updated over obj (guard.go), or locked, the patch carrying
-// obj's resourceVersion, where it cannot be guarded.
-func (r *WorkloadReconciler) guarded(obj, updated client.Object, locked client.Patch) (client.Patch, error) {
-	patch, ok, err := guardedPatch(obj, updated, guardKeys(r.Policy.Keys))
-	if err != nil {
-		return nil, fmt.Errorf("build the patch of %s: %w", obj.GetName(), err)
-	}
-	if !ok {
-		return locked, nil
-	}
-	return patch, nil
 }
 
 // runName names the Job a CronJob reload starts: the same for every retry of one reload.
