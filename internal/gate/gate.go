@@ -24,12 +24,16 @@ package gate
 import (
 	"context"
 	"maps"
+	"slices"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/reloader-operator/reloader/internal/alert"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/whatchanged"
 )
 
 // Due is what a gate sees of one reconcile of a target. It is read-only: a gate that changes
@@ -44,7 +48,11 @@ type Due struct {
 	Target client.Object
 	// Changes are the changes due now, in plan order; empty when nothing is due (the gate
 	// then forgets what it kept for this target, and may ask to remove its annotations).
+	// The changes an earlier gate settled (Verdict.Settled) are not among them.
 	Changes []reload.Change
+	// What, when set, tells each of changes' keys and writer (in their order), for notices;
+	// it may cost a read of the change table, so a gate asks only for what it says.
+	What func(changes []reload.Change) []whatchanged.Report
 	// Sources are the sources that concern the target, by id.
 	Sources map[source.ID]Source
 	// Overrides are the settings of the ReloaderConfigs that target it (mode, waves, interval,
@@ -73,6 +81,9 @@ type Source struct {
 	Hash string
 	// Annotations are the source's annotations (its mode, its waves), nil when it is absent.
 	Annotations map[string]string
+	// Written is when its current content was written, as its newest writer tells
+	// (managedFields); zero when unknown (a deleted source, a CSI mount).
+	Written time.Time
 }
 
 // Held is a hold and the gate that holds.
@@ -88,6 +99,10 @@ type Verdict struct {
 	Hold reload.Hold
 	// Notify turns the due reload into a notice: nothing rolls, the record advances.
 	Notify bool
+	// Settled are due changes taken as applied without rolling (an aborted wave's content):
+	// the record takes their hashes, the reload does not. The gates after see Due.Changes
+	// without them.
+	Settled []reload.Change
 	// Annotate are annotations written on the target with this reconcile's write (a nil value
 	// removes the key). They are written whether or not the reload goes: a gate keeps its
 	// state on the object this way (a quarantine, a pending approval), or spends it (an
@@ -105,6 +120,14 @@ type Verdict struct {
 
 // Notice is one thing a gate has to say: an Event on the target (and a log line), said once
 // per Once key.
+//
+// "Once" is kept by the reporter, per target and gate: a notice whose Once value the same
+// gate gave for the same target at its previous Check is not said again (it is logged at
+// debug level), so a gate gives its notice on every Check while the thing lasts (a hold, a
+// pending approval), and it is said when it begins, and again if it ends and comes back. A
+// gate's Forget, and a DryRun Due, leave that memory alone (a DryRun's notices are rendered,
+// never said). What must be said once across targets (one alert per halted source) is the
+// gate's own state.
 type Notice struct {
 	// Warning makes the Event a Warning; Normal otherwise.
 	Warning bool
@@ -117,6 +140,13 @@ type Notice struct {
 	Once string
 	// Quiet notices are logged at debug level and get no Event.
 	Quiet bool
+	// Written notices are said only when this reconcile's write went through (mode notify:
+	// the record that names the notified changes).
+	Written bool
+	// Alert, when set, is queued to the alert sinks as the notice is said.
+	Alert *alert.Reload
+	// Count are the gate's counters incremented as the notice is said (once, as it is).
+	Count []prometheus.Counter
 }
 
 // Gate is one guardrail of the pipeline.
@@ -147,6 +177,8 @@ type Result struct {
 	// Annotate and Spend gather every gate's, later gates' keys winning.
 	Annotate map[string]*string
 	Spend    map[string]*string
+	// Settled are every gate's settled changes, in chain order.
+	Settled []reload.Change
 	// Notices are every gate's, in chain order, with the gate that said each.
 	Notices []Said
 	// Requeue is the soonest requeue any gate asked for; 0: none.
@@ -177,6 +209,12 @@ func (c Chain) Check(ctx context.Context, d Due) (Result, error) {
 			res.Held = &Held{Gate: g.Name(), Hold: v.Hold}
 		case v.Notify:
 			res.Notify, res.NotifiedBy = true, g.Name()
+		}
+		if len(v.Settled) > 0 {
+			res.Settled = append(res.Settled, v.Settled...)
+			d.Changes = slices.DeleteFunc(slices.Clone(d.Changes), func(c reload.Change) bool {
+				return slices.ContainsFunc(v.Settled, func(s reload.Change) bool { return s.ID == c.ID })
+			})
 		}
 		res.Annotate = merge(res.Annotate, v.Annotate)
 		res.Spend = merge(res.Spend, v.Spend)

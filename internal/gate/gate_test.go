@@ -134,3 +134,23 @@ func TestForgetReachesEveryGateThatKeepsState(t *testing.T) {
 		t.Fatalf("names = %v", got)
 	}
 }
+
+func TestSettledChangesLeaveTheDueOfTheGatesAfter(t *testing.T) {
+	d := gatetest.For("ns", "app", nil).Changed(source.ConfigMap, "a", "h1", nil).Changed(source.ConfigMap, "b", "h2", nil).Due()
+	aborted := reload.Change{ID: source.ID{Kind: source.ConfigMap, Name: "a"}, Hash: "h1"}
+	wave := &fixed{name: "wave", v: gate.Verdict{Settled: []reload.Change{aborted}}}
+	approve := &fixed{name: "approve"}
+	res, err := gate.Chain{wave, approve}.Check(context.Background(), d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Settled) != 1 || res.Settled[0].ID != aborted.ID {
+		t.Fatalf("settled = %v, want the wave's", res.Settled)
+	}
+	if got := approve.seen[0].Changes; len(got) != 1 || got[0].ID.Name != "b" {
+		t.Fatalf("the gate after saw %v, want only b", got)
+	}
+	if len(d.Changes) != 2 {
+		t.Fatalf("the caller's Due changed: %v", d.Changes)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/gate"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/whatchanged"
 )
 
 // Epoch is the time a Clock starts at: fixed, so that tests read the same on every machine.
@@ -77,6 +78,40 @@ func (b *Builder) Changed(kind source.Kind, name, hash string, annotations map[s
 	}
 	return b
 }
+
+// Source adds a source that concerns the target without a due change.
+func (b *Builder) Source(kind source.Kind, name, hash string, annotations map[string]string) *Builder {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: b.d.Target.GetNamespace(), Name: name, Annotations: annotations}}
+	b.d.Sources[source.ID{Kind: kind, Name: name}] = gate.Source{Object: cm, Hash: hash, Annotations: annotations}
+	return b
+}
+
+// Written sets when a source's content was written.
+func (b *Builder) Written(kind source.Kind, name string, at time.Time) *Builder {
+	id := source.ID{Kind: kind, Name: name}
+	s := b.d.Sources[id]
+	s.Written = at
+	b.d.Sources[id] = s
+	return b
+}
+
+// What sets what the changes' keys and writers are said to be.
+func (b *Builder) What(f func([]reload.Change) []whatchanged.Report) *Builder {
+	b.d.What = f
+	return b
+}
+
+// Ahead sets the hold of an earlier gate.
+func (b *Builder) Ahead(gateName string, h reload.Hold) *Builder {
+	b.d.Ahead = &gate.Held{Gate: gateName, Hold: h}
+	return b
+}
+
+// Notified says that an earlier gate turned the reload into a notice.
+func (b *Builder) Notified() *Builder { b.d.Notify = true; return b }
+
+// Live makes the target's kind one read without watch.
+func (b *Builder) Live() *Builder { b.d.Live = true; return b }
 
 // Overrides sets the ReloaderConfig settings that apply.
 func (b *Builder) Overrides(o reload.Overrides) *Builder { b.d.Overrides = o; return b }
