@@ -1,0 +1,93 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/internal/gate/wave"
+	"github.com/reloader-operator/reloader/internal/hash"
+	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/workload"
+)
+
+// What the gates of internal/gate read of the workloads, given to them as narrow functions and
+// interfaces: a gate never holds a reconciler.
+
+// WaveCluster is what the wave gate reads of the workloads of every kind of rs (a source's
+// members are of any kind): the members a source concerns, found through each kind's index as a
+// source event finds them, and whether each applied the source's content, as its own reconcile
+// would find.
+func WaveCluster(rs []*WorkloadReconciler) wave.Cluster {
+	c := waveCluster(slices.Clone(rs))
+	slices.SortFunc(c, func(a, b *WorkloadReconciler) int { return strings.Compare(a.Kind.Name(), b.Kind.Name()) })
+	return c
+}
+
+type waveCluster []*WorkloadReconciler
+
+func (c waveCluster) Kinds() []workload.Kind {
+	out := make([]workload.Kind, len(c))
+	for i, r := range c {
+		out[i] = r.Kind
+	}
+	return out
+}
+
+func (c waveCluster) of(kind workload.Kind) *WorkloadReconciler {
+	for _, r := range c {
+		if r.Kind.Name() == kind.Name() {
+			return r
+		}
+	}
+	return nil
+}
+
+func (c waveCluster) Affected(ctx context.Context, kind workload.Kind, ns string, id source.ID, annotations, labels map[string]string) []client.Object {
+	r := c.of(kind)
+	if r == nil {
+		return nil
+	}
+	return r.lookup().Affected(ctx, kind, ns, id, annotations, labels)
+}
+
+func (c waveCluster) Content(id source.ID, obj client.Object) (string, bool) {
+	if len(c) == 0 {
+		return "", false
+	}
+	st := c[0].sourceType(id.Kind)
+	if st == nil || st.Pool != nil {
+		return "", false // a CSI mount: no content to stage
+	}
+	return st.contentHash(obj), true
+}
+
+func (c waveCluster) Applied(ctx context.Context, kind workload.Kind, obj client.Object, id source.ID) (applied, recorded bool, err error) {
+	r := c.of(kind)
+	if r == nil {
+		return true, false, nil
+	}
+	rec, has := r.record(ctx, obj)
+	if !has {
+		return false, false, nil
+	}
+	w, err := r.observe(ctx, obj, nil)
+	if err != nil {
+		return false, true, err
+	}
+	o, ok := w.sources[id]
+	if !ok {
+		return true, true, nil
+	}
+	changed, _ := reload.Diff(rebase(rec, w.sources), true, map[source.ID]string{id: o.hash}, r.Behaviour.Events)
+	return len(changed) == 0, true, nil
+}
+
+// InstallKey is the install key that seals r's records (the quarantine gate's), as r reads it:
+// not Valid when there is none; an error while it has not loaded.
+func InstallKey(r *WorkloadReconciler) func(context.Context) (hash.Key, error) {
+	return r.recordKey
+}
