@@ -3,7 +3,7 @@
 SHELL := bash
 GO    ?= go
 
-.PHONY: all build kube-binaries test unit demo lint clean generate loadtest-quick loadtest loadtest-full upstream-binary figures image manifests test-deployments bench-10k bench-mem bench-100k bench-100k-sharded bench-rss-floor bench-failover soak bench-fairness dist sbom lint-workflows
+.PHONY: all build tools kube-binaries test test-tools unit demo lint clean generate loadtest-quick loadtest loadtest-full upstream-binary figures image manifests test-deployments bench-10k bench-mem bench-100k bench-100k-sharded bench-rss-floor bench-failover soak bench-fairness dist sbom lint-workflows
 
 all: build
 
@@ -21,9 +21,13 @@ LDFLAGS  := -s -w -X github.com/reloader-operator/reloader/internal/version.Vers
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/reloader ./cmd/reloader
 	cp bin/reloader bin/kubectl-reloader  # the same binary; by this name it is `kubectl reloader`
-	$(GO) build -o bin/localcluster ./cmd/localcluster
-	$(GO) build -o bin/demo ./cmd/demo
-	$(GO) build -o bin/loadtest ./cmd/loadtest
+	cd tools && $(GO) build -o ../bin/ ./cmd/localcluster ./cmd/demo ./cmd/loadtest
+
+# The tools module's commands (tools/cmd: loadtest, scalebench, failoverbench, demo,
+# localcluster, rssfloor) into bin/. tools/ is a Go module of its own, so that no load-test,
+# benchmark or demo package can enter the reloader binary.
+tools:
+	cd tools && $(GO) build -o ../bin/ ./cmd/...
 
 kube-binaries:
 	@bash hack/kube-binaries.sh >/dev/null
@@ -33,17 +37,26 @@ lint:
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	cd deployments && $(GO) vet ./...
+	cd tools && $(GO) vet ./...
 
-# Unit, envtest integration and end-to-end tests against real control planes, then the
-# install tests (image, chart, manifests) of the deployments module. The three packages that
-# run the most control planes at once run one after another, after the rest: side by side on
-# 2 cores they slowed each other's API servers enough to fail timing-bound waits.
-HEAVY_TESTS := ./internal/controller/ ./test/e2e/ ./internal/devtools/loadtest/
+# Unit, envtest integration and end-to-end tests against real control planes, then the tests
+# of the tools module (the demo's, the load-test tool's, the benchmarks' and the shard
+# hand-over bounds) and the install tests (image, chart, manifests) of the deployments module.
+# The packages that run the most control planes at once run one after another, after the
+# rest: side by side on 2 cores they slowed each other's API servers enough to fail
+# timing-bound waits.
+HEAVY_TESTS := ./internal/controller/ ./test/e2e/
 test: kube-binaries lint
 	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" $(GO) test -count=1 -timeout 20m \
-		$$($(GO) list ./... | grep -v -x -e '.*/internal/controller' -e '.*/test/e2e' -e '.*/internal/devtools/loadtest')
+		$$($(GO) list ./... | grep -v -x -e '.*/internal/controller' -e '.*/test/e2e')
 	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" $(GO) test -count=1 -timeout 20m -p 1 $(HEAVY_TESTS)
+	$(MAKE) test-tools
 	$(MAKE) test-deployments
+
+# tools/ (load test, benchmarks, demo, local cluster) is a Go module of its own; its packages
+# run control planes and reloaders of their own, so one at a time.
+test-tools: kube-binaries
+	cd tools && RELOADER_KUBE_BIN_DIR="$$(bash ../hack/kube-binaries.sh)" $(GO) test -count=1 -timeout 20m -p 1 ./...
 
 # deployments/ is a Go module of its own, so Helm's and go-containerregistry's dependencies
 # never enter the controller's go.mod.
@@ -127,9 +140,11 @@ loadtest: loadtest-full
 
 # Re-render the figures tables of README.md and docs/*.md from the results committed under
 # docs/results/ (blocks between <!-- figures:begin DIR... --> and <!-- figures:end -->);
-# docs/figures_test.go fails when a block differs from what this renders.
+# tools/internal/loadtest's TestFiguresRenderedFromResults fails when a block differs from
+# what this renders.
 figures:
-	$(GO) run ./cmd/loadtest figures --update README.md docs/*.md
+	cd tools && $(GO) build -o ../bin/ ./cmd/loadtest
+	./bin/loadtest figures --update README.md docs/*.md
 
 # Upstream Stakater Reloader v1.4.21 built from its source (UPSTREAM_GIT: a clone or mirror of it;
 # UPSTREAM_SRC: its source tree; else a clone from GitHub), cached in
@@ -142,14 +157,14 @@ upstream-binary:
 # another's used by one; the second reload's latency over 20 tries, --reload-rate unset and 50
 # (a few minutes on 2 cores). Compare builds with RELOADER=path/to/other/reloader. Not in `make test`.
 RELOADER ?= bin/reloader
-bench-fairness: build kube-binaries
-	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" $(GO) run ./cmd/scalebench --fairness --reloader=$(RELOADER) $(BENCH_ARGS)
+bench-fairness: build tools kube-binaries
+	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" ./bin/scalebench --fairness --reloader=$(RELOADER) $(BENCH_ARGS)
 
 # reloader at 10,000 ConfigMaps, 2,000 Secrets of 10 KiB and 5,000 Deployments on a local
 # control plane: memory, first-sight cost, reloads per second, requests per reload, latency,
 # fan-out to 1,000 Deployments, with pacing off and on (~10 min on 2 cores). Not in `make test`.
-bench-10k: build kube-binaries
-	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" $(GO) run ./cmd/scalebench --reloader=bin/reloader \
+bench-10k: build tools kube-binaries
+	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" ./bin/scalebench --reloader=bin/reloader \
 		--paced-args=--reload-rate=100 --paced-rate=100 $(BENCH_ARGS)
 
 # Shard hand-over between replicas (--shards) on a local control plane: a replica stopped
@@ -157,22 +172,22 @@ bench-10k: build kube-binaries
 # changed at once; prints when the moved shards were held by their new owners and how long the
 # changes took to reload, at 3 replicas x 12 shards x 12 namespaces and 5 x 64 x 200, lease 15s
 # (a few minutes on 2 cores). Compare builds with RELOADER=path/to/other/reloader. Not in `make test`.
-bench-failover: build kube-binaries
-	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" $(GO) run ./cmd/failoverbench --reloader=$(RELOADER) $(BENCH_ARGS)
+bench-failover: build tools kube-binaries
+	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" ./bin/failoverbench --reloader=$(RELOADER) $(BENCH_ARGS)
 # The memory scenario of issue 26: 5,000 ConfigMaps and 1,000 Secrets of 10 KiB, 2,000
 # Deployments; 200 changes at 20/s from 5 s after ready, while the first records are written,
 # then 200 more after the last of them; RSS after sync broken down (anonymous heap, runtime,
 # the binary's mapped file), latency p50/p95/p99, fan-out to 1,000 (~3 min). Not in `make test`.
-bench-mem: build kube-binaries
-	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" $(GO) run ./cmd/scalebench --reloader=$(RELOADER) \
+bench-mem: build tools kube-binaries
+	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" ./bin/scalebench --reloader=$(RELOADER) \
 		--configmaps=5000 --secrets=1000 --deployments=2000 --changes=200 --change-rate=20 --changes-after-ready=5s $(BENCH_ARGS)
 
 # 100,000 objects: 64,000 ConfigMaps and 16,000 Secrets of 2 KiB, 20,000 Deployments in 40
 # namespaces, created 64 at once; one replica: ready time, RSS after sync and at the peak of 500
 # changes, LIST after sync, missed reloads, fan-out to 1,000 (half an hour or more on 2 cores).
 # Not in `make test`.
-bench-100k: build kube-binaries
-	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" $(GO) run ./cmd/scalebench --reloader=$(RELOADER) \
+bench-100k: build tools kube-binaries
+	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" ./bin/scalebench --reloader=$(RELOADER) \
 		--configmaps=64000 --secrets=16000 --deployments=20000 --namespaces=40 --size-kib=2 --workers=64 \
 		--changes=500 --change-rate=50 $(BENCH_ARGS)
 
@@ -183,14 +198,13 @@ bench-100k-sharded:
 
 # The floor under any controller on these libraries: RSS of a bare controller-runtime manager
 # with one synced ConfigMap informer, on an empty local control plane (a minute).
-bench-rss-floor: kube-binaries
-	$(GO) build -o bin/rssfloor ./cmd/rssfloor
-	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" $(GO) run ./cmd/scalebench --rss-floor=bin/rssfloor
+bench-rss-floor: tools kube-binaries
+	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" ./bin/scalebench --rss-floor=bin/rssfloor
 
 # SOAK (30m) of 20 ConfigMap/Secret updates per second over 50 workloads, memory printed each minute.
 SOAK ?= 30m
-soak: build kube-binaries
-	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" $(GO) run ./cmd/scalebench --reloader=bin/reloader \
+soak: build tools kube-binaries
+	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" ./bin/scalebench --reloader=bin/reloader \
 		--soak=$(SOAK) $(SOAK_ARGS)
 
 clean:

@@ -166,7 +166,7 @@ func TestEveryClaimNamesACheckThatExists(t *testing.T) {
 		}
 		for _, g := range c.gates {
 			if !loadtestDefines(t, g) {
-				t.Errorf("%s: internal/devtools/loadtest defines no gate or check %q", where, g)
+				t.Errorf("%s: tools/internal/loadtest defines no gate or check %q", where, g)
 			}
 		}
 	}
@@ -249,7 +249,7 @@ func testFuncs(t *testing.T, dir string) map[string]bool {
 // a word: a field of Gates, a check of a scenario, a flag.
 func loadtestDefines(t *testing.T, name string) bool {
 	t.Helper()
-	files, err := filepath.Glob("../internal/devtools/loadtest/*.go")
+	files, err := filepath.Glob("../tools/internal/loadtest/*.go")
 	testutil.Must(t, err)
 	word := regexp.MustCompile(`\b` + regexp.QuoteMeta(name) + `\b`)
 	for _, f := range files {

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
+	"github.com/reloader-operator/reloader/internal/testenv"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
@@ -24,7 +24,7 @@ const crdDir = "../../deployments/chart/reloader/files/crds"
 // ever sees them.
 func TestSchemaRefusesBadSpecs(t *testing.T) {
 	ctx := context.Background()
-	cluster, err := localcluster.Start(ctx, localcluster.Options{CRDDirectoryPaths: []string{crdDir}})
+	cluster, err := testenv.Start(ctx, testenv.Options{CRDDirectoryPaths: []string{crdDir}})
 	testutil.Must(t, err)
 	t.Cleanup(func() { _ = cluster.Stop() })
 	scheme := runtime.NewScheme()

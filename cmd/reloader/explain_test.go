@@ -14,11 +14,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
 	"github.com/reloader-operator/reloader/internal/explain"
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testenv"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
@@ -37,9 +37,9 @@ func TestPluginName(t *testing.T) {
 
 // startCluster starts a local control plane for one test, stopped when it ends, and a client
 // of it. (Not a TestMain: the package's unit and fuzz tests need none.)
-func startCluster(t *testing.T) (*localcluster.Cluster, client.Client) {
+func startCluster(t *testing.T) (*testenv.Cluster, client.Client) {
 	t.Helper()
-	cluster, err := localcluster.Start(context.Background(), localcluster.Options{})
+	cluster, err := testenv.Start(context.Background(), testenv.Options{})
 	testutil.Must(t, err)
 	t.Cleanup(func() { _ = cluster.Stop() })
 	c, err := client.New(cluster.Config, client.Options{})

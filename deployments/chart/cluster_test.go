@@ -18,17 +18,17 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/reloader-operator/reloader/deployments/render"
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
+	"github.com/reloader-operator/reloader/internal/testenv"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // startCluster starts a control plane for the test, and a client of it.
-func startCluster(t *testing.T) (*localcluster.Cluster, client.Client) {
+func startCluster(t *testing.T) (*testenv.Cluster, client.Client) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
-	cluster, err := localcluster.Start(context.Background(), localcluster.Options{})
+	cluster, err := testenv.Start(context.Background(), testenv.Options{})
 	testutil.Must(t, err)
 	t.Cleanup(func() { _ = cluster.Stop() })
 	scheme := runtime.NewScheme()

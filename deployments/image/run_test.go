@@ -23,8 +23,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
-	"github.com/reloader-operator/reloader/internal/devtools/proc"
+	"github.com/reloader-operator/reloader/internal/testenv"
+	"github.com/reloader-operator/reloader/internal/testenv/proc"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
@@ -62,7 +62,7 @@ func TestImageRunsAndReloads(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	cluster, err := localcluster.Start(ctx, localcluster.Options{})
+	cluster, err := testenv.Start(ctx, testenv.Options{})
 	testutil.Must(t, err)
 	t.Cleanup(func() { _ = cluster.Stop() })
 	// The image's user must be able to read the kubeconfig, as with a mounted Secret.

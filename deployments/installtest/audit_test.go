@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reloader-operator/reloader/internal/devtools/audit"
+	"github.com/reloader-operator/reloader/internal/testenv/audit"
 )
 
 // auditPolicy records every request of a ServiceAccount, once, when its response is sent;

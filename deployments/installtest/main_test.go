@@ -15,14 +15,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
 	"github.com/reloader-operator/reloader/internal/extapi"
+	"github.com/reloader-operator/reloader/internal/testenv"
 )
 
 // One control plane and one reloader build serve the whole package; they are started by the
 // first test that needs them, so that the pure-logic tests run without them.
 var (
-	cluster     *localcluster.Cluster
+	cluster     *testenv.Cluster
 	admin       client.Client
 	reloaderBin string
 	auditLog    string
@@ -91,7 +91,7 @@ func setUp() error {
 	auditLog = filepath.Join(dir, "audit.log")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cluster, err = localcluster.Start(ctx, localcluster.Options{
+	cluster, err = testenv.Start(ctx, testenv.Options{
 		APIServerFlags: map[string]string{
 			"audit-policy-file": policy,
 			"audit-log-path":    auditLog,

@@ -28,7 +28,7 @@ import (
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/deployments/render"
-	"github.com/reloader-operator/reloader/internal/devtools/proc"
+	"github.com/reloader-operator/reloader/internal/testenv/proc"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 

@@ -17,10 +17,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/reloader-operator/reloader/internal/app"
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster/clustertest"
-	"github.com/reloader-operator/reloader/internal/devtools/proc"
 	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/testenv"
+	"github.com/reloader-operator/reloader/internal/testenv/clustertest"
+	"github.com/reloader-operator/reloader/internal/testenv/proc"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
@@ -28,7 +28,7 @@ import (
 var restConfig *rest.Config
 
 func TestMain(m *testing.M) {
-	clustertest.Main(m, localcluster.Options{}, func(c *localcluster.Cluster) error {
+	clustertest.Main(m, testenv.Options{}, func(c *testenv.Cluster) error {
 		restConfig = c.Config
 		return nil
 	})

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/clientindex"
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
+	"github.com/reloader-operator/reloader/internal/testenv"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
@@ -19,7 +19,7 @@ import (
 // that value, as a cache would; other field selectors still go to the API server.
 func TestListByIndex(t *testing.T) {
 	ctx := context.Background()
-	cluster, err := localcluster.Start(ctx, localcluster.Options{})
+	cluster, err := testenv.Start(ctx, testenv.Options{})
 	testutil.Must(t, err)
 	t.Cleanup(func() { _ = cluster.Stop() })
 	direct, err := client.New(cluster.Config, client.Options{})

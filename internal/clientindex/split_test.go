@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/reloader-operator/reloader/internal/clientindex"
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
+	"github.com/reloader-operator/reloader/internal/testenv"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
@@ -23,7 +23,7 @@ import (
 // was created meanwhile.
 func TestSplitReadsLiveKindsThroughTheIndexAndReusesFreshLists(t *testing.T) {
 	ctx := context.Background()
-	cluster, err := localcluster.Start(ctx, localcluster.Options{})
+	cluster, err := testenv.Start(ctx, testenv.Options{})
 	testutil.Must(t, err)
 	t.Cleanup(func() { _ = cluster.Stop() })
 	direct, err := client.New(cluster.Config, client.Options{})

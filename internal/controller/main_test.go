@@ -31,24 +31,24 @@ import (
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/app"
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
 	"github.com/reloader-operator/reloader/internal/extapi"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testenv"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // One real kube-apiserver + etcd for the package; each test gets its own namespace and its
 // own reloader scoped to it, so tests never see each other's objects.
 var (
-	cluster    *localcluster.Cluster
+	cluster    *testenv.Cluster
 	restConfig *rest.Config
 	k8s        client.Client
 )
 
 func TestMain(m *testing.M) {
 	var err error
-	cluster, err = localcluster.Start(context.Background(), localcluster.Options{
+	cluster, err = testenv.Start(context.Background(), testenv.Options{
 		CRDDirectoryPaths: []string{filepath.Join("..", "..", "test", "crds"), filepath.Join("..", "..", "deployments", "chart", "reloader", "files", "crds")},
 		// OpenShift's default: setting blockOwnerDeletion needs update on the owner's
 		// finalizers. Admins are allowed anything; tests running reloader as a user of its

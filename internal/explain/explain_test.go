@@ -22,12 +22,12 @@ import (
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/app"
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
 	"github.com/reloader-operator/reloader/internal/extapi"
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testenv"
 	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
@@ -36,14 +36,14 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden from the outp
 
 // One real kube-apiserver + etcd for the package; each test uses namespaces of its own.
 var (
-	cluster *localcluster.Cluster
+	cluster *testenv.Cluster
 	k8s     client.Client
 )
 
 func TestMain(m *testing.M) {
 	flag.Parse()
 	var err error
-	cluster, err = localcluster.Start(context.Background(), localcluster.Options{
+	cluster, err = testenv.Start(context.Background(), testenv.Options{
 		CRDDirectoryPaths: []string{filepath.Join("..", "..", "deployments", "chart", "reloader", "files", "crds"), filepath.Join("..", "..", "test", "crds")},
 	})
 	if err != nil {

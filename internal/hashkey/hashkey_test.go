@@ -22,22 +22,22 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster/clustertest"
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/rbac"
+	"github.com/reloader-operator/reloader/internal/testenv"
+	"github.com/reloader-operator/reloader/internal/testenv/clustertest"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 var (
 	k8s     client.Client
-	cluster *localcluster.Cluster
+	cluster *testenv.Cluster
 )
 
 func TestMain(m *testing.M) {
-	clustertest.Main(m, localcluster.Options{}, func(c *localcluster.Cluster) (err error) {
+	clustertest.Main(m, testenv.Options{}, func(c *testenv.Cluster) (err error) {
 		cluster = c
 		k8s, err = client.New(c.Config, client.Options{})
 		return err

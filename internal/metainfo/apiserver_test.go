@@ -17,20 +17,20 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster/clustertest"
 	"github.com/reloader-operator/reloader/internal/metainfo"
 	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/testenv"
+	"github.com/reloader-operator/reloader/internal/testenv/clustertest"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 var (
-	cluster *localcluster.Cluster
+	cluster *testenv.Cluster
 	admin   client.Client
 )
 
 func TestMain(m *testing.M) {
-	clustertest.Main(m, localcluster.Options{}, func(c *localcluster.Cluster) (err error) {
+	clustertest.Main(m, testenv.Options{}, func(c *testenv.Cluster) (err error) {
 		cluster = c
 		admin, err = client.New(c.Config, client.Options{})
 		return err

@@ -32,9 +32,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster/clustertest"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/planwebhook"
+	"github.com/reloader-operator/reloader/internal/testenv/clustertest"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 

@@ -30,18 +30,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/app"
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster/clustertest"
-	"github.com/reloader-operator/reloader/internal/devtools/proc"
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/planwebhook"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testenv"
+	"github.com/reloader-operator/reloader/internal/testenv/clustertest"
+	"github.com/reloader-operator/reloader/internal/testenv/proc"
 	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/testutil/objects"
 )
 
-var cluster *localcluster.Cluster
+var cluster *testenv.Cluster
 
 func TestMain(m *testing.M) {
 	// The API server calls webhooks with the credentials an admin gives it (auth_test.go);
@@ -54,7 +54,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	clustertest.Main(m, localcluster.Options{APIServerFlags: flags}, func(c *localcluster.Cluster) error {
+	clustertest.Main(m, testenv.Options{APIServerFlags: flags}, func(c *testenv.Cluster) error {
 		cluster = c
 		return nil
 	})

@@ -33,12 +33,12 @@ import (
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/app"
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster/clustertest"
 	"github.com/reloader-operator/reloader/internal/metainfo"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/rbac"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testenv"
+	"github.com/reloader-operator/reloader/internal/testenv/clustertest"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
@@ -46,15 +46,15 @@ import (
 // rbac.For(options), does its work, and no request of it is refused. The optional APIs
 // (Argo Rollouts, the CSI driver, OpenShift) are served through the project's test CRDs.
 var (
-	cluster *localcluster.Cluster
+	cluster *testenv.Cluster
 	admin   client.Client
 )
 
 func TestMain(m *testing.M) {
 	ctrllog.SetLogger(logr.Discard())
-	clustertest.Main(m, localcluster.Options{
+	clustertest.Main(m, testenv.Options{
 		CRDDirectoryPaths: []string{filepath.Join("..", "..", "test", "crds"), filepath.Join("..", "..", "deployments", "chart", "reloader", "files", "crds")},
-	}, func(c *localcluster.Cluster) (err error) {
+	}, func(c *testenv.Cluster) (err error) {
 		cluster = c
 		scheme := runtime.NewScheme()
 		_ = clientgoscheme.AddToScheme(scheme)

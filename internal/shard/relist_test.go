@@ -16,9 +16,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster/clustertest"
 	"github.com/reloader-operator/reloader/internal/shard"
+	"github.com/reloader-operator/reloader/internal/testenv"
+	"github.com/reloader-operator/reloader/internal/testenv/clustertest"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
@@ -26,8 +26,8 @@ var clientset *kubernetes.Clientset
 
 // One real kube-apiserver for the package, with the API server applying shard selectors.
 func TestMain(m *testing.M) {
-	clustertest.Main(m, localcluster.Options{APIServerFlags: map[string]string{"feature-gates": "ShardedListAndWatch=true"}},
-		func(c *localcluster.Cluster) (err error) {
+	clustertest.Main(m, testenv.Options{APIServerFlags: map[string]string{"feature-gates": "ShardedListAndWatch=true"}},
+		func(c *testenv.Cluster) (err error) {
 			clientset, err = kubernetes.NewForConfig(c.Config)
 			return err
 		})

@@ -1,7 +1,7 @@
-// Package testutil is the test-support family the tests of both modules share: Must, the one
+// Package testutil is the test-support family the tests of every module share: Must, the one
 // polling helper (Eventually), the quiescence wait that negative checks use instead of fixed
 // sleeps (Settle, with Metrics for reloader's own counters), and RetainedBy. It links no
-// envtest: the cluster TestMain is internal/devtools/localcluster/clustertest, and object builders are
+// envtest: the cluster TestMain is internal/testenv/clustertest, and object builders are
 // in testutil/objects.
 package testutil
 

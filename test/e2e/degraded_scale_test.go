@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
+	"github.com/reloader-operator/reloader/internal/testenv"
 	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/testutil/objects"
 )
@@ -28,7 +28,7 @@ func TestDegradedModeAtScale(t *testing.T) {
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cluster, cl := startCluster(t, ctx, localcluster.Options{})
+	cluster, cl := startCluster(t, ctx, testenv.Options{})
 	out := outputLoggedOnFailure(t)
 	const own, ns = "reloader", "busy"
 	testutil.Must(t, cluster.EnsureNamespace(ctx, cl, ns))

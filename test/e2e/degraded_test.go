@@ -19,12 +19,12 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
-	"github.com/reloader-operator/reloader/internal/devtools/proc"
 	"github.com/reloader-operator/reloader/internal/metainfo"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/rbac"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testenv"
+	"github.com/reloader-operator/reloader/internal/testenv/proc"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
@@ -52,7 +52,7 @@ func upstreamMetadataRules() []rbacv1.PolicyRule {
 // upstreamUser is a user granted what upstream's chart grants its ServiceAccount, cluster-wide
 // and in reloader's namespace own (created here), where upstream left its meta-info
 // ConfigMap. It returns the user's kubeconfig.
-func upstreamUser(t *testing.T, ctx context.Context, cluster *localcluster.Cluster, cl client.Client, own string) string {
+func upstreamUser(t *testing.T, ctx context.Context, cluster *testenv.Cluster, cl client.Client, own string) string {
 	t.Helper()
 	const user = "upstream-reloader"
 	testutil.Must(t, cluster.EnsureNamespace(ctx, cl, own))
@@ -200,7 +200,7 @@ func TestImageSwapUnderUpstreamRBAC(t *testing.T) {
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cluster, cl := startCluster(t, ctx, localcluster.Options{})
+	cluster, cl := startCluster(t, ctx, testenv.Options{})
 	out := outputLoggedOnFailure(t)
 
 	const own, ns = "reloader", "apps"
@@ -318,7 +318,7 @@ func TestFullRBACIsNotDegraded(t *testing.T) {
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cluster, cl := startCluster(t, ctx, localcluster.Options{})
+	cluster, cl := startCluster(t, ctx, testenv.Options{})
 	out := outputLoggedOnFailure(t)
 	const own, user = "reloader", "table-reloader"
 	testutil.Must(t, cluster.EnsureNamespace(ctx, cl, own))

@@ -19,9 +19,9 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
-	"github.com/reloader-operator/reloader/internal/devtools/proc"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testenv"
+	"github.com/reloader-operator/reloader/internal/testenv/proc"
 	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/testutil/objects"
 )
@@ -191,7 +191,7 @@ type podLog struct {
 	replicas int
 }
 
-func watchPods(t *testing.T, ctx context.Context, cluster *localcluster.Cluster, ns, name string, replicas int) *podLog {
+func watchPods(t *testing.T, ctx context.Context, cluster *testenv.Cluster, ns, name string, replicas int) *podLog {
 	t.Helper()
 	wc, err := client.NewWithWatch(cluster.Config, client.Options{})
 	testutil.Must(t, err)
@@ -397,12 +397,12 @@ func TestEvictStrategyRestartsStatefulSetPodsOnce(t *testing.T) {
 
 // evictCluster starts what an evict test runs on, for at most timeout: a control plane with
 // rollouts and one fake node, namespaces ns and own (reloader's), and the reloader binary.
-func evictCluster(t *testing.T, timeout time.Duration, ns, own string) (context.Context, string, *localcluster.Cluster, client.Client, *proc.Output) {
+func evictCluster(t *testing.T, timeout time.Duration, ns, own string) (context.Context, string, *testenv.Cluster, client.Client, *proc.Output) {
 	t.Helper()
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	t.Cleanup(cancel)
-	cluster, cl := startCluster(t, ctx, localcluster.Options{Rollouts: true, Nodes: 1})
+	cluster, cl := startCluster(t, ctx, testenv.Options{Rollouts: true, Nodes: 1})
 	out := outputLoggedOnFailure(t)
 	for _, n := range []string{ns, own} {
 		testutil.Must(t, cluster.EnsureNamespace(ctx, cl, n))

@@ -27,12 +27,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/controller"
-	"github.com/reloader-operator/reloader/internal/devtools/audit"
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
-	"github.com/reloader-operator/reloader/internal/devtools/proc"
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/testenv"
+	"github.com/reloader-operator/reloader/internal/testenv/audit"
+	"github.com/reloader-operator/reloader/internal/testenv/proc"
 	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/testutil/objects"
 )
@@ -48,12 +48,12 @@ func TestKilledBetweenJobDeleteAndCreate(t *testing.T) {
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cluster, cl := startCluster(t, ctx, localcluster.Options{})
+	cluster, cl := startCluster(t, ctx, testenv.Options{})
 	t.Run("restarted", func(t *testing.T) { killBetweenJobDeleteAndCreate(t, ctx, cluster, cl, bin, false) })
 	t.Run("new leader", func(t *testing.T) { killBetweenJobDeleteAndCreate(t, ctx, cluster, cl, bin, true) })
 }
 
-func killBetweenJobDeleteAndCreate(t *testing.T, ctx context.Context, cluster *localcluster.Cluster, cl client.Client, bin string, ha bool) {
+func killBetweenJobDeleteAndCreate(t *testing.T, ctx context.Context, cluster *testenv.Cluster, cl client.Client, bin string, ha bool) {
 	out := outputLoggedOnFailure(t)
 	ns := "faults-job"
 	if ha {
@@ -259,7 +259,7 @@ func (c *creations) named(name string) []types.UID {
 	return append([]types.UID(nil), c.uids[name]...)
 }
 
-func watchCreations(t *testing.T, ctx context.Context, cluster *localcluster.Cluster, list client.ObjectList, ns string) *creations {
+func watchCreations(t *testing.T, ctx context.Context, cluster *testenv.Cluster, list client.ObjectList, ns string) *creations {
 	t.Helper()
 	wc, err := client.NewWithWatch(cluster.Config, client.Options{})
 	testutil.Must(t, err)
@@ -359,7 +359,7 @@ func TestWorkloadRecreatedDuringBurst(t *testing.T) {
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cluster, cl := startCluster(t, ctx, localcluster.Options{})
+	cluster, cl := startCluster(t, ctx, testenv.Options{})
 	out := outputLoggedOnFailure(t)
 	const ns, workloads, rounds, recreateAfter = "faults-recreate", 6, 6, 3
 	testutil.Must(t, cluster.EnsureNamespace(ctx, cl, ns))
@@ -448,7 +448,7 @@ rules:
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cluster, cl := startCluster(t, ctx, localcluster.Options{APIServerFlags: map[string]string{
+	cluster, cl := startCluster(t, ctx, testenv.Options{APIServerFlags: map[string]string{
 		"audit-policy-file": policy, "audit-log-path": auditLog, "audit-log-format": "json"}})
 	_, kubeconfig, err := cluster.AddUser("reloader", "system:masters")
 	testutil.Must(t, err)

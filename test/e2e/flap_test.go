@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
 	"github.com/reloader-operator/reloader/internal/flap"
+	"github.com/reloader-operator/reloader/internal/testenv"
 	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/testutil/objects"
 )
@@ -31,7 +31,7 @@ func TestFlapBreaker(t *testing.T) {
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	cluster, cl := startCluster(t, ctx, localcluster.Options{Rollouts: true, Nodes: 1})
+	cluster, cl := startCluster(t, ctx, testenv.Options{Rollouts: true, Nodes: 1})
 	const own, ns = "reloader-system", "flap"
 	for _, n := range []string{own, ns} {
 		if err := cluster.EnsureNamespace(ctx, cl, n); err != nil {

@@ -23,8 +23,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/reloader-operator/reloader/internal/controller"
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testenv"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
@@ -235,7 +235,7 @@ func TestGitOpsSyncKeepsReloads(t *testing.T) {
 	t.Cleanup(cancel)
 	startCtx, cancelStart := context.WithTimeout(root, 3*time.Minute)
 	defer cancelStart()
-	cluster, cl := startCluster(t, startCtx, localcluster.Options{Rollouts: true, Nodes: 1})
+	cluster, cl := startCluster(t, startCtx, testenv.Options{Rollouts: true, Nodes: 1})
 	out := outputLoggedOnFailure(t)
 
 	for _, tc := range []struct {

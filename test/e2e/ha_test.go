@@ -18,11 +18,11 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
-	"github.com/reloader-operator/reloader/internal/devtools/proc"
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/testenv"
+	"github.com/reloader-operator/reloader/internal/testenv/proc"
 	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/testutil/objects"
 )
@@ -37,7 +37,7 @@ func TestLeaderKilledDuringBurst(t *testing.T) {
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cluster, cl := startCluster(t, ctx, localcluster.Options{})
+	cluster, cl := startCluster(t, ctx, testenv.Options{})
 	out := outputLoggedOnFailure(t)
 
 	const ns, workloads, rounds, killAfter = "ha", 10, 6, 3

@@ -14,9 +14,9 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
-	"github.com/reloader-operator/reloader/internal/devtools/proc"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testenv"
+	"github.com/reloader-operator/reloader/internal/testenv/proc"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
@@ -28,7 +28,7 @@ func TestJobsCronJobsAndPausePeriodWithRealControllers(t *testing.T) {
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cluster, cl := startCluster(t, ctx, localcluster.Options{Rollouts: true, Nodes: 1})
+	cluster, cl := startCluster(t, ctx, testenv.Options{Rollouts: true, Nodes: 1})
 	var log bytes.Buffer
 	defer func() {
 		if t.Failed() {
@@ -149,9 +149,9 @@ func outputLoggedOnFailure(t *testing.T) *proc.Output {
 }
 
 // startCluster starts a local control plane for the test and an admin client of it.
-func startCluster(t *testing.T, ctx context.Context, opts localcluster.Options) (*localcluster.Cluster, client.Client) {
+func startCluster(t *testing.T, ctx context.Context, opts testenv.Options) (*testenv.Cluster, client.Client) {
 	t.Helper()
-	cluster, err := localcluster.Start(ctx, opts)
+	cluster, err := testenv.Start(ctx, opts)
 	testutil.Must(t, err)
 	t.Cleanup(func() { _ = cluster.Stop() })
 	cl, err := client.New(cluster.Config, client.Options{})

@@ -1,3 +1,5 @@
+// Package e2e runs the built reloader binary, as a user does, against a local cluster with
+// real rollouts (controller-manager, scheduler and kwok nodes).
 package e2e
 
 import (
@@ -7,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/reloader-operator/reloader/internal/devtools/proc"
+	"github.com/reloader-operator/reloader/internal/testenv/proc"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 

@@ -13,8 +13,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
-	"github.com/reloader-operator/reloader/internal/devtools/proc"
+	"github.com/reloader-operator/reloader/internal/testenv"
+	"github.com/reloader-operator/reloader/internal/testenv/proc"
 	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/testutil/objects"
 )
@@ -27,7 +27,7 @@ func TestRolloutOutcomesWithRealControllers(t *testing.T) {
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cluster, cl := startCluster(t, ctx, localcluster.Options{Rollouts: true, Nodes: 1})
+	cluster, cl := startCluster(t, ctx, testenv.Options{Rollouts: true, Nodes: 1})
 	out := outputLoggedOnFailure(t)
 	stop, err := proc.Start(bin, []string{"--metrics-addr=0"}, cluster.Kubeconfig, "reloader | ", out)
 	testutil.Must(t, err)

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
-	"github.com/reloader-operator/reloader/internal/devtools/proc"
+	"github.com/reloader-operator/reloader/internal/testenv"
+	"github.com/reloader-operator/reloader/internal/testenv/proc"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
@@ -22,7 +22,7 @@ func TestBareBinaryAnswersUpstreamV2Probes(t *testing.T) {
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cluster, _ := startCluster(t, ctx, localcluster.Options{})
+	cluster, _ := startCluster(t, ctx, testenv.Options{})
 	out := outputLoggedOnFailure(t)
 	metrics, err := proc.FreeAddr()
 	testutil.Must(t, err)

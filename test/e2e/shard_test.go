@@ -17,12 +17,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
-	"github.com/reloader-operator/reloader/internal/devtools/proc"
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/shard"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/testenv"
+	"github.com/reloader-operator/reloader/internal/testenv/proc"
 	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/testutil/objects"
 )
@@ -44,7 +44,7 @@ func TestShardedReplicas(t *testing.T) {
 func testShardedReplicas(t *testing.T, bin string, gate bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cluster, cl := startCluster(t, ctx, localcluster.Options{APIServerFlags: map[string]string{
+	cluster, cl := startCluster(t, ctx, testenv.Options{APIServerFlags: map[string]string{
 		"feature-gates": "ShardedListAndWatch=" + strconv.FormatBool(gate)}})
 	out := outputLoggedOnFailure(t)
 

@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
+	"github.com/reloader-operator/reloader/internal/testenv"
 	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/testutil/objects"
 )
@@ -33,7 +33,7 @@ func TestWavesHaltAndFix(t *testing.T) {
 	bin := buildReloader(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
-	cluster, cl := startCluster(t, ctx, localcluster.Options{Rollouts: true, Nodes: 1})
+	cluster, cl := startCluster(t, ctx, testenv.Options{Rollouts: true, Nodes: 1})
 	const own, ns, n = "reloader-system", "waves", 40
 	for _, name := range []string{own, ns} {
 		testutil.Must(t, cluster.EnsureNamespace(ctx, cl, name))

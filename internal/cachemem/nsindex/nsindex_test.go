@@ -15,15 +15,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/cachemem/nsindex"
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster/clustertest"
+	"github.com/reloader-operator/reloader/internal/testenv"
+	"github.com/reloader-operator/reloader/internal/testenv/clustertest"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
-var cluster *localcluster.Cluster
+var cluster *testenv.Cluster
 
 func TestMain(m *testing.M) {
-	clustertest.Main(m, localcluster.Options{}, func(c *localcluster.Cluster) error {
+	clustertest.Main(m, testenv.Options{}, func(c *testenv.Cluster) error {
 		cluster = c
 		return nil
 	})
