@@ -81,6 +81,7 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 			// A nil *Loader in the interface would not read as "no key".
 			r.RecordKey = key
 		}
+		r.Gates = Gates(r)
 		waves.Add(r)
 		reconcilers = append(reconcilers, r)
 	}

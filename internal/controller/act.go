@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -11,142 +12,242 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/reloader-operator/reloader/internal/gate"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/report"
+	"github.com/reloader-operator/reloader/internal/source"
 )
 
-// act carries out decision d, made from facts f, on a copy of the workload: it asks the
-// pacer what d needs from it (pace), writes the copy in one request when it differs, and
-// reports what happened once (settle). A held reload is not written, record included, and
-// comes back when the hold ends, to reload with the content of that time.
-func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen, f *reload.Facts, d reload.Decision, k string) (reconcile.Result, string, error) {
+// The reload pipeline of one reconcile:
+//
+//	observe -> plan (reload.Decide) -> gates (r.Gates, in order) -> rate (the pacer) -> write -> report
+//
+// decide runs it from the plan to the decision, for the controller (act) and, dry, for
+// explain: the one place reload.Decide is called.
+
+// rateGate names the pacer in holds and notices: asked last, after every gate.
+const rateGate = "rate"
+
+// announceRateLimitAfter: a rate-limit hold shorter than this gets no Event (a log line at
+// debug level): spreading a fan-out over a few seconds is routine, and one more Event per
+// workload would double the writes it spreads.
+const announceRateLimitAfter = 5 * time.Second
+
+// decide makes the decision of one reconcile from the facts observed (f): the plan, then
+// every gate of r.Gates in order (skipped while the coalescing window holds the changes), the
+// changes they settle taken as recorded, then the rate limiter's slot for a reload that no gate
+// holds, or the pacer's turn for a first record. Live, asking the pacer reserves the slot, a
+// slot no longer needed goes back, and roll is asked to write the due changes into the copy to
+// be written: when they leave the template as it was, nothing rolls. Dry (explain), nothing is
+// reserved, remembered or announced, and roll is nil.
+func (r *WorkloadReconciler) decide(ctx context.Context, obj client.Object, w seen, f reload.Facts, k string, dry bool, roll func([]reload.Change) bool) (reload.Decision, gate.Result, error) {
+	var res gate.Result
+	gated, rolled := false, false
+	for {
+		d := reload.Decide(f)
+		switch {
+		case d.Plan.Wait > 0:
+			return d, res, nil
+		case !gated:
+			gated = true
+			var err error
+			if res, err = r.Gates.Check(ctx, r.due(obj, w, d.Plan, k, f.Now, dry)); err != nil {
+				return d, res, err
+			}
+			settle(&f.Input, res.Settled)
+			if res.Held != nil {
+				f.Gate.Hold = res.Held.Hold
+			}
+			f.Gate.Notify = res.Notify
+		case d.AskRate:
+			wait := time.Duration(0)
+			if !dry {
+				wait = r.Pacer.Reload(k, obj.GetNamespace(), f.Now)
+			} else if at, ok := r.Pacer.Until(k, f.Now); ok && at.After(f.Now) {
+				wait = at.Sub(f.Now)
+			}
+			if f.RateWait = &wait; wait > 0 {
+				f.Rate = r.Pacer.String()
+			}
+		case d.AskFirstSight:
+			wait := time.Duration(0)
+			if !dry {
+				wait = r.Pacer.FirstSight(k, f.Now)
+			}
+			f.FirstSightWait = &wait
+		case len(d.Reload) > 0 && roll != nil && !rolled:
+			rolled = true
+			if !roll(d.Reload) {
+				// The template holds these values already: no roll, so no pause either.
+				f.Unrolled = true
+				continue
+			}
+			fallthrough
+		default:
+			if d.GiveBack && !dry {
+				r.Pacer.Forget(k, f.Now)
+			}
+			if res.Requeue > 0 && (d.Requeue <= 0 || res.Requeue < d.Requeue) {
+				d.Requeue = res.Requeue
+			}
+			return d, res, nil
+		}
+	}
+}
+
+// due is the gates' view of the reconcile of obj whose plan is p.
+func (r *WorkloadReconciler) due(obj client.Object, w seen, p reload.Plan, k string, now time.Time, dry bool) gate.Due {
+	d := gate.Due{Key: k, Kind: r.Kind.Name(), Target: obj, Changes: p.Changes, Overrides: w.overrides,
+		Sources: make(map[source.ID]gate.Source, len(w.sources)), Live: r.live(), Now: now, DryRun: dry}
+	for id, o := range w.sources {
+		d.Sources[id] = gate.Source{Object: o.obj, Hash: o.hash, Annotations: o.annotations}
+	}
+	if len(p.Changes) > 0 {
+		d.Related = w.sources[p.Changes[0].ID].obj
+	}
+	return d
+}
+
+// settle takes changes as recorded: the plan made again leaves them out.
+func settle(in *reload.Input, changes []reload.Change) {
+	if len(changes) == 0 {
+		return
+	}
+	target := &in.Record
+	if !in.HasRecord && in.Baseline != nil {
+		target = &in.Baseline
+	}
+	rec := maps.Clone(*target)
+	if rec == nil {
+		rec = reload.Record{}
+	}
+	for _, ch := range changes {
+		rec[ch.ID.String()] = ch.Hash
+	}
+	*target = rec
+}
+
+// act runs the pipeline on obj, the copy of the workload read, and carries its decision out on
+// a copy of it: one write when it differs, then one report (settle). A held reload is not
+// written, record included, and comes back when the hold ends, to reload with the content of
+// that time.
+func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen, f reload.Facts, k string) (reconcile.Result, string, error) {
+	rep := r.reporter()
+	updated := obj.DeepCopyObject().(client.Object)
+	d, res, err := r.decide(ctx, obj, w, f, k, false, func(changes []reload.Change) bool { return r.apply(ctx, updated, w, changes) })
+	if err != nil {
+		return reconcile.Result{}, "", err
+	}
 	if d.Plan.Wait > 0 {
 		log.FromContext(ctx).V(1).Info("waiting for changes to settle", "wait", d.Plan.Wait.String())
-		r.waits.set(k, reload.WaitCoalesce, time.Time{}, r.Metrics)
+		rep.Waiting(k, reload.WaitCoalesce)
 		// When the window closes, the reload goes ahead of first records (priority.go).
 		return reconcile.Result{RequeueAfter: d.Requeue, Priority: new(reloadPriority)}, metrics.OutcomeWaiting, nil
 	}
-	dn := done{related: r.related(w, d.Plan)}
-	if d.Plan.Reloads() && f.Quarantine == nil {
-		// The flap breaker first (flap.go): a quarantine holds past any pacing.
-		h, err := r.quarantine(ctx, obj, k, w, d.Plan.Changes, dn.related, f.Now)
-		if err != nil {
-			return reconcile.Result{}, "", err
-		}
-		if h.Reason != "" {
-			f.Quarantine = &h
-			d = reload.Decide(*f)
-		}
-	}
-	if d.Plan.Reloads() && f.Quarantine == nil && f.Wave == nil && r.wave(ctx, obj, k, w, f, dn.related) {
-		// Health-gated waves (waves.go): an aborted content is recorded, a wave holds.
-		d = reload.Decide(*f)
-	}
-	// Then the mode (approval.go): notify reports instead, approve holds until approved
-	// (once its wave is due).
-	d, gate := r.gate(ctx, obj, k, w, f, d, dn.related)
-	if d = r.pace(ctx, obj, f, d, k, dn); d.Outcome == reload.OutcomeWaiting {
+	dn := report.Outcome{Kind: r.Kind.Name(), Related: r.related(w, d.Plan)}
+	rep.Invalid(ctx, obj, res.Invalid...)
+	rep.Say(ctx, k, obj, dn.Related, append(res.Notices, r.rateNotice(obj, d, f.Now)...))
+	if d.Outcome == reload.OutcomeWaiting {
 		// A first record waiting for its turn comes back behind due reloads (priority.go).
 		return reconcile.Result{RequeueAfter: d.Requeue, Priority: new(firstSightPriority)}, metrics.OutcomeWaiting, nil
 	}
-	updated := obj.DeepCopyObject().(client.Object)
-	r.keepQuarantines(ctx, updated, w, f.Now)
 	if len(d.Reload) > 0 {
-		if r.apply(ctx, updated, w, d.Reload) {
-			dn.reloaded = d.Reload
-			dn.what = r.whatChanged(w, obj, d.Reload)
-		} else {
-			// The template holds these values already: no roll, so no pause either.
-			f.Unrolled = true
-			d = reload.Decide(*f)
-		}
+		dn.Reloaded, dn.What = d.Reload, r.whatChanged(w, obj, d.Reload)
 	}
-	dn.plan, dn.pause = d.Plan, d.Pause
-	if d.LastReload != "" {
-		setAnnotation(updated, reload.LastReloadAnnotation, d.LastReload)
+	dn.Plan, dn.Pause = d.Plan, d.Pause
+	annotate(updated, res.Annotate)
+	if d.Plan.Reloads() && d.Hold.Reason == "" && d.WriteRecord {
+		annotate(updated, res.Spend) // what the gates spend with the reload
 	}
 	if d.WriteRecord {
 		setAnnotation(updated, reload.RecordAnnotation, d.Plan.Record.Encode())
 	}
-	spendApproval(updated, gate, d)
-	r.markEviction(updated, w, dn.reloaded, d.Plan.Record)
+	r.markEviction(updated, w, dn.Reloaded, d.Plan.Record)
 	r.pause(ctx, updated, d.Pause)
 	switch {
-	case d.Hold.Reason != "": // announced by pace
-	case d.Pause.Requeue > 0:
-		r.waits.set(k, reload.WaitPause, time.Time{}, r.Metrics)
+	case d.Hold.Reason != "" && !d.Hold.Until.IsZero():
+		rep.Waiting(k, d.Hold.Reason)
+	case d.Hold.Reason == "" && d.Pause.Requeue > 0:
+		rep.Waiting(k, reload.WaitPause)
 	default:
-		r.waits.clear(k, r.Metrics)
+		// A hold without end (an approval) waits for a person, not for time: not counted.
+		rep.Waiting(k, "")
 	}
 	if !equality.Semantic.DeepEqual(obj, updated) || w.tw.changed() {
-		if dn.failed = r.write(ctx, obj, updated, w, dn.reloaded, d.Plan.Record); dn.failed == nil {
-			dn.wrote = true
+		if dn.Failed = r.write(ctx, obj, updated, w, dn.Reloaded, d.Plan.Record); dn.Failed == nil {
+			dn.Wrote = true
 			if w.restart != restartEvict {
 				// An evict restart reports its own progress (evict.go); no rollout follows.
-				r.Rollouts.Follow(r.Kind, updated, dn.reloaded)
+				r.Rollouts.Follow(r.Kind, updated, dn.Reloaded)
 			}
 			if first, ok := r.Window.FirstChange(k); ok {
-				dn.latency = r.Now().Sub(first)
+				dn.Latency = r.Now().Sub(first)
 			}
 			if len(d.Notified) > 0 {
-				r.reportNotified(ctx, obj, w, d.Notified, dn.related)
+				rep.Notified(ctx, r.Kind.Name(), obj, d.Notified, r.whatChanged(w, obj, d.Notified), dn.Related)
 			}
 		}
 	}
 	return r.settle(ctx, obj, d, dn, k, f.Now)
 }
 
-// pace asks the pacer what decision d needs from it (a rate slot for a due reload, a turn for
-// a first record: asking reserves it), decides again with the answer, gives back a slot no
-// longer needed, and tells of the hold, if any.
-func (r *WorkloadReconciler) pace(ctx context.Context, obj client.Object, f *reload.Facts, d reload.Decision, k string, dn done) reload.Decision {
-	switch {
-	case d.AskRate:
-		wait := r.Pacer.Reload(k, obj.GetNamespace(), f.Now)
-		if f.RateWait = &wait; wait > 0 {
-			f.Rate = r.Pacer.String()
+// rateNotice is the announcement of a rate-limit hold: once per slot, an Event only when the
+// wait is long enough to be news.
+func (r *WorkloadReconciler) rateNotice(obj client.Object, d reload.Decision, now time.Time) []gate.Said {
+	h := d.Hold
+	if h.Reason != reload.HoldRateLimit {
+		return nil
+	}
+	at := h.Until.UTC().Format(time.RFC3339)
+	return []gate.Said{{Gate: rateGate, Notice: gate.Notice{Reason: report.ReasonReloadHeld, Action: "Hold", Held: h.Reason,
+		Once: at, Quiet: h.Until.Sub(now) < announceRateLimitAfter,
+		Message: fmt.Sprintf("Reload of %s %s after change of %s held by %s; reloads at %s", r.Kind.Name(), obj.GetName(), describe(d.Plan.Changes), h.Why, at)}}}
+}
+
+// annotate writes a gate's annotations into obj (a nil value removes the key).
+func annotate(obj client.Object, set map[string]*string) {
+	if len(set) == 0 {
+		return
+	}
+	ann := obj.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	for k, v := range set {
+		if v == nil {
+			delete(ann, k)
+		} else {
+			ann[k] = *v
 		}
-		d = reload.Decide(*f)
-	case d.AskFirstSight:
-		wait := r.Pacer.FirstSight(k, f.Now)
-		f.FirstSightWait = &wait
-		d = reload.Decide(*f)
 	}
-	if d.GiveBack {
-		r.Pacer.Forget(k, f.Now)
-	}
-	if len(d.Hold.Invalid) > 0 {
-		r.invalid(ctx, obj, d.Hold.Invalid...)
-	}
-	if d.Hold.Reason != "" && f.Quarantine == nil && f.Wave == nil && f.Approval == nil { // announced by the breaker, the waves, approval.go
-		r.announceHold(ctx, obj, k, d.Hold, d.Plan.Changes, dn.related)
-	}
-	return d
+	obj.SetAnnotations(ann)
 }
 
 // settle reports, once, what acting on d did (dn), and returns the reconcile's result: a
 // write that failed is retried, or reported as refused; a held reload that wrote nothing
 // reports nothing (its hold was announced).
-func (r *WorkloadReconciler) settle(ctx context.Context, obj client.Object, d reload.Decision, dn done, k string, started time.Time) (reconcile.Result, string, error) {
+func (r *WorkloadReconciler) settle(ctx context.Context, obj client.Object, d reload.Decision, dn report.Outcome, k string, started time.Time) (reconcile.Result, string, error) {
+	rep := r.reporter()
 	held := d.Outcome == reload.OutcomeHeld
-	if dn.failed != nil {
-		r.report(ctx, obj, dn)
-		if what, ok := rbacRefusal(dn.failed); ok {
+	if dn.Failed != nil {
+		rep.Done(ctx, obj, dn)
+		if what, ok := rbacRefusal(dn.Failed); ok {
 			return reconcile.Result{}, "", r.refused(ctx, obj, dn, what)
 		}
-		return reconcile.Result{}, "", fmt.Errorf("write %s: %w", k, dn.failed)
+		return reconcile.Result{}, "", fmt.Errorf("write %s: %w", k, dn.Failed)
 	}
 	res := reconcile.Result{RequeueAfter: d.Requeue}
-	if held && !dn.wrote {
+	if held && !dn.Wrote {
 		return res, metrics.OutcomeHeld, nil
 	}
 	if held {
-		r.report(ctx, obj, dn)
+		rep.Done(ctx, obj, dn)
 		return res, metrics.OutcomeHeld, nil
 	}
 	// The coalescing window keeps a held change's first time, for the latency at the reload.
 	r.Window.Done(k, started)
-	return res, r.report(ctx, obj, dn), nil
+	return res, rep.Done(ctx, obj, dn), nil
 }
 
 // related is the source an Event about plan p refers to: the first changed (or skipped).
@@ -158,3 +259,5 @@ func (r *WorkloadReconciler) related(w seen, p reload.Plan) runtime.Object {
 	}
 	return nil
 }
+
+func describe(changes []reload.Change) string { return report.Describe(changes) }

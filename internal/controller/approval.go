@@ -38,11 +38,8 @@ import (
 // is read without watch (degraded mode): no event tells of the approval written on it.
 const approvalPoll = 30 * time.Second
 
-// Event reasons of the notify and approve modes.
-const (
-	ReasonReloadNotified  = "ReloadNotified"
-	ReasonApprovalPending = "ApprovalPending"
-)
+// Event reasons of the approve mode.
+const ReasonApprovalPending = "ApprovalPending"
 
 // gateFor resolves the mode of a reload of due on obj and gates it (approval.Decide). since is
 // the time the due content appeared, zero when unknown.
@@ -94,51 +91,6 @@ func (r *WorkloadReconciler) approveTarget(obj client.Object) string {
 	return strings.ToLower(r.Kind.Name()) + "/" + obj.GetName() + " -n " + obj.GetNamespace()
 }
 
-// gate applies the mode to decision d, made from f, when a reload is due and no quarantine
-// holds it: notify or an approval hold go into f, and d is decided again; a pending approval
-// is announced. It returns the gate, whose Approved says the approval is spent by the write.
-func (r *WorkloadReconciler) gate(ctx context.Context, obj client.Object, k string, w seen, f *reload.Facts, d reload.Decision, related runtime.Object) (reload.Decision, approval.Gate) {
-	if !d.Plan.Reloads() || f.Quarantine != nil {
-		r.approvals.forget(k, r.Metrics)
-		r.publishPending(ctx, obj, "")
-		return d, approval.Gate{}
-	}
-	g := r.gateFor(obj, w, d.Plan.Changes, time.Time{})
-	if g.Hold != nil && r.contentSince(w, d.Plan.Changes).IsZero() {
-		// No writer known (a deleted source): since this process first saw it due.
-		g = r.gateFor(obj, w, d.Plan.Changes, r.approvals.since(k, g.Digest, f.Now))
-	}
-	r.invalid(ctx, obj, g.Invalid...)
-	switch {
-	case g.Mode == approval.Notify:
-		r.approvals.forget(k, r.Metrics)
-		r.publishPending(ctx, obj, "")
-		f.Notify = true
-		return reload.Decide(*f), g
-	case f.Wave != nil && f.Wave.Reason != "":
-		// A wave holds it first (waves.go): approval is asked for once its wave is due.
-		r.approvals.forget(k, r.Metrics)
-		r.publishPending(ctx, obj, "")
-		return d, approval.Gate{}
-	case g.Hold != nil:
-		f.Approval = g.Hold
-		d = reload.Decide(*f)
-		if r.live() && (d.Requeue <= 0 || d.Requeue > approvalPoll) {
-			d.Requeue = approvalPoll
-		}
-		r.Pacer.Forget(k, f.Now) // a slot it reserved goes back; it takes one once approved
-		r.waits.clear(k, r.Metrics)
-		r.announcePending(ctx, obj, k, g, d.Plan.Changes, w, related)
-		r.publishPending(ctx, obj, g.Digest)
-		return d, g
-	}
-	r.approvals.forget(k, r.Metrics)
-	if !g.Approved {
-		r.publishPending(ctx, obj, "") // an approved reload's write removes it (spendApproval)
-	}
-	return d, g
-}
-
 // publishPending writes digest, the content obj's reload waits for, into its
 // approval.PendingAnnotation, or removes the annotation (digest ""), when it says otherwise. A
 // write that fails is logged: the ApprovalPending Event names the digest too, and the next
@@ -178,46 +130,6 @@ func (r *WorkloadReconciler) announcePending(ctx context.Context, obj client.Obj
 	logger.Info("reload waits for approval", "digest", g.Digest, "why", g.Hold.Why)
 	r.Recorder.Eventf(obj, related, corev1.EventTypeNormal, ReasonApprovalPending, "Hold", "%s", termsafe.ClipNote(note))
 	r.Alerts.Queue(alert.Reload{Kind: r.Kind.Name(), Namespace: obj.GetNamespace(), Name: obj.GetName(), Sources: sources, Time: r.Now(), Held: g.Hold.Why, Mode: alert.ModeApprove})
-}
-
-// spendApproval removes, from updated, the approval that the reload written with it used.
-func spendApproval(updated client.Object, g approval.Gate, d reload.Decision) {
-	if !g.Approved || d.Hold.Reason != "" || !d.WriteRecord {
-		return
-	}
-	ann := updated.GetAnnotations()
-	delete(ann, approval.ApprovedAnnotation)
-	delete(ann, approval.PendingAnnotation)
-	updated.SetAnnotations(ann)
-}
-
-// reportNotified tells of a reload that mode notify did not roll, once its record is written:
-// an Event naming the changed keys, a log line, an alert, the notified counter.
-func (r *WorkloadReconciler) reportNotified(ctx context.Context, obj client.Object, w seen, due []reload.Change, related runtime.Object) {
-	what := r.whatChanged(w, obj, due)
-	sources := alert.SourcesOf(due, what...)
-	kind := r.Kind.Name()
-	for i, ch := range due {
-		log.FromContext(ctx).Info("would reload (mode notify)", append([]any{"source", ch.ID.String(), "hash", ch.Hash}, whatLogged(what, i)...)...)
-	}
-	r.Metrics.ReloadsNotified.WithLabelValues(kind, obj.GetNamespace()).Inc()
-	r.Recorder.Eventf(obj, related, corev1.EventTypeNormal, ReasonReloadNotified, "Notify", "%s", termsafe.ClipNote(fmt.Sprintf(
-		"Would reload %s %s after change of %s; mode notify: nothing restarted, the new hashes are recorded", kind, obj.GetName(), alert.Describe(sources))))
-	r.Alerts.Queue(alert.Reload{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), Sources: sources, Time: r.Now(), Mode: alert.ModeNotify})
-}
-
-// explainGate is, for explain, the mode's effect on facts f whose plan p reloads: f.Notify,
-// or f.Approval; and the digest of the due content when it waits for approval.
-func (r *WorkloadReconciler) explainGate(obj client.Object, w seen, p reload.Plan, f *reload.Facts) {
-	if !p.Reloads() || f.Quarantine != nil {
-		return
-	}
-	switch g := r.gateFor(obj, w, p.Changes, time.Time{}); {
-	case g.Mode == approval.Notify:
-		f.Notify = true
-	case g.Hold != nil:
-		f.Approval = g.Hold
-	}
 }
 
 // approvals remembers, per workload, the content whose approval it waits for (announced once)

@@ -17,6 +17,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
+	"github.com/reloader-operator/reloader/internal/app"
 	"github.com/reloader-operator/reloader/internal/approval"
 	"github.com/reloader-operator/reloader/internal/approve"
 	"github.com/reloader-operator/reloader/internal/coalesce"
@@ -334,6 +335,7 @@ func TestApprovalPolledWithoutWatch(t *testing.T) {
 		if live {
 			r.Unwatched = &controller.Unwatched{Kinds: map[string]bool{"Deployment": true}}
 		}
+		r.Gates = app.Gates(r)
 		return r
 	}
 	watched, live := reconciler(false), reconciler(true)

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/coalesce"
+	"github.com/reloader-operator/reloader/internal/gate"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/whatchanged"
@@ -27,7 +28,7 @@ type Weighed struct {
 }
 
 // Explanation is what the next reconcile of a workload would decide, made by the reconcile's
-// own steps (observe, input, reload.MakePlan) on what the reconciler's client reads now.
+// own steps (observe, input, and the pipeline, dry) on what the reconciler's client reads now.
 type Explanation struct {
 	// NotSelected is true when --namespace-selector leaves the workload's namespace out.
 	NotSelected bool
@@ -41,11 +42,13 @@ type Explanation struct {
 	Input reload.Input
 	// Changed are the sources the plan acts on (reloads, or skips), were there no wait.
 	Changed []source.ID
-	// Decision is what the reconcile would decide (reload.Decide) from these facts: its
-	// Plan; its Hold, when the plan reloads, what pacing decides (Hold.Reason is empty when
-	// the reload goes now; a rate-limit slot is known only inside the controller); its Pause,
-	// the pause-period step of a Pausable kind.
+	// Decision is what the reconcile would decide, by the controller's own pipeline run dry
+	// (decide): its Plan; its Hold, when the plan reloads, the first gate's hold, else the
+	// rate limiter's (Hold.Reason is empty when the reload goes now; a rate-limit slot is
+	// known only inside the controller); its Pause, the pause-period step of a Pausable kind.
 	reload.Decision
+	// Gated is what the gates answered, in their order (Gated.Held names the gate that holds).
+	Gated gate.Result
 	// Window is the coalescing window of the workload: the flag's, or a ReloaderConfig's.
 	Window time.Duration
 	// PausedUntil is when the pause ends, zero when none holds.
@@ -102,33 +105,17 @@ func (r *WorkloadReconciler) Explain(ctx context.Context, obj client.Object, unk
 	if len(e.Changed) > 0 {
 		in.Wait = settling(k, e.Window, w.sources, e.Changed, now)
 	}
-	f := r.explainFacts(obj, w, in, k, now)
-	r.explainWave(ctx, obj, w, &f)
-	e.Input, e.Decision = in, reload.Decide(f)
+	d, res, err := r.decide(ctx, obj, w, r.facts(obj, w, in, now), k, true, nil)
+	if err != nil {
+		return e, err
+	}
+	e.Input, e.Decision, e.Gated = in, d, res
 	r.explainRestart(ctx, obj, e.Plan.Reloads(), &e)
-	e.Invalid = append(e.Invalid, e.Hold.Invalid...)
+	e.Invalid = append(e.Invalid, res.Invalid...)
 	if e.Pause.Requeue > 0 {
 		e.PausedUntil = now.Add(e.Pause.Requeue)
 	}
 	return e, nil
-}
-
-// explainFacts are the facts the reconcile would decide from, with what pacing would answer
-// now: explain reserves no slot, it only looks at the one the workload holds.
-func (r *WorkloadReconciler) explainFacts(obj client.Object, w seen, in reload.Input, k string, now time.Time) reload.Facts {
-	f := r.facts(obj, w, in, now)
-	rateWait, firstSight := time.Duration(0), time.Duration(0)
-	if at, ok := r.Pacer.Until(k, now); ok && at.After(now) {
-		rateWait, f.Rate = at.Sub(now), r.Pacer.String()
-	}
-	f.RateWait, f.FirstSightWait = &rateWait, &firstSight
-	if p := reload.MakePlan(in); p.Reloads() {
-		if q, ok := explainQuarantine(obj, p.Changes, now); ok {
-			f.Quarantine = &q // the flap breaker's quarantine, as recorded on the workload (flap.go)
-		}
-		r.explainGate(obj, w, p, &f) // the mode: notify, or waiting for approval (approval.go)
-	}
-	return f
 }
 
 // restrictedKeys are, for the sources of w restricted to some keys, the keys their hash covers.

@@ -131,9 +131,8 @@ func (r *WorkloadReconciler) released(ctx context.Context, obj client.Object, ke
 
 // announceQuarantine reports a quarantine hold once per set of quarantines: a Warning Event on
 // the workload and a log line that say what was seen and who wrote it, an alert, and the held
-// counter; the waiting gauge every time.
+// counter.
 func (r *WorkloadReconciler) announceQuarantine(ctx context.Context, obj client.Object, k string, h reload.Hold, due []reload.Change, related runtime.Object) {
-	r.waits.set(k, h.Reason, h.Until, r.Metrics)
 	logger := log.FromContext(ctx)
 	if !r.flapNotes.first(k, h.Why) {
 		logger.V(1).Info("reload held", "reason", h.Reason, "until", h.Until.UTC().Format(time.RFC3339))

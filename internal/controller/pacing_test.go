@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
+	"github.com/reloader-operator/reloader/internal/app"
 	"github.com/reloader-operator/reloader/internal/coalesce"
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/metrics"
@@ -271,6 +272,7 @@ func TestReloadWindowHoldsUntilItOpens(t *testing.T) {
 		Policy: reload.Policy{Keys: reload.DefaultKeys()}, Strategy: reload.EnvVars{}, Window: coalesce.New(0),
 		Recorder: events, Metrics: metrics.New(prometheus.NewRegistry(), false), Now: clock,
 	}
+	r.Gates = app.Gates(r)
 	ctx := context.Background()
 	for _, w := range []*appsv1.Deployment{d, bad} {
 		if _, outcome, err := r.ReconcileCopyResult(ctx, get(t, w)); err != nil || outcome != metrics.OutcomeRecorded {

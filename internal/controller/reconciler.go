@@ -4,10 +4,9 @@ package controller
 
 import (
 	"context"
-	"errors"
+	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,10 +20,12 @@ import (
 	"github.com/reloader-operator/reloader/internal/coalesce"
 	"github.com/reloader-operator/reloader/internal/controller/rollout"
 	"github.com/reloader-operator/reloader/internal/flap"
+	"github.com/reloader-operator/reloader/internal/gate"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/pace"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
+	"github.com/reloader-operator/reloader/internal/report"
 	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
@@ -32,13 +33,15 @@ import (
 // FieldOwner is the field manager of every write, upstream's name.
 const FieldOwner = "Reloader"
 
-// Event reasons.
+// Event reasons (the reporter's).
 const (
-	ReasonReloaded          = "Reloaded"
-	ReasonReloadFail        = "ReloadFail"
-	ReasonReloadSkipped     = "ReloadSkipped"
-	ReasonInvalidAnnotation = "InvalidAnnotation"
-	ReasonResumed           = "Resumed"
+	ReasonReloaded          = report.ReasonReloaded
+	ReasonReloadFail        = report.ReasonReloadFail
+	ReasonReloadSkipped     = report.ReasonReloadSkipped
+	ReasonInvalidAnnotation = report.ReasonInvalidAnnotation
+	ReasonResumed           = report.ReasonResumed
+	ReasonReloadHeld        = report.ReasonReloadHeld
+	ReasonReloadNotified    = report.ReasonReloadNotified
 )
 
 // WorkloadReconciler brings one kind of workload in line with its sources: when the content
@@ -108,10 +111,14 @@ type WorkloadReconciler struct {
 	// Waves are the health-gated waves, shared by the reconcilers of one manager (waves.go);
 	// nil stages nothing.
 	Waves *Waves
+	// Gates are the guardrails of the reload pipeline, in their order (internal/app builds
+	// them); nil holds nothing.
+	Gates gate.Chain
 	Now   func() time.Time
 
 	jobs      pendingJobs
-	waits     waiting
+	repOnce   sync.Once
+	rep       *report.Reporter
 	conflicts conflictCounts
 	flapNotes flapNotes
 	approvals approvals
@@ -119,13 +126,7 @@ type WorkloadReconciler struct {
 }
 
 // Reloaded is one reload written.
-type Reloaded struct {
-	Kind string
-	// Workload is the workload as written.
-	Workload client.Object
-	Changes  []reload.Change
-	At       time.Time
-}
+type Reloaded = report.Reloaded
 
 // Behaviour holds the flags that change what a reload does.
 type Behaviour struct {
@@ -213,11 +214,11 @@ func (r *WorkloadReconciler) reconcileCopy(ctx context.Context, obj client.Objec
 	}
 	r.invalid(ctx, obj, w.invalid...)
 	f := r.facts(obj, w, r.input(ctx, obj, w, k), started)
-	d := reload.Decide(f)
-	if w.restart = r.restartMode(ctx, obj, d.Plan.Reloads()); w.restart == restartEvictOff && d.Plan.Reloads() {
+	reloads := reload.MakePlan(f.Input).Reloads()
+	if w.restart = r.restartMode(ctx, obj, reloads); w.restart == restartEvictOff && reloads {
 		return r.evictOff(ctx, obj)
 	}
-	res, outcome, err := r.act(ctx, obj, w, &f, d, k)
+	res, outcome, err := r.act(ctx, obj, w, f, k)
 	if err != nil {
 		return res, outcome, err
 	}
@@ -230,8 +231,10 @@ type seen struct {
 	sources map[source.ID]observed
 	// invalid are the workload's annotations that could not be parsed.
 	invalid []error
-	// settings are the flags' behaviour, with the overrides of the ReloaderConfigs applied.
-	settings settings
+	// settings are the flags' behaviour, with the overrides of the ReloaderConfigs applied;
+	// overrides are those overrides, as the gates read them.
+	settings  settings
+	overrides reload.Overrides
 	// restart is how the workload's pods restart (evict.go).
 	restart restartMode
 }
@@ -253,7 +256,7 @@ func (r *WorkloadReconciler) observe(ctx context.Context, obj client.Object, wei
 	if err != nil {
 		return seen{}, err
 	}
-	return seen{tw: tw, sources: sources, invalid: errs, settings: r.settingsFor(configs.Overrides)}, nil
+	return seen{tw: tw, sources: sources, invalid: errs, settings: r.settingsFor(configs.Overrides), overrides: configs.Overrides}, nil
 }
 
 // input gathers what the plan is made from.
@@ -289,11 +292,11 @@ func (r *WorkloadReconciler) input(ctx context.Context, obj client.Object, w see
 	return in
 }
 
-// facts gathers what reload.Decide decides from: the plan's input in, the record, and the
-// workload's pacing and pause settings, at now.
+// facts gathers what reload.Decide decides from before the gates and the pacer answer: the
+// plan's input in, the record, and the workload's pause settings, at now.
 func (r *WorkloadReconciler) facts(obj client.Object, w seen, in reload.Input, now time.Time) reload.Facts {
 	_, recorded := obj.GetAnnotations()[reload.RecordAnnotation]
-	f := reload.Facts{Input: in, Recorded: recorded, Hold: r.holdState(obj, w.settings), Keys: r.Policy.Keys, Now: now}
+	f := reload.Facts{Input: in, Recorded: recorded, Keys: r.Policy.Keys, Now: now}
 	if _, s, ok := r.pauseState(obj, w.settings.pausePeriod); ok {
 		f.Pause = &s
 	}
@@ -304,10 +307,22 @@ func (r *WorkloadReconciler) facts(obj client.Object, w seen, in reload.Input, n
 func (r *WorkloadReconciler) forget(k string, now time.Time) {
 	r.Window.Done(k, now)
 	r.Pacer.Forget(k, now)
-	r.waits.clear(k, r.Metrics)
-	r.flapNotes.forget(k)
-	r.approvals.forget(k, r.Metrics)
-	r.Waves.forgetWaves(k)
+	r.Gates.Forget(k)
+	r.reporter().Forget(k)
+}
+
+// reporter is the one reporter of r's pipeline, over its Recorder, Metrics and Alerts.
+func (r *WorkloadReconciler) reporter() *report.Reporter {
+	r.repOnce.Do(func() {
+		r.rep = report.New(r.Recorder, r.Metrics, r.Alerts)
+		r.rep.Now = func() time.Time { return r.Now() }
+		r.rep.OnReload = func(rl report.Reloaded) {
+			if r.OnReload != nil {
+				r.OnReload(rl)
+			}
+		}
+	})
+	return r.rep
 }
 
 // lookup is the seam through which r reads sources, indexes and ReloaderConfigs: the
@@ -318,12 +333,7 @@ func (r *WorkloadReconciler) lookup() Lookup {
 
 // invalid reports bad annotations; the valid rules still apply.
 func (r *WorkloadReconciler) invalid(ctx context.Context, obj client.Object, errs ...error) {
-	if len(errs) == 0 {
-		return
-	}
-	msg := errors.Join(errs...).Error()
-	log.FromContext(ctx).Info("invalid reload annotation; the valid rules still apply", "error", msg)
-	r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonInvalidAnnotation, "Validate", "%s", msg)
+	r.reporter().Invalid(ctx, obj, errs...)
 }
 
 // windowKey names a workload in the coalescing window.

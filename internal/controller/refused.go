@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/reloader-operator/reloader/internal/report"
 	"github.com/reloader-operator/reloader/internal/termsafe"
 )
 
@@ -40,12 +41,12 @@ func rbacRefusal(err error) (what string, ok bool) {
 // a retry: retrying can't help until the RBAC changes, and the next change of a source, or a
 // restart, tries again. A reload's failure is already reported (report); a first record's is
 // reported here, as what was refused and what to grant.
-func (r *WorkloadReconciler) refused(ctx context.Context, obj client.Object, d done, what string) error {
+func (r *WorkloadReconciler) refused(ctx context.Context, obj client.Object, d report.Outcome, what string) error {
 	msg := fmt.Sprintf("reloader's RBAC does not allow %s; grant it for reloads of this %s (see the RBAC section of reloader's README)", what, r.Kind.Name())
-	log.FromContext(ctx).Info("WARNING: write refused by RBAC; not retried until a source changes", "refused", what, "error", d.failed.Error())
-	if len(d.reloaded) == 0 {
+	log.FromContext(ctx).Info("WARNING: write refused by RBAC; not retried until a source changes", "refused", what, "error", d.Failed.Error())
+	if len(d.Reloaded) == 0 {
 		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonReloadFail, "Record",
 			"%s", termsafe.ClipNote("Recording the source hashes failed: "+msg))
 	}
-	return reconcile.TerminalError(fmt.Errorf("%s: %w", msg, d.failed))
+	return reconcile.TerminalError(fmt.Errorf("%s: %w", msg, d.Failed))
 }

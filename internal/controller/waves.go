@@ -445,45 +445,6 @@ func (ws *Waves) readStatus(ctx context.Context, m waveMember, id source.ID) wav
 	return waves.Status{State: waves.Rolling, Why: "its rollout is not complete: " + p.Why}
 }
 
-// applyWave puts what the gate found into the facts: an aborted content is taken as
-// recorded (it is written so, without a roll), and a wave's hold. It reports whether the
-// facts changed, so that Decide must run again.
-func applyWave(f *reload.Facts, res waveResult) bool {
-	again := false
-	if len(res.aborted) > 0 {
-		target := &f.Input.Record
-		if !f.Input.HasRecord && f.Input.Baseline != nil {
-			target = &f.Input.Baseline
-		}
-		rec := maps.Clone(*target)
-		if rec == nil {
-			rec = reload.Record{}
-		}
-		for _, ch := range res.aborted {
-			rec[ch.ID.String()] = ch.Hash
-		}
-		*target, again = rec, true
-	}
-	if res.hold.Reason != "" {
-		h := res.hold
-		f.Wave, again = &h, true
-	}
-	return again
-}
-
-// wave holds, where a reload is decided, the due changes that a wave holds, records the
-// aborted ones without rolling them, and reports both once (announceWave). It reports whether
-// the facts changed.
-func (r *WorkloadReconciler) wave(ctx context.Context, obj client.Object, k string, w seen, f *reload.Facts, related runtime.Object) bool {
-	if r.Waves == nil {
-		return false
-	}
-	due := reload.MakePlan(f.Input).Changes
-	res := r.Waves.gate(ctx, r, obj, w, due, f.Now)
-	r.announceWave(ctx, obj, k, res, due, related)
-	return applyWave(f, res)
-}
-
 // announceWave reports what the gate found, each thing once per workload and content: bad
 // after references, a cycle, an abort, a halt (Warning Event, log line, alert, the held
 // counter and reloader_waves_halted); a wait is logged once and counted as waiting.
@@ -523,7 +484,6 @@ func (r *WorkloadReconciler) announceWave(ctx context.Context, obj client.Object
 		return
 	}
 	r.Pacer.Forget(k, r.Now()) // a slot it reserved goes back; it takes one when its wave comes
-	r.waits.set(k, h.Reason, time.Time{}, r.Metrics)
 	sig := h.Reason
 	for _, s := range res.halted {
 		sig += "|" + s
@@ -683,18 +643,6 @@ func (ws *Waves) RolloutEnded(o rollout.Outcome) {
 		}
 	}
 	delete(ws.wake, key)
-}
-
-// explainWave is, for explain, the gate as the controller would find it now.
-func (r *WorkloadReconciler) explainWave(ctx context.Context, obj client.Object, w seen, f *reload.Facts) {
-	if r.Waves == nil || f.Quarantine != nil {
-		return
-	}
-	due := reload.MakePlan(f.Input).Changes
-	if len(due) == 0 {
-		return
-	}
-	applyWave(f, r.Waves.gate(ctx, r, obj, w, due, f.Now))
 }
 
 // readLive reads cached whole, from the API server, unless it was read while the cache held

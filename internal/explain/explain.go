@@ -189,6 +189,7 @@ func (e *Explainer) reconciler(kind workload.Kind) *controller.WorkloadReconcile
 func (e *Explainer) bare(kind workload.Kind) *controller.WorkloadReconciler {
 	r := app.NewReconciler(e.conf, e.client, kind, e.sources, e.configs, coalesce.New(e.conf.CoalesceWindow))
 	r.Now, r.Policy.Caches = e.now, e.caches
+	r.Gates = app.Gates(r) // the controller's gates, run dry
 	return r
 }
 

@@ -147,6 +147,9 @@ type Notice struct {
 	Alert *alert.Reload
 	// Count are the gate's counters incremented as the notice is said (once, as it is).
 	Count []prometheus.Counter
+	// Held, when set, makes the notice the announcement of a hold of this reason: said, it
+	// counts once in reloader_reloads_held_total.
+	Held string
 }
 
 // Gate is one guardrail of the pipeline.

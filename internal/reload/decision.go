@@ -9,46 +9,42 @@ const (
 	OutcomeHeld    = "held"
 )
 
-// Facts are what one reconcile read of a workload, and what pacing answered when Decide asked
-// for it. Nothing in them reads a clock or the cluster: the reconciler and `reloader explain`
-// gather them, each its own way, and Decide turns them into the same Decision.
+// Facts are what one reconcile read of a workload, what the gates answered, and what pacing
+// answered when Decide asked for it. Nothing in them reads a clock or the cluster: the
+// reconciler and `reloader explain` gather them through the same pipeline (one function of the
+// controller), and Decide turns them into the same Decision.
 type Facts struct {
 	// Input is what the plan is made from (MakePlan).
 	Input Input
 	// Recorded is true when the workload carries a record annotation, readable or not.
 	Recorded bool
-	// Hold is what the workload's pacing annotations, and its ReloaderConfigs, set (PlanHold).
-	Hold HoldState
 	// Pause is the pause state of a workload of a kind that can pause; nil for the others.
 	Pause *PauseState
 	// Keys name the annotations, for PlanPause's messages.
 	Keys Keys
 	// Now is the time of the decision.
 	Now time.Time
-	// RateWait is the rate limiter's answer for a reload that is due and not held by the
-	// workload's own settings: how long it waits for its slot, 0 for a slot now. nil: not
+	// RateWait is the rate limiter's answer for a reload that is due and not held by a
+	// gate: how long it waits for its slot, 0 for a slot now. nil: not
 	// asked; Decide then asks for it (Decision.AskRate). Rate names the limiter, for Hold.Why.
 	RateWait *time.Duration
 	Rate     string
 	// FirstSightWait is the pacer's answer for a first record: how long it waits, 0 for now.
 	// nil: not asked; Decide then asks for it (Decision.AskFirstSight).
 	FirstSightWait *time.Duration
-	// Quarantine is the flap breaker's hold of the due changes (one of their sources is
-	// quarantined), nil when none: it holds past the workload's own settings and the rate.
-	Quarantine *Hold
-	// Wave is the health-gated waves' hold of the due changes (an earlier wave, or a workload
-	// this one rolls after, has not completed on the content, or stalled: internal/waves), nil
-	// when none: like Quarantine it holds past the workload's own settings and the rate; a
-	// quarantine comes first.
-	Wave *Hold
+	// Gate is what the gates of the pipeline (internal/gate's Chain) answered for the due
+	// reload: the first hold in their order, or a notice in place of the reload. Zero when none
+	// holds, or nothing is due.
+	Gate Gated
 	// Unrolled is true when writing the due changes leaves the pod template as it was (the
 	// values are there already): nothing rolls, and no pause period starts.
 	Unrolled bool
-	// Approval is the hold of a due reload that waits for approval (mode approve,
-	// internal/approval), nil when none: it holds like a quarantine, which goes first.
-	Approval *Hold
-	// Notify is true when the due reload is only reported (mode notify): nothing rolls, the
-	// record advances (Decision.Notified).
+}
+
+// Gated is the gates' answer for a due reload, in their order: Hold (its Reason set) when one
+// holds it, else Notify when one turns it into a notice (nothing rolls, the record advances).
+type Gated struct {
+	Hold   Hold
 	Notify bool
 }
 
@@ -60,11 +56,10 @@ type Decision struct {
 	Plan Plan
 	// AskRate and AskFirstSight say that Decide needs the pacer's answer to go on
 	// (Facts.RateWait, Facts.FirstSightWait): the caller asks, which reserves a slot, and
-	// decides again with the answer. Nothing else in the Decision is set then but Plan (and
-	// Hold, for AskRate).
+	// decides again with the answer. Nothing else in the Decision is set then but Plan.
 	AskRate, AskFirstSight bool
-	// Hold is, when the plan reloads, what pacing decides: Hold.Reason is empty when the
-	// reload goes now. Its Invalid are pacing annotations that could not be read.
+	// Hold is, when the plan reloads, the gates' hold, else the rate limiter's: Hold.Reason
+	// is empty when the reload goes now.
 	Hold Hold
 	// GiveBack is true when a rate slot the workload may hold goes back: nothing is due any
 	// more, or its own settings hold it (it takes a slot when that hold ends).
@@ -75,9 +70,6 @@ type Decision struct {
 	// WriteRecord is true when Plan.Record is written (never while a reload is held: the
 	// record would claim the held changes).
 	WriteRecord bool
-	// LastReload, when set, is written into LastReloadAnnotation: the minimum interval
-	// between reloads runs from it, for any replica.
-	LastReload string
 	// Pause is the pause-period step of a kind that can pause.
 	Pause PauseStep
 	// Requeue is when the workload is decided again; 0: on its next event.
@@ -85,16 +77,16 @@ type Decision struct {
 	// Outcome is OutcomeWaiting or OutcomeHeld when the decision settles the reconcile's
 	// outcome; empty when what the write does settles it.
 	Outcome string
-	// Notified are the due changes reported instead of rolled (Facts.Notify); the record
+	// Notified are the due changes reported instead of rolled (Facts.Gate.Notify); the record
 	// that names them is written.
 	Notified []Change
 }
 
 // Decide composes one reconcile of a workload from the facts: the plan (MakePlan), then, for
-// a plan that waits for the coalescing window, nothing more; for a due reload, a quarantine,
-// else an approval hold, else for mode notify the record alone (nothing rolls, nothing is
-// paced), else the hold of its own settings (PlanHold), then the rate limiter's slot; for a first record, the pacer's turn;
-// then what is written, the pause-period step (PlanPause) and when to come back. It is pure.
+// a plan that waits for the coalescing window, nothing more; for a due reload, the gates' hold,
+// else for a notice the record alone (nothing rolls, nothing is paced), else the rate
+// limiter's slot; for a first record, the pacer's turn; then what is written, the pause-period
+// step (PlanPause) and when to come back. It is pure.
 func Decide(f Facts) Decision {
 	d := Decision{Plan: MakePlan(f.Input)}
 	p := d.Plan
@@ -106,25 +98,16 @@ func Decide(f Facts) Decision {
 	}
 	switch {
 	case p.Reloads():
-		d.Hold = PlanHold(f.Hold, f.Now)
 		switch {
-		case f.Quarantine != nil && f.Quarantine.Reason != "":
-			d.Hold = *f.Quarantine
-		case f.Notify:
+		case f.Gate.Hold.Reason != "":
+			d.Hold = f.Gate.Hold
+			d.GiveBack = true
+		case f.Gate.Notify:
 			// Nothing rolls, so nothing is paced: the record advances now.
-			d.Hold = Hold{Invalid: d.Hold.Invalid}
 			d.Notified, d.WriteRecord, d.GiveBack = p.Changes, p.WriteRecord, true
 			d.Pause = f.pause(false)
 			d.Requeue = d.Pause.Requeue
 			return d
-		case f.Wave != nil && f.Wave.Reason != "":
-			d.Hold = *f.Wave
-		case f.Approval != nil && f.Approval.Reason != "":
-			d.Hold = *f.Approval
-		}
-		switch {
-		case d.Hold.Reason != "":
-			d.GiveBack = true
 		case f.RateWait == nil:
 			d.AskRate = true
 			return d
@@ -148,9 +131,6 @@ func Decide(f Facts) Decision {
 	rolls := p.Reloads() && !held && !f.Unrolled
 	if rolls {
 		d.Reload = p.Changes
-		if d.Hold.MinInterval > 0 {
-			d.LastReload = f.Now.UTC().Format(time.RFC3339)
-		}
 	}
 	d.Pause = f.pause(rolls)
 	d.Requeue = d.Pause.Requeue

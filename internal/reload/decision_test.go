@@ -2,7 +2,6 @@ package reload
 
 import (
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
@@ -31,11 +30,9 @@ func TestDecide(t *testing.T) {
 	period := &PauseState{Period: "5m", HasPeriod: true}
 	pausedAt := now.Add(-time.Minute).Format(time.RFC3339)
 	paused := &PauseState{Paused: true, PausedAt: pausedAt, HasPausedAt: true, Period: "5m", HasPeriod: true}
-	window := HoldState{Window: "daily 03:00-04:00 UTC", HasWindow: true}
-	interval := HoldState{DefaultMinInterval: time.Hour, LastReload: now.Add(-10 * time.Minute).Format(time.RFC3339), HasLastReload: true}
-	stamp := HoldState{DefaultMinInterval: time.Hour}
-	opens := time.Date(2026, 3, 5, 3, 0, 0, 0, time.UTC)
-
+	windowed := Gated{Hold: Hold{Reason: HoldReloadWindow, Until: now.Add(17 * time.Hour), Why: "reload window daily 03:00-04:00 UTC"}}
+	quarantined := Gated{Hold: Hold{Reason: "quarantine", Until: now.Add(5 * time.Minute)}}
+	approval := Gated{Hold: Hold{Reason: HoldApproval}}
 	tests := []struct {
 		name string
 		f    Facts
@@ -55,84 +52,44 @@ func TestDecide(t *testing.T) {
 		f:    Facts{Input: changed, Recorded: true, Now: now, RateWait: dur(2 * time.Second), Rate: "rate limit 1 reloads/s"},
 		want: Decision{Hold: Hold{Reason: HoldRateLimit, Until: now.Add(2 * time.Second)}, Requeue: 2 * time.Second, Outcome: OutcomeHeld},
 	}, {
-		name: "held by its own reload window: the slot goes back, and the limiter is not asked",
-		f:    Facts{Input: changed, Recorded: true, Now: now, Hold: window},
-		want: Decision{Hold: Hold{Reason: HoldReloadWindow, Until: opens}, GiveBack: true, Requeue: opens.Sub(now), Outcome: OutcomeHeld},
+		name: "held by a gate (its own reload window): the slot goes back, and the limiter is not asked",
+		f:    Facts{Input: changed, Recorded: true, Now: now, Gate: windowed},
+		want: Decision{Hold: windowed.Hold, GiveBack: true, Requeue: 17 * time.Hour, Outcome: OutcomeHeld},
 	}, {
-		name: "quarantined by the flap breaker: held past its own window, the slot goes back, nothing written",
-		f:    Facts{Input: changed, Recorded: true, Now: now, Hold: window, Quarantine: &Hold{Reason: "quarantine", Until: now.Add(5 * time.Minute)}},
-		want: Decision{Hold: Hold{Reason: "quarantine", Until: now.Add(5 * time.Minute)}, GiveBack: true, Requeue: 5 * time.Minute, Outcome: OutcomeHeld},
+		name: "held by a gate (the flap breaker): the slot goes back, nothing written",
+		f:    Facts{Input: changed, Recorded: true, Now: now, Gate: quarantined},
+		want: Decision{Hold: quarantined.Hold, GiveBack: true, Requeue: 5 * time.Minute, Outcome: OutcomeHeld},
 	}, {
-		name: "a quarantine holds nothing when nothing is due",
-		f:    Facts{Input: unchanged, Recorded: true, Now: now, Quarantine: &Hold{Reason: "quarantine", Until: now.Add(5 * time.Minute)}},
+		name: "a gate's hold holds nothing when nothing is due",
+		f:    Facts{Input: unchanged, Recorded: true, Now: now, Gate: quarantined},
 		want: Decision{GiveBack: true, WriteRecord: true},
 	}, {
-		name: "waiting for approval: held past its own window, no end, back on the next event, nothing written",
-		f:    Facts{Input: changed, Recorded: true, Now: now, Hold: window, Approval: &Hold{Reason: HoldApproval}},
-		want: Decision{Hold: Hold{Reason: HoldApproval}, GiveBack: true, Outcome: OutcomeHeld},
+		name: "a hold without end (approval): back on the next event, nothing written",
+		f:    Facts{Input: changed, Recorded: true, Now: now, Gate: approval},
+		want: Decision{Hold: approval.Hold, GiveBack: true, Outcome: OutcomeHeld},
 	}, {
-		name: "a quarantine goes before an approval",
-		f:    Facts{Input: changed, Recorded: true, Now: now, Approval: &Hold{Reason: HoldApproval}, Quarantine: &Hold{Reason: "quarantine", Until: now.Add(5 * time.Minute)}},
-		want: Decision{Hold: Hold{Reason: "quarantine", Until: now.Add(5 * time.Minute)}, GiveBack: true, Requeue: 5 * time.Minute, Outcome: OutcomeHeld},
-	}, {
-		name: "an approval hold while a pause stands comes back when the pause ends",
-		f:    Facts{Input: changed, Recorded: true, Now: now, Pause: paused, Keys: keys, Approval: &Hold{Reason: HoldApproval}},
-		want: Decision{Hold: Hold{Reason: HoldApproval}, GiveBack: true, Pause: PauseStep{Requeue: 4 * time.Minute}, Requeue: 4 * time.Minute, Outcome: OutcomeHeld},
-	}, {
-		name: "an approval holds nothing when nothing is due",
-		f:    Facts{Input: unchanged, Recorded: true, Now: now, Approval: &Hold{Reason: HoldApproval}},
-		want: Decision{GiveBack: true, WriteRecord: true},
-	}, {
-		name: "approved (no approval hold): paced as any reload",
-		f:    Facts{Input: changed, Recorded: true, Now: now, Hold: window},
-		want: Decision{Hold: Hold{Reason: HoldReloadWindow, Until: opens}, GiveBack: true, Requeue: opens.Sub(now), Outcome: OutcomeHeld},
+		name: "a hold without end while a pause stands comes back when the pause ends",
+		f:    Facts{Input: changed, Recorded: true, Now: now, Pause: paused, Keys: keys, Gate: approval},
+		want: Decision{Hold: approval.Hold, GiveBack: true, Pause: PauseStep{Requeue: 4 * time.Minute}, Requeue: 4 * time.Minute, Outcome: OutcomeHeld},
 	}, {
 		name: "notify: nothing rolls, nothing is paced or asked, the record advances",
-		f:    Facts{Input: changed, Recorded: true, Now: now, Hold: window, Notify: true},
+		f:    Facts{Input: changed, Recorded: true, Now: now, Gate: Gated{Notify: true}},
 		want: Decision{Notified: change, WriteRecord: true, GiveBack: true},
 	}, {
 		name: "notify starts no pause",
-		f:    Facts{Input: changed, Recorded: true, Now: now, Pause: period, Keys: keys, Notify: true},
+		f:    Facts{Input: changed, Recorded: true, Now: now, Pause: period, Keys: keys, Gate: Gated{Notify: true}},
 		want: Decision{Notified: change, WriteRecord: true, GiveBack: true},
 	}, {
 		name: "notify with nothing due notifies nothing",
-		f:    Facts{Input: unchanged, Recorded: true, Now: now, Notify: true},
+		f:    Facts{Input: unchanged, Recorded: true, Now: now, Gate: Gated{Notify: true}},
 		want: Decision{GiveBack: true, WriteRecord: true},
 	}, {
-		name: "a quarantine holds a notification too: one, once quiet",
-		f:    Facts{Input: changed, Recorded: true, Now: now, Notify: true, Quarantine: &Hold{Reason: "quarantine", Until: now.Add(5 * time.Minute)}},
-		want: Decision{Hold: Hold{Reason: "quarantine", Until: now.Add(5 * time.Minute)}, GiveBack: true, Requeue: 5 * time.Minute, Outcome: OutcomeHeld},
-	}, {
-		name: "held by a wave: held past its own window and the rate, the slot goes back, nothing written",
-		f:    Facts{Input: changed, Recorded: true, Now: now, Hold: window, Wave: &Hold{Reason: "wave", Until: now.Add(3 * time.Second)}},
-		want: Decision{Hold: Hold{Reason: "wave", Until: now.Add(3 * time.Second)}, GiveBack: true, Requeue: 3 * time.Second, Outcome: OutcomeHeld},
-	}, {
-		name: "a quarantine comes before a wave",
-		f:    Facts{Input: changed, Recorded: true, Now: now, Quarantine: &Hold{Reason: "quarantine", Until: now.Add(5 * time.Minute)}, Wave: &Hold{Reason: "wave", Until: now.Add(3 * time.Second)}},
-		want: Decision{Hold: Hold{Reason: "quarantine", Until: now.Add(5 * time.Minute)}, GiveBack: true, Requeue: 5 * time.Minute, Outcome: OutcomeHeld},
-	}, {
-		name: "a wave holds nothing when nothing is due",
-		f:    Facts{Input: unchanged, Recorded: true, Now: now, Wave: &Hold{Reason: "wave", Until: now.Add(3 * time.Second)}},
-		want: Decision{GiveBack: true, WriteRecord: true},
-	}, {
-		name: "notify goes before a wave: nothing rolls, so there is nothing to stage",
-		f:    Facts{Input: changed, Recorded: true, Now: now, Notify: true, Wave: &Hold{Reason: "wave", Until: now.Add(3 * time.Second)}},
-		want: Decision{Notified: change, WriteRecord: true, GiveBack: true},
-	}, {
-		name: "a wave goes before an approval: approval is asked once the wave is due",
-		f:    Facts{Input: changed, Recorded: true, Now: now, Approval: &Hold{Reason: HoldApproval}, Wave: &Hold{Reason: "wave", Until: now.Add(3 * time.Second)}},
-		want: Decision{Hold: Hold{Reason: "wave", Until: now.Add(3 * time.Second)}, GiveBack: true, Requeue: 3 * time.Second, Outcome: OutcomeHeld},
-	}, {
-		name: "held by the minimum interval",
-		f:    Facts{Input: changed, Recorded: true, Now: now, Hold: interval},
-		want: Decision{Hold: Hold{Reason: HoldMinInterval, Until: now.Add(50 * time.Minute), MinInterval: time.Hour}, GiveBack: true, Requeue: 50 * time.Minute, Outcome: OutcomeHeld},
-	}, {
-		name: "a minimum interval in force stamps the reload",
-		f:    Facts{Input: changed, Recorded: true, Now: now, Hold: stamp, RateWait: dur(0)},
-		want: Decision{Hold: Hold{MinInterval: time.Hour}, Reload: change, WriteRecord: true, LastReload: now.Format(time.RFC3339)},
+		name: "a hold goes before a notice",
+		f:    Facts{Input: changed, Recorded: true, Now: now, Gate: Gated{Hold: quarantined.Hold, Notify: true}},
+		want: Decision{Hold: quarantined.Hold, GiveBack: true, Requeue: 5 * time.Minute, Outcome: OutcomeHeld},
 	}, {
 		name: "the coalescing window: wait, nothing else",
-		f:    Facts{Input: waiting, Recorded: true, Now: now, Hold: window},
+		f:    Facts{Input: waiting, Recorded: true, Now: now, Gate: windowed},
 		want: Decision{Requeue: 3 * time.Second, Outcome: OutcomeWaiting},
 	}, {
 		name: "nothing due: the record is kept and any slot goes back",
@@ -194,16 +151,15 @@ func TestDecide(t *testing.T) {
 }
 
 // TestDecideAgainWithTheAnswer: the answers Decide asks for complete the same decision, and
-// deciding again with them changes nothing (act re-decides when the template already holds
-// the changes).
+// deciding again with them changes nothing (the pipeline decides again when the template
+// already holds the changes).
 func TestDecideAgainWithTheAnswer(t *testing.T) {
 	now := time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)
 	cfg := source.ID{Kind: source.ConfigMap, Name: "cfg"}
 	f := Facts{Input: Input{Sources: map[source.ID]Observed{cfg: {Hash: "h2"}}, Record: Record{"configmap/cfg": "h1"}, HasRecord: true},
-		Recorded: true, Now: now, Hold: HoldState{MinInterval: "nonsense", HasMinInterval: true}}
-	d := Decide(f)
-	if !d.AskRate || len(d.Hold.Invalid) != 1 || !strings.Contains(d.Hold.Invalid[0].Error(), MinReloadIntervalAnnotation) {
-		t.Fatalf("first decision: %+v; want AskRate, and the unreadable interval named", d)
+		Recorded: true, Now: now}
+	if d := Decide(f); !d.AskRate || d.Hold.Reason != "" {
+		t.Fatalf("first decision: %+v; want AskRate", d)
 	}
 	wait := time.Duration(0)
 	f.RateWait = &wait
