@@ -6,9 +6,12 @@ import (
 
 	eventsv1 "k8s.io/api/events/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/reloader-operator/reloader/internal/controller"
 )
+
+// reasonSourceQuarantined is the reason of the Warning Event reloader puts on a workload whose
+// source the flap breaker quarantined (docs/operations.md): the demo reads it as a user would,
+// and links none of the controller.
+const reasonSourceQuarantined = "SourceQuarantined"
 
 // flapping makes two writers fight over the ConfigMap, as two controllers that each own it
 // would: the pipeline writes GREETING=hello back, the editor writes "hello, reloaded" again,
@@ -35,13 +38,13 @@ func flapping(ctx context.Context, cl client.Client, say func(string, ...any)) (
 		}
 	}
 	var note string
-	err := poll(ctx, "the "+controller.ReasonSourceQuarantined+" Event", func() (bool, error) {
+	err := poll(ctx, "the "+reasonSourceQuarantined+" Event", func() (bool, error) {
 		var events eventsv1.EventList
 		if err := cl.List(ctx, &events, client.InNamespace(namespace)); err != nil {
 			return false, err
 		}
 		for _, e := range events.Items {
-			if e.Regarding.Kind == "Deployment" && e.Regarding.Name == name && e.Reason == controller.ReasonSourceQuarantined {
+			if e.Regarding.Kind == "Deployment" && e.Regarding.Name == name && e.Reason == reasonSourceQuarantined {
 				note = e.Note
 				return true, nil
 			}
