@@ -27,6 +27,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/cachemem/intern"
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/controller/rollout"
+	"github.com/reloader-operator/reloader/internal/gate/wave"
 	"github.com/reloader-operator/reloader/internal/metricsauth"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/workload"
@@ -49,8 +50,8 @@ func cacheOptions(conf options.Config, sources []controller.SourceType, kinds []
 	}
 	for _, kind := range kinds {
 		keep := rollouts.Follows(kind)
-		if controller.KeepStatus(conf.WavesMinWorkloads) {
-			// Waves read the members' statuses on every gate (controller/waves.go).
+		if wave.KeepStatus(conf.WavesMinWorkloads) {
+			// Waves read the members' statuses on every gate (gate/wave).
 			keep = func(client.Object) bool { return true }
 		}
 		byObject[kind.NewObject()] = cache.ByObject{Transform: workload.SlimTransform(kind, keep, !configs, tables)}

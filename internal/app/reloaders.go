@@ -66,8 +66,6 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 	if key != nil && !key.Own() && replacesJobs(conf, kinds) {
 		logger.Info("WARNING: no namespace of reloader's own (RELOADER_NAMESPACE, POD_NAMESPACE): the install key's Secret is in a namespace others may write, so Job replacement records are neither signed nor trusted from the cluster; if reloader stops between a Job's delete and its re-create, no other process re-creates it")
 	}
-	// One set of waves for every kind: a shared source's members are of any kind.
-	waves := controller.NewWaves(conf.WavesMinWorkloads, mgr.GetAPIReader(), m)
 	var reconcilers []*controller.WorkloadReconciler
 	for _, kind := range kinds {
 		r := NewReconciler(conf, reader, kind, sources, configs, window)
@@ -81,9 +79,17 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 			// A nil *Loader in the interface would not read as "no key".
 			r.RecordKey = key
 		}
-		r.Gates = Gates(r)
-		waves.Add(r)
 		reconcilers = append(reconcilers, r)
+	}
+	// One set of guardrails for every kind: a source flaps, and its waves span, whatever
+	// kinds use it.
+	from := GuardrailsFrom{Flaps: flaps, Cluster: controller.WaveCluster(reconcilers), Cache: reader, Live: mgr.GetAPIReader(), Metrics: m}
+	if len(reconcilers) > 0 {
+		from.Key = controller.InstallKey(reconcilers[0]) // every kind's: the same loader
+	}
+	guardrails := NewGuardrails(conf, from)
+	for _, r := range reconcilers {
+		r.Gates = Gates(r, guardrails)
 	}
 	if conf.WebhookURL != "" && len(reconcilers) > 0 {
 		poster, err := notify.NewPoster(conf.WebhookTimeout, conf.WebhookRetries, "")
@@ -129,7 +135,7 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 		if ended != nil {
 			ended(o)
 		}
-		waves.RolloutEnded(o)
+		guardrails.Wave.Ended(o.Kind, o.Namespace, o.Name)
 	}
 	for _, r := range reconcilers {
 		if err := r.SetupWithManager(mgr); err != nil {
@@ -164,7 +170,6 @@ func NewReconciler(conf options.Config, c client.Client, kind workload.Kind, sou
 		// Pacer is the caller's: explain reserves no slots.
 		MinReloadInterval: conf.MinReloadInterval,
 		EnableEvict:       conf.EnableEvictStrategy,
-		Mode:              conf.Mode,
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/report"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/whatchanged"
 )
 
 // The reload pipeline of one reconcile:
@@ -103,6 +104,19 @@ func (r *WorkloadReconciler) due(obj client.Object, w seen, p reload.Plan, k str
 	for id, o := range w.sources {
 		d.Sources[id] = gate.Source{Object: o.obj, Hash: o.hash, Annotations: o.annotations}
 	}
+	for _, ch := range p.Changes {
+		// When the due content was written, as its newest writer tells (mode approve says
+		// since when it waits).
+		s, st := d.Sources[ch.ID], r.sourceType(ch.ID.Kind)
+		if s.Object == nil || st == nil || st.Pool != nil {
+			continue
+		}
+		if wr, ok := st.writer(s.Object); ok {
+			s.Written = wr.Time
+			d.Sources[ch.ID] = s
+		}
+	}
+	d.What = func(changes []reload.Change) []whatchanged.Report { return r.whatChanged(w, obj, changes) }
 	if len(p.Changes) > 0 {
 		d.Related = w.sources[p.Changes[0].ID].obj
 	}
@@ -184,9 +198,7 @@ func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen,
 			if first, ok := r.Window.FirstChange(k); ok {
 				dn.Latency = r.Now().Sub(first)
 			}
-			if len(d.Notified) > 0 {
-				rep.Notified(ctx, r.Kind.Name(), obj, d.Notified, r.whatChanged(w, obj, d.Notified), dn.Related)
-			}
+			rep.SayWritten(ctx, obj, dn.Related, res.Notices) // mode notify's, once its record is written
 		}
 	}
 	return r.settle(ctx, obj, d, dn, k, f.Now)

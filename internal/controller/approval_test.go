@@ -330,12 +330,12 @@ func TestApprovalPolledWithoutWatch(t *testing.T) {
 		r := &controller.WorkloadReconciler{
 			Client: k8s, Kind: workload.Deployment(), Sources: []controller.SourceType{controller.ConfigMaps},
 			Policy: reload.Policy{Keys: reload.DefaultKeys()}, Strategy: reload.EnvVars{}, Window: coalesce.New(0),
-			Recorder: &notes{}, Metrics: metrics.New(prometheus.NewRegistry(), false), Now: time.Now, Mode: approval.Approve,
+			Recorder: &notes{}, Metrics: metrics.New(prometheus.NewRegistry(), false), Now: time.Now,
 		}
 		if live {
 			r.Unwatched = &controller.Unwatched{Kinds: map[string]bool{"Deployment": true}}
 		}
-		r.Gates = app.Gates(r)
+		r.Gates = app.Gates(r, app.NewGuardrails(options.Config{Mode: approval.Approve}, app.GuardrailsFrom{}))
 		return r
 	}
 	watched, live := reconciler(false), reconciler(true)

@@ -6,7 +6,11 @@ import (
 	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"github.com/reloader-operator/reloader/internal/gate/mode"
+	"github.com/reloader-operator/reloader/internal/gate/quarantine"
 	"github.com/reloader-operator/reloader/internal/gate/wave"
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/reload"
@@ -90,4 +94,34 @@ func (c waveCluster) Applied(ctx context.Context, kind workload.Kind, obj client
 // not Valid when there is none; an error while it has not loaded.
 func InstallKey(r *WorkloadReconciler) func(context.Context) (hash.Key, error) {
 	return r.recordKey
+}
+
+// Event reasons of the gates, as the controller's tests and tools name them.
+const (
+	ReasonSourceQuarantined  = quarantine.ReasonSourceQuarantined
+	ReasonQuarantineReleased = quarantine.ReasonQuarantineReleased
+	ReasonApprovalPending    = mode.ReasonApprovalPending
+	ReasonWavesHalted        = wave.ReasonWavesHalted
+	ReasonWavesCycle         = wave.ReasonWavesCycle
+	ReasonWavesAborted       = wave.ReasonWavesAborted
+)
+
+// observeFlaps is a predicate that lets every event through and feeds st's content changes,
+// with their writers, to the flap breaker's table.
+func (r *WorkloadReconciler) observeFlaps(st SourceType) predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			if r.Flaps == nil || st.Pool != nil {
+				return true
+			}
+			// The manager whose entry this write changed (copied out of the cache's string).
+			wr, _ := changeWriter(e.ObjectOld, e.ObjectNew)
+			quarantine.Observe(r.Flaps, st.Kind, e.ObjectNew, cachedHash(e.ObjectOld), cachedHash(e.ObjectNew), wr, r.Now())
+			return true
+		},
+		DeleteFunc: func(e event.DeleteEvent) bool {
+			quarantine.Gone(r.Flaps, st.Kind, e.Object)
+			return true
+		},
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/reloader-operator/reloader/internal/flap"
+	"github.com/reloader-operator/reloader/internal/gate/wave"
 	"github.com/reloader-operator/reloader/internal/reload"
 )
 
@@ -23,7 +24,7 @@ func SourceChanged(keys reload.Keys, labels bool) predicate.Predicate {
 				o[keys.Ignore] != n[keys.Ignore] ||
 				o[keys.Match] != n[keys.Match] ||
 				o[flap.ReleaseAnnotation] != n[flap.ReleaseAnnotation] ||
-				wavesChanged(o, n) ||
+				wave.AnnotationsChanged(o, n) ||
 				labels && !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
 		},
 	}

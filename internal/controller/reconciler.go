@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/reloader-operator/reloader/internal/alert"
-	"github.com/reloader-operator/reloader/internal/approval"
 	"github.com/reloader-operator/reloader/internal/coalesce"
 	"github.com/reloader-operator/reloader/internal/controller/rollout"
 	"github.com/reloader-operator/reloader/internal/flap"
@@ -102,15 +101,9 @@ type WorkloadReconciler struct {
 	// EnableEvict runs the evict restart strategy (--enable-evict-strategy, evict.go); without
 	// it a workload that asks for it is told, and its reloads wait.
 	EnableEvict bool
-	// Flaps is the flap breaker's table, shared by the reconcilers of one manager (flap.go);
-	// nil breaks no flap.
+	// Flaps is the flap breaker's table, shared by the reconcilers of one manager: their
+	// source watches feed it (observeFlaps), the quarantine gate reads it; nil breaks no flap.
 	Flaps *flap.Table
-	// Mode is --mode: how a due reload is carried out where no annotation says (approval.go);
-	// empty: reload.
-	Mode approval.Mode
-	// Waves are the health-gated waves, shared by the reconcilers of one manager (waves.go);
-	// nil stages nothing.
-	Waves *Waves
 	// Gates are the guardrails of the reload pipeline, in their order (internal/app builds
 	// them); nil holds nothing.
 	Gates gate.Chain
@@ -120,9 +113,6 @@ type WorkloadReconciler struct {
 	repOnce   sync.Once
 	rep       *report.Reporter
 	conflicts conflictCounts
-	flapNotes flapNotes
-	approvals approvals
-	keyWaits  keyWaits
 }
 
 // Reloaded is one reload written.

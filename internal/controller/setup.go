@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	crsource "sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/clientindex"
@@ -67,8 +68,18 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.Watches(&v1alpha1.ReloaderConfig{}, r.configEvents())
 	}
 	b = r.watchReplacements(b)
-	b = r.Waves.watch(r, b) // wakes held workloads (waves.go)
+	for _, g := range r.Gates {
+		if q, ok := g.(queued); ok {
+			b = b.WatchesRawSource(q.Queue(r.Kind.Name())) // a gate that wakes held workloads
+		}
+	}
 	return b.Complete(r)
+}
+
+// queued is a gate that queues held workloads again (the waves, when a blocker's rollout
+// ends): it gets each kind's work queue through a source of its own.
+type queued interface {
+	Queue(kind string) crsource.Source
 }
 
 // newQueue takes turns between namespaces: one namespace with thousands of workloads queued

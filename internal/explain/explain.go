@@ -53,8 +53,8 @@ type Explainer struct {
 	notes   []string
 	keyNote string
 	now     func() time.Time
-	// waves are made once, on first use (wavesOf).
-	waves *controller.Waves
+	// guardrails are made once, on first use (guardrailsOf).
+	guardrails *app.Guardrails
 }
 
 // New returns an Explainer of namespace ns, deciding as a reloader started with conf would.
@@ -181,34 +181,37 @@ const unknown = "unknown"
 
 func (e *Explainer) reconciler(kind workload.Kind) *controller.WorkloadReconciler {
 	r := e.bare(kind)
-	r.Waves = e.wavesOf()
+	r.Gates = app.Gates(r, e.guardrailsOf()) // the controller's gates, run dry
 	return r
 }
 
-// bare is the reconciler of kind as the controller builds it, without its waves.
+// bare is the reconciler of kind as the controller builds it, without its gates.
 func (e *Explainer) bare(kind workload.Kind) *controller.WorkloadReconciler {
 	r := app.NewReconciler(e.conf, e.client, kind, e.sources, e.configs, coalesce.New(e.conf.CoalesceWindow))
 	r.Now, r.Policy.Caches = e.now, e.caches
-	r.Gates = app.Gates(r) // the controller's gates, run dry
 	return r
 }
 
-// wavesOf are the health-gated waves as the controller finds them, over the kinds this
-// install reloads that the cluster serves: explain reads whole objects, statuses included.
-func (e *Explainer) wavesOf() *controller.Waves {
-	if e.waves == nil {
-		e.waves = controller.NewWaves(e.conf.WavesMinWorkloads, nil, nil)
-		e.waves.Memoize() // one view of the cluster for every workload explained
+// guardrailsOf are the gates as the controller builds them, but for its memory: no flap
+// table (the quarantines recorded on the workloads are read), and waves over the kinds this
+// install reloads that the cluster serves, read whole, statuses included, once per
+// explanation.
+func (e *Explainer) guardrailsOf() app.Guardrails {
+	if e.guardrails == nil {
+		var members []*controller.WorkloadReconciler
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		for _, k := range e.workloadKinds() {
 			if e.ignoredKind(k) != "" || e.client.List(ctx, k.NewList(), client.InNamespace(e.namespace), client.Limit(1)) != nil {
 				continue // not reloaded here, or not served: no member of any wave
 			}
-			e.waves.Add(e.bare(k))
+			members = append(members, e.bare(k))
 		}
+		g := app.NewGuardrails(e.conf, app.GuardrailsFrom{Cluster: controller.WaveCluster(members)})
+		g.Wave.Memoize() // one view of the cluster for every workload explained
+		e.guardrails = &g
 	}
-	return e.waves
+	return *e.guardrails
 }
 
 func (e *Explainer) lookup() controller.Lookup {

@@ -89,19 +89,6 @@ func (r *Reporter) Done(ctx context.Context, obj client.Object, d Outcome) strin
 	return metrics.OutcomeReloaded
 }
 
-// Notified tells of a reload that mode notify did not roll, once its record is written: an
-// Event naming the changed keys, a log line, an alert, the notified counter.
-func (r *Reporter) Notified(ctx context.Context, kind string, obj client.Object, due []reload.Change, what []whatchanged.Report, related runtime.Object) {
-	sources := alert.SourcesOf(due, what...)
-	for i, ch := range due {
-		log.FromContext(ctx).Info("would reload (mode notify)", append([]any{"source", ch.ID.String(), "hash", ch.Hash}, WhatLogged(what, i)...)...)
-	}
-	r.Metrics.ReloadsNotified.WithLabelValues(kind, obj.GetNamespace()).Inc()
-	r.Event(obj, related, false, ReasonReloadNotified, "Notify", fmt.Sprintf(
-		"Would reload %s %s after change of %s; mode notify: nothing restarted, the new hashes are recorded", kind, obj.GetName(), alert.Describe(sources)))
-	r.Alert(alert.Reload{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), Sources: sources, Time: r.now(), Mode: alert.ModeNotify})
-}
-
 // Describe names changes for a message: "ConfigMap app-config".
 func Describe(changes []reload.Change) string { return alert.Describe(alert.SourcesOf(changes)) }
 

@@ -120,15 +120,16 @@ func (r *Reporter) Say(ctx context.Context, key string, target client.Object, re
 	logger := log.FromContext(ctx)
 	now := make(map[string]bool, len(said))
 	for _, s := range said {
+		if s.Written {
+			continue // said by SayWritten, once the write went through
+		}
 		topic := s.Gate + "/" + s.Reason
 		now[topic] = true
 		if s.Once != "" && !r.first(key, topic, s.Once) {
 			logger.V(1).Info(s.Message, "gate", s.Gate, "reason", s.Reason)
 			continue
 		}
-		if s.Held != "" {
-			r.Metrics.Held.WithLabelValues(s.Held).Inc()
-		}
+		r.count(s.Notice)
 		if s.Quiet {
 			logger.V(1).Info(s.Message, "gate", s.Gate, "reason", s.Reason)
 			continue
@@ -145,6 +146,37 @@ func (r *Reporter) Say(ctx context.Context, key string, target client.Object, re
 			}
 		}
 		r.drop(key, m)
+	}
+}
+
+// SayWritten tells the gates' notices that wait for the write (gate.Notice.Written), the
+// write of target having gone through: each time, whatever its Once.
+func (r *Reporter) SayWritten(ctx context.Context, target client.Object, related runtime.Object, said []gate.Said) {
+	logger := log.FromContext(ctx)
+	for _, s := range said {
+		if !s.Written {
+			continue
+		}
+		r.count(s.Notice)
+		if s.Quiet {
+			logger.V(1).Info(s.Message, "gate", s.Gate, "reason", s.Reason)
+			continue
+		}
+		logger.Info(s.Message, "gate", s.Gate, "reason", s.Reason)
+		r.Event(target, related, s.Warning, s.Reason, s.Action, s.Message)
+	}
+}
+
+// count counts a notice said: the hold it announces, the gate's own counters, its alert.
+func (r *Reporter) count(n gate.Notice) {
+	if n.Held != "" {
+		r.Metrics.Held.WithLabelValues(n.Held).Inc()
+	}
+	for _, c := range n.Count {
+		c.Inc()
+	}
+	if n.Alert != nil {
+		r.Alert(*n.Alert)
 	}
 }
 

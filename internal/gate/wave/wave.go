@@ -99,7 +99,8 @@ type Cluster interface {
 type Config struct {
 	// MinWorkloads is --waves-min-workloads: 0, only annotated sources roll in waves.
 	MinWorkloads int
-	Cluster      Cluster
+	// Cluster: nil, nothing is held.
+	Cluster Cluster
 	// Cache reads a member again, found by an earlier look; Live reads a member whose status
 	// the cache dropped (workload.SlimTransform); nil: the objects read are whole (explain).
 	Cache client.Reader
@@ -254,7 +255,7 @@ type found struct {
 // nothing and forgets its wake hint.
 func (g *Gate) Check(ctx context.Context, d gate.Due) (gate.Verdict, error) {
 	var v gate.Verdict
-	if len(d.Changes) == 0 || d.Ahead != nil || d.Notify {
+	if g.c.Cluster == nil || len(d.Changes) == 0 || d.Ahead != nil || d.Notify {
 		if !d.DryRun {
 			g.wakeOn(d.Key, Target{}, nil, time.Time{})
 		}
