@@ -70,7 +70,9 @@ func (s *stand) Check(_ context.Context, d gate.Due) (gate.Verdict, error) {
 			v.Hold.Until = d.Now.Add(s.until)
 		}
 	case s.notify:
+		// As mode notify does: its notice is said once the record is written.
 		v.Notify = true
+		v.Notices = []gate.Notice{{Reason: controller.ReasonReloadNotified, Action: "Notify", Written: true, Message: "would reload"}}
 	}
 	return v, nil
 }
