@@ -121,13 +121,13 @@ type Verdict struct {
 // Notice is one thing a gate has to say: an Event on the target (and a log line), said once
 // per Once key.
 //
-// "Once" is kept by the reporter, per target and gate: a notice whose Once value the same
-// gate gave for the same target at its previous Check is not said again (it is logged at
-// debug level), so a gate gives its notice on every Check while the thing lasts (a hold, a
-// pending approval), and it is said when it begins, and again if it ends and comes back. A
-// gate's Forget, and a DryRun Due, leave that memory alone (a DryRun's notices are rendered,
-// never said). What must be said once across targets (one alert per halted source) is the
-// gate's own state.
+// "Once" is kept by the reporter, per target, gate and Reason: a notice whose Once value is the
+// one the same gate last said with the same Reason for the same target is not said again (it
+// is logged at debug level), so a gate gives its notice on every Check while the thing lasts
+// (a hold, a pending approval), and it is said when it begins, when it changes, and again if
+// it ends and comes back. A gate gives at most one notice with a Once of a Reason per Check.
+// A DryRun's notices are rendered, never said. What must be said once across targets (one
+// alert per halted source) is the gate's own state.
 type Notice struct {
 	// Warning makes the Event a Warning; Normal otherwise.
 	Warning bool

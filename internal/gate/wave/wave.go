@@ -372,17 +372,25 @@ func (g *Gate) notices(d gate.Due, f found) []gate.Notice {
 	kind, name := d.Kind, d.Target.GetName()
 	if len(f.invalid) > 0 {
 		out = append(out, gate.Notice{Warning: true, Reason: ReasonInvalidAnnotation, Action: "Validate",
-			Message: errors.Join(f.invalid...).Error(), Once: "invalid " + fmt.Sprint(f.invalid)})
+			Message: errors.Join(f.invalid...).Error(), Once: fmt.Sprint(f.invalid)})
 	}
-	for _, c := range f.cycles {
-		out = append(out, gate.Notice{Warning: true, Reason: ReasonWavesCycle, Action: "Order", Once: "cycle " + c,
+	// One notice of each reason (the reporter says each reason's once): the cycles together,
+	// the aborted sources together.
+	if cycles := slices.Compact(slices.Sorted(slices.Values(f.cycles))); len(cycles) > 0 {
+		c := strings.Join(cycles, "; ")
+		out = append(out, gate.Notice{Warning: true, Reason: ReasonWavesCycle, Action: "Order", Once: c,
 			Message: termsafe.ClipNote(fmt.Sprintf("Annotation %s makes a cycle: %s; %s %s rolls as if without it", waves.AfterAnnotation, c, kind, name))})
 	}
-	for _, ch := range f.aborted {
-		content := waves.Short(f.content[ch.ID])
-		out = append(out, gate.Notice{Reason: ReasonWavesAborted, Action: "Abort", Once: "abort " + ch.ID.String() + " " + content,
-			Message: fmt.Sprintf("Waves of %s at content %s aborted (annotation %s): %s %s keeps its pods; the content is recorded as seen, and a newer one rolls",
-				ch.ID, content, waves.AbortAnnotation, kind, name)})
+	if len(f.aborted) > 0 {
+		var what, sig []string
+		for _, ch := range f.aborted {
+			content := waves.Short(f.content[ch.ID])
+			what = append(what, fmt.Sprintf("%s at content %s", ch.ID, content))
+			sig = append(sig, ch.ID.String()+" "+content)
+		}
+		out = append(out, gate.Notice{Reason: ReasonWavesAborted, Action: "Abort", Once: strings.Join(sig, ", "),
+			Message: termsafe.ClipNote(fmt.Sprintf("Waves of %s aborted (annotation %s): %s %s keeps its pods; the content is recorded as seen, and a newer one rolls",
+				strings.Join(what, ", "), waves.AbortAnnotation, kind, name))})
 	}
 	h := f.hold
 	if h.Reason == "" {
@@ -395,7 +403,7 @@ func (g *Gate) notices(d gate.Due, f found) []gate.Notice {
 	if h.Reason == waves.HoldWave {
 		sig += "|" + h.Why[:strings.Index(h.Why+":", ":")] // the wave and whom it waits for
 	}
-	n := gate.Notice{Reason: h.Reason, Once: "hold " + sig}
+	n := gate.Notice{Reason: h.Reason, Once: sig}
 	if g.c.Held != nil {
 		n.Count = []prometheus.Counter{g.c.Held.WithLabelValues(h.Reason)}
 	}
