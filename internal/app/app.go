@@ -114,7 +114,7 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 		return nil, err
 	}
 	parts := Parts{Manager: mgr, Conf: conf, Sources: sources, Kinds: degraded.watched(kinds), Configs: configs, Caches: parsed,
-		Ready: ready.Load, Shard: shards.ready()}
+		Ready: ready.Load, Shard: shards.ready(), Metrics: m}
 	for _, w := range with {
 		if err := w(parts); err != nil {
 			return nil, err

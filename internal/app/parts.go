@@ -4,6 +4,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
@@ -29,6 +30,8 @@ type Parts struct {
 	Ready func() bool
 	// Shard, with --shards, reports whether this replica holds a namespace; nil without.
 	Shard func(namespace string) (own, ready bool)
+	// Metrics are the reconcilers' collectors (and their Hook).
+	Metrics *metrics.Metrics
 }
 
 // With adds a runnable built from the Parts to the manager.

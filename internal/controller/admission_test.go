@@ -141,7 +141,7 @@ func TestRefusedReplacementKeepsTheJob(t *testing.T) {
 	})
 	changeConfig(t, cm, "v2")
 	eventuallyEvent(t, ns, "migrate", controller.ReasonReloadFail)
-	settle()
+	handled(t, j, cm)
 	cur := &batchv1.Job{}
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(j), cur); err != nil || cur.UID != oldUID {
 		t.Fatalf("Job after a refused replacement: %v, UID %s, want the old one (%s) kept", err, cur.UID, oldUID)

@@ -126,7 +126,7 @@ func TestApproveModeHoldsUntilApproved(t *testing.T) {
 		}
 		return nil
 	})
-	settle()
+	handled(t, d, cm)
 	if got := len(rolls()["web"]); got != 0 {
 		t.Fatalf("web rolled %d times while waiting for approval", got)
 	}
@@ -150,7 +150,7 @@ func TestApproveModeHoldsUntilApproved(t *testing.T) {
 	a, err := approveNow(t, d, n.Approval)
 	testutil.Must(t, err)
 	t.Logf("approved %s (%v)", a.Digest, a.Sources)
-	rolledOnce(t, rolls, "web")
+	rolledOnce(t, rolls, d)
 	if v, ok := get(t, d).Annotations[approval.ApprovedAnnotation]; ok {
 		t.Errorf("the approval %q was not spent by the reload", v)
 	}
@@ -202,7 +202,7 @@ func TestApprovalOfAnOlderContentRollsNothing(t *testing.T) {
 	}
 	// Written by hand anyway (or raced by the second change): nothing rolls.
 	update(t, d, func(d *appsv1.Deployment) { d.Annotations[approval.ApprovedAnnotation] = first.Approval })
-	settle()
+	handled(t, d)
 	if got := len(rolls()["web"]); got != 0 {
 		t.Fatalf("the approval of %s rolled web %d times; the pending content is %s", first.Approval, got, second.Approval)
 	}
@@ -212,7 +212,7 @@ func TestApprovalOfAnOlderContentRollsNothing(t *testing.T) {
 
 	_, err := approveNow(t, d, second.Approval)
 	testutil.Must(t, err)
-	rolledOnce(t, rolls, "web")
+	rolledOnce(t, rolls, d)
 	rec, err := reload.ParseRecord(get(t, d).Annotations[reload.RecordAnnotation])
 	testutil.Must(t, err)
 	w, err := explainer(t, ns).Workload(context.Background(), workload.Deployment(), "web")
@@ -245,7 +245,7 @@ func TestNotifyModeNeverRolls(t *testing.T) {
 			}
 			return nil
 		})
-		settle()
+		handled(t, d, cm)
 	}
 	notes := eventNotes(t, ns, "web", controller.ReasonReloadNotified)
 	t.Logf("ReloadNotified: %q", notes)
@@ -274,7 +274,7 @@ func TestNotifyModeNeverRolls(t *testing.T) {
 
 	// Switched to reload: the content notified is recorded, nothing rolls until a new one.
 	update(t, d, func(d *appsv1.Deployment) { d.Annotations[approval.ModeAnnotation] = "reload" })
-	settle()
+	handled(t, d)
 	if got := len(rolls()["web"]); got != 0 {
 		t.Fatalf("switching to reload rolled web %d times on the content already notified", got)
 	}
@@ -305,7 +305,7 @@ func TestReloaderConfigModeYieldsToTheAnnotation(t *testing.T) {
 
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
 	eventuallyEvent(t, ns, "web", controller.ReasonApprovalPending)
-	settle()
+	handled(t, d, cm)
 	if got := len(rolls()["web"]); got != 0 {
 		t.Fatalf("web rolled %d times under a ReloaderConfig of mode approve", got)
 	}
@@ -364,8 +364,10 @@ func TestApprovalPolledWithoutWatch(t *testing.T) {
 	}
 }
 
-// rolledOnce waits until name rolled, and checks that it rolled once, also after a settle.
-func rolledOnce(t *testing.T, rolls func() map[string][]time.Time, name string) {
+// rolledOnce waits until d rolled, and checks that it rolled once, also once reloader has
+// handled it as it is now.
+func rolledOnce(t *testing.T, rolls func() map[string][]time.Time, d *appsv1.Deployment) {
+	name := d.Name
 	t.Helper()
 	testutil.Eventually(t, name+" rolled once", func() error {
 		if got := len(rolls()[name]); got != 1 {
@@ -373,7 +375,7 @@ func rolledOnce(t *testing.T, rolls func() map[string][]time.Time, name string) 
 		}
 		return nil
 	})
-	settle()
+	handled(t, d)
 	if got := len(rolls()[name]); got != 1 {
 		t.Errorf("%s rolled %d times, want 1", name, got)
 	}

@@ -104,7 +104,16 @@ func changesDuringBacklog(t *testing.T, createdAfterStart bool) {
 		}
 		return nil
 	})
-	settle()
+	var all appsv1.DeploymentList
+	testutil.Must(t, k8s.List(ctx, &all, client.InNamespace(ns)))
+	var workloads, written []client.Object
+	for i := range all.Items {
+		workloads = append(workloads, &all.Items[i])
+	}
+	for i := range changed {
+		written = append(written, configMap(ns, fmt.Sprintf("cfg-%03d", i), nil))
+	}
+	handledAll(t, workloads, written...)
 
 	var list appsv1.DeploymentList
 	testutil.Must(t, k8s.List(ctx, &list, client.InNamespace(ns)))
@@ -137,41 +146,22 @@ func changesDuringBacklog(t *testing.T, createdAfterStart bool) {
 // templateChangesIn counts, per Deployment name in ns, how often its pod template changes.
 func templateChangesIn(t *testing.T, ns string) func(name string) int {
 	t.Helper()
-	wc, err := client.NewWithWatch(restConfig, client.Options{Scheme: k8s.Scheme()})
-	testutil.Must(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	var initial appsv1.DeploymentList
-	testutil.Must(t, wc.List(ctx, &initial, client.InNamespace(ns)))
-	var mu sync.Mutex
 	last, changes := map[string]string{}, map[string]int{}
-	for _, d := range initial.Items {
-		b, _ := json.Marshal(d.Spec.Template)
-		last[d.Name] = string(b)
-	}
-	w, err := wc.Watch(ctx, &appsv1.DeploymentList{}, client.InNamespace(ns),
-		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: initial.ResourceVersion}})
-	testutil.Must(t, err)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			d, ok := ev.Object.(*appsv1.Deployment)
-			if !ok || (ev.Type != watch.Added && ev.Type != watch.Modified) {
-				continue
-			}
-			b, _ := json.Marshal(d.Spec.Template)
-			mu.Lock()
-			if ev.Type == watch.Modified && last[d.Name] != string(b) {
-				changes[d.Name]++
-			}
-			last[d.Name] = string(b)
-			mu.Unlock()
+	f := watchObjects(t, &appsv1.DeploymentList{}, ns, "", func(typ watch.EventType, o client.Object) {
+		d, ok := o.(*appsv1.Deployment)
+		if !ok || (typ != watch.Added && typ != watch.Modified) {
+			return
 		}
-	}()
-	t.Cleanup(func() { w.Stop(); cancel(); <-done })
+		b, _ := json.Marshal(d.Spec.Template)
+		if typ == watch.Modified && last[d.Name] != string(b) {
+			changes[d.Name]++
+		}
+		last[d.Name] = string(b)
+	})
 	return func(name string) int {
-		mu.Lock()
-		defer mu.Unlock()
+		f.caughtUpOn(t, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
+		f.mu.Lock()
+		defer f.mu.Unlock()
 		return changes[name]
 	}
 }

@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/extapi"
@@ -105,7 +106,7 @@ func TestReloadOnCreate(t *testing.T) {
 			changes := templateChanges(t, d)
 			startReloader(t, ns, func(o *options.Options) { o.ReloadOnCreate = enabled })
 			recorded(t, d)
-			settle()
+			handled(t, d)
 			if n := changes(); n != 0 {
 				t.Fatalf("start-up changed the template %d times", n)
 			}
@@ -122,7 +123,7 @@ func TestReloadOnCreate(t *testing.T) {
 					return nil
 				})
 			}
-			settle()
+			handled(t, d, configMap(ns, "late", nil))
 			want := 0
 			if enabled {
 				want = 1
@@ -150,7 +151,7 @@ func TestReloadOnDelete(t *testing.T) {
 			}
 			return nil
 		})
-		settle()
+		handled(t, d, cm)
 		if n := changes(); n != 2 {
 			t.Errorf("template changed %d times, want 2 (change, delete)", n)
 		}
@@ -177,14 +178,14 @@ func TestReloadOnDelete(t *testing.T) {
 		ns, cm, d, _ := autoDeployment(t)
 		changes := templateChanges(t, d)
 		testutil.Must(t, k8s.Delete(context.Background(), cm))
-		settle()
+		handled(t, d, cm)
 		create(t, configMap(ns, "cfg", map[string]string{"k": "v1"}))
-		settle()
+		handled(t, d, cm)
 		if n := changes(); n != 0 {
 			t.Fatalf("delete and identical re-create changed the template %d times", n)
 		}
 		testutil.Must(t, k8s.Delete(context.Background(), cm))
-		settle()
+		handled(t, d, cm)
 		create(t, configMap(ns, "cfg", map[string]string{"k": "v2"}))
 		testutil.Eventually(t, "re-created with new content reloads", func() error { return hasEnv(&get(t, d).Spec.Template, cfgEnv) })
 	})
@@ -239,14 +240,18 @@ func TestCSIRotationReloadsOncePerWorkload(t *testing.T) {
 		update(t, mountStatus(ns, p, "vault", ""), func(s *extapi.SecretProviderClassPodStatus) {
 			s.Status.Objects[0].Version = "v2"
 		})
-		time.Sleep(500 * time.Millisecond) // well past the coalescing window
+		time.Sleep(500 * time.Millisecond) // the subject: rotations that reach the pods apart, each past the coalescing window
 	}
 	for _, w := range reloaded {
 		testutil.Eventually(t, w.Name+" reloaded", func() error {
 			return hasEnv(&get(t, w).Spec.Template, "STAKATER_VAULT_SECRETPROVIDERCLASS")
 		})
 	}
-	settle()
+	var statuses []client.Object
+	for _, p := range pods {
+		statuses = append(statuses, mountStatus(ns, p, "vault", ""))
+	}
+	handledAll(t, []client.Object{d, typed, named, excluded, other}, statuses...)
 	want := map[string]int{"web": 1, "typed": 1, "named": 1, "excluded": 0, "other": 0}
 	for name, n := range want {
 		if got := counts[name](); got != n {

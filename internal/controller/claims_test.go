@@ -1,13 +1,13 @@
 package controller_test
 
 import (
-	"context"
+	"encoding/json"
 	"fmt"
-	"sync"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/options"
@@ -83,7 +83,7 @@ func TestAReloadIsOneWrite(t *testing.T) {
 				}
 				return nil
 			})
-			settle() // room for a second write
+			handled(t, d, cm) // room for a second write
 			if n := writes(); n != 1 {
 				t.Errorf("one reload wrote the Deployment %d times, want 1", n)
 			}
@@ -91,49 +91,25 @@ func TestAReloadIsOneWrite(t *testing.T) {
 	}
 }
 
-// writesTo counts the writes of one object from now on: each new resourceVersion its watch
-// delivers. (The control plane of these tests runs no controllers, so only the test and
+// writesTo counts the writes of one object from now on: each change its watch delivers, but
+// for handled's pokes. (The control plane of these tests runs no controllers, so only the test and
 // reloader write workloads.)
 func writesTo(t *testing.T, obj client.Object) func() int {
 	t.Helper()
-	wc, err := client.NewWithWatch(restConfig, client.Options{Scheme: k8s.Scheme()})
-	testutil.Must(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	list := &appsv1.DeploymentList{}
-	w, err := wc.Watch(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{"metadata.name": obj.GetName()})
-	testutil.Must(t, err)
-	var mu sync.Mutex
-	seen, writes, started := map[string]bool{}, 0, false
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			o, ok := ev.Object.(client.Object)
-			if !ok {
-				continue
+	last, writes, started := "", 0, false
+	f := watchObjects(t, &appsv1.DeploymentList{}, obj.GetNamespace(), obj.GetName(), func(_ watch.EventType, o client.Object) {
+		b, _ := json.Marshal(unpoked(t, o))
+		if string(b) != last {
+			if started {
+				writes++
 			}
-			mu.Lock()
-			if rv := o.GetResourceVersion(); !seen[rv] {
-				if started {
-					writes++
-				}
-				seen[rv], started = true, true
-			}
-			mu.Unlock()
+			last, started = string(b), true
 		}
-	}()
-	t.Cleanup(func() { w.Stop(); cancel(); <-done })
-	testutil.Eventually(t, "watch started", func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		if !started {
-			return fmt.Errorf("no initial event")
-		}
-		return nil
 	})
 	return func() int {
-		mu.Lock()
-		defer mu.Unlock()
+		f.caughtUp(t)
+		f.mu.Lock()
+		defer f.mu.Unlock()
 		return writes
 	}
 }

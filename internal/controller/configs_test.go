@@ -80,14 +80,14 @@ func TestReloaderConfigReloadsUnannotatedWorkloads(t *testing.T) {
 
 	changeData(t, other, "k", "v2")
 	update(t, sec, func(s *corev1.Secret) { s.StringData = map[string]string{"k": "v2"} })
-	waitChanges(t, "sources the rules leave out", count, 0)
+	waitChanges(t, "sources the rules leave out", count, 0, d, other, sec)
 
 	changeData(t, named, "k", "v2")
-	waitChanges(t, "a source named by the config", count, 1)
+	waitChanges(t, "a source named by the config", count, 1, d, named)
 	changeData(t, labelled, "k", "v2")
-	waitChanges(t, "a source selected by label", count, 2)
+	waitChanges(t, "a source selected by label", count, 2, d, labelled)
 	changeData(t, referenced, "k", "v2")
-	waitChanges(t, "a referenced source named by the config", count, 3)
+	waitChanges(t, "a referenced source named by the config", count, 3, d, referenced)
 	w := get(t, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}})
 	if v, ok := envOf(&w.Spec.Template, "app", "STAKATER_NAMED_CONFIGMAP"); !ok || v == "" {
 		t.Errorf("named source not written to the first container: %q %v", v, ok)
@@ -99,12 +99,12 @@ func TestReloaderConfigReloadsUnannotatedWorkloads(t *testing.T) {
 func TestReloaderConfigAndAnnotationRollOnce(t *testing.T) {
 	ns, cm, d, _ := autoDeployment(t)
 	create(t, reloaderConfig(ns, "same", []v1alpha1.Target{byName("Deployment", "web")}, sourceNamed("ConfigMap", "cfg")))
-	settle()
+	handled(t, d)
 	count := templateChanges(t, d)
 	changeData(t, cm, "k", "v2")
-	waitChanges(t, "one change", count, 1)
+	waitChanges(t, "one change", count, 1, d, cm)
 	changeData(t, cm, "k", "v3")
-	waitChanges(t, "another change", count, 2)
+	waitChanges(t, "another change", count, 2, d, cm)
 }
 
 // Creating and deleting a ReloaderConfig restarts nothing; once deleted, its rules stop.
@@ -118,16 +118,16 @@ func TestReloaderConfigLifecycleRestartsNothing(t *testing.T) {
 	cfg := reloaderConfig(ns, "web", []v1alpha1.Target{byName("Deployment", "web")}, v1alpha1.Source{Kind: "ConfigMap", Auto: true})
 	create(t, cfg)
 	recorded(t, d)
-	waitChanges(t, "config created", count, 0)
+	waitChanges(t, "config created", count, 0, d, cfg)
 
 	changeData(t, cm, "k", "v2")
-	waitChanges(t, "change under the config", count, 1)
+	waitChanges(t, "change under the config", count, 1, d, cm)
 
 	testutil.Must(t, k8s.Delete(context.Background(), cfg))
 	eventuallyRecorded(t, d, "configmap/cfg", false)
-	waitChanges(t, "config deleted", count, 1)
+	waitChanges(t, "config deleted", count, 1, d, cfg)
 	changeData(t, cm, "k", "v3")
-	waitChanges(t, "change after the config is gone", count, 1)
+	waitChanges(t, "change after the config is gone", count, 1, d, cm, cfg)
 }
 
 // Sources and targets that a config names before they exist are picked up when they appear:
@@ -146,9 +146,9 @@ func TestReloaderConfigSourcesAndTargetsAppearLater(t *testing.T) {
 	count := templateChanges(t, d)
 	cm := configMap(ns, "late", map[string]string{"k": "v1"})
 	create(t, cm)
-	waitChanges(t, "source created", count, 0)
+	waitChanges(t, "source created", count, 0, d, cm)
 	changeData(t, cm, "k", "v2")
-	waitChanges(t, "created source changed", count, 1)
+	waitChanges(t, "created source changed", count, 1, d, cm)
 
 	other := deployment(ns, "other", nil, podSpec())
 	create(t, other)
@@ -156,8 +156,8 @@ func TestReloaderConfigSourcesAndTargetsAppearLater(t *testing.T) {
 	update(t, other, func(o *appsv1.Deployment) { o.Labels = map[string]string{"reload": "yes"} })
 	recorded(t, other)
 	changeData(t, cm, "k", "v3")
-	waitChanges(t, "web, after the relabel", count, 2)
-	waitChanges(t, "the relabelled workload", otherCount, 1)
+	waitChanges(t, "web, after the relabel", count, 2, d, cm)
+	waitChanges(t, "the relabelled workload", otherCount, 1, other, cm)
 }
 
 // A config's settings override the flags for its targets: the annotations strategy here.
@@ -175,7 +175,7 @@ func TestReloaderConfigOverrides(t *testing.T) {
 	recorded(t, d)
 	count := templateChanges(t, d)
 	changeData(t, cm, "k", "v2")
-	waitChanges(t, "change", count, 1)
+	waitChanges(t, "change", count, 1, d, cm)
 	w := get(t, d)
 	if _, ok := w.Spec.Template.Annotations[reload.LastReloadedFrom]; !ok {
 		t.Errorf("the annotations strategy of %s did not apply: template annotations %v", a.Name, w.Spec.Template.Annotations)
@@ -204,11 +204,11 @@ func TestReloaderConfigKeys(t *testing.T) {
 
 	changeData(t, listed, "b", "2")
 	changeData(t, read, "b", "2")
-	waitChanges(t, "keys the rules leave out", count, 0)
+	waitChanges(t, "keys the rules leave out", count, 0, d, listed, read)
 	changeData(t, listed, "a", "2")
-	waitChanges(t, "a listed key", count, 1)
+	waitChanges(t, "a listed key", count, 1, d, listed)
 	changeData(t, read, "a", "2")
-	waitChanges(t, "a key the pod spec reads", count, 2)
+	waitChanges(t, "a key the pod spec reads", count, 2, d, read)
 }
 
 // A source that gains the label a config selects is recorded at once, so its next change
@@ -220,12 +220,12 @@ func TestReloaderConfigSourceRelabelled(t *testing.T) {
 	create(t, cm, d, reloaderConfig(ns, "tiered", []v1alpha1.Target{byName("Deployment", "web")},
 		v1alpha1.Source{Kind: "ConfigMap", Selector: &v1alpha1.LabelSelector{MatchLabels: map[string]string{"tier": "config"}}}))
 	startReloader(t, ns)
-	settle() // nothing concerns web yet: it has no record
+	handled(t, d) // nothing concerns web yet: it has no record
 	count := templateChanges(t, d)
 
 	update(t, cm, func(c *corev1.ConfigMap) { c.Labels = map[string]string{"tier": "config"} })
 	eventuallyRecorded(t, d, "configmap/flags", true)
-	waitChanges(t, "label added", count, 0)
+	waitChanges(t, "label added", count, 0, d, cm)
 	changeData(t, cm, "k", "v2")
-	waitChanges(t, "change after the label", count, 1)
+	waitChanges(t, "change after the label", count, 1, d, cm)
 }

@@ -146,10 +146,10 @@ func TestReloaderConfigStatusLifecycle(t *testing.T) {
 	if want := pausedAt.Add(time.Hour); !target.PausedUntil.Time.Equal(want) {
 		t.Errorf("pausedUntil %v, want paused-at + 1h = %v", target.PausedUntil, want)
 	}
-	waitChanges(t, "the reload", count, 1)
+	waitChanges(t, "the reload", count, 1, d, appConfig)
 	// A key the config does not list changes neither the workload nor the hash shown.
 	changeData(t, appConfig, "other", "y")
-	waitChanges(t, "a change of another key", count, 1)
+	waitChanges(t, "a change of another key", count, 1, d, appConfig)
 	if h := get(t, got).Status.Sources[0].Hash; h != last.Hash {
 		t.Errorf("hash of app-config's listed keys moved from %s to %s on a change of another key", last.Hash, h)
 	}
@@ -159,7 +159,8 @@ func TestReloaderConfigStatusLifecycle(t *testing.T) {
 	if before == 0 {
 		t.Fatalf("no reconcile of %s counted: the metric is not read right", configstatus.ConfigStatusController)
 	}
-	settle()
+	reloaders.in(ns).holds(t, got)
+	time.Sleep(quietSpan) // the subject: a span in which nothing wakes the status controller
 	if after := statusReconciles(t); after != before {
 		t.Errorf("status controller reconciled %v times while idle", after-before)
 	}
@@ -174,7 +175,7 @@ func TestReloaderConfigStatusLifecycle(t *testing.T) {
 	}
 
 	testutil.Must(t, k8s.Delete(context.Background(), got))
-	waitChanges(t, "config deleted", count, 1)
+	waitChanges(t, "config deleted", count, 1, d, got)
 }
 
 // Each thing to fix shows as a Degraded reason naming it, and Ready follows once it is fixed:
@@ -357,7 +358,11 @@ func TestReloaderConfigStatusWritesOncePerChange(t *testing.T) {
 		}
 		return ready(c)
 	})
-	settle()
+	var ds []client.Object
+	for i := range targets {
+		ds = append(ds, deployment(ns, fmt.Sprintf("web-%d", i), nil, podSpec()))
+	}
+	handledAll(t, ds) // recorded: the writes of the start are over
 
 	wc, err := client.NewWithWatch(restConfig, client.Options{Scheme: k8s.Scheme()})
 	testutil.Must(t, err)

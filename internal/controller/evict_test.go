@@ -36,7 +36,7 @@ func TestEvictStrategyWaitsUntilEnabled(t *testing.T) {
 
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
 	eventuallyEvent(t, ns, "web", controller.ReasonEvictStrategyDisabled)
-	settle()
+	handled(t, d, cm)
 	if after := get(t, d); after.Annotations[reload.RecordAnnotation] != before.Annotations[reload.RecordAnnotation] {
 		t.Fatalf("record written while the reload waits: %s", after.Annotations[reload.RecordAnnotation])
 	}

@@ -24,7 +24,10 @@ func TestAFanOutInOneNamespaceDoesNotHoldBackAnother(t *testing.T) {
 		create(t, deployment(a, fmt.Sprintf("web-%03d", i), map[string]string{auto: "true"}, podSpec("cfg")))
 	}
 	create(t, deployment(b, "web", map[string]string{auto: "true"}, podSpec("cfg")))
-	rollsA, rollsB := rollTimes(t, a), rollTimes(t, b)
+	// Read as the watches have it: the polls are of a positive wait, and the times are those
+	// at which the rolls reached the watch.
+	_, rollsA := watchRolls(t, a)
+	_, rollsB := watchRolls(t, b)
 	for round, rate := range []float64{0, 50} {
 		t.Run(fmt.Sprintf("reload-rate=%v", rate), func(t *testing.T) {
 			stop := startReloader(t, a, func(o *options.Options) {

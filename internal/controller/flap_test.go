@@ -28,15 +28,14 @@ func TestQuarantineSurvivesARestart(t *testing.T) {
 	ns, cm, d, configure, rolls, stop := quarantined(t, quiet)
 	eventuallyEvent(t, ns, "web", controller.ReasonSourceQuarantined)
 	stop()
-	settle() // the watch of rolls catches up with the last roll of the flap (CI saw one late)
-	before := len(rolls()["web"])
+	before := len(rolls()["web"]) // once the watch has caught up with the last roll of the flap
 
 	startReloader(t, ns, configure)
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "C" })
 	changed := time.Now()
-	time.Sleep(3 * time.Second)
+	handled(t, d, cm)
 	if got := len(rolls()["web"]); got != before {
-		t.Fatalf("the new reloader rolled web %d times within 3 s of a change to a quarantined source, want 0", got-before)
+		t.Fatalf("the new reloader rolled web %d times on a change to a quarantined source, want 0", got-before)
 	}
 	testutil.Eventually(t, "one roll once quiet", func() error {
 		if got := len(rolls()["web"]); got != before+1 {
@@ -45,7 +44,7 @@ func TestQuarantineSurvivesARestart(t *testing.T) {
 		return nil
 	})
 	t.Logf("%d rolls during the flap; after the restart, one roll %v after the last change (quiet %v)", before, time.Since(changed).Round(100*time.Millisecond), quiet)
-	settle()
+	handled(t, d, cm)
 	if got := len(rolls()["web"]); got != before+1 {
 		t.Errorf("%d rolls after the restart, want 1", got-before)
 	}
@@ -61,7 +60,7 @@ func TestQuarantineSurvivesARestart(t *testing.T) {
 // taken over and web rolls once, when the source has been quiet.
 func TestQuarantineRecordWaitsForTheKey(t *testing.T) {
 	const quiet = 15 * time.Second
-	ns, cm, _, configure, rolls, stop := quarantined(t, quiet)
+	ns, cm, d, configure, rolls, stop := quarantined(t, quiet)
 	before := len(rolls()["web"])
 	stop()
 
@@ -69,7 +68,7 @@ func TestQuarantineRecordWaitsForTheKey(t *testing.T) {
 	cfg, grant := keylessUser(t, ns)
 	startReloaderAs(t, cfg, ns, configure, func(o *options.Options) { o.ResourcesToIgnore = []string{"secrets"} })
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "C" })
-	time.Sleep(4 * time.Second)
+	waitedOn(t, d, cm)
 	if got := len(rolls()["web"]); got != before {
 		t.Fatalf("web rolled %d times for a change to a source quarantined on record, the key not loaded", got-before)
 	}
@@ -80,7 +79,7 @@ func TestQuarantineRecordWaitsForTheKey(t *testing.T) {
 		}
 		return nil
 	})
-	settle()
+	handled(t, d, cm)
 	if got := len(rolls()["web"]); got != before+1 {
 		t.Errorf("%d rolls after the restart, want 1", got-before)
 	}

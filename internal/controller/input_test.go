@@ -45,7 +45,7 @@ func TestNamedEntryIsAName(t *testing.T) {
 	recorded(t, d)
 
 	update(t, other, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
-	settle()
+	handled(t, d, other)
 	if n := changes(); n != 0 {
 		t.Fatalf("a change of app-config rolled the workload %d times", n)
 	}
@@ -95,7 +95,7 @@ func TestRecordOverManySources(t *testing.T) {
 	testutil.Eventually(t, "reloaded", func() error {
 		return hasEnv(&get(t, d).Spec.Template, reload.EnvVarName(source.ID{Kind: source.ConfigMap, Name: name(417)}))
 	})
-	settle()
+	handled(t, d, changed)
 	if got := changes(); got != 1 {
 		t.Errorf("template changed %d times, want 1", got)
 	}

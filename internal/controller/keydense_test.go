@@ -127,7 +127,7 @@ func TestKeyDenseSourcesAreCachedAsHashes(t *testing.T) {
 
 	changes := templateChanges(t, d)
 	writeDense(t, keyDenseConfigMap(ns, "dense-0"), func(c *corev1.ConfigMap) { c.Data[keyDenseName(keyDenseKeys-1)] = "changed" })
-	waitChanges(t, "web", changes, 1)
+	waitChanges(t, "web", changes, 1, d)
 	v, _ := envOf(&get(t, d).Spec.Template, "app", "STAKATER_DENSE_0_CONFIGMAP")
 	if v == "" {
 		t.Errorf("no hash of dense-0 in the template after the reload")

@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/hash"
@@ -14,9 +15,10 @@ import (
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
-// waitChanges waits until the workload's pod template has changed want times, then gives
-// reloader time to change it once more, which it must not.
-func waitChanges(t *testing.T, name string, changes func() int, want int) {
+// waitChanges waits until the workload w's pod template has changed want times, then until
+// reloader has handled w and the objects written, and checks that it did not change it once
+// more.
+func waitChanges(t *testing.T, name string, changes func() int, want int, w client.Object, written ...client.Object) {
 	t.Helper()
 	testutil.Eventually(t, fmt.Sprintf("%s rolled %d times", name, want), func() error {
 		if n := changes(); n < want {
@@ -24,7 +26,7 @@ func waitChanges(t *testing.T, name string, changes func() int, want int) {
 		}
 		return nil
 	})
-	settle()
+	handled(t, w, written...)
 	if n := changes(); n != want {
 		t.Errorf("%s: %d template changes, want %d", name, n, want)
 	}
@@ -44,13 +46,13 @@ func TestKeysAnnotationReloadsOnlyOnListedKeys(t *testing.T) {
 	changes := templateChanges(t, d)
 
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["b"] = "2" })
-	settle()
+	handled(t, d, cm)
 	if n := changes(); n != 0 {
 		t.Fatalf("a change of an unlisted key rolled the workload (%d template changes)", n)
 	}
 
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["a"] = "2" })
-	waitChanges(t, "web", changes, 1)
+	waitChanges(t, "web", changes, 1, d, cm)
 	v, _ := envOf(&get(t, d).Spec.Template, "app", cfgEnv)
 	if hash.KeySet(v) == "" {
 		t.Errorf("%s = %q, want the hash of the listed keys", cfgEnv, v)
@@ -100,8 +102,9 @@ func TestUsedKeysOnly(t *testing.T) {
 
 	update(t, cfg, func(c *corev1.ConfigMap) { c.Data["b"] = "2" })
 	update(t, files, func(c *corev1.ConfigMap) { c.Data["y.yaml"] = "2" })
-	waitChanges(t, "whole", changes["whole"], 1)
+	waitChanges(t, "whole", changes["whole"], 1, ds["whole"], cfg, files)
 	for _, name := range []string{"by-key-ref", "projected"} {
+		handled(t, ds[name], cfg, files)
 		if n := changes[name](); n != 0 {
 			t.Errorf("%s: a change of a key it does not read rolled it (%d template changes)", name, n)
 		}
@@ -109,9 +112,9 @@ func TestUsedKeysOnly(t *testing.T) {
 
 	update(t, cfg, func(c *corev1.ConfigMap) { c.Data["a"] = "2" })
 	update(t, files, func(c *corev1.ConfigMap) { c.Data["x.yaml"] = "2" })
-	waitChanges(t, "by-key-ref", changes["by-key-ref"], 1)
-	waitChanges(t, "projected", changes["projected"], 1)
-	waitChanges(t, "whole", changes["whole"], 2)
+	waitChanges(t, "by-key-ref", changes["by-key-ref"], 1, ds["by-key-ref"], cfg, files)
+	waitChanges(t, "projected", changes["projected"], 1, ds["projected"], cfg, files)
+	waitChanges(t, "whole", changes["whole"], 2, ds["whole"], cfg, files)
 }
 
 // TestSecretKeysAnnotation: a Secret restricted to its password key reloads on a password
@@ -129,7 +132,7 @@ func TestSecretKeysAnnotation(t *testing.T) {
 	}
 
 	update(t, s, func(s *corev1.Secret) { s.Data["user"] = []byte("root") })
-	settle()
+	handled(t, d, s)
 	if n := changes(); n != 0 {
 		t.Fatalf("a change of the unlisted user key rolled the workload (%d template changes)", n)
 	}
@@ -138,7 +141,7 @@ func TestSecretKeysAnnotation(t *testing.T) {
 	}
 
 	update(t, s, func(s *corev1.Secret) { s.Data["password"] = []byte("hunter3") })
-	waitChanges(t, "web", changes, 1)
+	waitChanges(t, "web", changes, 1, d, s)
 	v, _ := envOf(&get(t, d).Spec.Template, "app", secretEnv)
 	if id, _ := hash.KeyID(v); !strings.HasPrefix(recordedHash, id+":") || v == recordedHash {
 		t.Errorf("%s = %q after the change, recorded before %q", secretEnv, v, recordedHash)
@@ -178,18 +181,18 @@ func TestEditingKeysRollsNothing(t *testing.T) {
 
 	onlyA := setKeys("cfg/a")
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["b"] = "2" })
-	settle()
+	handled(t, d, cm)
 	onlyB := setKeys("cfg/b")
 	if hash.KeySet(onlyA) == "" || hash.KeySet(onlyA) == hash.KeySet(onlyB) {
 		t.Errorf("recorded %q, then %q: want two key sets", onlyA, onlyB)
 	}
 	setKeys("")
 	setKeys("cfg/b")
-	settle()
+	handled(t, d, cm)
 	if n := changes(); n != 0 {
 		t.Fatalf("editing the keys annotation rolled the workload (%d template changes)", n)
 	}
 
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["b"] = "3" })
-	waitChanges(t, "web", changes, 1)
+	waitChanges(t, "web", changes, 1, d, cm)
 }

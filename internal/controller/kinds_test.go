@@ -79,7 +79,7 @@ func TestCronJobReloadChangesTheJobTemplateAndStartsNoJob(t *testing.T) {
 
 	changeConfig(t, cm, "v2")
 	testutil.Eventually(t, "job template reloaded", func() error { return hasEnv(&get(t, cj).Spec.JobTemplate.Spec.Template, cfgEnv) })
-	settle()
+	handled(t, cj, cm)
 	if n := changes(); n != 1 {
 		t.Errorf("job template changed %d times, want 1", n)
 	}
@@ -107,7 +107,9 @@ func TestCronJobRunsOnReloadWhenAskedUnlessSuspended(t *testing.T) {
 	for _, cj := range []*batchv1.CronJob{byAnnotation, byFlag, optedOut, suspended} {
 		testutil.Eventually(t, cj.Name+" reloaded", func() error { return hasEnv(&get(t, cj).Spec.JobTemplate.Spec.Template, cfgEnv) })
 	}
-	settle()
+	for _, cj := range []*batchv1.CronJob{byAnnotation, byFlag, optedOut, suspended} {
+		handled(t, cj, cm)
+	}
 	owners := map[string]int{}
 	for _, j := range jobs(t, ns) {
 		for _, ref := range j.OwnerReferences {
@@ -250,7 +252,7 @@ func TestIgnoredWorkloadTypesAreLeftAlone(t *testing.T) {
 
 	changeConfig(t, cm, "v2")
 	testutil.Eventually(t, "Deployment reloaded", func() error { return hasEnv(&get(t, d).Spec.Template, cfgEnv) })
-	settle()
+	handled(t, d, cm) // no reconciler reads the ignored kinds: d's handling is the change's
 	if _, ok := get(t, cj).Annotations[reload.RecordAnnotation]; ok {
 		t.Error("ignored CronJob was recorded")
 	}
@@ -293,7 +295,7 @@ func TestArgoRolloutsReload(t *testing.T) {
 		return nil
 	})
 	testutil.Eventually(t, "workloadRef: the Deployment's template changed", func() error { return hasEnv(&get(t, base).Spec.Template, cfgEnv) })
-	settle()
+	handledAll(t, []client.Object{rolled, restarted, referring}, cm)
 	if got := get(t, restarted).Spec.Template; hasEnv(&got, cfgEnv) == nil || len(got.Spec.Containers) != len(restartedTemplate.Spec.Containers) {
 		t.Error("restart strategy changed the template")
 	}
@@ -319,7 +321,7 @@ func TestArgoRolloutsNeedTheFlag(t *testing.T) {
 	recorded(t, d)
 	changeConfig(t, cm, "v2")
 	testutil.Eventually(t, "Deployment reloaded", func() error { return hasEnv(&get(t, d).Spec.Template, cfgEnv) })
-	settle()
+	handled(t, d, cm) // no reconciler reads Rollouts without the flag: d's handling is the change's
 	if got := get(t, r); got.Annotations[reload.RecordAnnotation] != "" || hasEnv(&got.Spec.Template, cfgEnv) == nil {
 		t.Error("Rollout touched without --is-Argo-Rollouts")
 	}
@@ -340,7 +342,7 @@ func TestDeploymentConfigsReload(t *testing.T) {
 	changes := templateChanges(t, dc)
 	changeConfig(t, cm, "v2")
 	testutil.Eventually(t, "DeploymentConfig reloaded", func() error { return hasEnv(get(t, dc).Spec.Template, cfgEnv) })
-	settle()
+	handled(t, dc, cm)
 	if n := changes(); n != 1 {
 		t.Errorf("template changed %d times, want 1", n)
 	}

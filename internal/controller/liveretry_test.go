@@ -62,7 +62,7 @@ func TestDegradedLookupThatFailsIsMadeAgain(t *testing.T) {
 		}
 		return nil
 	})
-	settle()
+	handled(t, d, cm)
 	if n := changes(); n != 1 {
 		t.Errorf("%d template changes, want 1", n)
 	}

@@ -10,8 +10,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,18 +22,28 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/app"
+	follow "github.com/reloader-operator/reloader/internal/controller/rollout"
+	"github.com/reloader-operator/reloader/internal/controller/webhook"
 	"github.com/reloader-operator/reloader/internal/extapi"
+	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/testenv"
@@ -116,9 +128,19 @@ func startReloaderAs(t *testing.T, cfg *rest.Config, ns string, configure ...fun
 	}
 	conf, err := options.Parse(opts)
 	testutil.Must(t, err)
+	rel := &running{}
 	ctx, cancel := context.WithCancel(context.Background())
-	mgr, err := app.New(ctx, cfg, conf, testLogger())
+	mgr, err := app.New(ctx, cfg, conf, testLogger(), func(p app.Parts) error {
+		p.Metrics.Hook = rel.ended
+		return nil
+	})
 	testutil.Must(t, err)
+	rel.mgr = mgr
+	watched := opts.Namespaces
+	if len(watched) == 0 {
+		watched = []string{ns}
+	}
+	reloaders.add(rel, watched)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	stopped := false
@@ -127,6 +149,7 @@ func startReloaderAs(t *testing.T, cfg *rest.Config, ns string, configure ...fun
 			return
 		}
 		stopped = true
+		reloaders.remove(rel, watched)
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("reloader stopped with error: %v", err)
@@ -141,8 +164,302 @@ func startReloaderAs(t *testing.T, cfg *rest.Config, ns string, configure ...fun
 	return stop
 }
 
-// settle gives reloader time to act on a change it should ignore: well past the coalescing
-// window and a round trip of events.
+// running is a reloader a test started: its manager, and the workload reconciles it ended.
+type running struct {
+	mgr manager.Manager
+	mu  sync.Mutex
+	log []metrics.Reconcile
+}
+
+func (r *running) ended(rec metrics.Reconcile) {
+	r.mu.Lock()
+	r.log = append(r.log, rec)
+	r.mu.Unlock()
+}
+
+// decidedSince reports whether a reconcile of the workload that began after since has ended
+// with a decision: not a wait (coalescing window, caches) or a conflict, which come back to
+// decide. (A failed write is the decision carried out, and failing: its retries decide the
+// same.)
+func (r *running) decidedSince(kind string, nn types.NamespacedName, since time.Time) error {
+	return r.endedSince(kind, nn, since, false)
+}
+
+// endedSince is decidedSince, counting any outcome when waits is set.
+func (r *running) endedSince(kind string, nn types.NamespacedName, since time.Time, waits bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var last []string
+	for _, rec := range r.log {
+		if rec.Kind != kind || rec.Namespace != nn.Namespace || rec.Name != nn.Name || !rec.Started.After(since) {
+			continue
+		}
+		switch {
+		case waits:
+			return nil
+		case rec.Outcome == metrics.OutcomeWaiting, rec.Outcome == metrics.OutcomeConflict,
+			rec.Kind == webhook.NotifierKind && rec.Outcome == metrics.OutcomeError:
+			last = append(last, rec.Outcome)
+		default:
+			return nil
+		}
+	}
+	return fmt.Errorf("no reconcile of %s %s begun since %s has decided (outcomes since: %v)", kind, nn, since.Format(time.StampMilli), last)
+}
+
+// reloaders are the running reloaders by namespace watched: a test's own, in its namespaces.
+var reloaders = runningSet{by: map[string]*running{}}
+
+type runningSet struct {
+	mu sync.Mutex
+	by map[string]*running
+}
+
+func (s *runningSet) add(r *running, namespaces []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ns := range namespaces {
+		s.by[ns] = r
+	}
+}
+
+func (s *runningSet) remove(r *running, namespaces []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ns := range namespaces {
+		if s.by[ns] == r {
+			delete(s.by, ns)
+		}
+	}
+}
+
+func (s *runningSet) in(ns string) *running {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.by[ns]
+}
+
+// pokeAnnotation is the annotation handled writes on a workload to have it reconciled:
+// metadata reloader decides nothing from.
+const pokeAnnotation = "test.reloader.dev/poke"
+
+// handled waits until the reloader running in w's namespace has handled what the test wrote
+// last: its cache holds the current version of w and of each object in written (or their
+// absence), and a reconcile of w that began after that has ended with a decision. So that a
+// reconcile begins then, handled writes pokeAnnotation on w, a change reloader ignores (its
+// resourceVersion moves; its generation and template do not).
+//
+// It is the wait before a check that nothing happened: whatever reloader does about the
+// objects written, it has done when handled returns (a reconcile is level-based: a later one
+// of the same objects decides the same), so the check cannot pass for being early.
+func handled(t *testing.T, w client.Object, written ...client.Object) {
+	t.Helper()
+	handledAll(t, []client.Object{w}, written...)
+}
+
+// handledAll is handled for each of workloads, which share a namespace; their pokes go out
+// together.
+func handledAll(t *testing.T, workloads []client.Object, written ...client.Object) {
+	t.Helper()
+	reconciledAll(t, false, workloads, written...)
+}
+
+// waitedOn is handled for a workload whose reload waits on something other than time or its
+// sources (an install key not loaded yet): any reconcile counts, a wait included.
+func waitedOn(t *testing.T, w client.Object, written ...client.Object) {
+	t.Helper()
+	reconciledAll(t, true, []client.Object{w}, written...)
+}
+
+func reconciledAll(t *testing.T, waits bool, workloads []client.Object, written ...client.Object) {
+	t.Helper()
+	if len(workloads) == 0 {
+		return
+	}
+	rel := reloaders.in(workloads[0].GetNamespace())
+	if rel == nil {
+		t.Fatalf("handled: no reloader running in %s", workloads[0].GetNamespace())
+	}
+	for _, o := range append(slices.Clone(written), workloads...) {
+		rel.holds(t, o)
+	}
+	since := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(workloads))
+	sem := make(chan struct{}, 8)
+	for _, w := range workloads {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			errs <- poke(w)
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		testutil.Must(t, err)
+	}
+	for _, w := range workloads {
+		gvk, err := apiutil.GVKForObject(w, k8s.Scheme())
+		testutil.Must(t, err)
+		nn := client.ObjectKeyFromObject(w)
+		testutil.Eventually(t, "reloader handled "+gvk.Kind+" "+nn.String(), func() error {
+			return rel.endedSince(gvk.Kind, nn, since, waits)
+		})
+	}
+}
+
+// objects are xs as client.Objects, for handledAll.
+func objects[T client.Object](xs ...T) []client.Object {
+	out := make([]client.Object, len(xs))
+	for i, x := range xs {
+		out[i] = x
+	}
+	return out
+}
+
+// followed waits until reloader's rollout follower has read w as the API server has it now:
+// it pokes w (see handled) and waits for a reconcile of the follower begun after. w must be
+// followed (reloaded, its rollout not yet over): the follower hears of nothing else.
+func followed(t *testing.T, w client.Object) {
+	t.Helper()
+	rel := reloaders.in(w.GetNamespace())
+	if rel == nil {
+		t.Fatalf("followed: no reloader running in %s", w.GetNamespace())
+	}
+	rel.holds(t, w)
+	since := time.Now()
+	testutil.Must(t, poke(w))
+	gvk, err := apiutil.GVKForObject(w, k8s.Scheme())
+	testutil.Must(t, err)
+	nn := client.ObjectKeyFromObject(w)
+	testutil.Eventually(t, "the rollout follower read "+nn.String(), func() error {
+		return rel.endedSince(follow.FollowerKind(gvk.Kind), nn, since, true)
+	})
+}
+
+// quietSpan is how long a test that checks that something stays idle watches it: the idle
+// span is the subject there, not a wait for work to finish.
+const quietSpan = 1500 * time.Millisecond
+
+// notifierHandled is handled for the webhook notifier of --webhook-url, which reconciles
+// sources, not workloads: it waits for a reconcile of src ("ConfigMap/cfg") in ns begun after
+// since, a time the test took before what it waits on (the start, a change), that did not
+// fail.
+func notifierHandled(t *testing.T, ns, src string, since time.Time) {
+	t.Helper()
+	rel := reloaders.in(ns)
+	if rel == nil {
+		t.Fatalf("handled: no reloader running in %s", ns)
+	}
+	nn := types.NamespacedName{Namespace: ns, Name: src}
+	testutil.Eventually(t, "the notifier handled "+nn.String(), func() error {
+		return rel.decidedSince(webhook.NotifierKind, nn, since)
+	})
+}
+
+// handledGone is handled for a workload that is not there to be poked (a Job whose
+// replacement waits): it waits for a reconcile of it begun after since, as a test that took
+// since before the event it waits on (the Event, the counter) knows that one began then.
+func handledGone(t *testing.T, kind string, nn types.NamespacedName, since time.Time) {
+	t.Helper()
+	rel := reloaders.in(nn.Namespace)
+	if rel == nil {
+		t.Fatalf("handled: no reloader running in %s", nn.Namespace)
+	}
+	testutil.Eventually(t, "reloader handled "+kind+" "+nn.String(), func() error {
+		return rel.decidedSince(kind, nn, since)
+	})
+}
+
+// poke writes pokeAnnotation on obj, a new value each time.
+func poke(obj client.Object) error {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"%d"}}}`, pokeAnnotation, pokes.Add(1))
+	o := obj.DeepCopyObject().(client.Object)
+	return k8s.Patch(context.Background(), o, client.RawPatch(types.MergePatchType, []byte(patch)))
+}
+
+var pokes atomic.Int64
+
+// holds waits until r's cache holds obj as the API server has it now, or knows it is gone.
+func (r *running) holds(t *testing.T, obj client.Object) {
+	t.Helper()
+	ctx := context.Background()
+	key := client.ObjectKeyFromObject(obj)
+	cur := obj.DeepCopyObject().(client.Object)
+	err := k8s.Get(ctx, key, cur)
+	gone := apierrors.IsNotFound(err)
+	if !gone {
+		testutil.Must(t, err)
+	}
+	testutil.Eventually(t, "reloader's cache holds "+key.String()+" as written", func() error {
+		in := obj.DeepCopyObject().(client.Object)
+		err := r.mgr.GetCache().Get(ctx, key, in)
+		var notCached *cache.ErrResourceNotCached
+		switch {
+		case errors.As(err, &notCached):
+			return nil // a kind reloader does not read (its options ignore it): it hears nothing of it
+		case gone && apierrors.IsNotFound(err):
+			return nil
+		case gone && err == nil:
+			return errors.New("still cached")
+		case err != nil:
+			return err
+		case !atLeast(in.GetResourceVersion(), cur.GetResourceVersion()):
+			return fmt.Errorf("cached at resourceVersion %s, written %s", in.GetResourceVersion(), cur.GetResourceVersion())
+		}
+		return nil
+	})
+}
+
+// unwritten reports how the object differs from before, other than by the writes of handled
+// (pokeAnnotation): its labels, annotations, spec and data. (Not its generation: a
+// Deployment's moves with its annotations, the poke's included.)
+func unwritten(t *testing.T, before client.Object) error {
+	t.Helper()
+	after := get(t, before.DeepCopyObject().(client.Object))
+	if a, b := unpoked(t, after), unpoked(t, before); !apiequality.Semantic.DeepEqual(a, b) {
+		return fmt.Errorf("resourceVersion %s -> %s:\n%v\n->\n%v", before.GetResourceVersion(), after.GetResourceVersion(), b, a)
+	}
+	return nil
+}
+
+// unpoked is obj as a map without its resourceVersion, generation, managed fields, status and
+// pokeAnnotation.
+func unpoked(t *testing.T, obj client.Object) map[string]any {
+	t.Helper()
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	testutil.Must(t, err)
+	delete(u, "status")
+	md, _ := u["metadata"].(map[string]any)
+	delete(md, "resourceVersion")
+	delete(md, "generation")
+	delete(md, "managedFields")
+	if ann, ok := md["annotations"].(map[string]any); ok {
+		delete(ann, pokeAnnotation)
+		if len(ann) == 0 {
+			delete(md, "annotations")
+		}
+	}
+	return u
+}
+
+// namespaceObj names namespace ns, for handled.
+func namespaceObj(ns string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+}
+
+// atLeast compares resourceVersions: an envtest's are etcd revisions, numbers that grow.
+func atLeast(rv, want string) bool {
+	a, errA := strconv.ParseUint(rv, 10, 64)
+	b, errB := strconv.ParseUint(want, 10, 64)
+	if errA != nil || errB != nil {
+		return rv == want
+	}
+	return a >= b
+}
+
+// settle is the fixed wait being replaced by handled.
 func settle() { time.Sleep(1500 * time.Millisecond) }
 
 func configMap(ns, name string, data map[string]string) *corev1.ConfigMap {
@@ -254,7 +571,8 @@ func eventuallyEvent(t *testing.T, ns, name, reason string) {
 
 // templateChanges watches one workload and counts the times its pod template changes, the
 // only writes that roll pods. (A Deployment's generation also moves on annotation changes.)
-// The template is at spec.template unless path says otherwise.
+// The template is at spec.template unless path says otherwise. The count is read once the
+// watch has caught up with the API server.
 func templateChanges(t *testing.T, obj client.Object, path ...string) func() int {
 	if len(path) == 0 {
 		path = []string{"spec", "template"}
@@ -262,48 +580,119 @@ func templateChanges(t *testing.T, obj client.Object, path ...string) func() int
 	t.Helper()
 	gvk, err := apiutil.GVKForObject(obj, k8s.Scheme())
 	testutil.Must(t, err)
-	wc, err := client.NewWithWatch(restConfig, client.Options{Scheme: k8s.Scheme()})
-	testutil.Must(t, err)
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := wc.Watch(ctx, list, client.InNamespace(obj.GetNamespace()),
-		client.MatchingFields{"metadata.name": obj.GetName()})
-	testutil.Must(t, err)
-	var mu sync.Mutex
 	changes, last := 0, ""
+	f := watchObjects(t, list, obj.GetNamespace(), obj.GetName(), func(_ watch.EventType, o client.Object) {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			return
+		}
+		tpl, _, _ := unstructured.NestedMap(u.Object, path...)
+		b, _ := json.Marshal(tpl)
+		if last != "" && string(b) != last {
+			changes++
+		}
+		last = string(b)
+	})
+	return func() int {
+		f.caughtUp(t)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return changes
+	}
+}
+
+// follower watches the objects of one list type in a namespace (one of them when name is
+// set) and keeps the resourceVersion last seen of each, so that what a test counts from the
+// watch can first catch up with the API server: a write already made could otherwise still be
+// on its way, and a check that nothing happened pass for being early.
+type follower struct {
+	mu   sync.Mutex
+	list client.ObjectList
+	opts []client.ListOption
+	seen map[string]string
+}
+
+// watchObjects starts a follower; each is called, under f.mu, with each object the watch sends,
+// starting with those there now.
+func watchObjects(t *testing.T, list client.ObjectList, ns, name string, each func(watch.EventType, client.Object)) *follower {
+	t.Helper()
+	f := &follower{list: list, opts: []client.ListOption{client.InNamespace(ns)}, seen: map[string]string{}}
+	if name != "" {
+		f.opts = append(f.opts, client.MatchingFields{"metadata.name": name})
+	}
+	wc, err := client.NewWithWatch(restConfig, client.Options{Scheme: k8s.Scheme()})
+	testutil.Must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	initial := list.DeepCopyObject().(client.ObjectList)
+	testutil.Must(t, wc.List(ctx, initial, f.opts...))
+	items, err := meta.ExtractList(initial)
+	testutil.Must(t, err)
+	for _, item := range items {
+		o := item.(client.Object)
+		f.seen[o.GetName()] = o.GetResourceVersion()
+		each(watch.Added, o)
+	}
+	w, err := wc.Watch(ctx, list.DeepCopyObject().(client.ObjectList),
+		append(slices.Clone(f.opts), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: initial.GetResourceVersion()}})...)
+	testutil.Must(t, err)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for ev := range w.ResultChan() {
-			u, ok := ev.Object.(*unstructured.Unstructured)
-			if !ok {
+			o, ok := ev.Object.(client.Object)
+			if !ok || ev.Type == watch.Bookmark || ev.Type == watch.Error {
 				continue
 			}
-			tpl, _, _ := unstructured.NestedMap(u.Object, path...)
-			b, _ := json.Marshal(tpl)
-			mu.Lock()
-			if last != "" && string(b) != last {
-				changes++
-			}
-			last = string(b)
-			mu.Unlock()
+			f.mu.Lock()
+			f.seen[o.GetName()] = o.GetResourceVersion()
+			each(ev.Type, o)
+			f.mu.Unlock()
 		}
 	}()
 	t.Cleanup(func() { w.Stop(); cancel(); <-done })
-	testutil.Eventually(t, "watch started", func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		if last == "" {
-			return errors.New("no initial event")
+	return f
+}
+
+// caughtUpOn is caughtUp for one object followed.
+func (f *follower) caughtUpOn(t *testing.T, obj client.Object) {
+	t.Helper()
+	cur := obj.DeepCopyObject().(client.Object)
+	err := k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), cur)
+	if apierrors.IsNotFound(err) {
+		return
+	}
+	testutil.Must(t, err)
+	testutil.Eventually(t, "the test's watch caught up", func() error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if !atLeast(f.seen[cur.GetName()], cur.GetResourceVersion()) {
+			return fmt.Errorf("%s seen at %q, now %s", cur.GetName(), f.seen[cur.GetName()], cur.GetResourceVersion())
 		}
 		return nil
 	})
-	return func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return changes
-	}
+}
+
+// caughtUp waits until the watch has sent the version the API server has now of every
+// object it follows (read as metadata only: a test may follow hundreds).
+func (f *follower) caughtUp(t *testing.T) {
+	t.Helper()
+	gvk, err := apiutil.GVKForObject(f.list, k8s.Scheme())
+	testutil.Must(t, err)
+	now := &metav1.PartialObjectMetadataList{}
+	now.SetGroupVersionKind(gvk)
+	testutil.Must(t, k8s.List(context.Background(), now, f.opts...))
+	testutil.Eventually(t, "the test's watch caught up", func() error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, o := range now.Items {
+			if !atLeast(f.seen[o.GetName()], o.GetResourceVersion()) {
+				return fmt.Errorf("%s seen at %q, now %s", o.GetName(), f.seen[o.GetName()], o.GetResourceVersion())
+			}
+		}
+		return nil
+	})
 }
 
 // autoDeployment creates, in a new namespace, ConfigMap "cfg" and Deployment "web" with

@@ -48,7 +48,7 @@ func TestNamespaceSelectorTakesEffectWithoutRestart(t *testing.T) {
 	changes := templateChanges(t, d)
 
 	changeConfig(t, cm, "v2")
-	settle()
+	handled(t, d, cm)
 	if n := changes(); n != 0 {
 		t.Fatalf("workload in an unselected namespace reloaded %d times", n)
 	}
@@ -67,9 +67,9 @@ func TestNamespaceSelectorTakesEffectWithoutRestart(t *testing.T) {
 	})
 
 	setLabel(t, ns, "reloader", "")
-	settle()
+	handled(t, d, namespaceObj(ns))
 	changeConfig(t, cm, "v4")
-	settle()
+	handled(t, d, cm)
 	if n := changes(); n != 1 {
 		t.Errorf("%d template changes after the label was removed, want still 1", n)
 	}
@@ -113,16 +113,19 @@ func TestWebhookURLNotifiesInsteadOfReloading(t *testing.T) {
 	hook := &hookServer{failures: 2} // the first delivery is retried
 	srv := httptest.NewServer(hook)
 	defer srv.Close()
+	started := time.Now()
 	startReloader(t, ns, func(o *options.Options) {
 		o.WebhookURL = srv.URL
 		o.WebhookRetries = 1 // each failure goes back to the workqueue's backoff
 	})
 	changes := templateChanges(t, d)
-	settle()
+	notifierHandled(t, ns, "ConfigMap/cfg", started) // first sight
+	notifierHandled(t, ns, "ConfigMap/other", started)
 	if got := hook.changes(); len(got) != 0 {
 		t.Fatalf("notified at start-up: %+v", got)
 	}
 
+	changed := time.Now()
 	changeConfig(t, unrelated, "v2")
 	changeConfig(t, cm, "v2")
 	testutil.Eventually(t, "webhook notified", func() error {
@@ -136,7 +139,10 @@ func TestWebhookURLNotifiesInsteadOfReloading(t *testing.T) {
 		len(c.Workloads) != 1 || c.Workloads[0] != (notify.Workload{Kind: "Deployment", Namespace: ns, Name: "web"}) {
 		t.Errorf("notification %+v", c)
 	}
-	settle()
+	// In webhook mode no workload is reconciled: the notifier's handling of both changes is
+	// the sign.
+	notifierHandled(t, ns, "ConfigMap/cfg", changed)
+	notifierHandled(t, ns, "ConfigMap/other", changed)
 	if n := changes(); n != 0 {
 		t.Errorf("workload reloaded %d times in webhook mode", n)
 	}

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
@@ -33,34 +34,32 @@ import (
 // as the watch delivers it: the times pods roll.
 func rollTimes(t *testing.T, ns string) func() map[string][]time.Time {
 	t.Helper()
-	wc, err := client.NewWithWatch(restConfig, client.Options{Scheme: k8s.Scheme()})
-	testutil.Must(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := wc.Watch(ctx, &appsv1.DeploymentList{}, client.InNamespace(ns))
-	testutil.Must(t, err)
-	var mu sync.Mutex
-	last, rolls := map[string]string{}, map[string][]time.Time{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			d, ok := ev.Object.(*appsv1.Deployment)
-			if !ok {
-				continue
-			}
-			b, _ := json.Marshal(d.Spec.Template)
-			mu.Lock()
-			if prev, seen := last[d.Name]; seen && prev != string(b) {
-				rolls[d.Name] = append(rolls[d.Name], time.Now())
-			}
-			last[d.Name] = string(b)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() { w.Stop(); cancel(); <-done })
+	f, read := watchRolls(t, ns)
 	return func() map[string][]time.Time {
-		mu.Lock()
-		defer mu.Unlock()
+		f.caughtUp(t)
+		return read()
+	}
+}
+
+// watchRolls is rollTimes with the watch's reading as it is (for the polls of a positive
+// wait, which need not catch up), and its follower.
+func watchRolls(t *testing.T, ns string) (*follower, func() map[string][]time.Time) {
+	t.Helper()
+	last, rolls := map[string]string{}, map[string][]time.Time{}
+	f := watchObjects(t, &appsv1.DeploymentList{}, ns, "", func(_ watch.EventType, o client.Object) {
+		d, ok := o.(*appsv1.Deployment)
+		if !ok {
+			return
+		}
+		b, _ := json.Marshal(d.Spec.Template)
+		if prev, seen := last[d.Name]; seen && prev != string(b) {
+			rolls[d.Name] = append(rolls[d.Name], time.Now())
+		}
+		last[d.Name] = string(b)
+	})
+	return f, func() map[string][]time.Time {
+		f.mu.Lock()
+		defer f.mu.Unlock()
 		out := make(map[string][]time.Time, len(rolls))
 		for k, v := range rolls {
 			out[k] = slices.Clone(v)
@@ -106,7 +105,6 @@ func TestReloadRateSpreadsAFanOut(t *testing.T) {
 	}
 	time.Sleep(time.Duration(burst) * time.Second / rate) // the burst refills after the first records
 	rolls := rollTimes(t, ns)
-	time.Sleep(200 * time.Millisecond) // the watch's initial list
 	changed := time.Now()
 	update(t, configMap(ns, "cfg", nil), func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
 	testutil.Eventually(t, "every Deployment rolled", func() error {
@@ -115,7 +113,7 @@ func TestReloadRateSpreadsAFanOut(t *testing.T) {
 		}
 		return nil
 	})
-	settle()
+	handledAll(t, objects(ds...), configMap(ns, "cfg", nil))
 	var times []time.Time
 	for name, ts := range rolls() {
 		if len(ts) != 1 {
@@ -154,7 +152,6 @@ func TestMinReloadIntervalHoldsAcrossARestart(t *testing.T) {
 	stop := startReloader(t, ns)
 	recorded(t, d)
 	rolls := rollTimes(t, ns)
-	time.Sleep(200 * time.Millisecond)
 
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
 	testutil.Eventually(t, "first reload", func() error {
@@ -168,11 +165,11 @@ func TestMinReloadIntervalHoldsAcrossARestart(t *testing.T) {
 	afterFirst, _ := envOf(&get(t, d).Spec.Template, "app", cfgEnv)
 
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v3" })
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // the subject: two changes apart, past the coalescing window
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v4" })
 	lastWrite := time.Now()
 	eventuallyEvent(t, ns, "web", controller.ReasonReloadHeld)
-	time.Sleep(time.Second)
+	handled(t, d, cm)
 	if n := heldEvents(t, ns, "web"); n != 1 {
 		t.Errorf("%d ReloadHeld Events for one hold, want 1", n)
 	}
@@ -205,7 +202,7 @@ func TestMinReloadIntervalHoldsAcrossARestart(t *testing.T) {
 	if final == afterFirst || !strings.Contains(rec.Encode(), final) {
 		t.Errorf("after the hold the template has %s (was %s), record %s: want the latest content", final, afterFirst, rec.Encode())
 	}
-	settle()
+	handled(t, d, cm)
 	if got := len(rolls()["web"]); got != 2 {
 		t.Errorf("rolled %d times, want 2 (v2, then v3 and v4 together)", got)
 	}
@@ -392,15 +389,15 @@ func TestReloaderConfigWindowHoldsItsTargets(t *testing.T) {
 	startReloader(t, ns)
 	recorded(t, d)
 	rollouts := templateChanges(t, d)
-	before := get(t, d).ResourceVersion
+	before := get(t, d)
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
 	eventuallyEvent(t, ns, "web", controller.ReasonReloadHeld)
-	settle()
+	handled(t, d, cm, cfg)
 	if n := rollouts(); n != 0 {
 		t.Errorf("rolled %d times outside the config's window", n)
 	}
-	if rv := get(t, d).ResourceVersion; rv != before {
-		t.Errorf("the held workload was written (resourceVersion %s -> %s)", before, rv)
+	if err := unwritten(t, before); err != nil {
+		t.Errorf("the held workload was written: %v", err)
 	}
 	var list eventsv1.EventList
 	testutil.Must(t, k8s.List(context.Background(), &list, client.InNamespace(ns)))

@@ -145,6 +145,7 @@ func (r *WorkloadReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		outcome = metrics.OutcomeError
 	}
 	r.Metrics.Reconciled(r.Kind.Name(), outcome, time.Since(started))
+	r.Metrics.Ended(metrics.Reconcile{Kind: r.Kind.Name(), Namespace: req.Namespace, Name: req.Name, Outcome: outcome, Started: started})
 	return res, err
 }
 

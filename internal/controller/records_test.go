@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -45,10 +46,15 @@ func forgedRecord(ns, replaces string, job *batchv1.Job, mac string) *appsv1.Con
 	return rec
 }
 
-// noJobs checks, after reloader had time to act, that no Job exists in any of namespaces.
-func noJobs(t *testing.T, namespaces ...string) {
+// noJobs checks that no Job exists in any of namespaces, once reloader has handled each of
+// the Jobs named by the records refused (a reconcile of it begun after since). A record that
+// names another namespace than its own is refused by the handler that hears of it, which
+// queues nothing: the refusal is its handling.
+func noJobs(t *testing.T, since time.Time, named []types.NamespacedName, namespaces ...string) {
 	t.Helper()
-	settle()
+	for _, nn := range named {
+		handledGone(t, "Job", nn, since)
+	}
 	for _, ns := range namespaces {
 		if js := jobs(t, ns); len(js) > 0 {
 			t.Errorf("Job %s/%s created from a forged record (service account %q)", ns, js[0].Name, js[0].Spec.Template.Spec.ServiceAccountName)
@@ -73,6 +79,7 @@ func refusedGrows(t *testing.T, before float64, by int) {
 func TestForgedRecordOfAJobElsewhereCreatesNothing(t *testing.T) {
 	tenant, victim := newNamespace(t), newNamespace(t)
 	startReloader(t, tenant)
+	since := time.Now()
 	before := counter(t, refusedRecords, map[string]string{"kind": "Job", "reason": "unauthenticated"})
 
 	evil := job(victim, "evil", nil)
@@ -81,7 +88,7 @@ func TestForgedRecordOfAJobElsewhereCreatesNothing(t *testing.T) {
 	// Refused first, then nothing created by then nor shortly after.
 	eventuallyEvent(t, tenant, "reloader-job-evil", controller.ReasonUntrustedRecord)
 	refusedGrows(t, before, 1)
-	noJobs(t, tenant, victim)
+	noJobs(t, since, nil, tenant, victim)
 }
 
 // A forged record of a Job of its own namespace and name is refused too, whether it has no
@@ -89,6 +96,7 @@ func TestForgedRecordOfAJobElsewhereCreatesNothing(t *testing.T) {
 func TestForgedRecordInPlaceCreatesNothing(t *testing.T) {
 	ns := newNamespace(t)
 	startReloader(t, ns)
+	since := time.Now()
 	before := counter(t, refusedRecords, map[string]string{"kind": "Job", "reason": "unauthenticated"})
 
 	create(t, forgedRecord(ns, "no-mac", job(ns, "no-mac", nil), ""),
@@ -96,7 +104,7 @@ func TestForgedRecordInPlaceCreatesNothing(t *testing.T) {
 	eventuallyEvent(t, ns, "reloader-job-no-mac", controller.ReasonUntrustedRecord)
 	eventuallyEvent(t, ns, "reloader-job-bad-mac", controller.ReasonUntrustedRecord)
 	refusedGrows(t, before, 2)
-	noJobs(t, ns)
+	noJobs(t, since, []types.NamespacedName{{Namespace: ns, Name: "no-mac"}, {Namespace: ns, Name: "bad-mac"}}, ns)
 }
 
 // reloader stops between the delete and the create of a replacement (the create is refused
@@ -135,10 +143,11 @@ func TestAlteredRecordCreatesNothing(t *testing.T) {
 	altered.Annotations = rec.Annotations
 	create(t, altered)
 	before := counter(t, refusedRecords, map[string]string{"kind": "Job", "reason": "unauthenticated"})
+	since := time.Now()
 	startReloader(t, ns, ownNamespace(ns))
 	eventuallyEvent(t, ns, "reloader-job-migrate", controller.ReasonUntrustedRecord)
 	refusedGrows(t, before, 1)
-	settle()
+	handledGone(t, "Job", types.NamespacedName{Namespace: ns, Name: "migrate"}, since)
 	// (The namespace holds the probes of deny: only "migrate" counts.)
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "migrate"}, &j); !apierrors.IsNotFound(err) {
 		t.Errorf("Job migrate created from an altered record (service account %q): %v", j.Spec.Template.Spec.ServiceAccountName, err)
@@ -151,10 +160,11 @@ func TestAlteredRecordCreatesNothing(t *testing.T) {
 func TestRecordsAreNotSignedWithoutOwnNamespace(t *testing.T) {
 	ns, _, _ := recordLeftBehind(t, false)
 	before := counter(t, refusedRecords, map[string]string{"kind": "Job", "reason": "unauthenticated"})
+	since := time.Now()
 	startReloader(t, ns)
 	eventuallyEvent(t, ns, "reloader-job-migrate", controller.ReasonUntrustedRecord)
 	refusedGrows(t, before, 1)
-	settle()
+	handledGone(t, "Job", types.NamespacedName{Namespace: ns, Name: "migrate"}, since)
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "migrate"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
 		t.Errorf("Job migrate created from a record of a process without a namespace of its own: %v", err)
 	}
@@ -289,6 +299,7 @@ func TestReplayedRecordCreatesNothing(t *testing.T) {
 
 	rec := saved()
 	before := counter(t, refusedRecords, map[string]string{"kind": "Job", "reason": "unauthenticated"})
+	since := time.Now()
 	create(t, &appsv1.ControllerRevision{
 		ObjectMeta: metav1.ObjectMeta{Namespace: rec.Namespace, Name: rec.Name, Labels: rec.Labels, Annotations: rec.Annotations},
 		Data:       runtime.RawExtension{Raw: rec.Data.Raw},
@@ -296,7 +307,7 @@ func TestReplayedRecordCreatesNothing(t *testing.T) {
 	})
 	eventuallyEvent(t, ns, rec.Name, controller.ReasonUntrustedRecord)
 	refusedGrows(t, before, 1)
-	settle()
+	handledGone(t, "Job", client.ObjectKeyFromObject(j), since)
 	var got batchv1.Job
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(j), &got); !apierrors.IsNotFound(err) {
 		t.Errorf("Job migrate brought back by a replayed record (UID %s): %v", got.UID, err)
@@ -318,7 +329,7 @@ func TestUnsignedRecordOfALiveJobIsDroppedQuietly(t *testing.T) {
 	before := counter(t, refusedRecords, map[string]string{"kind": "Job", "reason": "unauthenticated"})
 	startReloader(t, ns)
 	noRecords(t, ns)
-	settle()
+	handled(t, j)
 	if reasons := eventReasons(t, ns, rec.Name); len(reasons) > 0 {
 		t.Errorf("events on the record: %v", reasons)
 	}

@@ -43,7 +43,7 @@ func TestAutoReloadSetsEnvVarOnTheContainersThatUseTheConfigMap(t *testing.T) {
 	if _, ok := envOf(&got.Spec.Template, "sidecar", "STAKATER_APP_CONFIG_CONFIGMAP"); ok {
 		t.Error("env var written to the sidecar, which does not use the ConfigMap")
 	}
-	settle()
+	handled(t, d, cm)
 	if n := changes(); n != 1 {
 		t.Errorf("%d template changes, want 1", n)
 	}
@@ -76,12 +76,10 @@ func TestMetadataChangesAndIdenticalDataNeverReload(t *testing.T) {
 	update(t, s, func(c *corev1.Secret) { c.Labels = map[string]string{"team": "a"} })
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data = map[string]string{"k": "v"} }) // identical re-apply
 	update(t, s, func(c *corev1.Secret) { c.StringData = map[string]string{"p": "x"} })
-	settle()
+	handled(t, d, cm, s)
 
-	after := get(t, d)
-	if after.Generation != before.Generation || after.ResourceVersion != before.ResourceVersion {
-		t.Errorf("workload written: generation %d -> %d, resourceVersion %s -> %s",
-			before.Generation, after.Generation, before.ResourceVersion, after.ResourceVersion)
+	if err := unwritten(t, before); err != nil {
+		t.Errorf("workload written: %v", err)
 	}
 }
 
@@ -98,11 +96,11 @@ func TestServiceAccountTokenSecretsAreIgnored(t *testing.T) {
 	d := deployment(ns, "web", map[string]string{auto: "true"}, tpl)
 	create(t, sa, tok, d)
 	startReloader(t, ns)
-	settle()
+	handled(t, d)
 	changes := templateChanges(t, d)
 
 	update(t, tok, func(s *corev1.Secret) { s.Data["token"] = []byte("b") })
-	settle()
+	handled(t, d) // the cache holds no token Secret: their updates never reach reloader
 	if n := changes(); n != 0 {
 		t.Errorf("service account token change reloaded the workload (%d template changes)", n)
 	}
@@ -135,7 +133,7 @@ func TestChangesLandingTogetherRollOnce(t *testing.T) {
 		}
 		return nil
 	})
-	settle()
+	handled(t, d, cm, s)
 	if n := changes(); n != 1 {
 		t.Fatalf("ConfigMap + Secret: %d template changes, want exactly 1", n)
 	}
@@ -155,7 +153,7 @@ func TestChangesLandingTogetherRollOnce(t *testing.T) {
 		}
 		return nil
 	})
-	settle()
+	handled(t, d, cm)
 	if n := changes(); n != 2 {
 		t.Errorf("ten writes: %d template changes, want exactly 1", n-1)
 	}
@@ -167,7 +165,6 @@ func TestChangeWhileStoppedIsReloadedOnStart(t *testing.T) {
 
 	changes := templateChanges(t, d)
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
-	settle()
 	startReloader(t, ns)
 	testutil.Eventually(t, "reloaded after start", func() error {
 		if n := changes(); n != 1 {
@@ -192,7 +189,8 @@ func TestStartAndRestartOverUnchangedSourcesChangeNoTemplate(t *testing.T) {
 	stop := startReloader(t, ns)
 	recorded(t, d)
 	recorded(t, sts)
-	settle()
+	handled(t, d)
+	handled(t, sts)
 	stop()
 	for i, n := range changes {
 		if n() != 0 {
@@ -203,11 +201,11 @@ func TestStartAndRestartOverUnchangedSourcesChangeNoTemplate(t *testing.T) {
 
 	// Restart: nothing at all is written.
 	startReloader(t, ns)
-	settle()
+	handled(t, d)
+	handled(t, sts)
 	for _, b := range before {
-		after := get(t, b.DeepCopyObject().(client.Object))
-		if after.GetResourceVersion() != b.GetResourceVersion() {
-			t.Errorf("%s written on restart: resourceVersion %s -> %s", b.GetName(), b.GetResourceVersion(), after.GetResourceVersion())
+		if err := unwritten(t, b); err != nil {
+			t.Errorf("%s written on restart: %v", b.GetName(), err)
 		}
 	}
 }

@@ -31,7 +31,7 @@ func TestJobReplacementWhoseDeleteIsRefusedHappensOnceWhenAllowed(t *testing.T) 
 	})
 	changeConfig(t, cm, "v2")
 	eventuallyEvent(t, ns, "migrate", controller.ReasonReloadFail)
-	settle()
+	handled(t, j, cm)
 	if uid := get(t, j).UID; uid != oldUID {
 		t.Fatalf("Job replaced although its delete is refused: UID %s -> %s", oldUID, uid)
 	}
@@ -47,7 +47,7 @@ func TestJobReplacementWhoseDeleteIsRefusedHappensOnceWhenAllowed(t *testing.T) 
 		}
 		return nil
 	})
-	settle()
+	handled(t, cur, cm)
 	if uid := get(t, j).UID; uid != cur.UID {
 		t.Errorf("Job replaced twice: %s -> %s -> %s", oldUID, cur.UID, uid)
 	}

@@ -40,11 +40,17 @@ func eventsAbout(t *testing.T, ns, name, reason string) []eventsv1.Event {
 }
 
 // oneEvent waits for the Event with reason about name and checks that it is the only one,
-// emitted once.
+// emitted once, when reloader has stopped following the rollout (the Event is its last word
+// on it).
 func oneEvent(t *testing.T, ns, name, reason string) eventsv1.Event {
 	t.Helper()
 	eventuallyEvent(t, ns, name, reason)
-	settle()
+	testutil.Eventually(t, "no rollout followed", func() error {
+		if n := gauge(t, "reloader_rollouts_following"); n != 0 {
+			return fmt.Errorf("following %v rollouts", n)
+		}
+		return nil
+	})
 	evs := eventsAbout(t, ns, name, reason)
 	if len(evs) != 1 || evs[0].Series != nil {
 		t.Fatalf("%d %s Events (%+v), want one, emitted once", len(evs), reason, evs)
@@ -106,7 +112,7 @@ func TestReloadedDeploymentRolloutComplete(t *testing.T) {
 	setStatus(t, d, func(d *appsv1.Deployment) {
 		d.Status = appsv1.DeploymentStatus{ObservedGeneration: gen, Replicas: 2, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}
 	})
-	settle()
+	followed(t, d)
 	if evs := eventsAbout(t, ns, "web", follow.ReasonRolloutComplete); len(evs) != 0 {
 		t.Fatalf("complete while an old pod runs: %s", evs[0].Note)
 	}
@@ -129,7 +135,10 @@ func TestReloadedDeploymentRolloutComplete(t *testing.T) {
 	// Followed no more: later status changes say nothing.
 	setStatus(t, d, func(d *appsv1.Deployment) { d.Status.Replicas, d.Status.UpdatedReplicas = 2, 2 })
 	setStatus(t, d, func(d *appsv1.Deployment) { d.Status.Replicas, d.Status.UpdatedReplicas = 1, 1 })
-	settle()
+	// Followed no more, web's status reaches no queue (the follower's predicate), so there is
+	// no reconcile to wait for: its cache holding the last status write, and the reload
+	// controller's handling of web since, are the sign that it was heard.
+	handled(t, d)
 	if evs := eventsAbout(t, ns, "web", follow.ReasonRolloutComplete); len(evs) != 1 || evs[0].Series != nil {
 		t.Errorf("%d RolloutComplete Events after the rollout ended", len(evs))
 	}
@@ -236,14 +245,15 @@ func TestStatusChurnOfWorkloadsNotReloadedCostsNoReconcile(t *testing.T) {
 		}
 		return reload, follow
 	}
-	settle()
+	handled(t, d) // the reconciles of the start, and of the poke, are over
 	reloadBefore, followBefore := reconciles()
 	for i := range 5 {
 		setStatus(t, d, func(d *appsv1.Deployment) {
 			d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: int32(i + 1), UpdatedReplicas: int32(i + 1)}
 		})
 	}
-	settle()
+	reloaders.in(d.Namespace).holds(t, d)
+	time.Sleep(quietSpan) // the subject: a span in which status churn wakes nothing
 	reloadAfter, followAfter := reconciles()
 	if reloadAfter != reloadBefore || followAfter != followBefore {
 		t.Errorf("status churn caused %v reload and %v follower reconciles, want none", reloadAfter-reloadBefore, followAfter-followBefore)
@@ -287,7 +297,7 @@ func TestArgoRolloutRolloutComplete(t *testing.T) {
 	status := extapi.RolloutStatus{ObservedGeneration: strconv.FormatInt(gen, 10), Replicas: 2, UpdatedReplicas: 2,
 		ReadyReplicas: 2, AvailableReplicas: 2, Phase: "Progressing", CurrentPodHash: "new", StableRS: "old"}
 	setStatus(t, ro, func(r *extapi.Rollout) { r.Status = status })
-	settle()
+	followed(t, ro)
 	if evs := eventsAbout(t, ns, "canary", follow.ReasonRolloutComplete); len(evs) != 0 {
 		t.Fatalf("complete before the new pods were promoted to stable: %s", evs[0].Note)
 	}

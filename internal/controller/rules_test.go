@@ -86,7 +86,7 @@ func TestTriggerRulesOverTheAPI(t *testing.T) {
 				configure = tt.opts
 			}
 			startReloader(t, ns, configure)
-			settle() // first sight is recorded (or, with no rule, nothing is)
+			handled(t, d) // first sight is recorded (or, with no rule, nothing is)
 			changes := templateChanges(t, d)
 
 			if tt.change == "cfg" {
@@ -96,7 +96,7 @@ func TestTriggerRulesOverTheAPI(t *testing.T) {
 			}
 
 			if tt.want == "" {
-				settle()
+				handled(t, d, cm, s)
 				if n := changes(); n != 0 {
 					t.Fatalf("workload rolled (%d template changes), want no reload", n)
 				}
@@ -115,7 +115,7 @@ func TestTriggerRulesOverTheAPI(t *testing.T) {
 					t.Errorf("env var also written to %s", c.Name)
 				}
 			}
-			settle()
+			handled(t, d, cm, s)
 			if n := changes(); n != 1 {
 				t.Errorf("%d template changes, want 1", n)
 			}
@@ -162,7 +162,9 @@ func TestOnlyTheWatchedNamespacesAreReloaded(t *testing.T) {
 		}
 		return nil
 	})
-	settle()
+	// The other namespace has no reloader to handle its change: the watched one's handling of
+	// its own is the sign that the change was out in time.
+	handled(t, deployment(watched, "web", nil, podSpec()), configMap(watched, "cfg", nil))
 	if n := otherChanges(); n != 0 {
 		t.Errorf("workload outside --namespaces rolled %d times", n)
 	}

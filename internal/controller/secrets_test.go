@@ -93,7 +93,7 @@ func TestSpoofedCacheMarkerStillReloads(t *testing.T) {
 		}
 		return nil
 	})
-	settle()
+	handled(t, d, cm)
 	if n := changes(); n != 1 {
 		t.Errorf("%d template changes, want 1", n)
 	}
@@ -115,14 +115,14 @@ func TestSecretRecreatedWithIdenticalDataReloadsNothing(t *testing.T) {
 	if get(t, again).UID == old {
 		t.Fatal("re-created Secret kept its UID")
 	}
-	settle()
+	handled(t, d, again)
 	if n := changes(); n != 0 {
 		t.Fatalf("re-creating the Secret with identical data changed the template %d times", n)
 	}
 
 	update(t, again, func(s *corev1.Secret) { s.Data["password"] = []byte("hunter3") })
 	v := waitEnv(t, d, "")
-	settle()
+	handled(t, d, again)
 	if n := changes(); n != 1 {
 		t.Errorf("%d template changes after a real change, want 1", n)
 	}
@@ -155,14 +155,14 @@ func TestKeyRotationReloadsNothing(t *testing.T) {
 		}
 		return nil
 	})
-	settle()
+	handled(t, d, s)
 	if n := changes(); n != 0 {
 		t.Fatalf("key rotation changed the template %d times", n)
 	}
 
 	update(t, s, func(s *corev1.Secret) { s.Data["password"] = []byte("hunter3") })
 	waitEnv(t, d, "")
-	settle()
+	handled(t, d, s)
 	if n := changes(); n != 1 {
 		t.Errorf("%d template changes after a real change, want 1", n)
 	}
@@ -204,7 +204,7 @@ func TestUIDKeyedRecordUpgradedWithoutRollout(t *testing.T) {
 				}
 				return nil
 			})
-			settle()
+			handled(t, d)
 			if n := changes(); n != tt.wantRollouts {
 				t.Errorf("%d template changes, want %d", n, tt.wantRollouts)
 			}

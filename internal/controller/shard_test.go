@@ -52,7 +52,9 @@ func TestSourcesOfAShardTakenAreNotCreations(t *testing.T) {
 	for _, w := range workloads {
 		recorded(t, w)
 	}
-	settle()
+	for _, w := range workloads {
+		handled(t, w)
+	}
 	for k, w := range workloads {
 		if now := *templateOf(get(t, w)); !apiequality.Semantic.DeepEqual(now, created[k]) {
 			t.Errorf("%T %s reloaded for sources that were there before: env %+v, annotations %v", w, w.GetName(), now.Spec.Containers[0].Env, now.Annotations)

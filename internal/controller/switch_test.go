@@ -85,7 +85,9 @@ func TestSwitchFromUpstreamRollsNothingThenOncePerChange(t *testing.T) {
 			for _, w := range workloads {
 				recorded(t, w)
 			}
-			settle()
+			for _, w := range workloads {
+				handled(t, w)
+			}
 			for _, w := range workloads {
 				now, tpl := read(w)
 				if now.template != before[w.GetName()].template || changes[w.GetName()]() != 0 {
@@ -160,7 +162,9 @@ func waitRollouts(t *testing.T, workloads []client.Object, changes map[string]fu
 			return nil
 		})
 	}
-	settle()
+	for _, w := range workloads {
+		handled(t, w)
+	}
 	for _, w := range workloads {
 		if n := changes[w.GetName()](); n != want {
 			t.Errorf("%s: %d template changes, want %d", w.GetName(), n, want)

@@ -3,6 +3,8 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,13 +92,13 @@ func TestWavesAfterOrderingAndCycles(t *testing.T) {
 	eventuallyEvent(t, ns, "a", controller.ReasonWavesCycle)
 	eventuallyEvent(t, ns, "b", controller.ReasonWavesCycle)
 	eventuallyEvent(t, ns, "x", controller.ReasonInvalidAnnotation)
-	settle()
+	handled(t, deps["web"], cm)
 	if got := rolls(); len(got["web"]) != 0 {
 		t.Fatalf("web rolled before db completed: %s", rollCounts(got, "db", "web"))
 	}
 	rolloutStatus(t, deps["db"], false)
 	wantRolls(t, "web rolled once db completed", rolls, map[string]int{"db": 1, "web": 1})
-	settle()
+	handledAll(t, objects(slices.Collect(maps.Values(deps))...), cm)
 	t.Logf("rolls: %s", rollCounts(rolls(), "db", "web", "a", "b", "x"))
 	for name, n := range rolls() {
 		if len(n) != 1 {
@@ -168,7 +170,7 @@ func TestWavesHaltResumeAbort(t *testing.T) {
 
 	content := annotate(waves.ResumeAnnotation)
 	wantRolls(t, "wave 2 (s0, s1) rolled on the resume", rolls, map[string]int{"s0": 1, "s1": 1, "s3": 1})
-	settle()
+	handledAll(t, []client.Object{deps["s2"], deps["s4"]}, cm)
 	if got := rolls(); len(got["s2"])+len(got["s4"]) != 0 {
 		t.Fatalf("wave 3 rolled before wave 2 completed: %s", rollCounts(got, names...))
 	}
@@ -184,7 +186,7 @@ func TestWavesHaltResumeAbort(t *testing.T) {
 			return nil
 		})
 	}
-	settle()
+	handledAll(t, []client.Object{deps["s2"], deps["s4"]}, cm)
 	if got := rolls(); len(got["s2"])+len(got["s4"]) != 0 {
 		t.Fatalf("the abort rolled: %s", rollCounts(got, names...))
 	}
@@ -192,7 +194,7 @@ func TestWavesHaltResumeAbort(t *testing.T) {
 	// The fix: from the canary again, wave after wave.
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "C" })
 	wantRolls(t, "the canary rolled on the fix", rolls, map[string]int{"s3": 2})
-	settle()
+	handledAll(t, []client.Object{deps["s0"], deps["s2"]}, cm)
 	if got := rolls(); len(got["s0"]) != 1 || len(got["s2"]) != 0 {
 		t.Fatalf("the resume or abort left on the source applied to the fix: %s", rollCounts(got, names...))
 	}
@@ -201,7 +203,7 @@ func TestWavesHaltResumeAbort(t *testing.T) {
 	rolloutStatus(t, deps["s0"], false)
 	rolloutStatus(t, deps["s1"], false)
 	wantRolls(t, "wave 3 on the fix", rolls, map[string]int{"s2": 1, "s4": 1})
-	settle()
+	handledAll(t, objects(slices.Collect(maps.Values(deps))...), cm)
 	t.Logf("rolls: %s", rollCounts(rolls(), names...))
 	if got := haltedAlerts(); len(got) != 1 {
 		t.Errorf("%d waves-halted alerts for the 4 workloads held on one content, want 1: %v", len(got), got)
@@ -281,7 +283,7 @@ func TestWavesAfterByReloaderConfig(t *testing.T) {
 
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "B" })
 	wantRolls(t, "db rolled", rolls, map[string]int{"db": 1})
-	settle()
+	handled(t, web, cm)
 	if got := rolls(); len(got["web"]) != 0 {
 		t.Fatalf("web rolled before db completed: %s", rollCounts(got, "db", "web"))
 	}

@@ -206,8 +206,9 @@ func TestWebhookNamesKeysNeverValues(t *testing.T) {
 	d := deployment(ns, "web", map[string]string{auto: "true"}, secretPodSpec("creds"))
 	create(t, s, d)
 	hook, url := collect(t)
+	started := time.Now()
 	startReloader(t, ns, func(o *options.Options) { o.WebhookURL = url })
-	settle()
+	notifierHandled(t, ns, "Secret/creds", started) // first sight: the change below is one
 
 	testutil.Must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(s), s))
 	s.Data["password"] = []byte(secretValues[1])

@@ -69,6 +69,8 @@ type Metrics struct {
 	Upstream *Upstream
 	// Queues measures the work queues for upstream's reloader_workqueue_* series.
 	Queues *Queues
+	// Hook, when set before the manager starts, hears of each workload reconcile (hook.go).
+	Hook ReconcileHook
 
 	byNamespace bool
 }

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"strings"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -11,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
@@ -40,6 +42,10 @@ func (t *Rollouts) SetupWithManager(mgr ctrl.Manager, kinds []workload.Kind) err
 	return nil
 }
 
+// FollowerKind is the Kind the follower of kind's rollouts reports its reconciles as, to
+// metrics.Metrics.Hook.
+func FollowerKind(kind string) string { return kind + "/rollout" }
+
 // rolloutFollower reconciles the followed workloads of one kind: it reads their status.
 type rolloutFollower struct {
 	rollouts *Rollouts
@@ -51,6 +57,7 @@ type rolloutFollower struct {
 
 // Reconcile implements reconcile.Reconciler.
 func (f *rolloutFollower) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	defer f.rollouts.Metrics.Ended(metrics.Reconcile{Kind: FollowerKind(f.kind.Name()), Namespace: req.Namespace, Name: req.Name, Started: time.Now()})
 	obj := f.kind.NewObject()
 	if err := f.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if client.IgnoreNotFound(err) == nil {

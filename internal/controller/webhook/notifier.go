@@ -64,8 +64,15 @@ func (n *Notifier) SetupWithManager(mgr ctrl.Manager) error {
 	return b.Complete(n)
 }
 
+// NotifierKind is the Kind the notifier reports its reconciles as, to metrics.Metrics.Hook;
+// their Name is the source's kind and name ("ConfigMap/app-config").
+const NotifierKind = "webhook"
+
 // Reconcile compares one source with the hash last seen and notifies on a change.
-func (n *Notifier) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (n *Notifier) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
+	defer func(started time.Time) {
+		n.Metrics.Ended(metrics.Reconcile{Kind: NotifierKind, Namespace: req.Namespace, Name: req.Name, Outcome: metrics.OutcomeOf(err), Started: started})
+	}(time.Now())
 	kind, name, _ := strings.Cut(req.Name, "/")
 	st, ok := n.Lookup.SourceType(source.Kind(kind))
 	if !ok {
