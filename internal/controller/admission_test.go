@@ -49,7 +49,7 @@ func reloaderUser(t *testing.T, ns string, configure func(*options.Options), wit
 		}
 	}
 	user := "reloader-" + ns
-	cfg, _, err := cluster.AddUser(user)
+	cfg, err := addUser(user)
 	testutil.Must(t, err)
 	create(t, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reloader"}, Rules: rules},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reloader"},
@@ -70,6 +70,7 @@ func ownedJob(t *testing.T, cj *batchv1.CronJob, name string, annotations map[st
 // reloader dry-runs a replacement under the name the old Job still holds (admissible): this
 // is a check only if the API server runs admission before it finds the name taken.
 func TestDryRunAdmitsBeforeTheNameIsChecked(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cj := cronJob(ns, "nightly", nil)
 	create(t, cj)
@@ -96,6 +97,7 @@ func TestDryRunAdmitsBeforeTheNameIsChecked(t *testing.T) {
 // the ownerReference kept; with the rights internal/rbac (and the chart) grant, as it was.
 // Before, the Job was deleted and its replacement refused: the Job was lost.
 func TestJobOwnedByCronJobIsReplacedUnderOwnerReferencesEnforcement(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name    string
 		without []string
@@ -132,6 +134,7 @@ func TestJobOwnedByCronJobIsReplacedUnderOwnerReferencesEnforcement(t *testing.T
 // was, the refusal is on it as an Event, and no record is left. Before, the Job was deleted
 // first and lost until creates were allowed again.
 func TestRefusedReplacementKeepsTheJob(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm, j, oldUID, _ := recordedJob(t, ns)
 
@@ -159,6 +162,7 @@ func TestRefusedReplacementKeepsTheJob(t *testing.T) {
 // cronjobs/finalizers: without blockOwnerDeletion, owned by the CronJob. Before, the create
 // was refused on every retry.
 func TestRunOnReloadUnderOwnerReferencesEnforcement(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	cj := cronJob(ns, "nightly", map[string]string{auto: "true", reload.RunOnReloadAnnotation: "true"}, "cfg")

@@ -169,6 +169,7 @@ func TestApproveModeHoldsUntilApproved(t *testing.T) {
 // first content (given before or after it): the digest moved, and it needs its own approval.
 // Here the mode is --mode's.
 func TestApprovalOfAnOlderContentRollsNothing(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	d := deployment(ns, "web", map[string]string{auto: "true"}, podSpec("cfg"))
@@ -227,6 +228,7 @@ func TestApprovalOfAnOlderContentRollsNothing(t *testing.T) {
 // mode comes from the source here; the workload's bad mode annotation is reported and read
 // as absent.
 func TestNotifyModeNeverRolls(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1", "other": "x"})
 	cm.Annotations = map[string]string{approval.ModeAnnotation: "notify"}
@@ -293,6 +295,7 @@ func TestNotifyModeNeverRolls(t *testing.T) {
 // A ReloaderConfig's mode applies to its targets where no annotation sets one; the workload's
 // own annotation wins over it.
 func TestReloaderConfigModeYieldsToTheAnnotation(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	d := deployment(ns, "web", map[string]string{auto: "true"}, podSpec("cfg"))
@@ -322,6 +325,7 @@ func TestReloaderConfigModeYieldsToTheAnnotation(t *testing.T) {
 // reload is decided again every 30 s, where a watched one waits for its event. One reconcile
 // after the approval rolls it.
 func TestApprovalPolledWithoutWatch(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	d := deployment(ns, "web", map[string]string{auto: "true"}, podSpec("cfg"))

@@ -27,6 +27,7 @@ const (
 // A reload pauses the Deployment; changes during the period land in the template while it
 // is paused; at the end it is resumed, even by a reloader that was not running at the start.
 func TestPausePeriodPausesThenResumesAcrossARestart(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	d := deployment(ns, "web", map[string]string{auto: "true", pausePeriod: "4s"}, podSpec("cfg"))
@@ -70,6 +71,7 @@ func TestPausePeriodPausesThenResumesAcrossARestart(t *testing.T) {
 // A Deployment its user paused is reloaded but never resumed by reloader; a bad period is
 // reported and the reload happens without a pause.
 func TestPausePeriodLeavesUserPausesAloneAndReportsBadPeriods(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	userPaused := deployment(ns, "held", map[string]string{auto: "true", pausePeriod: "1s"}, podSpec("cfg"))
@@ -96,6 +98,7 @@ func TestPausePeriodLeavesUserPausesAloneAndReportsBadPeriods(t *testing.T) {
 // --reload-on-create reloads when a referenced source appears, but starting reloader over
 // existing sources never reloads anything.
 func TestReloadOnCreate(t *testing.T) {
+	t.Parallel()
 	for _, enabled := range []bool{true, false} {
 		t.Run(fmt.Sprintf("enabled=%v", enabled), func(t *testing.T) {
 			ns := newNamespace(t)
@@ -139,6 +142,7 @@ func TestReloadOnCreate(t *testing.T) {
 // (annotations strategy), once. Without it a deletion reloads nothing, and a re-created source
 // reloads only if its content differs from what the pods last got.
 func TestReloadOnDelete(t *testing.T) {
+	t.Parallel()
 	t.Run("env-vars", func(t *testing.T) {
 		_, cm, d, _ := autoDeployment(t, func(o *options.Options) { o.ReloadOnDelete = true })
 		changes := templateChanges(t, d)
@@ -213,6 +217,7 @@ func csiDeployment(ns, name, class string) *appsv1.Deployment {
 // A rotation reaches each pod's mount status at its own time; the workload reloads once. The
 // secretproviderclass annotations select and exclude classes like the other kinds'.
 func TestCSIRotationReloadsOncePerWorkload(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	d := csiDeployment(ns, "web", "vault")
 	typed := csiDeployment(ns, "typed", "vault")

@@ -68,6 +68,7 @@ func TestAChangeLooksOnlyAtTheWorkloadsUsingIt(t *testing.T) {
 // README: a reload of a Deployment is one patch, with either strategy: the template change and
 // the record of the hashes it applied are one write of the object.
 func TestAReloadIsOneWrite(t *testing.T) {
+	t.Parallel()
 	for _, strategy := range []string{reload.StrategyEnvVars, reload.StrategyAnnotations} {
 		t.Run(strategy, func(t *testing.T) {
 			_, cm, d, _ := autoDeployment(t, func(o *options.Options) { o.ReloadStrategy = strategy })

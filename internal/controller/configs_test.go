@@ -56,6 +56,7 @@ func changeData(t *testing.T, cm *corev1.ConfigMap, key, value string) {
 // selector, and the sources it references with auto. Sources the rules leave out change
 // nothing.
 func TestReloaderConfigReloadsUnannotatedWorkloads(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	named := configMap(ns, "named", map[string]string{"k": "v1"})
 	labelled := configMap(ns, "labelled", map[string]string{"k": "v1"})
@@ -97,6 +98,7 @@ func TestReloaderConfigReloadsUnannotatedWorkloads(t *testing.T) {
 
 // A workload chosen by both its annotation and a ReloaderConfig rolls once per change.
 func TestReloaderConfigAndAnnotationRollOnce(t *testing.T) {
+	t.Parallel()
 	ns, cm, d, _ := autoDeployment(t)
 	create(t, reloaderConfig(ns, "same", []v1alpha1.Target{byName("Deployment", "web")}, sourceNamed("ConfigMap", "cfg")))
 	handled(t, d)
@@ -109,6 +111,7 @@ func TestReloaderConfigAndAnnotationRollOnce(t *testing.T) {
 
 // Creating and deleting a ReloaderConfig restarts nothing; once deleted, its rules stop.
 func TestReloaderConfigLifecycleRestartsNothing(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	d := deployment(ns, "web", nil, podSpec("cfg"))
@@ -135,6 +138,7 @@ func TestReloaderConfigLifecycleRestartsNothing(t *testing.T) {
 // target is recorded, and their changes reload from then on. A workload that gains the
 // selected label is a target from then on.
 func TestReloaderConfigSourcesAndTargetsAppearLater(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	create(t, reloaderConfig(ns, "early", []v1alpha1.Target{byName("Deployment", "web"), bySelector("Deployment", map[string]string{"reload": "yes"})},
 		sourceNamed("ConfigMap", "late")))
@@ -163,6 +167,7 @@ func TestReloaderConfigSourcesAndTargetsAppearLater(t *testing.T) {
 // A config's settings override the flags for its targets: the annotations strategy here.
 // Two configs that disagree: the first by name wins, whatever order they come in.
 func TestReloaderConfigOverrides(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	d := deployment(ns, "web", nil, podSpec("cfg"))
@@ -188,6 +193,7 @@ func TestReloaderConfigOverrides(t *testing.T) {
 // A config's keys restrict the sources it chooses: a change of another key rolls nothing;
 // autoKeys takes the keys the pod spec reads.
 func TestReloaderConfigKeys(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	listed := configMap(ns, "listed", map[string]string{"a": "1", "b": "1"})
 	read := configMap(ns, "read", map[string]string{"a": "1", "b": "1"})
@@ -214,6 +220,7 @@ func TestReloaderConfigKeys(t *testing.T) {
 // A source that gains the label a config selects is recorded at once, so its next change
 // reloads (and one that loses it stops reloading).
 func TestReloaderConfigSourceRelabelled(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "flags", map[string]string{"k": "v1"})
 	d := deployment(ns, "web", nil, podSpec())

@@ -81,6 +81,7 @@ func (l *logLines) errors() []string {
 // after each conflict in a row), counts as a conflict, and the retry from the newer copy
 // reloads nothing twice.
 func TestAConflictIsRetriedWithoutAnError(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	d := deployment(ns, "web", map[string]string{auto: "true"}, podSpec("cfg"))

@@ -14,6 +14,7 @@ import (
 // Event names the workload without the resourceVersion each reload moves, so client-go's
 // broadcaster keeps one cache entry for it however often it reloads.
 func TestRepeatedReloadsAggregateIntoOneEventSeries(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	d := deployment(ns, "web", map[string]string{auto: "true"}, podSpec("cfg"))

@@ -26,6 +26,7 @@ func enableEvict(o *options.Options) { o.EnableEvictStrategy = true }
 // waits, record included; once enabled, the reload happens, without a template change, and
 // the restart (no pods here: no controller-manager) ends at once.
 func TestEvictStrategyWaitsUntilEnabled(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	d := deployment(ns, "web", map[string]string{auto: "true", reload.RestartStrategyAnnotation: "evict"}, podSpec("cfg"))
@@ -63,6 +64,7 @@ func TestEvictStrategyWaitsUntilEnabled(t *testing.T) {
 // replacements too) is refused with an Event and removed; one that belongs to another record
 // is removed.
 func TestEvictingAnnotationIsInput(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	d := deployment(ns, "web", map[string]string{auto: "true", reload.RestartStrategyAnnotation: "evict"}, podSpec("cfg"))
@@ -106,6 +108,7 @@ func contains(s []string, v string) bool {
 // A restart that reloader's RBAC does not allow (no list on pods) is reported with what to
 // grant; the restart stays on the workload, to carry on once granted.
 func TestEvictRefusedByRBAC(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	d := deployment(ns, "web", map[string]string{auto: "true", reload.RestartStrategyAnnotation: "evict"}, podSpec("cfg"))
@@ -133,6 +136,7 @@ func TestEvictRefusedByRBAC(t *testing.T) {
 // (No controller-manager here: the pods are made by hand, Ready, never replaced; the
 // Deployment wants one, so the second goes once the first is gone.)
 func TestEvictWithTheTableRBAC(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})

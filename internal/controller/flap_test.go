@@ -94,7 +94,7 @@ func keylessUser(t *testing.T, ns string) (cfg *rest.Config, grant func()) {
 	conf, err := options.Parse(opts)
 	testutil.Must(t, err)
 	user := "keyless-" + ns
-	cfg, _, err = cluster.AddUser(user)
+	cfg, err = addUser(user)
 	testutil.Must(t, err)
 	var rules []rbacv1.PolicyRule
 	for _, r := range rbac.For(conf, rbac.Platform{OpenShift: true}).Watched {

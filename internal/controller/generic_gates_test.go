@@ -34,6 +34,7 @@ func recordedGeneric(t *testing.T, cr *unstructured.Unstructured, ns, name strin
 // A tenant's config may not have reloader patch a cluster-scoped object, nor a kind the admin
 // did not allow: refused with the condition and a Warning, and nothing written.
 func TestGenericTargetConfinedToAllowedNamespacedKinds(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cm", map[string]string{"k": "a"})
 	cfg := genericConfig(ns, "rules", "grafana", "cm")
@@ -66,6 +67,7 @@ func TestGenericTargetConfinedToAllowedNamespacedKinds(t *testing.T) {
 }
 
 func TestGenericTargetKindNotAllowedIsRefused(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "grafana-ini", map[string]string{"grafana.ini": "a"})
 	cr := dashboard(ns, "grafana")
@@ -87,6 +89,7 @@ func TestGenericTargetKindNotAllowedIsRefused(t *testing.T) {
 
 // Two configs naming one object keep a record each; the Secret part of the hash is keyed.
 func TestGenericTargetRecordPerConfig(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cm-a", map[string]string{"k": "a"})
 	sec := secret(ns, "sec-b", map[string]string{"password": "hunter2"})
@@ -146,18 +149,21 @@ func noTemplateChange(t *testing.T, cr *unstructured.Unstructured, changes func(
 }
 
 func TestGenericTargetModeNotify(t *testing.T) {
+	t.Parallel()
 	ns, cr, _, changes := startGated(t, func(c *v1alpha1.ReloaderConfig) { c.Spec.Mode = "notify" })
 	eventuallyEvent(t, ns, "rules", "ReloadNotified")
 	noTemplateChange(t, cr, changes)
 }
 
 func TestGenericTargetModeApproveHolds(t *testing.T) {
+	t.Parallel()
 	ns, cr, _, changes := startGated(t, nil, func(o *options.Options) { o.Mode = "approve" })
 	eventuallyEvent(t, ns, "rules", "ApprovalPending")
 	noTemplateChange(t, cr, changes)
 }
 
 func TestGenericTargetReloadWindowHolds(t *testing.T) {
+	t.Parallel()
 	// A one-minute window two hours from now: closed.
 	opens := time.Now().UTC().Add(2 * time.Hour)
 	window := fmt.Sprintf("daily %s-%s UTC", opens.Format("15:04"), opens.Add(time.Minute).Format("15:04"))
@@ -167,6 +173,7 @@ func TestGenericTargetReloadWindowHolds(t *testing.T) {
 }
 
 func TestGenericTargetReloadRateHolds(t *testing.T) {
+	t.Parallel()
 	ns, cr, cm, changes := startGated(t, nil, func(o *options.Options) { o.ReloadRate, o.ReloadBurst = 0.001, 1 })
 	eventuallyEvent(t, ns, "rules", "Reloaded") // the burst's one token
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["grafana.ini"] = "c" })
@@ -179,6 +186,7 @@ func TestGenericTargetReloadRateHolds(t *testing.T) {
 }
 
 func TestGenericTargetQuarantineHolds(t *testing.T) {
+	t.Parallel()
 	ns, cr, cm, changes := startGated(t, nil, func(o *options.Options) {
 		o.FlapMaxChanges, o.FlapWindow, o.FlapQuiet = 8, 2*time.Minute, time.Hour
 	})
@@ -197,6 +205,7 @@ func TestGenericTargetQuarantineHolds(t *testing.T) {
 }
 
 func TestGenericTargetNamespaceSelector(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "grafana-ini", map[string]string{"grafana.ini": "a"})
 	cr := dashboard(ns, "grafana")

@@ -68,6 +68,7 @@ func annotationsOf(t *testing.T, u *unstructured.Unstructured, path ...string) m
 }
 
 func TestGenericTargetPatchedOncePerChange(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "grafana-ini", map[string]string{"grafana.ini": "a"})
 	cr := dashboard(ns, "grafana")
@@ -129,6 +130,7 @@ func TestGenericTargetPatchedOncePerChange(t *testing.T) {
 }
 
 func TestGenericTargetRefusedAccessIsReported(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "grafana-ini", map[string]string{"grafana.ini": "a"})
 	cr := dashboard(ns, "grafana")
@@ -161,6 +163,7 @@ func TestGenericTargetRefusedAccessIsReported(t *testing.T) {
 }
 
 func TestGenericTargetBadTemplatePathRefusedByCRD(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	for _, path := range []string{"spec..template", "spec.template-x", strings.Repeat("a.", 10) + "b", "$x", ""} {
 		cfg := genericConfig(ns, "bad", "grafana", "cm")
@@ -178,6 +181,7 @@ func TestGenericTargetBadTemplatePathRefusedByCRD(t *testing.T) {
 }
 
 func TestGenericTargetTopLevelOwner(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "grafana-ini", map[string]string{"grafana.ini": "a"})
 	cr := dashboard(ns, "grafana")

@@ -19,6 +19,7 @@ import (
 // A 200 KB reload annotation of patterns is ignored as a whole with an InvalidAnnotation
 // Event; the workload's other rules keep working.
 func TestOverSizeReloadAnnotation(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	entry := strings.Repeat("(?:[a-z0-9]{999}x)", 12)
 	hostile := strings.TrimSuffix(strings.Repeat(entry+",", (200<<10)/(len(entry)+1)), ",")
@@ -36,6 +37,7 @@ func TestOverSizeReloadAnnotation(t *testing.T) {
 // A valid object name in a reload annotation names that object only: "app.config" does not
 // match "app-config", and its creation counts for --reload-on-create.
 func TestNamedEntryIsAName(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	other := configMap(ns, "app-config", map[string]string{"k": "v1"})
 	d := deployment(ns, "web", map[string]string{"configmap.reloader.stakater.com/reload": "app.config"}, podSpec())
@@ -62,6 +64,7 @@ func TestNamedEntryIsAName(t *testing.T) {
 // pass the API server's 256 KiB limit on annotations, and every patch would fail. Folded, it
 // stays small, and a change still rolls the workload once.
 func TestRecordOverManySources(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	const n = 900
 	name := func(i int) string { return fmt.Sprintf("%s-%03d", strings.Repeat("c", 236), i) }

@@ -36,6 +36,7 @@ func waitChanges(t *testing.T, name string, changes func() int, want int, w clie
 // of key b rolls nothing, though the container reads the whole ConfigMap; a change of a rolls
 // once. A bad entry beside it is reported and the valid one still applies.
 func TestKeysAnnotationReloadsOnlyOnListedKeys(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"a": "1", "b": "1"})
 	d := deployment(ns, "web", map[string]string{auto: "true", reload.ConfigMapKeysAnnotation: "cfg/a, Bad_Name/x"}, podSpec("cfg"))
@@ -63,6 +64,7 @@ func TestKeysAnnotationReloadsOnlyOnListedKeys(t *testing.T) {
 // configMapKeyRef, or file x.yaml through a projected volume's items, rolls on a change of that
 // key only; one that also reads the ConfigMap whole through envFrom rolls on any key.
 func TestUsedKeysOnly(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cfg := configMap(ns, "cfg", map[string]string{"a": "1", "b": "1"})
 	files := configMap(ns, "files", map[string]string{"x.yaml": "1", "y.yaml": "1"})
@@ -121,6 +123,7 @@ func TestUsedKeysOnly(t *testing.T) {
 // change, not on a user change; the recorded hash keeps the install key's ID, so a key change
 // is re-based as for whole Secrets.
 func TestSecretKeysAnnotation(t *testing.T) {
+	t.Parallel()
 	ns, s, d := secretDeployment(t, map[string]string{reload.SecretKeysAnnotation: "db/password"})
 	update(t, s, func(s *corev1.Secret) { s.Data["user"] = []byte("app") })
 	startReloader(t, ns, ownNamespace(ns))
@@ -152,6 +155,7 @@ func TestSecretKeysAnnotation(t *testing.T) {
 // the workload's hash without a rollout, even when the keys newly listed changed meanwhile; a
 // later change of a listed key rolls it once.
 func TestEditingKeysRollsNothing(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"a": "1", "b": "1"})
 	d := deployment(ns, "web", map[string]string{auto: "true"}, podSpec("cfg"))

@@ -69,6 +69,7 @@ func hasEnv(tpl *corev1.PodTemplateSpec, name string) error {
 // By default a CronJob reload changes the job template, for the next scheduled run, and
 // starts no Job: the complaint about upstream is that it does.
 func TestCronJobReloadChangesTheJobTemplateAndStartsNoJob(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	cj := cronJob(ns, "nightly", map[string]string{auto: "true"}, "cfg")
@@ -90,6 +91,7 @@ func TestCronJobReloadChangesTheJobTemplateAndStartsNoJob(t *testing.T) {
 
 // With the opt-in a reload also starts one Job now, never for a suspended CronJob.
 func TestCronJobRunsOnReloadWhenAskedUnlessSuspended(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	byAnnotation := cronJob(ns, "by-annotation", map[string]string{auto: "true", reload.RunOnReloadAnnotation: "true"}, "cfg")
@@ -127,6 +129,7 @@ func TestCronJobRunsOnReloadWhenAskedUnlessSuspended(t *testing.T) {
 
 // A Job's pod template is immutable: a reload replaces the Job by one of the same name.
 func TestJobIsReplacedWithTheNewConfig(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	j := job(ns, "migrate", map[string]string{auto: "true"}, "cfg")
@@ -146,6 +149,7 @@ func TestJobIsReplacedWithTheNewConfig(t *testing.T) {
 
 // If the replacement can't be created, the Job is kept in memory and created once possible.
 func TestJobReplacementIsRetriedUntilCreated(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	j := job(ns, "migrate", map[string]string{auto: "true"}, "cfg")
@@ -166,6 +170,7 @@ func TestJobReplacementIsRetriedUntilCreated(t *testing.T) {
 // out with the annotation, or every Job with --recreate-finished-jobs=false (unless it opts
 // in), is left alone with an Event saying why.
 func TestFinishedJobsAreReRunUnlessOptedOut(t *testing.T) {
+	t.Parallel()
 	for _, flag := range []bool{true, false} {
 		t.Run(fmt.Sprintf("recreate-finished-jobs=%v", flag), func(t *testing.T) {
 			ns := newNamespace(t)
@@ -241,6 +246,7 @@ func finish(t *testing.T, j *batchv1.Job) {
 
 // --ignored-workload-types leaves those kinds alone entirely: not even recorded.
 func TestIgnoredWorkloadTypesAreLeftAlone(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	cj := cronJob(ns, "nightly", map[string]string{auto: "true"}, "cfg")
@@ -271,6 +277,7 @@ func rollout(ns, name string, annotations map[string]string, tpl corev1.PodTempl
 // Argo Rollouts roll by template change, or restart with rollout-strategy: restart; a Rollout
 // with workloadRef runs a Deployment's template, which is where the change goes.
 func TestArgoRolloutsReload(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	rolled := rollout(ns, "rolled", map[string]string{auto: "true"}, podSpec("cfg"))
@@ -312,6 +319,7 @@ func TestArgoRolloutsReload(t *testing.T) {
 
 // Without --is-Argo-Rollouts, Rollouts are not touched.
 func TestArgoRolloutsNeedTheFlag(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	r := rollout(ns, "rolled", map[string]string{auto: "true"}, podSpec("cfg"))
@@ -329,6 +337,7 @@ func TestArgoRolloutsNeedTheFlag(t *testing.T) {
 
 // DeploymentConfigs are found through discovery; no flag needed.
 func TestDeploymentConfigsReload(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	tpl := podSpec("cfg")

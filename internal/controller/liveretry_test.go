@@ -22,7 +22,7 @@ import (
 func TestDegradedLookupThatFailsIsMadeAgain(t *testing.T) {
 	ns := newNamespace(t)
 	user := "reloader-" + ns
-	cfg, _, err := cluster.AddUser(user)
+	cfg, err := addUser(user)
 	testutil.Must(t, err)
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reloader"}, Rules: degradedRules(true)}
 	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reloader"},

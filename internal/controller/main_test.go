@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -20,8 +21,11 @@ import (
 	"github.com/go-logr/logr"
 	"go.uber.org/zap/zapcore"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -58,7 +62,19 @@ var (
 	k8s        client.Client
 )
 
+// parallel is how many tests marked t.Parallel run at once unless -test.parallel says: an
+// envtest mostly waits (on the API server, on reloader's windows), so more than the cores.
+// The tests that time reloader, read the process's metrics or load the control plane run
+// alone, before them.
+const parallel = 4
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", strconv.Itoa(parallel))
+	}
 	var err error
 	cluster, err = testenv.Start(context.Background(), testenv.Options{
 		CRDDirectoryPaths: []string{filepath.Join("..", "..", "test", "crds"), filepath.Join("..", "..", "deployments", "chart", "reloader", "files", "crds")},
@@ -87,6 +103,17 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// addUser is cluster.AddUser for tests that run side by side: the control plane's CA counts
+// the certificates it signs without a lock.
+func addUser(name string) (*rest.Config, error) {
+	usersMu.Lock()
+	defer usersMu.Unlock()
+	cfg, _, err := cluster.AddUser(name)
+	return cfg, err
+}
+
+var usersMu sync.Mutex
+
 func testLogger() logr.Logger {
 	if os.Getenv("RELOADER_TEST_LOG") != "" {
 		return zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr), zap.Level(zapcore.Level(-2)))
@@ -106,8 +133,34 @@ func newNamespace(t *testing.T) string {
 	name = fmt.Sprintf("%s-%04d", strings.Trim(name, "-"), rand.IntN(10000))
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	testutil.Must(t, k8s.Create(context.Background(), ns))
-	t.Cleanup(func() { _ = k8s.Delete(context.Background(), ns) })
+	t.Cleanup(func() { emptyNamespace(t, name); _ = k8s.Delete(context.Background(), ns) })
 	return name
+}
+
+// namespaced are the kinds the tests create in their namespaces.
+var namespaced = []client.Object{
+	&appsv1.Deployment{}, &appsv1.StatefulSet{}, &appsv1.DaemonSet{}, &appsv1.ReplicaSet{},
+	&appsv1.ControllerRevision{}, &batchv1.Job{}, &batchv1.CronJob{}, &corev1.ConfigMap{},
+	&corev1.Secret{}, &corev1.ServiceAccount{}, &eventsv1.Event{}, &coordinationv1.Lease{},
+	&rbacv1.Role{}, &rbacv1.RoleBinding{}, &v1alpha1.ReloaderConfig{}, &extapi.Rollout{},
+	&extapi.DeploymentConfig{}, &extapi.SecretProviderClassPodStatus{},
+}
+
+// emptyNamespace deletes what a test left in ns. The control plane runs no namespace
+// controller: a deleted namespace keeps its objects, in etcd and in the API server's watch
+// cache, for the rest of the package's run.
+func emptyNamespace(t *testing.T, ns string) {
+	var wg sync.WaitGroup
+	for _, o := range namespaced {
+		wg.Go(func() {
+			err := k8s.DeleteAllOf(context.Background(), o.DeepCopyObject().(client.Object), client.InNamespace(ns),
+				client.PropagationPolicy(metav1.DeletePropagationBackground))
+			if err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
+				t.Logf("emptying %s of %T: %v", ns, o, err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // startReloader runs reloader in-process, watching only ns, until the test ends or stop is called.

@@ -40,6 +40,7 @@ func setLabel(t *testing.T, ns, key, value string) {
 }
 
 func TestNamespaceSelectorTakesEffectWithoutRestart(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	d := deployment(ns, "web", map[string]string{"reloader.stakater.com/auto": "true"}, podSpec("cfg"))
@@ -105,6 +106,7 @@ func (h *hookServer) changes() []notify.Change {
 }
 
 func TestWebhookURLNotifiesInsteadOfReloading(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	unrelated := configMap(ns, "other", map[string]string{"k": "v1"})
@@ -152,6 +154,7 @@ func TestWebhookURLNotifiesInsteadOfReloading(t *testing.T) {
 }
 
 func TestAlertsAfterReload(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var bodies []map[string]any
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -275,6 +278,7 @@ func TestMetricsCountReloadsAndOutcomes(t *testing.T) {
 }
 
 func TestMetaInfoConfigMap(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	startReloader(t, ns, func(o *options.Options) {
 		o.ReloaderNamespace = ns
@@ -301,9 +305,10 @@ func TestMetaInfoConfigMap(t *testing.T) {
 }
 
 func TestNamespacedInstallWithoutClusterRole(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	user := "reloader-" + ns
-	cfg, _, err := cluster.AddUser(user)
+	cfg, err := addUser(user)
 	testutil.Must(t, err)
 	read := []string{"get", "list", "watch"}
 	write := append([]string{"patch", "update"}, read...)

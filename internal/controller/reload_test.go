@@ -22,6 +22,7 @@ import (
 const auto = "reloader.stakater.com/auto"
 
 func TestAutoReloadSetsEnvVarOnTheContainersThatUseTheConfigMap(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "app-config", map[string]string{"k": "v1"})
 	d := deployment(ns, "web", map[string]string{auto: "true"}, podSpec("app-config"))
@@ -58,6 +59,7 @@ func TestAutoReloadSetsEnvVarOnTheContainersThatUseTheConfigMap(t *testing.T) {
 }
 
 func TestMetadataChangesAndIdenticalDataNeverReload(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v"})
 	s := secret(ns, "sec", map[string]string{"p": "x"})
@@ -84,6 +86,7 @@ func TestMetadataChangesAndIdenticalDataNeverReload(t *testing.T) {
 }
 
 func TestServiceAccountTokenSecretsAreIgnored(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	sa := &corev1.ServiceAccount{}
 	sa.Namespace, sa.Name = ns, "bot"
@@ -109,6 +112,7 @@ func TestServiceAccountTokenSecretsAreIgnored(t *testing.T) {
 // A ConfigMap and a Secret changed 20 ms apart, or one ConfigMap written ten times in a row,
 // must roll the workload once.
 func TestChangesLandingTogetherRollOnce(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "0"})
 	s := secret(ns, "sec", map[string]string{"p": "0"})
@@ -160,6 +164,7 @@ func TestChangesLandingTogetherRollOnce(t *testing.T) {
 }
 
 func TestChangeWhileStoppedIsReloadedOnStart(t *testing.T) {
+	t.Parallel()
 	ns, cm, d, stop := autoDeployment(t)
 	stop()
 
@@ -175,6 +180,7 @@ func TestChangeWhileStoppedIsReloadedOnStart(t *testing.T) {
 }
 
 func TestStartAndRestartOverUnchangedSourcesChangeNoTemplate(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	s := secret(ns, "sec", map[string]string{"p": "x"})
@@ -211,6 +217,7 @@ func TestStartAndRestartOverUnchangedSourcesChangeNoTemplate(t *testing.T) {
 }
 
 func TestStatefulSetsAndDaemonSetsReload(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	sts := statefulSet(ns, "db", map[string]string{auto: "true"}, podSpec("cfg"))
@@ -245,6 +252,7 @@ func daemonSet(ns, name string, annotations map[string]string, tpl corev1.PodTem
 // A reload the API server refuses must say so in a ReloadFail Event and the metric, and be
 // retried: once the refusal is lifted, the workload reloads.
 func TestRefusedPatchIsAReloadFailAndIsRetried(t *testing.T) {
+	t.Parallel()
 	ns, cm, d, _ := autoDeployment(t)
 
 	deny := denyReloaderWrites(t, ns)

@@ -18,6 +18,7 @@ import (
 // delete, the Job stays as it is and the record is not left to re-create it later; once
 // deletes are allowed again, the Job is replaced exactly once and the record goes.
 func TestJobReplacementWhoseDeleteIsRefusedHappensOnceWhenAllowed(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm, j, oldUID, _ := recordedJob(t, ns)
 

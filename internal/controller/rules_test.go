@@ -124,6 +124,7 @@ func TestTriggerRulesOverTheAPI(t *testing.T) {
 }
 
 func TestAnnotationsStrategyWritesLastReloadedFrom(t *testing.T) {
+	t.Parallel()
 	ns, cm, d, _ := autoDeployment(t, func(o *options.Options) { o.ReloadStrategy = reload.StrategyAnnotations })
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
 
@@ -146,6 +147,7 @@ func TestAnnotationsStrategyWritesLastReloadedFrom(t *testing.T) {
 }
 
 func TestOnlyTheWatchedNamespacesAreReloaded(t *testing.T) {
+	t.Parallel()
 	watched, other := newNamespace(t), newNamespace(t)
 	for _, ns := range []string{watched, other} {
 		create(t, configMap(ns, "cfg", map[string]string{"k": "v1"}), deployment(ns, "web", map[string]string{auto: "true"}, podSpec("cfg")))
@@ -174,6 +176,7 @@ func TestOnlyTheWatchedNamespacesAreReloaded(t *testing.T) {
 }
 
 func TestInvalidRegexIsReportedAndTheRestStillReloads(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	bad := deployment(ns, "bad", map[string]string{"configmap.reloader.stakater.com/reload": "cfg,broken-["}, podSpec())

@@ -74,6 +74,7 @@ func waitEnv(t *testing.T, d *appsv1.Deployment, not string) string {
 // object is only an annotation now; a ConfigMap that carries it (with a wrong hash) reloads
 // its workload on change like any other.
 func TestSpoofedCacheMarkerStillReloads(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	cm.Annotations = map[string]string{"reloader.dev/cached-content-hash": "0000"}
@@ -103,6 +104,7 @@ func TestSpoofedCacheMarkerStillReloads(t *testing.T) {
 // Secret a new UID; the hash is over namespace, name and data, so nothing rolls. A real change
 // afterwards rolls once.
 func TestSecretRecreatedWithIdenticalDataReloadsNothing(t *testing.T) {
+	t.Parallel()
 	ns, s, d := secretDeployment(t, nil)
 	startReloader(t, ns, ownNamespace(ns))
 	recorded(t, d)
@@ -135,6 +137,7 @@ func TestSecretRecreatedWithIdenticalDataReloadsNothing(t *testing.T) {
 // the recorded hashes of the old key are re-based without a rollout, and a change made after
 // that still rolls once.
 func TestKeyRotationReloadsNothing(t *testing.T) {
+	t.Parallel()
 	ns, s, d := secretDeployment(t, nil)
 	stop := startReloader(t, ns, ownNamespace(ns))
 	recorded(t, d)
@@ -172,6 +175,7 @@ func TestKeyRotationReloadsNothing(t *testing.T) {
 // hashes by UID is upgraded in place when the content is the one applied, and reloaded once
 // when the content changed while reloader was being upgraded.
 func TestUIDKeyedRecordUpgradedWithoutRollout(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name         string
 		recordedData string
@@ -215,6 +219,7 @@ func TestUIDKeyedRecordUpgradedWithoutRollout(t *testing.T) {
 // TestEventsCarryNoSecretUID reads the Events of a Secret reload over the API: the related
 // reference names the Secret, and nothing in any Event holds its UID or its data.
 func TestEventsCarryNoSecretUID(t *testing.T) {
+	t.Parallel()
 	ns, s, d := secretDeployment(t, nil)
 	logs := startLoggedReloader(t, ns)
 	recorded(t, d)

@@ -14,6 +14,7 @@ import (
 // on the ground that the API server never sends one. A client that sets it, to pass a marked
 // object to reloader, finds it gone on read, list and watch alike.
 func TestServerNeverSendsSelfLink(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	cm := configMap(ns, "marked", map[string]string{"k": "v"})

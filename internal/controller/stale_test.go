@@ -47,6 +47,7 @@ func (r *reasons) count(reason string) int {
 // same reload again. It must not roll the workload a second time, nor report a second reload,
 // with either strategy.
 func TestAReloadPlannedFromAStaleCopyRollsOnce(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{reload.StrategyEnvVars, reload.StrategyAnnotations} {
 		t.Run(name, func(t *testing.T) {
 			ns := newNamespace(t)
@@ -95,6 +96,7 @@ func TestAReloadPlannedFromAStaleCopyRollsOnce(t *testing.T) {
 // --reload-on-delete with env-vars on a workload that never got the env var: there is none
 // to remove, and the deletion must still roll the pods (and only then be reported).
 func TestReloadOnDeleteRollsAWorkloadThatNeverGotTheEnvVar(t *testing.T) {
+	t.Parallel()
 	ns, cm, d, _ := autoDeployment(t, func(o *options.Options) { o.ReloadOnDelete, o.ReloadOnCreate = true, true })
 	rollouts := templateChanges(t, d)
 	testutil.Must(t, k8s.Delete(context.Background(), cm))

@@ -35,6 +35,7 @@ func upstreamHash(data map[string]string) string {
 // reloader rolls nothing; the next change of a source rolls each workload using it exactly
 // once, and upstream's env var is updated in place.
 func TestSwitchFromUpstreamRollsNothingThenOncePerChange(t *testing.T) {
+	t.Parallel()
 	const (
 		cmEnv     = "STAKATER_APP_CONFIG_CONFIGMAP"
 		secretEnv = "STAKATER_DB_CREDS_SECRET"

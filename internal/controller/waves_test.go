@@ -66,6 +66,7 @@ func wantRolls(t *testing.T, what string, rolls func() map[string][]time.Time, w
 // a) is refused with WavesCycle and both roll as without it; a bad reference is reported
 // and ignored.
 func TestWavesAfterOrderingAndCycles(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "A"})
 	deps := map[string]*appsv1.Deployment{}
@@ -112,6 +113,7 @@ func TestWavesAfterOrderingAndCycles(t *testing.T) {
 // wave roll; an abort naming it records the content on the rest without a roll. A newer
 // content starts again from the canary, the annotations left on the source notwithstanding.
 func TestWavesHaltResumeAbort(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "shared", map[string]string{"k": "A"})
 	cm.Annotations = map[string]string{waves.Annotation: "true"}
@@ -214,6 +216,7 @@ func TestWavesHaltResumeAbort(t *testing.T) {
 // A ReloaderConfig with spec.waves opts its targets in (the source carries no annotation): a
 // stalled canary halts the others, and the config's status shows them held.
 func TestWavesByReloaderConfig(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "shared", map[string]string{"k": "A"})
 	names := []string{"c0", "c1", "c2"}
@@ -268,6 +271,7 @@ func TestWavesByReloaderConfig(t *testing.T) {
 // A ReloaderConfig target's after list orders as the annotation does: web rolls once db has
 // rolled and completed.
 func TestWavesAfterByReloaderConfig(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "A"})
 	db, web := deployment(ns, "db", nil, podSpec("cfg")), deployment(ns, "web", nil, podSpec("cfg"))

@@ -201,6 +201,7 @@ func TestSecretChangeNamesKeysNeverValues(t *testing.T) {
 // With --webhook-url, the document of a Secret's change names its keys and writer in
 // structured fields, and none of its values.
 func TestWebhookNamesKeysNeverValues(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	s := secret(ns, "creds", map[string]string{"password": secretValues[0], "user": secretValues[2]})
 	d := deployment(ns, "web", map[string]string{auto: "true"}, secretPodSpec("creds"))
@@ -239,6 +240,7 @@ func TestWebhookNamesKeysNeverValues(t *testing.T) {
 // characters), arrives reduced to safe characters. A longer one with control characters is
 // refused by the API server itself.
 func TestWhatChangedIsBounded(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	data := map[string]string{}
 	for i := range 1000 {
@@ -280,6 +282,7 @@ func TestWhatChangedIsBounded(t *testing.T) {
 // A workload restricted to some keys is told of those only: a write that changes keys a and b
 // reloads the workload that reads a, and its Event names a alone.
 func TestRestrictedReloadNamesItsKeysOnly(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"a": "1", "b": "1"})
 	d := deployment(ns, "web", map[string]string{auto: "true", reload.ConfigMapKeysAnnotation: "cfg/a"}, podSpec("cfg"))
@@ -297,6 +300,7 @@ func TestRestrictedReloadNamesItsKeysOnly(t *testing.T) {
 // Two writes within the coalescing window make one reload, and its Event names the keys of
 // both: what changed since the state the workload last applied.
 func TestCoalescedWritesNameAllTheirKeys(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"a": "1", "b": "1", "c": "1"})
 	d := deployment(ns, "web", map[string]string{auto: "true"}, podSpec("cfg"))
@@ -320,6 +324,7 @@ func TestCoalescedWritesNameAllTheirKeys(t *testing.T) {
 // "security-bot", dated 2999, does not claim a later change written by real-writer: the
 // Reloaded Event names real-writer, as the field manager the API server reports.
 func TestForgedFutureWriterIsNotTheWriter(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	applyConfigMap(t, ns, "app-config", "team-a", map[string]string{"LOG_LEVEL": "info"})
