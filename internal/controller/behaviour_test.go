@@ -86,7 +86,9 @@ func TestPausePeriodLeavesUserPausesAloneAndReportsBadPeriods(t *testing.T) {
 	testutil.Eventually(t, "user-paused reloaded", func() error { return hasEnv(&get(t, userPaused).Spec.Template, cfgEnv) })
 	testutil.Eventually(t, "bad period reloaded", func() error { return hasEnv(&get(t, bad).Spec.Template, cfgEnv) })
 	eventuallyEvent(t, ns, "bad", controller.ReasonInvalidAnnotation)
-	time.Sleep(2 * time.Second) // past the 1s period
+	time.Sleep(2 * time.Second) // the subject: past the 1s period, when reloader resumes what it paused
+	handled(t, userPaused, cm)
+	handled(t, bad, cm)
 	if cur := get(t, userPaused); !cur.Spec.Paused || cur.Annotations[pausedAt] != "" {
 		t.Errorf("user's pause touched: paused=%v paused-at=%q", cur.Spec.Paused, cur.Annotations[pausedAt])
 	}

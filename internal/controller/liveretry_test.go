@@ -51,7 +51,9 @@ func TestDegradedLookupThatFailsIsMadeAgain(t *testing.T) {
 	}
 	listing(false)
 	changeConfig(t, cm, "v2")
-	time.Sleep(3 * time.Second) // the first lookups fail
+	// The subject: a span in which every lookup fails. (No reconcile comes of them to wait on:
+	// the lookups fail before any workload is queued.)
+	time.Sleep(3 * time.Second)
 	if n := changes(); n != 0 {
 		t.Fatalf("%d template changes while Deployments could not be listed", n)
 	}

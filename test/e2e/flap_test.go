@@ -68,7 +68,7 @@ func TestFlapBreaker(t *testing.T) {
 			manager, value = "writer-b", "A"
 		}
 		write(secret, manager, "data", base64.StdEncoding.EncodeToString([]byte(value)))
-		time.Sleep(2 * time.Second)
+		time.Sleep(2 * time.Second) // the subject: writes 2 s apart, a flap
 	}
 	during := len(templates.values("web", env))
 	t.Logf("30 alternating writes in %v by writer-a and writer-b: Deployment web rolled %d times while they went on", time.Since(started).Round(time.Second), during)
@@ -99,7 +99,7 @@ func TestFlapBreaker(t *testing.T) {
 	testutil.Eventually(t, "web rolled once after the quiet", testutil.Cond(func() (bool, error) {
 		return len(templates.values("web", env)) > during, nil
 	}))
-	time.Sleep(5 * time.Second) // room for a second roll to show
+	settled(t, "reloader", addr) // room for a second roll to show
 	after := len(templates.values("web", env))
 	t.Logf("after the quiet: %d roll(s) (%d in all)", after-during, after)
 	if after != during+1 {
@@ -117,7 +117,7 @@ func TestFlapBreaker(t *testing.T) {
 	testutil.Eventually(t, "web rolled on a single change", testutil.Cond(func() (bool, error) {
 		return len(templates.values("web", env)) > after, nil
 	}))
-	time.Sleep(3 * time.Second)
+	settled(t, "reloader", addr)
 	if got := len(templates.values("web", env)); got != after+1 {
 		t.Errorf("a single change after the quiet rolled web %d times, want 1", got-after)
 	}
@@ -135,14 +135,14 @@ func TestFlapBreaker(t *testing.T) {
 	const cmEnv = "STAKATER_SETTINGS_CONFIGMAP"
 	for i := range 6 {
 		write(cm, "flux", "data", []string{"B", "A"}[i%2])
-		time.Sleep(2 * time.Second)
+		time.Sleep(2 * time.Second) // the subject: writes 2 s apart, a flap
 	}
 	testutil.Eventually(t, "api's quarantine recorded", testutil.Cond(func() (bool, error) {
 		err := cl.Get(ctx, client.ObjectKeyFromObject(api), api)
 		return strings.Contains(api.Annotations[flap.RecordAnnotation], "configmap/settings"), err
 	}))
 	held := len(templates.values("api", cmEnv))
-	time.Sleep(3 * time.Second)
+	settledHolding(t, "reloader", addr, "quarantine")
 	if got := len(templates.values("api", cmEnv)); got != held {
 		t.Fatalf("api rolled while its ConfigMap was in quarantine (%d -> %d)", held, got)
 	}
@@ -155,7 +155,7 @@ func TestFlapBreaker(t *testing.T) {
 	testutil.Eventually(t, "api rolled after the release", testutil.Cond(func() (bool, error) {
 		return len(templates.values("api", cmEnv)) > held, nil
 	}))
-	time.Sleep(3 * time.Second)
+	settled(t, "reloader", addr)
 	if got := len(templates.values("api", cmEnv)); got != held+1 {
 		t.Errorf("the release rolled api %d times, want 1", got-held)
 	}
@@ -165,7 +165,7 @@ func TestFlapBreaker(t *testing.T) {
 	// The release left on the ConfigMap does not release its next flap.
 	for i := range 6 {
 		write(cm, "flux", "data", []string{"C", "D"}[i%2])
-		time.Sleep(2 * time.Second)
+		time.Sleep(2 * time.Second) // the subject: writes 2 s apart, a flap
 	}
 	testutil.Eventually(t, "api's new quarantine recorded", testutil.Cond(func() (bool, error) {
 		err := cl.Get(ctx, client.ObjectKeyFromObject(api), api)

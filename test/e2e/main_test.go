@@ -55,3 +55,21 @@ func settled(t *testing.T, what string, addrs ...string) {
 	}
 	testutil.Settle(t, what, testutil.QuietMetrics(urls...))
 }
+
+// settledHolding is settled for a reloader that holds reloads for one of reasons (a
+// quarantine): those waits are the state under test, not work in hand.
+func settledHolding(t *testing.T, what, addr string, reasons ...string) {
+	t.Helper()
+	url := "http://" + strings.TrimSuffix(strings.TrimPrefix(addr, "http://"), "/metrics") + "/metrics"
+	testutil.Settle(t, what, testutil.Quiet(func() (testutil.Metrics, error) {
+		m, err := testutil.ScrapeMetrics(url)
+		for series := range m {
+			for _, r := range reasons {
+				if strings.HasPrefix(series, "reloader_reloads_waiting{") && strings.Contains(series, `reason="`+r+`"`) {
+					delete(m, series)
+				}
+			}
+		}
+		return m, err
+	}))
+}

@@ -64,7 +64,7 @@ func TestBinaryStartsWithUpstreamStyleArgs(t *testing.T) {
 		code, _ := get("http://" + addr + "/metrics")
 		return code == http.StatusOK, nil
 	}))
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // the subject: a span in which, without rights, it never syncs
 	_, body := get("http://" + addr + "/metrics")
 	if code, _ := get("http://" + addr + "/ready"); code != http.StatusServiceUnavailable || syncedGauge(body) != "0" {
 		t.Errorf("without RBAC: /ready %d, reloader_caches_synced %q; want 503 and 0", code, syncedGauge(body))
