@@ -411,10 +411,11 @@ func notifierHandled(t *testing.T, ns, src string, since time.Time) {
 	})
 }
 
-// handledGone is handled for a workload that is not there to be poked (a Job whose
-// replacement waits): it waits for a reconcile of it begun after since, as a test that took
-// since before the event it waits on (the Event, the counter) knows that one began then.
-func handledGone(t *testing.T, kind string, nn types.NamespacedName, since time.Time) {
+// handledSince is handled for a workload a poke cannot reach (a Job whose replacement waits,
+// a kind read without watch): it waits for a reconcile of it begun after since, as a test
+// that took since before what it waits on (the Event, the counter, the roll) knows that one
+// began then.
+func handledSince(t *testing.T, kind string, nn types.NamespacedName, since time.Time) {
 	t.Helper()
 	rel := reloaders.in(nn.Namespace)
 	if rel == nil {

@@ -53,7 +53,7 @@ func forgedRecord(ns, replaces string, job *batchv1.Job, mac string) *appsv1.Con
 func noJobs(t *testing.T, since time.Time, named []types.NamespacedName, namespaces ...string) {
 	t.Helper()
 	for _, nn := range named {
-		handledGone(t, "Job", nn, since)
+		handledSince(t, "Job", nn, since)
 	}
 	for _, ns := range namespaces {
 		if js := jobs(t, ns); len(js) > 0 {
@@ -147,7 +147,7 @@ func TestAlteredRecordCreatesNothing(t *testing.T) {
 	startReloader(t, ns, ownNamespace(ns))
 	eventuallyEvent(t, ns, "reloader-job-migrate", controller.ReasonUntrustedRecord)
 	refusedGrows(t, before, 1)
-	handledGone(t, "Job", types.NamespacedName{Namespace: ns, Name: "migrate"}, since)
+	handledSince(t, "Job", types.NamespacedName{Namespace: ns, Name: "migrate"}, since)
 	// (The namespace holds the probes of deny: only "migrate" counts.)
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "migrate"}, &j); !apierrors.IsNotFound(err) {
 		t.Errorf("Job migrate created from an altered record (service account %q): %v", j.Spec.Template.Spec.ServiceAccountName, err)
@@ -164,7 +164,7 @@ func TestRecordsAreNotSignedWithoutOwnNamespace(t *testing.T) {
 	startReloader(t, ns)
 	eventuallyEvent(t, ns, "reloader-job-migrate", controller.ReasonUntrustedRecord)
 	refusedGrows(t, before, 1)
-	handledGone(t, "Job", types.NamespacedName{Namespace: ns, Name: "migrate"}, since)
+	handledSince(t, "Job", types.NamespacedName{Namespace: ns, Name: "migrate"}, since)
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "migrate"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
 		t.Errorf("Job migrate created from a record of a process without a namespace of its own: %v", err)
 	}
@@ -307,7 +307,7 @@ func TestReplayedRecordCreatesNothing(t *testing.T) {
 	})
 	eventuallyEvent(t, ns, rec.Name, controller.ReasonUntrustedRecord)
 	refusedGrows(t, before, 1)
-	handledGone(t, "Job", client.ObjectKeyFromObject(j), since)
+	handledSince(t, "Job", client.ObjectKeyFromObject(j), since)
 	var got batchv1.Job
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(j), &got); !apierrors.IsNotFound(err) {
 		t.Errorf("Job migrate brought back by a replayed record (UID %s): %v", got.UID, err)
