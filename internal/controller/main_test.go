@@ -50,6 +50,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/testenv"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
@@ -396,16 +397,20 @@ func followed(t *testing.T, w client.Object) {
 const quietSpan = 1500 * time.Millisecond
 
 // notifierHandled is handled for the webhook notifier of --webhook-url, which reconciles
-// sources, not workloads: it waits for a reconcile of src ("ConfigMap/cfg") in ns begun after
+// sources, not workloads: it waits for a reconcile of src (a ConfigMap or Secret) begun after
 // since, a time the test took before what it waits on (the start, a change), that did not
 // fail.
-func notifierHandled(t *testing.T, ns, src string, since time.Time) {
+func notifierHandled(t *testing.T, src client.Object, since time.Time) {
 	t.Helper()
-	rel := reloaders.in(ns)
+	rel := reloaders.in(src.GetNamespace())
 	if rel == nil {
-		t.Fatalf("handled: no reloader running in %s", ns)
+		t.Fatalf("handled: no reloader running in %s", src.GetNamespace())
 	}
-	nn := types.NamespacedName{Namespace: ns, Name: src}
+	kind := source.ConfigMap
+	if _, ok := src.(*corev1.Secret); ok {
+		kind = source.Secret
+	}
+	nn := types.NamespacedName{Namespace: src.GetNamespace(), Name: source.ID{Kind: kind, Name: src.GetName()}.String()}
 	testutil.Eventually(t, "the notifier handled "+nn.String(), func() error {
 		return rel.decidedSince(webhook.NotifierKind, nn, since)
 	})

@@ -121,8 +121,8 @@ func TestWebhookURLNotifiesInsteadOfReloading(t *testing.T) {
 		o.WebhookRetries = 1 // each failure goes back to the workqueue's backoff
 	})
 	changes := templateChanges(t, d)
-	notifierHandled(t, ns, "ConfigMap/cfg", started) // first sight
-	notifierHandled(t, ns, "ConfigMap/other", started)
+	notifierHandled(t, cm, started) // first sight
+	notifierHandled(t, unrelated, started)
 	if got := hook.changes(); len(got) != 0 {
 		t.Fatalf("notified at start-up: %+v", got)
 	}
@@ -143,8 +143,8 @@ func TestWebhookURLNotifiesInsteadOfReloading(t *testing.T) {
 	}
 	// In webhook mode no workload is reconciled: the notifier's handling of both changes is
 	// the sign.
-	notifierHandled(t, ns, "ConfigMap/cfg", changed)
-	notifierHandled(t, ns, "ConfigMap/other", changed)
+	notifierHandled(t, cm, changed)
+	notifierHandled(t, unrelated, changed)
 	if n := changes(); n != 0 {
 		t.Errorf("workload reloaded %d times in webhook mode", n)
 	}

@@ -209,7 +209,7 @@ func TestWebhookNamesKeysNeverValues(t *testing.T) {
 	hook, url := collect(t)
 	started := time.Now()
 	startReloader(t, ns, func(o *options.Options) { o.WebhookURL = url })
-	notifierHandled(t, ns, "Secret/creds", started) // first sight: the change below is one
+	notifierHandled(t, s, started) // first sight: the change below is one
 
 	testutil.Must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(s), s))
 	s.Data["password"] = []byte(secretValues[1])

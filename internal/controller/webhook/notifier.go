@@ -65,7 +65,7 @@ func (n *Notifier) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // NotifierKind is the Kind the notifier reports its reconciles as, to metrics.Metrics.Hook;
-// their Name is the source's kind and name ("ConfigMap/app-config").
+// their Name is the source's kind and name ("configmap/app-config").
 const NotifierKind = "webhook"
 
 // Reconcile compares one source with the hash last seen and notifies on a change.
