@@ -124,7 +124,7 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 		generic := &generic.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 			Configs: configs, Recorder: recorder, Sources: sources, Shard: shard, Now: time.Now,
 			Kinds: conf.GenericKinds, Namespaces: conf.NamespaceLabels, Mode: conf.Mode, Flaps: flaps,
-			Pacer: pacer, MinReloadInterval: conf.MinReloadInterval, Caches: parsed, Workers: max(conf.Workers/2, 2)}
+			Pacer: pacer, MinReloadInterval: conf.MinReloadInterval, Caches: parsed, Workers: max(conf.Workers/2, 2), Metrics: m}
 		if err := generic.SetupWithManager(mgr); err != nil {
 			return err
 		}

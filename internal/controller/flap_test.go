@@ -132,7 +132,7 @@ func quarantined(t *testing.T, quiet time.Duration) (ns string, cm *corev1.Confi
 	rolls = rollTimes(t, ns)
 	for i := range 5 {
 		update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = []string{"B", "A"}[i%2] })
-		time.Sleep(400 * time.Millisecond)
+		time.Sleep(400 * time.Millisecond) // the subject: changes apart, a flap
 	}
 	testutil.Eventually(t, "the quarantine recorded on web", func() error {
 		if v := get(t, d).Annotations[flap.RecordAnnotation]; !strings.Contains(v, "configmap/cfg") {

@@ -137,9 +137,9 @@ func startGated(t *testing.T, change func(*v1alpha1.ReloaderConfig), configure .
 	return ns, cr, cm, changes
 }
 
-func noTemplateChange(t *testing.T, cr *unstructured.Unstructured, changes func() int) {
+func noTemplateChange(t *testing.T, cr *unstructured.Unstructured, cm *corev1.ConfigMap, changes func() int) {
 	t.Helper()
-	settle()
+	genericHandled(t, "rules", cm)
 	if n := changes(); n != 0 {
 		t.Fatalf("the template changed %d times", n)
 	}
@@ -150,16 +150,16 @@ func noTemplateChange(t *testing.T, cr *unstructured.Unstructured, changes func(
 
 func TestGenericTargetModeNotify(t *testing.T) {
 	t.Parallel()
-	ns, cr, _, changes := startGated(t, func(c *v1alpha1.ReloaderConfig) { c.Spec.Mode = "notify" })
+	ns, cr, cm, changes := startGated(t, func(c *v1alpha1.ReloaderConfig) { c.Spec.Mode = "notify" })
 	eventuallyEvent(t, ns, "rules", "ReloadNotified")
-	noTemplateChange(t, cr, changes)
+	noTemplateChange(t, cr, cm, changes)
 }
 
 func TestGenericTargetModeApproveHolds(t *testing.T) {
 	t.Parallel()
-	ns, cr, _, changes := startGated(t, nil, func(o *options.Options) { o.Mode = "approve" })
+	ns, cr, cm, changes := startGated(t, nil, func(o *options.Options) { o.Mode = "approve" })
 	eventuallyEvent(t, ns, "rules", "ApprovalPending")
-	noTemplateChange(t, cr, changes)
+	noTemplateChange(t, cr, cm, changes)
 }
 
 func TestGenericTargetReloadWindowHolds(t *testing.T) {
@@ -167,9 +167,9 @@ func TestGenericTargetReloadWindowHolds(t *testing.T) {
 	// A one-minute window two hours from now: closed.
 	opens := time.Now().UTC().Add(2 * time.Hour)
 	window := fmt.Sprintf("daily %s-%s UTC", opens.Format("15:04"), opens.Add(time.Minute).Format("15:04"))
-	ns, cr, _, changes := startGated(t, func(c *v1alpha1.ReloaderConfig) { c.Spec.ReloadWindow = window })
+	ns, cr, cm, changes := startGated(t, func(c *v1alpha1.ReloaderConfig) { c.Spec.ReloadWindow = window })
 	eventuallyEvent(t, ns, "rules", "ReloadHeld")
-	noTemplateChange(t, cr, changes)
+	noTemplateChange(t, cr, cm, changes)
 }
 
 func TestGenericTargetReloadRateHolds(t *testing.T) {
@@ -178,7 +178,7 @@ func TestGenericTargetReloadRateHolds(t *testing.T) {
 	eventuallyEvent(t, ns, "rules", "Reloaded") // the burst's one token
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["grafana.ini"] = "c" })
 	eventuallyEvent(t, ns, "rules", "ReloadHeld")
-	settle()
+	genericHandled(t, "rules", cm)
 	if n := changes(); n != 1 {
 		t.Fatalf("the template changed %d times, want 1: the second reload waits for the rate", n)
 	}
@@ -192,12 +192,12 @@ func TestGenericTargetQuarantineHolds(t *testing.T) {
 	})
 	for i := range 5 {
 		update(t, cm, func(c *corev1.ConfigMap) { c.Data["grafana.ini"] = []string{"a", "b"}[i%2] })
-		time.Sleep(400 * time.Millisecond)
+		time.Sleep(400 * time.Millisecond) // the subject: changes apart, a flap
 	}
 	eventuallyEvent(t, ns, "rules", "SourceQuarantined")
 	before := changes()
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["grafana.ini"] = "z" })
-	settle()
+	genericHandled(t, "rules", cm)
 	if n := changes(); n != before {
 		t.Fatalf("a quarantined source rolled the target: %d -> %d template changes", before, n)
 	}
@@ -218,7 +218,7 @@ func TestGenericTargetNamespaceSelector(t *testing.T) {
 		}
 		return nil
 	})
-	settle()
+	genericHandled(t, "rules", cm)
 	if rec := genericRecord(t, cr, ns, "rules"); rec != "" {
 		t.Fatalf("a target in an unselected namespace was written: %q", rec)
 	}

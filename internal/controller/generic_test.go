@@ -84,7 +84,7 @@ func TestGenericTargetPatchedOncePerChange(t *testing.T) {
 		}
 		return nil
 	})
-	settle()
+	genericHandled(t, "rules", cm)
 	if n := changes(); n != 0 {
 		t.Fatalf("first sight changed the template %d times", n)
 	}
@@ -98,7 +98,7 @@ func TestGenericTargetPatchedOncePerChange(t *testing.T) {
 		}
 		return nil
 	})
-	settle()
+	genericHandled(t, "rules", cm)
 	if n := changes(); n != 1 {
 		t.Fatalf("one change of the source changed the template %d times, want 1", n)
 	}
@@ -211,7 +211,7 @@ func TestGenericTargetTopLevelOwner(t *testing.T) {
 		}
 		return nil
 	})
-	settle()
+	genericHandled(t, "rules", cm)
 	if n := depChanges(); n != 0 {
 		t.Fatalf("the owned Deployment's template changed %d times: the operator's CR is the one to patch", n)
 	}

@@ -44,6 +44,7 @@ import (
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/app"
+	"github.com/reloader-operator/reloader/internal/controller/generic"
 	follow "github.com/reloader-operator/reloader/internal/controller/rollout"
 	"github.com/reloader-operator/reloader/internal/controller/webhook"
 	"github.com/reloader-operator/reloader/internal/extapi"
@@ -416,6 +417,32 @@ func notifierHandled(t *testing.T, src client.Object, since time.Time) {
 	})
 }
 
+// pokeLabel is the label genericHandled writes on a source to have the configs naming it
+// reconciled: the generic targets' controller hears of a source's content and labels only.
+const pokeLabel = "test.reloader.dev/poke"
+
+// genericHandled is handled for the generic targets of config (in src's namespace), whose
+// reconciles read sources and targets live: it waits for a reconcile of the config begun once
+// reloader's cache held the config and src as they are now, which it brings about by writing
+// pokeLabel on src, a source the config names.
+func genericHandled(t *testing.T, config string, src *corev1.ConfigMap) {
+	t.Helper()
+	rel := reloaders.in(src.Namespace)
+	if rel == nil {
+		t.Fatalf("handled: no reloader running in %s", src.Namespace)
+	}
+	cfg := &v1alpha1.ReloaderConfig{ObjectMeta: metav1.ObjectMeta{Namespace: src.Namespace, Name: config}}
+	rel.holds(t, cfg)
+	rel.holds(t, src)
+	since := time.Now()
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"%d"}}}`, pokeLabel, pokes.Add(1))
+	testutil.Must(t, k8s.Patch(context.Background(), src.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(patch))))
+	nn := client.ObjectKeyFromObject(cfg)
+	testutil.Eventually(t, "reloader handled the generic targets of "+nn.String(), func() error {
+		return rel.decidedSince(generic.HookKind, nn, since)
+	})
+}
+
 // handledSince is handled for a workload a poke cannot reach (a Job whose replacement waits,
 // a kind read without watch): it waits for a reconcile of it begun after since, as a test
 // that took since before what it waits on (the Event, the counter, the roll) knows that one
@@ -517,9 +544,6 @@ func atLeast(rv, want string) bool {
 	}
 	return a >= b
 }
-
-// settle is the fixed wait being replaced by handled.
-func settle() { time.Sleep(1500 * time.Millisecond) }
 
 func configMap(ns, name string, data map[string]string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data}

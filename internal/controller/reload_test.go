@@ -125,7 +125,7 @@ func TestChangesLandingTogetherRollOnce(t *testing.T) {
 	changes := templateChanges(t, d)
 
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "1" })
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // the subject: two changes 20 ms apart
 	update(t, s, func(c *corev1.Secret) { c.Data["p"] = []byte("1") })
 
 	testutil.Eventually(t, "both env vars", func() error {

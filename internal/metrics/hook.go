@@ -2,9 +2,12 @@ package metrics
 
 import "time"
 
-// Reconcile is one workload reconcile as it ends, told to a ReconcileHook.
+// Reconcile is one reconcile as it ends, told to a ReconcileHook.
 type Reconcile struct {
-	// Kind is the workload kind's name (workload.Kind.Name); Namespace and Name the workload's.
+	// Kind names what was reconciled: a workload kind (workload.Kind.Name), or the rollout
+	// follower's, the webhook notifier's or the generic targets' kind of their own
+	// (rollout.FollowerKind, webhook.NotifierKind, generic.HookKind). Namespace and Name are
+	// the request's.
 	Kind, Namespace, Name string
 	// Outcome is the value of reloader_workload_reconcile_total's outcome label.
 	Outcome string
@@ -12,15 +15,15 @@ type Reconcile struct {
 	Started time.Time
 }
 
-// A ReconcileHook hears of each workload reconcile as it ends. The envtests set one
+// A ReconcileHook hears of each reconcile as it ends. The envtests set one
 // (Metrics.Hook) to wait for reloader to have handled what they wrote before they check that
 // nothing else happened; reloader itself sets none. It is called on the reconciling
 // goroutine and must return quickly.
 type ReconcileHook func(Reconcile)
 
-// Ended tells m's hook, if any, of one workload reconcile.
+// Ended tells m's hook, if any, of one reconcile (m may be nil).
 func (m *Metrics) Ended(r Reconcile) {
-	if m.Hook != nil {
+	if m != nil && m.Hook != nil {
 		m.Hook(r)
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/approval"
 	shared "github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/flap"
+	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/pace"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
@@ -64,6 +65,10 @@ const (
 	ReasonTargetMissing       = "GenericTargetMissing"
 	ReasonTemplatePathMissing = "TemplatePathMissing"
 )
+
+// HookKind is the Kind the generic targets' reconciles of a config are told to
+// metrics.Metrics.Hook as; their Name is the config's.
+const HookKind = "ReloaderConfig/generic"
 
 // genericRetry is how soon a refused or missing generic target is looked at again: an admin
 // granting the rule, or an operator creating its CR, sends no event reloader watches.
@@ -102,12 +107,17 @@ type Reconciler struct {
 	Caches            *reload.Caches
 	// Workers is how many configs reconcile at once.
 	Workers int
+	// Metrics hears of each reconcile as it ends (Metrics.Hook, as HookKind).
+	Metrics *metrics.Metrics
 
 	notes notes
 }
 
 // Reconcile brings each generic target of one config to the current hash of its sources.
-func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
+	defer func(started time.Time) {
+		r.Metrics.Ended(metrics.Reconcile{Kind: HookKind, Namespace: req.Namespace, Name: req.Name, Outcome: metrics.OutcomeOf(err), Started: started})
+	}(time.Now())
 	// As the workload reconcilers: another replica's, or its targets not listed yet.
 	if skip, wait := shard.Gate(r.Shard, req.Namespace); skip || wait > 0 {
 		return reconcile.Result{RequeueAfter: wait}, nil
