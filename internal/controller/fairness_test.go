@@ -40,6 +40,7 @@ func TestAFanOutInOneNamespaceDoesNotHoldBackAnother(t *testing.T) {
 					recorded(t, deployment(a, fmt.Sprintf("web-%03d", i), nil, corev1.PodTemplateSpec{}))
 				}
 			}
+			idleControlPlane(t)
 			time.Sleep(500 * time.Millisecond) // the rate's burst refills before the timing starts
 			v := fmt.Sprint("v", round+2)
 			changed := time.Now()

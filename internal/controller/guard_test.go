@@ -284,6 +284,7 @@ func TestInstallStaysWithinTheWriteBudget(t *testing.T) {
 		ds = append(ds, d)
 	}
 	var wl writeLog
+	idleControlPlane(t)
 	startReloaderAs(t, wl.config(), ns) // the defaults
 	for _, d := range ds {
 		recorded(t, d)

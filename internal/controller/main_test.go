@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -137,6 +138,42 @@ func newNamespace(t *testing.T) string {
 	testutil.Must(t, k8s.Create(context.Background(), ns))
 	t.Cleanup(func() { emptyNamespace(t, name); _ = k8s.Delete(context.Background(), ns) })
 	return name
+}
+
+// idleControlPlane waits, before a test that times reloader, until the API server has no
+// request in hand but the one asking (apiserver_current_inflight_requests): what an earlier
+// test left to do must not count against this one's figures.
+func idleControlPlane(t *testing.T) {
+	t.Helper()
+	hc, err := rest.HTTPClientFor(restConfig)
+	testutil.Must(t, err)
+	quiet := 0
+	testutil.Eventually(t, "an idle control plane", func() error {
+		resp, err := hc.Get(restConfig.Host + "/metrics")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		inflight := 0.0
+		for _, line := range strings.Split(string(body), "\n") {
+			if strings.HasPrefix(line, "apiserver_current_inflight_requests{") {
+				v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+				inflight += v
+			}
+		}
+		if inflight > 1 { // the scrape itself
+			quiet = 0
+			return fmt.Errorf("%v requests in flight", inflight)
+		}
+		if quiet++; quiet < 3 {
+			return errors.New("idle for less than three looks")
+		}
+		return nil
+	})
 }
 
 // namespaced are the kinds the tests create in their namespaces.

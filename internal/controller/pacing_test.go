@@ -103,7 +103,8 @@ func TestReloadRateSpreadsAFanOut(t *testing.T) {
 	for _, d := range ds {
 		recorded(t, d)
 	}
-	time.Sleep(time.Duration(burst) * time.Second / rate) // the burst refills after the first records
+	idleControlPlane(t)
+	time.Sleep(time.Duration(burst) * time.Second / rate) // the rate's burst refills after the first records
 	rolls := rollTimes(t, ns)
 	changed := time.Now()
 	update(t, configMap(ns, "cfg", nil), func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
@@ -348,6 +349,7 @@ func TestFirstRecordsArePaced(t *testing.T) {
 	w, err := wc.Watch(ctx, &appsv1.DeploymentList{}, client.InNamespace(ns))
 	testutil.Must(t, err)
 	defer w.Stop()
+	idleControlPlane(t)
 	startReloader(t, ns, func(o *options.Options) { o.FirstSightRate = rate })
 	recordedAt := map[string]time.Time{}
 	deadline := time.After(30 * time.Second)

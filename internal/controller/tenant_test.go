@@ -60,6 +60,7 @@ func TestATenantsIgnoredSourceDoesNotHoldBackAnotherNamespace(t *testing.T) {
 		t.Errorf("cfg-00, first by name: Ready %+v, want a status and not left out", c)
 	}
 
+	idleControlPlane(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	patches := 0
