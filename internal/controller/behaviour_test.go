@@ -27,7 +27,7 @@ const (
 // A reload pauses the Deployment; changes during the period land in the template while it
 // is paused; at the end it is resumed, even by a reloader that was not running at the start.
 func TestPausePeriodPausesThenResumesAcrossARestart(t *testing.T) {
-	t.Parallel()
+	// Alone: timed by reloader's windows.
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	d := deployment(ns, "web", map[string]string{auto: "true", pausePeriod: "4s"}, podSpec("cfg"))
@@ -71,7 +71,7 @@ func TestPausePeriodPausesThenResumesAcrossARestart(t *testing.T) {
 // A Deployment its user paused is reloaded but never resumed by reloader; a bad period is
 // reported and the reload happens without a pause.
 func TestPausePeriodLeavesUserPausesAloneAndReportsBadPeriods(t *testing.T) {
-	t.Parallel()
+	// Alone: timed by reloader's windows.
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "v1"})
 	userPaused := deployment(ns, "held", map[string]string{auto: "true", pausePeriod: "1s"}, podSpec("cfg"))
@@ -219,7 +219,7 @@ func csiDeployment(ns, name, class string) *appsv1.Deployment {
 // A rotation reaches each pod's mount status at its own time; the workload reloads once. The
 // secretproviderclass annotations select and exclude classes like the other kinds'.
 func TestCSIRotationReloadsOncePerWorkload(t *testing.T) {
-	t.Parallel()
+	// Alone: timed by reloader's windows.
 	ns := newNamespace(t)
 	d := csiDeployment(ns, "web", "vault")
 	typed := csiDeployment(ns, "typed", "vault")

@@ -112,7 +112,7 @@ func TestServiceAccountTokenSecretsAreIgnored(t *testing.T) {
 // A ConfigMap and a Secret changed 20 ms apart, or one ConfigMap written ten times in a row,
 // must roll the workload once.
 func TestChangesLandingTogetherRollOnce(t *testing.T) {
-	t.Parallel()
+	// Alone: timed by reloader's windows.
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "0"})
 	s := secret(ns, "sec", map[string]string{"p": "0"})

@@ -305,7 +305,7 @@ func TestRestrictedReloadNamesItsKeysOnly(t *testing.T) {
 // Two writes within the coalescing window make one reload, and its Event names the keys of
 // both: what changed since the state the workload last applied.
 func TestCoalescedWritesNameAllTheirKeys(t *testing.T) {
-	t.Parallel()
+	// Alone: timed by reloader's windows.
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"a": "1", "b": "1", "c": "1"})
 	d := deployment(ns, "web", map[string]string{auto: "true"}, podSpec("cfg"))
