@@ -11,7 +11,6 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/explain"
 	"github.com/reloader-operator/reloader/internal/options"
-	"github.com/reloader-operator/reloader/internal/version"
 )
 
 // pluginName is the binary's name when kubectl runs it as `kubectl reloader`, and
@@ -39,11 +38,17 @@ func newPluginCommand() *cobra.Command {
 
 Shell completion: put kubectl_complete-reloader, from the same release archive, on the PATH
 beside kubectl-reloader; kubectl 1.26 and later then completes "kubectl reloader ...".`,
-		Version:       version.Get().String(),
 		SilenceUsage:  true,
 		SilenceErrors: false,
+		Args:          cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if printVersion(cmd) {
+				return nil
+			}
+			return cmd.Help()
+		},
 	}
-	cmd.SetVersionTemplate("{{.Version}}\n")
+	addVersionFlag(cmd)
 	// No `completion` command: a script cobra generates here would complete a command named
 	// kubectl-reloader, which nobody types. kubectl (1.26 and later) completes `kubectl
 	// reloader ...` through an executable kubectl_complete-reloader on the PATH, shipped in

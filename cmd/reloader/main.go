@@ -54,9 +54,10 @@ func newRootCommand(run func(context.Context, options.Config) error) *cobra.Comm
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: false,
-		// --version prints this and exits before RunE: no cluster is contacted.
-		Version: version.Get().String(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if printVersion(cmd) {
+				return nil
+			}
 			conf, err := options.Load(opts, os.Getenv)
 			if err != nil {
 				return err
@@ -66,12 +67,29 @@ func newRootCommand(run func(context.Context, options.Config) error) *cobra.Comm
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return options.ExplainFlagError(err) })
 	// `reloader completion bash|zsh|fish|powershell` prints cobra's completion script.
-	cmd.SetVersionTemplate("{{.Version}}\n")
-	cmd.Flags().Bool("version", false, "print the version, commit and Go version, and exit")
+	addVersionFlag(cmd)
 	opts.BindFlags(cmd.Flags())
 	cmd.AddCommand(newExplainCommand(cmd.Name()), newPlanCommand(cmd.Name()), newReleaseCommand(cmd.Name()), newApproveCommand(cmd.Name()),
 		newWavesCommand(cmd.Name(), "resume"), newWavesCommand(cmd.Name(), "abort"))
 	return cmd
+}
+
+// addVersionFlag adds --version, answered by printVersion. It is not cobra's own flag: cobra
+// prints its version through text/template once the wording is changed, and a template's
+// calls of methods by name make the linker keep every exported method of every type, which
+// grew the binary from 38 to 47 MB and its resident code at start by 3.5 MiB.
+func addVersionFlag(cmd *cobra.Command) {
+	cmd.Flags().Bool("version", false, "print the version, commit and Go version, and exit")
+}
+
+// printVersion prints the version when --version is set, first in RunE: no option is
+// validated and no cluster is contacted. It reports whether it printed.
+func printVersion(cmd *cobra.Command) bool {
+	if v, _ := cmd.Flags().GetBool("version"); !v {
+		return false
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), version.Get().String())
+	return true
 }
 
 func run(_ context.Context, conf options.Config) error {

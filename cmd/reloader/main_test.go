@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -182,6 +183,24 @@ func TestVersionPrintsBuildAndExits(t *testing.T) {
 	testutil.Must(t, cmd.Execute())
 	if !strings.HasPrefix(out.String(), "reloader ") || !strings.Contains(out.String(), runtime.Version()) || !strings.Contains(out.String(), "commit ") {
 		t.Errorf("--version printed %q", out.String())
+	}
+}
+
+// Neither command prints through a template of its own (addVersionFlag says why), and the
+// plugin answers --version as the controller does.
+func TestVersionNeedsNoTemplate(t *testing.T) {
+	plugin := newPluginCommand()
+	for _, cmd := range []*cobra.Command{newRootCommand(nil), plugin} {
+		if got, want := cmd.VersionTemplate(), (&cobra.Command{}).VersionTemplate(); got != want {
+			t.Errorf("%s sets a version template %q; it links text/template's reflection into the binary", cmd.Name(), got)
+		}
+	}
+	var out strings.Builder
+	plugin.SetOut(&out)
+	plugin.SetArgs([]string{"--version"})
+	testutil.Must(t, plugin.Execute())
+	if !strings.HasPrefix(out.String(), "reloader ") || !strings.Contains(out.String(), runtime.Version()) {
+		t.Errorf("kubectl reloader --version printed %q", out.String())
 	}
 }
 
