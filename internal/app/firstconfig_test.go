@@ -22,8 +22,8 @@ import (
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/app"
-	"github.com/reloader-operator/reloader/internal/devtools/localcluster"
 	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/testenv"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
@@ -71,7 +71,7 @@ func TestReloaderConfigsStartWithTheFirst(t *testing.T) {
 	dir := t.TempDir()
 	policy, auditLog := filepath.Join(dir, "audit-policy.yaml"), filepath.Join(dir, "audit.log")
 	testutil.Must(t, os.WriteFile(policy, []byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n"), 0o644))
-	cluster, err := localcluster.Start(ctx, localcluster.Options{CRDDirectoryPaths: []string{crdDir},
+	cluster, err := testenv.Start(ctx, testenv.Options{CRDDirectoryPaths: []string{crdDir},
 		APIServerFlags: map[string]string{"audit-policy-file": policy, "audit-log-path": auditLog, "audit-log-format": "json"}})
 	testutil.Must(t, err)
 	t.Cleanup(func() { _ = cluster.Stop() })
