@@ -163,7 +163,7 @@ func schemeAndAPIs(ctx context.Context, cfg *rest.Config, conf options.Config, l
 }
 
 // installKey starts loading the install's key when something needs it: Secret hashes are
-// keyed with it, and Job replacement records are signed with it (see controller/records.go).
+// keyed with it, and Job replacement records are signed with it (see writer/jobreplace/records.go).
 // Nil when nothing does.
 func installKey(ctx context.Context, cfg *rest.Config, conf options.Config, kinds []workload.Kind, forbiddenFor time.Duration, logger logr.Logger) (*hashkey.Loader, error) {
 	if conf.IgnoredSources[source.Secret] && !replacesJobs(conf, kinds) {

@@ -18,6 +18,8 @@ import (
 	"github.com/reloader-operator/reloader/internal/report"
 	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/whatchanged"
+	"github.com/reloader-operator/reloader/internal/writer"
+	"github.com/reloader-operator/reloader/internal/writer/evict"
 )
 
 // The reload pipeline of one reconcile:
@@ -177,7 +179,7 @@ func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen,
 	if d.WriteRecord {
 		setAnnotation(updated, reload.RecordAnnotation, d.Plan.Record.Encode())
 	}
-	r.markEviction(updated, w, dn.Reloaded, d.Plan.Record)
+	r.writeParts().evict.Mark(updated, w.restart, dn.Reloaded, d.Plan.Record)
 	r.pause(ctx, updated, d.Pause)
 	switch {
 	case d.Hold.Reason != "" && !d.Hold.Until.IsZero():
@@ -188,11 +190,11 @@ func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen,
 		// A hold without end (an approval) waits for a person, not for time: not counted.
 		rep.Waiting(k, "")
 	}
-	if !equality.Semantic.DeepEqual(obj, updated) || w.tw.changed() {
+	if !equality.Semantic.DeepEqual(obj, updated) || w.tw.Changed() {
 		if dn.Failed = r.write(ctx, obj, updated, w, dn.Reloaded, d.Plan.Record); dn.Failed == nil {
 			dn.Wrote = true
-			if w.restart != restartEvict {
-				// An evict restart reports its own progress (evict.go); no rollout follows.
+			if w.restart != evict.Evict {
+				// An evict restart reports its own progress (evict.Restarter); no rollout follows.
 				r.Rollouts.Follow(r.Kind, updated, dn.Reloaded)
 			}
 			if first, ok := r.Window.FirstChange(k); ok {
@@ -244,8 +246,8 @@ func (r *WorkloadReconciler) settle(ctx context.Context, obj client.Object, d re
 	held := d.Outcome == reload.OutcomeHeld
 	if dn.Failed != nil {
 		rep.Done(ctx, obj, dn)
-		if what, ok := rbacRefusal(dn.Failed); ok {
-			return reconcile.Result{}, "", r.refused(ctx, obj, dn, what)
+		if what, ok := writer.RBACRefusal(dn.Failed); ok {
+			return reconcile.Result{}, "", writer.Refused(ctx, r.writeParts().report, r.Kind.Name(), obj, len(dn.Reloaded) > 0, what, dn.Failed)
 		}
 		return reconcile.Result{}, "", fmt.Errorf("write %s: %w", k, dn.Failed)
 	}

@@ -65,7 +65,7 @@ type Explanation struct {
 	// Writers are, for the sources that exist, who wrote each last (its managedFields).
 	Writers map[source.ID]whatchanged.Writer
 	// Restart is how the pods restart when not by a template change (evict), and Eviction
-	// how far an evict restart under way has come (evict_explain.go).
+	// how far an evict restart under way has come (evict.Restarter.Explain).
 	Restart, Eviction string
 }
 
@@ -110,7 +110,11 @@ func (r *WorkloadReconciler) Explain(ctx context.Context, obj client.Object, unk
 		return e, err
 	}
 	e.Input, e.Decision, e.Gated = in, d, res
-	r.explainRestart(ctx, obj, e.Plan.Reloads(), &e)
+	restart := r.writeParts().evict.Explain(ctx, obj, e.Plan.Reloads())
+	e.Restart, e.Eviction = restart.Restart, restart.Eviction
+	if restart.Invalid != nil {
+		e.Invalid = append(e.Invalid, restart.Invalid)
+	}
 	e.Invalid = append(e.Invalid, res.Invalid...)
 	if e.Pause.Requeue > 0 {
 		e.PausedUntil = now.Add(e.Pause.Requeue)

@@ -8,6 +8,8 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/reloader-operator/reloader/internal/writer/jobreplace"
 )
 
 // ReconcileCopy runs one reconcile as if the cache had returned obj: tests hand it a stale
@@ -24,26 +26,27 @@ func (r *WorkloadReconciler) ReconcileCopyResult(ctx context.Context, obj client
 
 // Replace replaces old by fresh as a reload of a Job does.
 func (r *WorkloadReconciler) Replace(ctx context.Context, old, fresh client.Object) error {
-	return r.replace(ctx, old, fresh)
+	return r.jobs().Replace(ctx, old, fresh)
 }
 
 // Pending reports whether a replacement of nn is held, and whether it is marked to be dropped
 // without creating anything.
 func (r *WorkloadReconciler) Pending(nn types.NamespacedName) (held, drop bool) {
-	p, held := r.jobs.get(nn)
-	return held, p.drop
+	return r.jobs().Pending(nn)
 }
 
 // FinishPending runs the pass of a reconcile that finishes the replacement held for nn.
 func (r *WorkloadReconciler) FinishPending(ctx context.Context, nn types.NamespacedName) (reconcile.Result, error) {
-	p, ok := r.jobs.get(nn)
-	if !ok {
-		return reconcile.Result{}, nil
-	}
 	obj := r.Kind.NewObject()
 	err := r.Client.Get(ctx, nn, obj)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, err
 	}
-	return r.createReplacement(ctx, nn, p, obj, err == nil)
+	res, _, err := r.resume(ctx, nn, obj, err == nil)
+	return res, err
+}
+
+// jobs is the Job writer of a reconciler of Jobs.
+func (r *WorkloadReconciler) jobs() *jobreplace.Writer {
+	return r.writeParts().write.(*jobreplace.Writer)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/gate/quarantine"
 	"github.com/reloader-operator/reloader/internal/gate/wave"
 	"github.com/reloader-operator/reloader/internal/hash"
+	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/workload"
@@ -93,7 +94,7 @@ func (c waveCluster) Applied(ctx context.Context, kind workload.Kind, obj client
 // InstallKey is the install key that seals r's records (the quarantine gate's), as r reads it:
 // not Valid when there is none; an error while it has not loaded.
 func InstallKey(r *WorkloadReconciler) func(context.Context) (hash.Key, error) {
-	return r.recordKey
+	return func(ctx context.Context) (hash.Key, error) { return hashkey.Signing(ctx, r.RecordKey) }
 }
 
 // Event reasons of the gates, as the controller's tests and tools name them.

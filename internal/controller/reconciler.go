@@ -27,10 +27,12 @@ import (
 	"github.com/reloader-operator/reloader/internal/report"
 	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/workload"
+	"github.com/reloader-operator/reloader/internal/writer"
+	"github.com/reloader-operator/reloader/internal/writer/evict"
 )
 
 // FieldOwner is the field manager of every write, upstream's name.
-const FieldOwner = "Reloader"
+const FieldOwner = writer.FieldOwner
 
 // Event reasons (the reporter's).
 const (
@@ -72,9 +74,9 @@ type WorkloadReconciler struct {
 	// ReloaderConfig API is not served, and only annotations apply.
 	Configs *reloaderconfig.Cache
 	// APIReader reads past the cache; nil reads through Client. A pending Job replacement
-	// asks it whether the old Job is really still there (see createReplacement).
+	// asks it whether the old Job is really still there (jobreplace).
 	APIReader client.Reader
-	// RecordKey is the install key that signs Job replacement records (records.go); nil, or a
+	// RecordKey is the install key that signs Job replacement records (jobreplace); nil, or a
 	// key that is not valid, trusts only the records this process wrote.
 	RecordKey KeySource
 	// Shard, when set, tells whether a namespace belongs to this replica's shards (--shards)
@@ -98,7 +100,7 @@ type WorkloadReconciler struct {
 	// Changes, shared by the reconcilers of one manager (NewChanges), tell which keys a
 	// source's latest change added, removed and changed, for the reports; nil names none.
 	Changes *Changes
-	// EnableEvict runs the evict restart strategy (--enable-evict-strategy, evict.go); without
+	// EnableEvict runs the evict restart strategy (--enable-evict-strategy, evict.Restarter); without
 	// it a workload that asks for it is told, and its reloads wait.
 	EnableEvict bool
 	// Flaps is the flap breaker's table, shared by the reconcilers of one manager: their
@@ -109,10 +111,9 @@ type WorkloadReconciler struct {
 	Gates gate.Chain
 	Now   func() time.Time
 
-	jobs      pendingJobs
-	repOnce   sync.Once
-	rep       *report.Reporter
-	conflicts conflictCounts
+	repOnce sync.Once
+	rep     *report.Reporter
+	parts   writeParts
 }
 
 // Reloaded is one reload written.
@@ -132,9 +133,9 @@ type Behaviour struct {
 func (r *WorkloadReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	started := time.Now()
 	res, outcome, err := r.reconcile(ctx, req)
-	if retry, inRow, ok := r.conflicts.retryConflict(req.NamespacedName, err); ok {
+	if retry, inRow, ok := r.writeParts().conflicts.Retry(req.NamespacedName, err); ok {
 		logger := log.FromContext(ctx)
-		if inRow >= conflictsLogged {
+		if inRow >= writer.ConflictsLogged {
 			logger.Info("writes keep meeting a newer version; retrying later", "conflictsInRow", inRow, "retryIn", retry.RequeueAfter, "error", err.Error())
 		} else {
 			logger.V(1).Info("write met a newer version; planning again from it", "error", err.Error())
@@ -169,8 +170,7 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Reques
 	if err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, "", err
 	}
-	if pending, ok := r.jobs.get(req.NamespacedName); ok {
-		res, err := r.createReplacement(ctx, req.NamespacedName, pending, obj, err == nil)
+	if res, handled, err := r.resume(ctx, req.NamespacedName, obj, err == nil); handled {
 		return res, metrics.OutcomeReloaded, err
 	}
 	if err != nil || !obj.GetDeletionTimestamp().IsZero() {
@@ -206,19 +206,19 @@ func (r *WorkloadReconciler) reconcileCopy(ctx context.Context, obj client.Objec
 	r.invalid(ctx, obj, w.invalid...)
 	f := r.facts(obj, w, r.input(ctx, obj, w, k), started)
 	reloads := reload.MakePlan(f.Input).Reloads()
-	if w.restart = r.restartMode(ctx, obj, reloads); w.restart == restartEvictOff && reloads {
-		return r.evictOff(ctx, obj)
+	if w.restart = r.writeParts().evict.ModeOf(ctx, obj, reloads); w.restart == evict.Off && reloads {
+		return r.writeParts().evict.Held(ctx, obj)
 	}
 	res, outcome, err := r.act(ctx, obj, w, f, k)
 	if err != nil {
 		return res, outcome, err
 	}
-	return r.evictStep(ctx, obj, w, res, outcome)
+	return r.writeParts().evict.Step(ctx, obj, w.restart, res, outcome)
 }
 
 // seen is a workload and the sources that concern it, as one reconcile reads them.
 type seen struct {
-	tw      podTemplate
+	tw      writer.Template
 	sources map[source.ID]observed
 	// invalid are the workload's annotations that could not be parsed.
 	invalid []error
@@ -226,24 +226,24 @@ type seen struct {
 	// overrides are those overrides, as the gates read them.
 	settings  settings
 	overrides reload.Overrides
-	// restart is how the workload's pods restart (evict.go).
-	restart restartMode
+	// restart is how the workload's pods restart (evict.Restarter).
+	restart evict.Mode
 }
 
 // observe reads the pod template of obj and the sources that concern it; when weighed is not
 // nil, it collects each source the decision looked at (explain).
 func (r *WorkloadReconciler) observe(ctx context.Context, obj client.Object, weighed *[]Weighed) (seen, error) {
-	tw, err := r.template(ctx, obj)
+	tw, err := writer.TemplateOf(ctx, r.Client, r.Kind, obj)
 	if err != nil {
 		return seen{}, err
 	}
-	rules, errs := r.Policy.ParseRules(obj.GetAnnotations(), tw.tpl.Annotations)
+	rules, errs := r.Policy.ParseRules(obj.GetAnnotations(), tw.Tpl.Annotations)
 	configs, err := r.lookup().ConfigsFor(ctx, r.Kind, obj)
 	if err != nil {
 		return seen{}, err
 	}
 	rules.Configs = configs.Rules
-	sources, err := r.lookup().Concerned(ctx, obj.GetNamespace(), tw.tpl, &rules, weighed)
+	sources, err := r.lookup().Concerned(ctx, obj.GetNamespace(), tw.Tpl, &rules, weighed)
 	if err != nil {
 		return seen{}, err
 	}
@@ -262,7 +262,7 @@ func (r *WorkloadReconciler) input(ctx context.Context, obj client.Object, w see
 		in.Wait = r.Window.WaitFor(k, *w.settings.window)
 	}
 	for id, o := range w.sources {
-		in.Sources[id] = reload.Observed{Hash: o.hash, Containers: reload.TargetContainers(o.ref, &w.tw.tpl.Spec)}
+		in.Sources[id] = reload.Observed{Hash: o.hash, Containers: reload.TargetContainers(o.ref, &w.tw.Tpl.Spec)}
 	}
 	last, hasRecord := r.record(ctx, obj)
 	in.Record, in.HasRecord = rebase(last, w.sources), hasRecord

@@ -1,4 +1,4 @@
-package controller
+package evict
 
 import (
 	"context"
@@ -17,7 +17,9 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/report"
 	"github.com/reloader-operator/reloader/internal/workload"
+	"github.com/reloader-operator/reloader/internal/writer"
 )
 
 // The evict restart strategy (reloader.dev/restart-strategy: evict) restarts a workload's pods
@@ -41,60 +43,80 @@ const (
 // server suggests another.
 const evictRetry = 5 * time.Second
 
-type restartMode int
+// Restarter carries out the evict restart strategy for one kind of workload.
+type Restarter struct {
+	Client client.Client
+	// APIReader reads the pods past the cache (they are not cached); nil reads through Client.
+	APIReader client.Reader
+	Kind      workload.Kind
+	// Enabled runs the strategy (--enable-evict-strategy); without it a workload that asks for
+	// it is told, and its reloads wait.
+	Enabled bool
+	Now     func() time.Time
+	Report  writer.Reporter
+}
+
+// Mode is how a workload's pods restart on reload.
+type Mode int
 
 const (
-	restartRollout restartMode = iota
-	restartEvict
-	// restartEvictOff: evict is asked for, but --enable-evict-strategy is not set.
-	restartEvictOff
+	// Rollout changes the pod template, and the workload's controller rolls the pods.
+	Rollout Mode = iota
+	// Evict leaves the template and evicts the pods one at a time.
+	Evict
+	// Off: evict is asked for, but --enable-evict-strategy is not set.
+	Off
 )
 
-// restartMode reads the workload's restart strategy. Bad input is reported (only when a reload
+// ModeOf reads the workload's restart strategy. Bad input is reported (only when a reload
 // is due, the moment it matters) and the template is changed as usual.
-func (r *WorkloadReconciler) restartMode(ctx context.Context, obj client.Object, reloads bool) restartMode {
+func (e *Restarter) ModeOf(ctx context.Context, obj client.Object, reloads bool) Mode {
 	evict, err := reload.ParseRestartStrategy(obj.GetAnnotations()[reload.RestartStrategyAnnotation])
-	if _, evictable := r.Kind.(workload.Evictable); evict && !evictable {
-		evict, err = false, fmt.Errorf("annotation %s: a %s can't be restarted by eviction; changing the pod template", reload.RestartStrategyAnnotation, r.Kind.Name())
+	if _, evictable := e.Kind.(workload.Evictable); evict && !evictable {
+		evict, err = false, fmt.Errorf("annotation %s: a %s can't be restarted by eviction; changing the pod template", reload.RestartStrategyAnnotation, e.Kind.Name())
 	}
 	switch {
 	case err != nil:
 		if reloads {
-			r.invalid(ctx, obj, err)
+			e.Report.Invalid(ctx, obj, err)
 		}
-		return restartRollout
+		return Rollout
 	case !evict:
-		return restartRollout
-	case !r.EnableEvict:
-		return restartEvictOff
+		return Rollout
+	case !e.Enabled:
+		return Off
 	}
-	return restartEvict
+	return Evict
 }
 
-// evictOff reports a reload held back because the evict strategy is not enabled. Nothing is
-// written, record included: once it is enabled, the change is still due.
-func (r *WorkloadReconciler) evictOff(ctx context.Context, obj client.Object) (reconcile.Result, string, error) {
+// Held reports a reload held back because the evict strategy is not enabled (Off). Nothing
+// is written, record included: once it is enabled, the change is still due.
+func (e *Restarter) Held(ctx context.Context, obj client.Object) (reconcile.Result, string, error) {
 	log.FromContext(ctx).Info("reload due, but the evict restart strategy is not enabled")
-	r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonEvictStrategyDisabled, "Reload",
-		"%s %s asks for %s: evict, which this reloader does not run: start it with --enable-evict-strategy (chart value reloader.enableEvictStrategy), or remove the annotation; the reload waits",
-		r.Kind.Name(), obj.GetName(), reload.RestartStrategyAnnotation)
+	e.Report.Event(obj, nil, true, ReasonEvictStrategyDisabled, "Reload", fmt.Sprintf("%s %s asks for %s: evict, which this reloader does not run: start it with --enable-evict-strategy (chart value reloader.enableEvictStrategy), or remove the annotation; the reload waits", e.Kind.Name(), obj.GetName(), reload.RestartStrategyAnnotation))
 	return reconcile.Result{}, metrics.OutcomeHeld, nil
 }
 
-// markEviction starts an evict restart on the copy to write, when the reload is one.
-func (r *WorkloadReconciler) markEviction(updated client.Object, w seen, reloaded []reload.Change, next reload.Record) {
-	if w.restart == restartEvict && len(reloaded) > 0 {
-		setAnnotation(updated, reload.EvictingAnnotation, reload.StartEvicting(r.Now(), next).Encode())
+// Mark starts an evict restart on the copy to write, when the reload (reloaded, recording
+// next) is one.
+func (e *Restarter) Mark(updated client.Object, mode Mode, reloaded []reload.Change, next reload.Record) {
+	if mode == Evict && len(reloaded) > 0 {
+		ann := updated.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[reload.EvictingAnnotation] = reload.StartEvicting(e.Now(), next).Encode()
+		updated.SetAnnotations(ann)
 	}
 }
 
-// evictStep makes one step of the workload's evict restart, if one is under way, after the
-// reconcile's own execution res, outcome.
-func (r *WorkloadReconciler) evictStep(ctx context.Context, obj client.Object, w seen, res reconcile.Result, outcome string) (reconcile.Result, string, error) {
-	if outcome == metrics.OutcomeReloaded && w.restart == restartEvict {
+// Step makes one step of the workload's evict restart, if one is under way, after the
+// reconcile's own execution res, outcome: the work of a restart spans reconciles, and its
+// state is on the workload and its pods.
+func (e *Restarter) Step(ctx context.Context, obj client.Object, mode Mode, res reconcile.Result, outcome string) (reconcile.Result, string, error) {
+	if outcome == metrics.OutcomeReloaded && mode == Evict {
 		// Just started; the next reconcile reads the copy written.
-		r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonEvicting, "Evict",
-			"Restarting %s %s by eviction (strategy evict): its pods go one at a time, the pod template is left as it is", r.Kind.Name(), obj.GetName())
+		e.Report.Event(obj, nil, false, ReasonEvicting, "Evict", fmt.Sprintf("Restarting %s %s by eviction (strategy evict): its pods go one at a time, the pod template is left as it is", e.Kind.Name(), obj.GetName()))
 		return sooner(res, time.Second), outcome, nil
 	}
 	v, ok := obj.GetAnnotations()[reload.EvictingAnnotation]
@@ -102,52 +124,48 @@ func (r *WorkloadReconciler) evictStep(ctx context.Context, obj client.Object, w
 		return res, outcome, nil
 	}
 	logger := log.FromContext(ctx)
-	if w.restart != restartEvict {
+	if mode != Evict {
 		logger.Info("restart strategy is no longer evict; ending the evict restart")
-		return res, outcome, r.endEviction(ctx, obj)
+		return res, outcome, e.endEviction(ctx, obj)
 	}
-	e, err := reload.ParseEvicting(v, r.Now())
+	st, err := reload.ParseEvicting(v, e.Now())
 	if err != nil {
-		r.invalid(ctx, obj, err)
-		return res, outcome, r.endEviction(ctx, obj)
+		e.Report.Invalid(ctx, obj, err)
+		return res, outcome, e.endEviction(ctx, obj)
 	}
-	if e.Record != reload.RecordDigest(obj.GetAnnotations()[reload.RecordAnnotation]) {
+	if st.Record != reload.RecordDigest(obj.GetAnnotations()[reload.RecordAnnotation]) {
 		// Not the restart of the record on the workload: stale, or not written by reloader.
 		logger.Info("evict restart does not belong to the current record; ending it")
-		return res, outcome, r.endEviction(ctx, obj)
+		return res, outcome, e.endEviction(ctx, obj)
 	}
-	ev := r.Kind.(workload.Evictable)
-	pods, err := r.podsOf(ctx, obj, ev)
-	if what, refused := rbacRefusal(err); refused {
-		return r.evictRefused(ctx, obj, what, err), outcome, nil
+	ev := e.Kind.(workload.Evictable)
+	pods, err := e.podsOf(ctx, obj, ev)
+	if what, refused := writer.RBACRefusal(err); refused {
+		return e.evictRefused(ctx, obj, what, err), outcome, nil
 	}
 	if err != nil {
 		return res, outcome, err
 	}
-	state := make([]reload.EvictPod, 0, len(pods))
-	for _, p := range pods {
-		state = append(state, reload.EvictPod{Name: p.Name, Created: p.CreationTimestamp.Time, Ready: podReady(p), Terminating: p.DeletionTimestamp != nil})
-	}
-	step := reload.PlanEviction(e, state, ev.Desired(obj), r.Now())
+	state := podStates(pods)
+	step := reload.PlanEviction(st, state, ev.Desired(obj), e.Now())
 	switch {
 	case step.Done:
-		if err := r.endEviction(ctx, obj); err != nil {
+		if err := e.endEviction(ctx, obj); err != nil {
 			return res, outcome, err
 		}
-		r.Metrics.Actions.WithLabelValues(r.Kind.Name(), "evict-done").Inc()
-		r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonRestarted, "Evict",
-			"Restarted %s %s by eviction: no pod created before %s is left", r.Kind.Name(), obj.GetName(), e.Since.Format(time.RFC3339))
+		e.Report.Action(e.Kind.Name(), "evict-done")
+		e.Report.Event(obj, nil, false, ReasonRestarted, "Evict", fmt.Sprintf("Restarted %s %s by eviction: no pod created before %s is left", e.Kind.Name(), obj.GetName(), st.Since.Format(time.RFC3339)))
 		return res, outcome, nil
 	case step.Evict == "":
 		logger.V(1).Info("evict restart waiting", "why", step.Why, "left", step.Left)
 		return sooner(res, step.Wait), outcome, nil
 	}
-	return r.evict(ctx, obj, pods, step, res, outcome)
+	return e.evict(ctx, obj, pods, step, res, outcome)
 }
 
 // evict evicts the pod step names, exactly that one (its UID is a precondition: a
 // StatefulSet's replacement has the same name).
-func (r *WorkloadReconciler) evict(ctx context.Context, obj client.Object, pods []corev1.Pod, step reload.EvictStep, res reconcile.Result, outcome string) (reconcile.Result, string, error) {
+func (e *Restarter) evict(ctx context.Context, obj client.Object, pods []corev1.Pod, step reload.EvictStep, res reconcile.Result, outcome string) (reconcile.Result, string, error) {
 	var pod corev1.Pod
 	for _, p := range pods {
 		if p.Name == step.Evict {
@@ -158,29 +176,27 @@ func (r *WorkloadReconciler) evict(ctx context.Context, obj client.Object, pods 
 		ObjectMeta:    metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name},
 		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}},
 	}
-	err := r.Client.SubResource("eviction").Create(ctx, &pod, eviction)
+	err := e.Client.SubResource("eviction").Create(ctx, &pod, eviction)
 	switch {
 	case apierrors.IsTooManyRequests(err):
 		wait := evictRetry
 		if s, ok := apierrors.SuggestsClientDelay(err); ok && s > 0 && time.Duration(s)*time.Second < time.Minute {
 			wait = time.Duration(s) * time.Second
 		}
-		r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonEvictionBlocked, "Evict",
-			"Eviction of pod %s refused for now (%v); retrying in %s", pod.Name, err, wait)
+		e.Report.Event(obj, nil, false, ReasonEvictionBlocked, "Evict", fmt.Sprintf("Eviction of pod %s refused for now (%v); retrying in %s", pod.Name, err, wait))
 		return sooner(res, wait), outcome, nil
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 		// Gone or replaced meanwhile: look again.
 		return sooner(res, time.Second), outcome, nil
 	case err != nil:
-		if what, ok := rbacRefusal(err); ok {
-			return r.evictRefused(ctx, obj, what, err), outcome, nil
+		if what, ok := writer.RBACRefusal(err); ok {
+			return e.evictRefused(ctx, obj, what, err), outcome, nil
 		}
 		return res, outcome, fmt.Errorf("evict pod %s: %w", pod.Name, err)
 	}
-	r.Metrics.Actions.WithLabelValues(r.Kind.Name(), "evict-pod").Inc()
+	e.Report.Action(e.Kind.Name(), "evict-pod")
 	log.FromContext(ctx).Info("evicted pod", "pod", pod.Name, "uid", pod.UID, "left", step.Left-1)
-	r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonEvicting, "Evict",
-		"Evicted pod %s to restart it with the new configuration (strategy evict); %d more to go", pod.Name, step.Left-1)
+	e.Report.Event(obj, nil, false, ReasonEvicting, "Evict", fmt.Sprintf("Evicted pod %s to restart it with the new configuration (strategy evict); %d more to go", pod.Name, step.Left-1))
 	return sooner(res, time.Second), metrics.OutcomeReloaded, nil
 }
 
@@ -189,22 +205,21 @@ func (r *WorkloadReconciler) evict(ctx context.Context, obj client.Object, pods 
 const evictRefusedRetry = time.Minute
 
 // evictRefused reports a step of an evict restart that reloader's RBAC does not allow.
-func (r *WorkloadReconciler) evictRefused(ctx context.Context, obj client.Object, what string, err error) reconcile.Result {
+func (e *Restarter) evictRefused(ctx context.Context, obj client.Object, what string, err error) reconcile.Result {
 	log.FromContext(ctx).Info("WARNING: evict restart refused by RBAC; trying again later", "refused", what, "error", err.Error(), "retryIn", evictRefusedRetry.String())
-	r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonReloadFail, "Evict",
-		"Restart by eviction refused: reloader's RBAC does not allow %s; the chart grants it with reloader.enableEvictStrategy (--enable-evict-strategy). Trying again in %s", what, evictRefusedRetry)
+	e.Report.Event(obj, nil, true, report.ReasonReloadFail, "Evict", fmt.Sprintf("Restart by eviction refused: reloader's RBAC does not allow %s; the chart grants it with reloader.enableEvictStrategy (--enable-evict-strategy). Trying again in %s", what, evictRefusedRetry))
 	return reconcile.Result{RequeueAfter: evictRefusedRetry}
 }
 
 // endEviction removes the evict restart's state from the workload, in one patch on the copy
 // read: a restart written meanwhile is not removed.
-func (r *WorkloadReconciler) endEviction(ctx context.Context, obj client.Object) error {
+func (e *Restarter) endEviction(ctx context.Context, obj client.Object) error {
 	updated := obj.DeepCopyObject().(client.Object)
 	ann := updated.GetAnnotations()
 	delete(ann, reload.EvictingAnnotation)
 	updated.SetAnnotations(ann)
 	patch := client.MergeFromWithOptions(obj, client.MergeFromWithOptimisticLock{})
-	if err := r.Client.Patch(ctx, updated, patch, client.FieldOwner(FieldOwner)); err != nil {
+	if err := e.Client.Patch(ctx, updated, patch, client.FieldOwner(writer.FieldOwner)); err != nil {
 		return fmt.Errorf("end evict restart: %w", err)
 	}
 	return nil
@@ -213,10 +228,10 @@ func (r *WorkloadReconciler) endEviction(ctx context.Context, obj client.Object)
 // podsOf reads the workload's pods from the API server (pods are not cached: only a workload
 // restarting reads them): those its selector finds that it controls, directly or through a
 // ReplicaSet it controls.
-func (r *WorkloadReconciler) podsOf(ctx context.Context, obj client.Object, ev workload.Evictable) ([]corev1.Pod, error) {
-	reader := r.APIReader
+func (e *Restarter) podsOf(ctx context.Context, obj client.Object, ev workload.Evictable) ([]corev1.Pod, error) {
+	reader := e.APIReader
 	if reader == nil {
-		reader = r.Client
+		reader = e.Client
 	}
 	sel, err := metav1.LabelSelectorAsSelector(ev.Selector(obj))
 	if err != nil {
@@ -253,6 +268,15 @@ func (r *WorkloadReconciler) podsOf(ctx context.Context, obj client.Object, ev w
 		}
 	}
 	return out, nil
+}
+
+// podStates is what reload.PlanEviction reads of each pod.
+func podStates(pods []corev1.Pod) []reload.EvictPod {
+	state := make([]reload.EvictPod, 0, len(pods))
+	for _, p := range pods {
+		state = append(state, reload.EvictPod{Name: p.Name, Created: p.CreationTimestamp.Time, Ready: podReady(p), Terminating: p.DeletionTimestamp != nil})
+	}
+	return state
 }
 
 func podReady(p corev1.Pod) bool {

@@ -1,4 +1,4 @@
-package controller
+package writer
 
 import (
 	"encoding/json"

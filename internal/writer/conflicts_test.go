@@ -1,4 +1,4 @@
-package controller
+package writer
 
 import (
 	"errors"
@@ -33,8 +33,8 @@ func TestRetryConflict(t *testing.T) {
 		{"server error", apierrors.NewInternalError(errors.New("etcd")), false},
 		{"plain error", errors.New("boom"), false},
 	} {
-		var c conflictCounts
-		res, n, ok := c.retryConflict(types.NamespacedName{Namespace: "ns", Name: "web"}, tc.err)
+		var c Conflicts
+		res, n, ok := c.Retry(types.NamespacedName{Namespace: "ns", Name: "web"}, tc.err)
 		if ok != tc.retry || (ok && (res.RequeueAfter != conflictRetry || n != 1)) || (!ok && !res.IsZero()) {
 			t.Errorf("%s: retry %v, %+v, %d in a row; want retry %v", tc.name, ok, res, n, tc.retry)
 		}
@@ -46,10 +46,10 @@ func TestRetryConflict(t *testing.T) {
 func TestConflictRetriesBackOff(t *testing.T) {
 	conflict := apierrors.NewConflict(schema.GroupResource{Resource: "jobs"}, "j", errors.New("modified"))
 	a, b := types.NamespacedName{Namespace: "ns", Name: "a"}, types.NamespacedName{Namespace: "ns", Name: "b"}
-	var c conflictCounts
+	var c Conflicts
 	var last time.Duration
 	for i := 1; i <= 40; i++ {
-		res, n, ok := c.retryConflict(a, conflict)
+		res, n, ok := c.Retry(a, conflict)
 		if !ok || n != i {
 			t.Fatalf("conflict %d: retry %v, %d in a row", i, ok, n)
 		}
@@ -64,13 +64,13 @@ func TestConflictRetriesBackOff(t *testing.T) {
 	if last != conflictRetryMax {
 		t.Errorf("after 40 conflicts the retry is in %v, want %v", last, conflictRetryMax)
 	}
-	if res, n, _ := c.retryConflict(b, conflict); n != 1 || res.RequeueAfter != conflictRetry {
+	if res, n, _ := c.Retry(b, conflict); n != 1 || res.RequeueAfter != conflictRetry {
 		t.Errorf("another workload's first conflict: %+v, %d in a row", res, n)
 	}
-	if _, _, ok := c.retryConflict(a, nil); ok {
+	if _, _, ok := c.Retry(a, nil); ok {
 		t.Error("a success was taken for a conflict")
 	}
-	if res, n, _ := c.retryConflict(a, conflict); n != 1 || res.RequeueAfter != conflictRetry {
+	if res, n, _ := c.Retry(a, conflict); n != 1 || res.RequeueAfter != conflictRetry {
 		t.Errorf("a conflict after a success: %+v, %d in a row; want the count started over", res, n)
 	}
 }

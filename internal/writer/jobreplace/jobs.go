@@ -1,4 +1,4 @@
-package controller
+package jobreplace
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,6 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/reloader-operator/reloader/internal/report"
 )
 
 // pendingJob is a replacement written down (replacements.go) but not yet known to be created.
@@ -86,22 +87,22 @@ func (p *pendingJobs) done(nn types.NamespacedName, record types.UID) {
 	}
 }
 
-// replace asks the API server whether it would take the replacement (admissible), writes it
+// Replace asks the API server whether it would take the replacement (admissible), writes it
 // down, deletes the old object if it is still the one read, and creates the replacement.
 // Whatever stops it half way, the record lets createReplacement finish: the create happens
 // once, and never for an object someone else deleted first.
-func (r *WorkloadReconciler) replace(ctx context.Context, old, fresh client.Object) error {
+func (w *Writer) Replace(ctx context.Context, old, fresh client.Object) error {
 	nn := client.ObjectKeyFromObject(old)
-	fresh, err := r.admissible(ctx, fresh)
+	fresh, err := w.admissible(ctx, fresh)
 	if err != nil {
 		return err
 	}
-	p, err := r.writeRecord(ctx, old, fresh)
+	p, err := w.writeRecord(ctx, old, fresh)
 	if err != nil {
 		return err
 	}
 	uid, rv := old.GetUID(), old.GetResourceVersion()
-	err = r.Client.Delete(ctx, old, client.Preconditions{UID: &uid, ResourceVersion: &rv},
+	err = w.Client.Delete(ctx, old, client.Preconditions{UID: &uid, ResourceVersion: &rv},
 		client.PropagationPolicy(metav1.DeletePropagationBackground))
 	switch {
 	case apierrors.IsNotFound(err):
@@ -109,31 +110,31 @@ func (r *WorkloadReconciler) replace(ctx context.Context, old, fresh client.Obje
 		// The record must not outlive this: with the name free, it would re-create the object.
 		// Until it is gone, the replacement is held, marked never to be created; the error has
 		// the reconcile retried with backoff, and the next pass drops the record.
-		dropErr := retry.OnError(retry.DefaultRetry, func(error) bool { return true }, func() error { return r.dropRecord(ctx, nn, p) })
+		dropErr := retry.OnError(retry.DefaultRetry, func(error) bool { return true }, func() error { return w.dropRecord(ctx, nn, p) })
 		if dropErr != nil {
 			p.drop = true
-			r.jobs.put(nn, p)
+			w.jobs.put(nn, p)
 		}
-		return errors.Join(fmt.Errorf("%s %s was deleted meanwhile; not re-created: %w", r.Kind.Name(), nn.Name, err), dropErr)
+		return errors.Join(fmt.Errorf("%s %s was deleted meanwhile; not re-created: %w", w.Kind.Name(), nn.Name, err), dropErr)
 	case apierrors.IsConflict(err):
 		// Changed since read; the retry reads the new one.
-		return errors.Join(fmt.Errorf("delete for replacement: %w", err), r.dropRecord(ctx, nn, p))
+		return errors.Join(fmt.Errorf("delete for replacement: %w", err), w.dropRecord(ctx, nn, p))
 	case err != nil:
 		// The delete may or may not have happened; the record decides on the next pass.
 		return fmt.Errorf("delete for replacement: %w", err)
 	}
-	if _, err := r.createAdmitted(ctx, fresh.DeepCopyObject().(client.Object), false); err != nil {
+	if _, err := createAdmitted(ctx, w.Client, fresh.DeepCopyObject().(client.Object), false); err != nil {
 		return fmt.Errorf("re-create after delete (kept, retrying): %w", err)
 	}
-	r.forgetRecord(ctx, nn, p)
+	w.forgetRecord(ctx, nn, p)
 	return nil
 }
 
 // forgetRecord drops the record of a replacement that is done. A record that can't be deleted
 // now is harmless: the next pass, of this process or the next, finds the object created and
 // drops it then.
-func (r *WorkloadReconciler) forgetRecord(ctx context.Context, nn types.NamespacedName, p pendingJob) {
-	if err := r.dropRecord(ctx, nn, p); err != nil {
+func (w *Writer) forgetRecord(ctx context.Context, nn types.NamespacedName, p pendingJob) {
+	if err := w.dropRecord(ctx, nn, p); err != nil {
 		log.FromContext(ctx).Info("replacement done; its record is left for a later pass", "error", err.Error())
 	}
 }
@@ -142,21 +143,21 @@ func (r *WorkloadReconciler) forgetRecord(ctx context.Context, nn types.Namespac
 // failed create, or left by a process that died between the delete and the create; one whose
 // object is still there, never deleted, is dropped. current is what the cache holds under the
 // name, if anything.
-func (r *WorkloadReconciler) createReplacement(ctx context.Context, nn types.NamespacedName, p pendingJob, current client.Object, exists bool) (reconcile.Result, error) {
+func (w *Writer) createReplacement(ctx context.Context, nn types.NamespacedName, p pendingJob, current client.Object, exists bool) (reconcile.Result, error) {
 	logger := log.FromContext(ctx)
 	if p.drop {
 		// Its object was deleted by someone else: never created, whatever the record says.
-		if err := r.dropRecord(ctx, nn, p); err != nil {
+		if err := w.dropRecord(ctx, nn, p); err != nil {
 			return reconcile.Result{}, err
 		}
 		return reconcile.Result{RequeueAfter: time.Millisecond}, nil
 	}
-	if exists && current.GetUID() == p.replaces && current.GetDeletionTimestamp().IsZero() && r.APIReader != nil {
+	if exists && current.GetUID() == p.replaces && current.GetDeletionTimestamp().IsZero() && w.APIReader != nil {
 		// The cache may not have seen the delete yet (a retry right after a refused create
 		// comes within milliseconds): ask the API server before taking the old object as
 		// never deleted and dropping the record.
-		live := r.Kind.NewObject()
-		err := r.APIReader.Get(ctx, nn, live)
+		live := w.Kind.NewObject()
+		err := w.APIReader.Get(ctx, nn, live)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return reconcile.Result{}, err
 		}
@@ -167,14 +168,14 @@ func (r *WorkloadReconciler) createReplacement(ctx context.Context, nn types.Nam
 		// Created meanwhile, by this replacement or by someone else: done either way (and a
 		// record of another object would create nothing). Look at the new object again, now
 		// without the record.
-		return reconcile.Result{RequeueAfter: time.Millisecond}, r.dropRecord(ctx, nn, p)
+		return reconcile.Result{RequeueAfter: time.Millisecond}, w.dropRecord(ctx, nn, p)
 	case exists && current.GetDeletionTimestamp().IsZero():
 		// The old object was never deleted (the process stopped first, before or after
 		// signing the record, or the delete failed): drop the record, signed or not, since
 		// nothing is created from it; the next pass reloads the object afresh if it still
 		// needs it.
 		logger.Info("replacement was not started; reloading afresh")
-		return reconcile.Result{RequeueAfter: time.Millisecond}, r.dropRecord(ctx, nn, p)
+		return reconcile.Result{RequeueAfter: time.Millisecond}, w.dropRecord(ctx, nn, p)
 	case exists:
 		// Deleted, still finalizing.
 		return reconcile.Result{RequeueAfter: time.Second}, nil
@@ -184,26 +185,24 @@ func (r *WorkloadReconciler) createReplacement(ctx context.Context, nn types.Nam
 		// It is read from the API server and checked first.
 		var ok bool
 		var err error
-		if p, ok, err = r.trusted(ctx, nn, p); err != nil || !ok {
+		if p, ok, err = w.trusted(ctx, nn, p); err != nil || !ok {
 			// Nothing trusted to finish: the object is reconciled as any other.
 			return reconcile.Result{RequeueAfter: time.Millisecond}, err
 		}
 	}
-	fresh, err := r.createAdmitted(ctx, p.obj.DeepCopyObject().(client.Object), false)
+	fresh, err := createAdmitted(ctx, w.Client, p.obj.DeepCopyObject().(client.Object), false)
 	switch {
 	case err == nil:
-		r.Metrics.Reloaded(r.Kind.Name(), nn.Namespace, true, 0)
+		w.Report.Recreated(w.Kind.Name(), nn.Namespace)
 		logger.Info("re-created a replaced object", "replaces", string(p.replaces))
-		r.Recorder.Eventf(fresh, nil, corev1.EventTypeNormal, ReasonReloaded, "Reload",
-			"Re-created %s %s with the new configuration", r.Kind.Name(), nn.Name)
-		r.forgetRecord(ctx, nn, p)
+		w.Report.Event(fresh, nil, false, report.ReasonReloaded, "Reload", fmt.Sprintf("Re-created %s %s with the new configuration", w.Kind.Name(), nn.Name))
+		w.forgetRecord(ctx, nn, p)
 		return reconcile.Result{}, nil
 	case apierrors.IsAlreadyExists(err):
 		// The old object is still there, or a replacement exists that the cache has not
 		// shown yet; the next pass tells which, by UID, at the top of this function.
 		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}
-	r.Recorder.Eventf(p.obj, nil, corev1.EventTypeWarning, ReasonReloadFail, "Reload",
-		"%s %s was deleted for a reload but could not be re-created; retrying: %v", r.Kind.Name(), nn.Name, err)
+	w.Report.Event(p.obj, nil, true, report.ReasonReloadFail, "Reload", fmt.Sprintf("%s %s was deleted for a reload but could not be re-created; retrying: %v", w.Kind.Name(), nn.Name, err))
 	return reconcile.Result{}, fmt.Errorf("re-create %s: %w", nn, err)
 }

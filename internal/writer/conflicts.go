@@ -1,4 +1,4 @@
-package controller
+package writer
 
 import (
 	"sync"
@@ -17,22 +17,22 @@ import (
 const (
 	conflictRetry    = 100 * time.Millisecond
 	conflictRetryMax = 30 * time.Second
-	// conflictsLogged is how many conflicts in a row for one workload make an info log line.
-	conflictsLogged = 5
+	// ConflictsLogged is how many conflicts in a row for one workload make an info log line.
+	ConflictsLogged = 5
 )
 
-// conflictCounts counts, per workload, the reconciles in a row that met a conflict.
-type conflictCounts struct {
+// Conflicts counts, per workload, the reconciles in a row that met a conflict.
+type Conflicts struct {
 	mu sync.Mutex
 	n  map[types.NamespacedName]int
 }
 
-// retryConflict classifies the error of a reconcile of nn: when it is a conflict (409) and
+// Retry classifies the error of a reconcile of nn: when it is a conflict (409) and
 // nothing else, a stale copy was read, which is expected with a cache; the reconcile runs
 // again, after a delay that doubles with each conflict in a row, instead of returning an
 // error (and an error log line). It returns how many conflicts in a row nn has met; any
 // other outcome resets the count.
-func (c *conflictCounts) retryConflict(nn types.NamespacedName, err error) (res reconcile.Result, inRow int, ok bool) {
+func (c *Conflicts) Retry(nn types.NamespacedName, err error) (res reconcile.Result, inRow int, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err == nil || !onlyConflicts(err) {

@@ -1,4 +1,4 @@
-package controller
+package jobreplace
 
 import (
 	"context"
@@ -7,10 +7,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,6 +18,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/termsafe"
 	"github.com/reloader-operator/reloader/internal/workload"
+	"github.com/reloader-operator/reloader/internal/writer"
 )
 
 // Trust in replacement records. Anyone who may create ControllerRevisions in a namespace can
@@ -111,33 +110,26 @@ func misnamed(kind string, rec *appsv1.ControllerRevision) *refusal {
 	return nil
 }
 
-// keyWait bounds how long a reconcile waits for the install key to load before it is retried
-// with backoff, rather than holding a worker.
-const keyWait = time.Second
+// KeySource gives the install key that signs the records once it is loaded: a hash.Key, or
+// a hashkey.Loader (whose key signs only when it lives in reloader's own namespace).
+type KeySource interface {
+	// Wait blocks until the key is loaded or ctx ends.
+	Wait(ctx context.Context) error
+	Key() hash.Key
+}
 
-// keyOwner is a KeySource that tells whether the key lives in reloader's own namespace
-// (hashkey.Loader).
-type keyOwner interface{ Own() bool }
-
-// recordKey is the install key that signs records, once loaded; not Valid when there is none,
-// or when it lives outside reloader's own namespace (a run with --kubeconfig): whoever may read
-// or create Secrets there could read it or plant one of their choosing, and sign a record
-// that reloader would act on. Only this process's records, in memory, are trusted then. An
-// error when the key has not loaded within keyWait or the reconcile's context: the reconcile
-// is retried, not held.
-func (r *WorkloadReconciler) recordKey(ctx context.Context) (hash.Key, error) {
-	if r.RecordKey == nil {
+// recordKey is the install key that signs records (hashkey.Signing); not Valid when there is
+// none, or it is not reloader's own: only this process's records, in memory, are trusted
+// then. An error when the key has not loaded in time: the reconcile is retried, not held.
+func (w *Writer) recordKey(ctx context.Context) (hash.Key, error) {
+	if w.Key == nil {
 		return hash.Key{}, nil
 	}
-	if o, ok := r.RecordKey.(keyOwner); ok && !o.Own() {
-		return hash.Key{}, nil
-	}
-	wait, cancel := context.WithTimeout(ctx, keyWait)
-	defer cancel()
-	if err := r.RecordKey.Wait(wait); err != nil {
+	key, err := hashkey.Signing(ctx, w.Key)
+	if err != nil {
 		return hash.Key{}, fmt.Errorf("replacement records need the install key: %w", err)
 	}
-	return r.RecordKey.Key(), nil
+	return key, nil
 }
 
 // signRecord puts the MAC on a record just created, now that the API server has given it its
@@ -146,8 +138,8 @@ func (r *WorkloadReconciler) recordKey(ctx context.Context) (hash.Key, error) {
 // replaces a Job that was never deleted, so it is dropped without creating anything
 // (createReplacement). Without a valid key the record is left unsigned, and only this
 // process, which holds it in memory, will act on it.
-func (r *WorkloadReconciler) signRecord(ctx context.Context, rec *appsv1.ControllerRevision, old client.Object, data []byte) error {
-	key, err := r.recordKey(ctx)
+func (w *Writer) signRecord(ctx context.Context, rec *appsv1.ControllerRevision, old client.Object, data []byte) error {
+	key, err := w.recordKey(ctx)
 	if err != nil {
 		return err
 	}
@@ -157,9 +149,9 @@ func (r *WorkloadReconciler) signRecord(ctx context.Context, rec *appsv1.Control
 		return nil
 	}
 	unsigned := rec.DeepCopy()
-	rec.Annotations[recordMACAnnotation] = hex.EncodeToString(recordMAC(key, r.Kind.Name(), old.GetNamespace(), old.GetName(), old.GetUID(), rec.UID, data))
+	rec.Annotations[recordMACAnnotation] = hex.EncodeToString(recordMAC(key, w.Kind.Name(), old.GetNamespace(), old.GetName(), old.GetUID(), rec.UID, data))
 	// With its resourceVersion, the patch signs this record as created, or fails.
-	if err := r.Client.Patch(ctx, rec, client.MergeFromWithOptions(unsigned, client.MergeFromWithOptimisticLock{}), client.FieldOwner(FieldOwner)); err != nil {
+	if err := w.Client.Patch(ctx, rec, client.MergeFromWithOptions(unsigned, client.MergeFromWithOptimisticLock{}), client.FieldOwner(writer.FieldOwner)); err != nil {
 		return fmt.Errorf("sign replacement record: %w", err)
 	}
 	return nil
@@ -169,51 +161,50 @@ func (r *WorkloadReconciler) signRecord(ctx context.Context, rec *appsv1.Control
 // data, from the API server and checks it. ok is false when there is nothing to act on: the
 // record is gone, or refused. A record found under the name in place of p's (p's was deleted
 // and another created) is checked on its own.
-func (r *WorkloadReconciler) trusted(ctx context.Context, nn types.NamespacedName, p pendingJob) (_ pendingJob, ok bool, err error) {
-	reader := client.Reader(r.Client)
-	if r.APIReader != nil {
-		reader = r.APIReader
+func (w *Writer) trusted(ctx context.Context, nn types.NamespacedName, p pendingJob) (_ pendingJob, ok bool, err error) {
+	reader := client.Reader(w.Client)
+	if w.APIReader != nil {
+		reader = w.APIReader
 	}
 	rec := &appsv1.ControllerRevision{}
-	err = reader.Get(ctx, types.NamespacedName{Namespace: nn.Namespace, Name: recordName(r.Kind.Name(), nn.Name)}, rec)
+	err = reader.Get(ctx, types.NamespacedName{Namespace: nn.Namespace, Name: recordName(w.Kind.Name(), nn.Name)}, rec)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return p, false, fmt.Errorf("read replacement record: %w", err)
 	}
 	if err != nil {
-		r.jobs.done(nn, p.record)
+		w.jobs.done(nn, p.record)
 		return p, false, nil
 	}
 	if rec.UID != p.record {
 		// The record p names is gone: a record is acted on only under this name. The one
 		// here now is another, checked on its own; what is held of p is let go.
-		r.jobs.done(nn, p.record)
+		w.jobs.done(nn, p.record)
 		p = pendingJob{replaces: types.UID(rec.Annotations[replacesUIDAnnotation]), record: rec.UID}
 	}
-	if rec.Labels[ReplacementLabel] != r.Kind.Name() {
-		r.jobs.done(nn, p.record)
+	if rec.Labels[ReplacementLabel] != w.Kind.Name() {
+		w.jobs.done(nn, p.record)
 		return p, false, nil
 	}
-	key, err := r.recordKey(ctx)
+	key, err := w.recordKey(ctx)
 	if err != nil {
 		return p, false, err
 	}
-	obj, refused := checkRecord(key, r.Kind, rec)
+	obj, refused := checkRecord(key, w.Kind, rec)
 	if refused != nil {
-		r.refuseRecord(ctx, rec, refused)
-		r.jobs.done(nn, p.record)
+		w.refuseRecord(ctx, rec, refused)
+		w.jobs.done(nn, p.record)
 		return p, false, nil
 	}
 	p = pendingJob{obj: obj, replaces: types.UID(rec.Annotations[replacesUIDAnnotation]), record: rec.UID}
-	r.jobs.put(nn, p)
+	w.jobs.put(nn, p)
 	return p, true, nil
 }
 
 // refuseRecord reports a record that is not acted on, and leaves it where it is: it is not
 // reloader's to delete.
-func (r *WorkloadReconciler) refuseRecord(ctx context.Context, rec *appsv1.ControllerRevision, why *refusal) {
-	r.Metrics.RecordsRefused.WithLabelValues(r.Kind.Name(), why.reason).Inc()
+func (w *Writer) refuseRecord(ctx context.Context, rec *appsv1.ControllerRevision, why *refusal) {
+	w.Report.RecordRefused(w.Kind.Name(), why.reason)
 	log.FromContext(ctx).Info("WARNING: replacement record refused; nothing created", "record", rec.Namespace+"/"+rec.Name,
 		"reason", why.reason, "why", why.why)
-	r.Recorder.Eventf(rec, nil, corev1.EventTypeWarning, ReasonUntrustedRecord, "Replace",
-		"%s", termsafe.ClipNote(fmt.Sprintf("Not acting on this %s replacement record: %s. Nothing was created; delete it if no one needs it.", r.Kind.Name(), why.why)))
+	w.Report.Event(rec, nil, true, ReasonUntrustedRecord, "Replace", termsafe.ClipNote(fmt.Sprintf("Not acting on this %s replacement record: %s. Nothing was created; delete it if no one needs it.", w.Kind.Name(), why.why)))
 }

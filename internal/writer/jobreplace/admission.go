@@ -1,4 +1,4 @@
-package controller
+package jobreplace
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/reloader-operator/reloader/internal/writer"
 )
 
 // admissible asks the API server, with a dry-run create, whether it would accept fresh,
@@ -23,8 +25,8 @@ import (
 // and one admission refuses ends in that refusal (TestDryRunAdmitsBeforeTheNameIsChecked
 // checks this order on a real API server). A different name (generateName) would also
 // avoid the conflict, but would escape the policies that match on the name.
-func (r *WorkloadReconciler) admissible(ctx context.Context, fresh client.Object) (client.Object, error) {
-	shape, err := r.createAdmitted(ctx, fresh, true)
+func (w *Writer) admissible(ctx context.Context, fresh client.Object) (client.Object, error) {
+	shape, err := createAdmitted(ctx, w.Client, fresh, true)
 	if err == nil {
 		return shape, nil
 	}
@@ -32,7 +34,7 @@ func (r *WorkloadReconciler) admissible(ctx context.Context, fresh client.Object
 	if blocksOwners(fresh) {
 		hint = "; with the OwnerReferencesPermissionEnforcement admission plugin (OpenShift's default), reloader needs update on the finalizers of the Job's owners (" + owners(fresh) + ")"
 	}
-	return nil, fmt.Errorf("the API server would refuse the replacement of %s %s, so it is not deleted: %w%s", r.Kind.Name(), fresh.GetName(), err, hint)
+	return nil, fmt.Errorf("the API server would refuse the replacement of %s %s, so it is not deleted: %w%s", w.Kind.Name(), fresh.GetName(), err, hint)
 }
 
 // createAdmitted creates obj (with dryRun, only asks whether the API server would) and returns
@@ -41,13 +43,13 @@ func (r *WorkloadReconciler) admissible(ctx context.Context, fresh client.Object
 // Enforcement setting it needs update on each owner's finalizers, a right reloader may lack.
 // The ownerReferences stay, so the garbage collector still deletes the Job with its owner;
 // only a foreground delete of the owner no longer waits for it.
-func (r *WorkloadReconciler) createAdmitted(ctx context.Context, obj client.Object, dryRun bool) (client.Object, error) {
-	err := r.createOnce(ctx, obj, dryRun)
+func createAdmitted(ctx context.Context, c client.Client, obj client.Object, dryRun bool) (client.Object, error) {
+	err := createOnce(ctx, c, obj, dryRun)
 	if !apierrors.IsForbidden(err) || !blocksOwners(obj) {
 		return obj, err
 	}
 	lighter := withoutOwnerBlock(obj)
-	if err2 := r.createOnce(ctx, lighter, dryRun); err2 != nil {
+	if err2 := createOnce(ctx, c, lighter, dryRun); err2 != nil {
 		return obj, err
 	}
 	log.FromContext(ctx).Info("the API server refuses blockOwnerDeletion on this Job's ownerReferences; creating it without (grant update on the owners' finalizers to keep it)",
@@ -57,11 +59,11 @@ func (r *WorkloadReconciler) createAdmitted(ctx context.Context, obj client.Obje
 
 // createOnce creates obj, or dry-runs its create on a copy. A dry run refused only because
 // the name is taken got through admission: see admissible.
-func (r *WorkloadReconciler) createOnce(ctx context.Context, obj client.Object, dryRun bool) error {
+func createOnce(ctx context.Context, c client.Client, obj client.Object, dryRun bool) error {
 	if !dryRun {
-		return r.Client.Create(ctx, obj, client.FieldOwner(FieldOwner))
+		return c.Create(ctx, obj, client.FieldOwner(writer.FieldOwner))
 	}
-	err := r.Client.Create(ctx, obj.DeepCopyObject().(client.Object), client.FieldOwner(FieldOwner), client.DryRunAll)
+	err := c.Create(ctx, obj.DeepCopyObject().(client.Object), client.FieldOwner(writer.FieldOwner), client.DryRunAll)
 	if apierrors.IsAlreadyExists(err) {
 		return nil
 	}

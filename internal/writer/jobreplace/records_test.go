@@ -1,13 +1,11 @@
-package controller
+package jobreplace
 
 import (
 	"bytes"
-	"context"
 	"encoding/hex"
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -106,53 +104,10 @@ func TestCheckRecord(t *testing.T) {
 	}
 }
 
-// neverLoads is a key that never loads; own says where it lives (hashkey.Loader.Own).
-type neverLoads struct{ own bool }
-
-func (neverLoads) Wait(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
-func (neverLoads) Key() hash.Key                  { return hash.Key{} }
-func (n neverLoads) Own() bool                    { return n.own }
-
-// loaded is a loaded key kept outside reloader's own namespace.
-type loaded struct{ key hash.Key }
-
-func (loaded) Wait(context.Context) error { return nil }
-func (l loaded) Key() hash.Key            { return l.key }
-func (loaded) Own() bool                  { return false }
-
-// A key that never loads holds a reconcile no longer than its context (and keyWait): it is
-// retried, not blocked. A key outside reloader's own namespace signs and trusts nothing.
-func TestRecordKey(t *testing.T) {
-	r := &WorkloadReconciler{RecordKey: neverLoads{own: true}}
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	if _, err := r.recordKey(ctx); err == nil || time.Since(start) > keyWait {
-		t.Errorf("key that never loads: %v after %s; want an error when the context ends", err, time.Since(start))
-	}
-	start = time.Now()
-	if _, err := r.recordKey(context.Background()); err == nil || time.Since(start) > 3*keyWait {
-		t.Errorf("key that never loads, no deadline: %v after %s; want an error after %s", err, time.Since(start), keyWait)
-	}
-	r.RecordKey = neverLoads{own: false}
-	if k, err := r.recordKey(ctx); err != nil || k.Valid() {
-		t.Errorf("key outside reloader's namespace, not loaded: %v, valid %v; want no key and no wait", err, k.Valid())
-	}
-	key, _ := hash.NewKey(bytes.Repeat([]byte{7}, hash.KeySize))
-	r.RecordKey = loaded{key}
-	if k, err := r.recordKey(context.Background()); err != nil || k.Valid() {
-		t.Errorf("key outside reloader's namespace: %v, valid %v; want no key", err, k.Valid())
-	}
-	r.RecordKey = key
-	if k, err := r.recordKey(context.Background()); err != nil || !k.Valid() {
-		t.Errorf("key given: %v, valid %v; want it", err, k.Valid())
-	}
-}
-
 // Only a record named as reloader names the record of the object it says it replaces stands
 // for that object's replacement; another is refused as misnamed.
 func TestRecordOfNeedsItsOwnName(t *testing.T) {
-	r := &WorkloadReconciler{Kind: workload.Job()}
+	r := &Writer{Kind: workload.Job()}
 	rec := func(name, replaces string) *appsv1.ControllerRevision {
 		return &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: name, UID: "rec-1",
 			Labels:      map[string]string{ReplacementLabel: "Job"},

@@ -1,4 +1,4 @@
-package controller
+package writer
 
 import (
 	"errors"
@@ -23,7 +23,7 @@ func TestRBACRefusal(t *testing.T) {
 		{"admission policy", apierrors.NewForbidden(cronjobs, "nightly", errors.New(`ValidatingAdmissionPolicy 'deny' with binding 'deny' denied request: no`)), ""},
 		{"not a 403", errors.New(`User "u" cannot patch resource "cronjobs"`), ""},
 	} {
-		got, ok := rbacRefusal(tt.err)
+		got, ok := RBACRefusal(tt.err)
 		if got != tt.want || ok != (tt.want != "") {
 			t.Errorf("%s: %q, %v; want %q", tt.name, got, ok, tt.want)
 		}

@@ -1,4 +1,4 @@
-package controller
+package jobreplace
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/reloader-operator/reloader/internal/workload"
+	"github.com/reloader-operator/reloader/internal/writer"
 )
 
 // A replacement (delete, then create under the same name) is written down before the delete,
@@ -100,20 +100,20 @@ func recordName(kind, name string) string {
 }
 
 // writeRecord stores the replacement fresh of the object old before old is deleted.
-func (r *WorkloadReconciler) writeRecord(ctx context.Context, old, fresh client.Object) (pendingJob, error) {
+func (w *Writer) writeRecord(ctx context.Context, old, fresh client.Object) (pendingJob, error) {
 	data, err := json.Marshal(fresh)
 	if err != nil {
 		return pendingJob{}, err
 	}
 	if len(data) > maxRecordData {
 		// No record would be trusted back, so no delete: the Job stays as it is.
-		return pendingJob{}, fmt.Errorf("%s %s is %d bytes, too large to replace safely (at most %d)", r.Kind.Name(), old.GetName(), len(data), maxRecordData)
+		return pendingJob{}, fmt.Errorf("%s %s is %d bytes, too large to replace safely (at most %d)", w.Kind.Name(), old.GetName(), len(data), maxRecordData)
 	}
 	rec := &appsv1.ControllerRevision{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: old.GetNamespace(),
-			Name:      recordName(r.Kind.Name(), old.GetName()),
-			Labels:    map[string]string{ReplacementLabel: r.Kind.Name()},
+			Name:      recordName(w.Kind.Name(), old.GetName()),
+			Labels:    map[string]string{ReplacementLabel: w.Kind.Name()},
 			Annotations: map[string]string{
 				replacesUIDAnnotation:  string(old.GetUID()),
 				replacesNameAnnotation: old.GetName(),
@@ -122,76 +122,73 @@ func (r *WorkloadReconciler) writeRecord(ctx context.Context, old, fresh client.
 		Data:     runtime.RawExtension{Raw: data},
 		Revision: 1,
 	}
-	err = r.Client.Create(ctx, rec, client.FieldOwner(FieldOwner))
+	err = w.Client.Create(ctx, rec, client.FieldOwner(writer.FieldOwner))
 	if apierrors.IsAlreadyExists(err) {
 		// Left by an earlier replacement of this name; the object is here, so it is done.
 		stale := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: rec.Namespace, Name: rec.Name}}
-		if err := r.Client.Delete(ctx, stale); client.IgnoreNotFound(err) != nil {
+		if err := w.Client.Delete(ctx, stale); client.IgnoreNotFound(err) != nil {
 			return pendingJob{}, fmt.Errorf("delete stale replacement record: %w", err)
 		}
 		rec.ResourceVersion = ""
-		err = r.Client.Create(ctx, rec, client.FieldOwner(FieldOwner))
+		err = w.Client.Create(ctx, rec, client.FieldOwner(writer.FieldOwner))
 	}
 	if err != nil {
 		return pendingJob{}, fmt.Errorf("write replacement record: %w", err)
 	}
 	nn := client.ObjectKeyFromObject(old)
 	p := pendingJob{obj: fresh, replaces: old.GetUID(), record: rec.UID}
-	if err := r.signRecord(ctx, rec, old, data); err != nil {
+	if err := w.signRecord(ctx, rec, old, data); err != nil {
 		// The Job is not deleted; an unsigned record must not wait for a crash to be refused.
-		return pendingJob{}, errors.Join(err, r.dropRecord(ctx, nn, p))
+		return pendingJob{}, errors.Join(err, w.dropRecord(ctx, nn, p))
 	}
-	r.jobs.put(nn, p)
+	w.jobs.put(nn, p)
 	return p, nil
 }
 
 // dropRecord forgets a replacement that is done or must not happen.
-func (r *WorkloadReconciler) dropRecord(ctx context.Context, nn types.NamespacedName, p pendingJob) error {
-	rec := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: nn.Namespace, Name: recordName(r.Kind.Name(), nn.Name)}}
+func (w *Writer) dropRecord(ctx context.Context, nn types.NamespacedName, p pendingJob) error {
+	rec := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: nn.Namespace, Name: recordName(w.Kind.Name(), nn.Name)}}
 	var opts []client.DeleteOption
 	if p.record != "" {
 		// Only this record: a newer one of the same name belongs to a newer replacement.
 		opts = append(opts, client.Preconditions{UID: &p.record})
 	}
-	if err := r.Client.Delete(ctx, rec, opts...); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	if err := w.Client.Delete(ctx, rec, opts...); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("delete replacement record: %w", err)
 	}
-	r.jobs.done(nn, p.record)
+	w.jobs.done(nn, p.record)
 	return nil
 }
 
 // recordOf reads what the cache holds of a record: the name and UID it says it replaces and
 // its own UID, not the object it holds, which trusted reads and checks before anything is
-// created. ok is false for objects that are not a record of r.Kind; refused is set for one
-// labelled as a record of r.Kind but not named as the record of the object it names
+// created. ok is false for objects that are not a record of w.Kind; refused is set for one
+// labelled as a record of w.Kind but not named as the record of the object it names
 // (recordName): reloader never wrote it, and it must not stand for the record of that object.
-func (r *WorkloadReconciler) recordOf(o client.Object) (_ types.NamespacedName, _ pendingJob, ok bool, refused *refusal) {
+func (w *Writer) recordOf(o client.Object) (_ types.NamespacedName, _ pendingJob, ok bool, refused *refusal) {
 	rec, isRec := o.(*appsv1.ControllerRevision)
-	if !isRec || rec.Labels[ReplacementLabel] != r.Kind.Name() {
+	if !isRec || rec.Labels[ReplacementLabel] != w.Kind.Name() {
 		return types.NamespacedName{}, pendingJob{}, false, nil
 	}
-	if refused = misnamed(r.Kind.Name(), rec); refused != nil {
+	if refused = misnamed(w.Kind.Name(), rec); refused != nil {
 		return types.NamespacedName{}, pendingJob{}, false, refused
 	}
 	nn := types.NamespacedName{Namespace: rec.Namespace, Name: rec.Annotations[replacesNameAnnotation]}
 	return nn, pendingJob{replaces: types.UID(rec.Annotations[replacesUIDAnnotation]), record: rec.UID}, true, nil
 }
 
-// watchReplacements lets the controller of a replaced kind hear of the records: each one
-// seen is remembered and its object reconciled, so that a replacement left half done by a
+// Watch lets the controller of the replaced kind hear of the records (writer.Watcher): each
+// one seen is remembered and its object reconciled, so that a replacement left half done by a
 // process that died is finished by the next.
-func (r *WorkloadReconciler) watchReplacements(b *builder.Builder) *builder.Builder {
-	if _, ok := r.Kind.(workload.Recreated); !ok || r.Unwatched != nil && r.Unwatched.Records {
-		return b
-	}
+func (w *Writer) Watch(b *builder.Builder) *builder.Builder {
 	seen := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		nn, p, ok, misnamed := r.recordOf(o)
+		nn, p, ok, misnamed := w.recordOf(o)
 		switch {
 		case ok:
-			r.jobs.learn(nn, p)
+			w.jobs.learn(nn, p)
 			q.Add(reconcile.Request{NamespacedName: nn})
 		case misnamed != nil:
-			r.refuseRecord(ctx, o.(*appsv1.ControllerRevision), misnamed)
+			w.refuseRecord(ctx, o.(*appsv1.ControllerRevision), misnamed)
 		}
 	}
 	h := handler.Funcs{
@@ -199,12 +196,12 @@ func (r *WorkloadReconciler) watchReplacements(b *builder.Builder) *builder.Buil
 			seen(ctx, e.Object, q)
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if nn, p, ok, _ := r.recordOf(e.Object); ok {
-				r.jobs.done(nn, p.record)
+			if nn, p, ok, _ := w.recordOf(e.Object); ok {
+				w.jobs.done(nn, p.record)
 			}
 		},
 	}
 	return b.Watches(&appsv1.ControllerRevision{}, h, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return o.GetLabels()[ReplacementLabel] == r.Kind.Name()
+		return o.GetLabels()[ReplacementLabel] == w.Kind.Name()
 	})))
 }

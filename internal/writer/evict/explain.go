@@ -1,4 +1,4 @@
-package controller
+package evict
 
 import (
 	"context"
@@ -11,52 +11,60 @@ import (
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
-// explainRestart says, for explain, how obj's pods restart and how far an evict restart under
-// way has come, with the same step the reconcile makes (reload.PlanEviction).
-func (r *WorkloadReconciler) explainRestart(ctx context.Context, obj client.Object, reloads bool, e *Explanation) {
+// Explanation is what explain says of a workload's restart.
+type Explanation struct {
+	// Restart says how the pods restart, when not by a template change; empty otherwise.
+	Restart string
+	// Eviction says how far an evict restart under way has come; empty when none is.
+	Eviction string
+	// Invalid is the restart strategy annotation's error, if any.
+	Invalid error
+}
+
+// Explain says, for explain, how obj's pods restart and how far an evict restart under way
+// has come, with the same step the reconcile makes (reload.PlanEviction); reloads tells
+// whether a reload is due.
+func (x *Restarter) Explain(ctx context.Context, obj client.Object, reloads bool) (e Explanation) {
 	evict, err := reload.ParseRestartStrategy(obj.GetAnnotations()[reload.RestartStrategyAnnotation])
-	_, evictable := r.Kind.(workload.Evictable)
+	_, evictable := x.Kind.(workload.Evictable)
 	switch {
 	case err != nil:
-		e.Invalid = append(e.Invalid, err)
-		return
+		e.Invalid = err
+		return e
 	case !evict:
-		return
+		return e
 	case !evictable:
-		e.Invalid = append(e.Invalid, fmt.Errorf("annotation %s: a %s can't be restarted by eviction; changing the pod template", reload.RestartStrategyAnnotation, r.Kind.Name()))
-		return
-	case !r.EnableEvict:
+		e.Invalid = fmt.Errorf("annotation %s: a %s can't be restarted by eviction; changing the pod template", reload.RestartStrategyAnnotation, x.Kind.Name())
+		return e
+	case !x.Enabled:
 		e.Restart = "evict, which is not enabled (--enable-evict-strategy)"
 		if reloads {
 			e.Restart += ": the reload waits until it is"
 		}
-		return
+		return e
 	}
 	e.Restart = "evict: the pods are evicted one at a time, the template is left alone"
 	v, ok := obj.GetAnnotations()[reload.EvictingAnnotation]
 	if !ok {
-		return
+		return e
 	}
-	now := r.Now()
+	now := x.Now()
 	st, err := reload.ParseEvicting(v, now)
 	switch {
 	case err != nil:
 		e.Eviction = "ending: " + err.Error()
-		return
+		return e
 	case st.Record != reload.RecordDigest(obj.GetAnnotations()[reload.RecordAnnotation]):
 		e.Eviction = "ending: the restart does not belong to the record on the workload"
-		return
+		return e
 	}
-	ev := r.Kind.(workload.Evictable)
-	pods, err := r.podsOf(ctx, obj, ev)
+	ev := x.Kind.(workload.Evictable)
+	pods, err := x.podsOf(ctx, obj, ev)
 	if err != nil {
 		e.Eviction = fmt.Sprintf("restarting the pods created before %s; pods not readable here: %v", st.Since.Format(time.RFC3339), err)
-		return
+		return e
 	}
-	state := make([]reload.EvictPod, 0, len(pods))
-	for _, p := range pods {
-		state = append(state, reload.EvictPod{Name: p.Name, Created: p.CreationTimestamp.Time, Ready: podReady(p), Terminating: p.DeletionTimestamp != nil})
-	}
+	state := podStates(pods)
 	step := reload.PlanEviction(st, state, ev.Desired(obj), now)
 	switch {
 	case step.Done:
@@ -66,4 +74,5 @@ func (r *WorkloadReconciler) explainRestart(ctx context.Context, obj client.Obje
 	default:
 		e.Eviction = fmt.Sprintf("%d pods created before %s left; waiting: %s", step.Left, st.Since.Format(time.RFC3339), step.Why)
 	}
+	return e
 }

@@ -1,4 +1,4 @@
-package controller
+package writer
 
 import (
 	"encoding/json"
@@ -132,9 +132,9 @@ func guardedPatch(obj, updated client.Object, absent []string) (client.Patch, bo
 	return client.RawPatch(types.JSONPatchType, data), true, nil
 }
 
-// guardedOr is the guarded patch of updated over obj, or locked, the patch carrying obj's
+// GuardedOr is the guarded patch of updated over obj, or locked, the patch carrying obj's
 // resourceVersion, where it cannot be guarded; keys name the rule annotations.
-func guardedOr(obj, updated client.Object, locked client.Patch, keys reload.Keys) (client.Patch, error) {
+func GuardedOr(obj, updated client.Object, locked client.Patch, keys reload.Keys) (client.Patch, error) {
 	patch, ok, err := guardedPatch(obj, updated, guardKeys(keys))
 	if err != nil {
 		return nil, fmt.Errorf("build the patch of %s: %w", obj.GetName(), err)
@@ -194,10 +194,10 @@ func pointerEscape(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
-// guardFailed turns the API server's answer to a patch that did not apply to the stored
+// GuardFailed turns the API server's answer to a patch that did not apply to the stored
 // object (a test failed: 422 with no details, where a validation error names the object and
 // its causes) into the conflict it stands for; any other error is returned as it is.
-func guardFailed(err error, gr schema.GroupResource, name string) error {
+func GuardFailed(err error, gr schema.GroupResource, name string) error {
 	var st apierrors.APIStatus
 	if !apierrors.IsInvalid(err) || !errors.As(err, &st) {
 		return err
