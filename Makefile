@@ -110,14 +110,12 @@ demo: kube-binaries
 # for upstream's release, see upstream-binary); LOADTEST_OLD_ARGS and LOADTEST_NEW_ARGS are their extra flags;
 # LOADTEST_SCENARIOS, LOADTEST_SCALE (1: the design's size) and LOADTEST_DURATION (empty: each
 # scenario's design duration) shape the run; LOADTEST_ARGS passes anything else (gates, say).
-# The flap breaker is off on the new side by default: the scenarios churn sources by design
-# (S9 writes each every 10 s) and measure how each build keeps up, not whether it stops a loop.
 OLD ?= bin/reloader
 NEW ?= bin/reloader
 LOADTEST_OLD ?= $(OLD)
 LOADTEST_NEW ?= $(NEW)
 LOADTEST_OLD_ARGS ?=
-LOADTEST_NEW_ARGS ?= --flap-max-changes=0
+LOADTEST_NEW_ARGS ?=
 LOADTEST_RESULTS ?= loadtest-results
 LOADTEST_ARGS ?=
 LOADTEST_QUICK_SET := S1,S4,S6,S7
