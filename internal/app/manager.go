@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -36,7 +37,8 @@ import (
 // cacheOptions keeps in memory only what reloader reads: the watched namespaces, less the
 // ignored ones (filtered by the API server, so they cost neither memory nor events), sources
 // through their own transforms and label selector, workloads slimmed (no status unless its
-// rollout is followed, no last-applied copy), the pending Job replacements, and no managed
+// rollout is followed, no last-applied copy), the pending Job replacements when Jobs are
+// reconciled (no ControllerRevision informer otherwise: see watchReplacements), and no managed
 // fields. Without ReloaderConfigs (configs false) the labels of sources and of workloads with
 // a rollout go too: only a ReloaderConfig's selector reads them.
 func cacheOptions(conf options.Config, sources []controller.SourceType, kinds []workload.Kind, rollouts *rollout.Rollouts, configs bool, tables *intern.Tables) cache.Options {
@@ -56,8 +58,10 @@ func cacheOptions(conf options.Config, sources []controller.SourceType, kinds []
 		}
 		byObject[kind.NewObject()] = cache.ByObject{Transform: workload.SlimTransform(kind, keep, !configs, tables)}
 	}
-	records, recordCache := controller.ReplacementRecords()
-	byObject[records] = recordCache
+	if slices.ContainsFunc(kinds, func(k workload.Kind) bool { _, ok := k.(workload.Recreated); return ok }) {
+		records, recordCache := controller.ReplacementRecords()
+		byObject[records] = recordCache
+	}
 	var namespaces map[string]cache.Config
 	if len(conf.Namespaces) > 0 {
 		namespaces = map[string]cache.Config{}
