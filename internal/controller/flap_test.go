@@ -24,6 +24,7 @@ import (
 // the workload, so a change right after the restart is held until the source is quiet, then
 // rolls once; without the record it would roll at once (the new process heard no flap).
 func TestQuarantineSurvivesARestart(t *testing.T) {
+	t.Parallel()
 	const quiet = 8 * time.Second
 	ns, cm, d, configure, rolls, stop := quarantined(t, quiet)
 	eventuallyEvent(t, ns, "web", controller.ReasonSourceQuarantined)
@@ -59,6 +60,7 @@ func TestQuarantineSurvivesARestart(t *testing.T) {
 // the record was passed over and web rolled at once. Once the key can be read, the record is
 // taken over and web rolls once, when the source has been quiet.
 func TestQuarantineRecordWaitsForTheKey(t *testing.T) {
+	t.Parallel()
 	const quiet = 15 * time.Second
 	ns, cm, d, configure, rolls, stop := quarantined(t, quiet)
 	before := len(rolls()["web"])
@@ -146,6 +148,7 @@ func quarantined(t *testing.T, quiet time.Duration) (ns string, cm *corev1.Confi
 // A record reloader did not seal is ignored: a tenant can't hold a workload's reloads by
 // writing one.
 func TestForgedQuarantineRecordIsIgnored(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cm := configMap(ns, "cfg", map[string]string{"k": "A"})
 	forged := flap.Encode([]flap.Entry{{Source: "configmap/cfg", Since: time.Now(), Last: time.Now(), Quiet: time.Hour}}) + ";mac=" + strings.Repeat("ab", 32)

@@ -20,6 +20,7 @@ import (
 // ConfigMap changes; once reloader may list again, the Deployment reloads, with no further
 // change. Before, the change reached no workload until its ConfigMap changed once more.
 func TestDegradedLookupThatFailsIsMadeAgain(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	user := "reloader-" + ns
 	cfg, err := addUser(user)

@@ -315,7 +315,7 @@ func TestReloadWindowHoldsUntilItOpens(t *testing.T) {
 		t.Errorf("ReloadHeld Events: %q; want one saying %q", held, wantNote)
 	}
 
-	time.Sleep(res.after)
+	time.Sleep(res.after) // the subject: the window opens
 	if _, outcome, err := r.ReconcileCopyResult(ctx, get(t, d)); err != nil || outcome != metrics.OutcomeReloaded {
 		t.Fatalf("when the window opens: %s, %v; want reloaded", outcome, err)
 	}

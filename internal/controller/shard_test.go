@@ -26,6 +26,7 @@ import (
 // workload is cached before some source's list reaches the handlers, where, unfixed, the
 // source looked created (the test failed 4 runs of 4 so).
 func TestSourcesOfAShardTakenAreNotCreations(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	now := metav1.NewMicroTime(time.Now())
 	for i := range 2 {
