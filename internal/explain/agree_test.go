@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/app"
+	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/testutil"
@@ -21,12 +23,36 @@ import (
 )
 
 // startReloader runs the controller in-process on ns until stop is called or the test ends.
-func startReloader(t *testing.T, conf options.Config) (stop func()) {
+// decided waits until a reconcile of Deployment name has ended with a decision (not a wait in
+// the coalescing window): everything written before the start, it has seen.
+func startReloader(t *testing.T, conf options.Config) (stop func(), decided func(name string)) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	conf.V2ProbeAddr = "" // many in-process reloaders: none takes upstream v2's probe port
-	mgr, err := app.New(ctx, cluster.Config, conf, logr.Discard())
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	mgr, err := app.New(ctx, cluster.Config, conf, logr.Discard(), func(p app.Parts) error {
+		p.Metrics.Hook = func(r metrics.Reconcile) {
+			if r.Kind == "Deployment" && r.Outcome != metrics.OutcomeWaiting && r.Outcome != metrics.OutcomeConflict {
+				mu.Lock()
+				seen[r.Name] = true
+				mu.Unlock()
+			}
+		}
+		return nil
+	})
 	testutil.Must(t, err)
+	decided = func(name string) {
+		t.Helper()
+		testutil.Eventually(t, "a decided reconcile of "+name, func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if !seen[name] {
+				return fmt.Errorf("none yet")
+			}
+			return nil
+		})
+	}
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	stopped := false
@@ -38,7 +64,7 @@ func startReloader(t *testing.T, conf options.Config) (stop func()) {
 		}
 	}
 	t.Cleanup(stop)
-	return stop
+	return stop, decided
 }
 
 func get[T client.Object](t *testing.T, obj T) T {
@@ -66,7 +92,7 @@ func TestExplainAgreesWithController(t *testing.T) {
 	wont.Annotations = map[string]string{"reloader.stakater.com/auto": "true", reload.ConfigMapKeysAnnotation: "b/k"}
 	create(t, a, b, will, wont)
 
-	stop := startReloader(t, conf)
+	stop, _ := startReloader(t, conf)
 	for _, d := range []*appsv1.Deployment{will, wont} {
 		testutil.Eventually(t, "record on "+d.Name, func() error {
 			if _, ok := get(t, d).Annotations[reload.RecordAnnotation]; !ok {
@@ -101,7 +127,7 @@ func TestExplainAgreesWithController(t *testing.T) {
 		t.Errorf("wont explained as %+v (%v), want configmap b restricted to key k", w, err)
 	}
 
-	startReloader(t, conf)
+	_, decided := startReloader(t, conf)
 	testutil.Eventually(t, "will reloaded", func() error {
 		if equality.Semantic.DeepEqual(get(t, will).Spec.Template, before["will"]) {
 			return fmt.Errorf("template of will unchanged")
@@ -122,7 +148,7 @@ func TestExplainAgreesWithController(t *testing.T) {
 		golden(t, "agree-after-reload", w)
 		return nil
 	})
-	time.Sleep(1500 * time.Millisecond) // well past the coalescing window: a wrong reload would have landed
+	decided("wont") // the changes were made before the start: it decided on them
 	if !equality.Semantic.DeepEqual(get(t, wont).Spec.Template, before["wont"]) {
 		t.Errorf("wont was reloaded although explain said nothing")
 	}

@@ -46,7 +46,7 @@ func TestPlanAgreesWithController(t *testing.T) {
 	for _, d := range deps {
 		create(t, d)
 	}
-	stop := startReloader(t, conf)
+	stop, _ := startReloader(t, conf)
 	for _, d := range deps {
 		if d.Annotations == nil {
 			continue // nothing concerns it: no record
@@ -102,7 +102,7 @@ func TestPlanAgreesWithController(t *testing.T) {
 	liveDB := get(t, db)
 	liveDB.Data = newDB.Data
 	testutil.Must(t, k8s.Update(ctx, liveDB))
-	startReloader(t, conf)
+	_, decided := startReloader(t, conf)
 
 	changed := func() []string {
 		var out []string
@@ -120,7 +120,9 @@ func TestPlanAgreesWithController(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(1500 * time.Millisecond) // well past the coalescing window: a reload the plan missed would have landed
+	for _, d := range deps { // the changes were made before the start: each decided on them
+		decided(d.Name)
+	}
 	if got := changed(); fmt.Sprint(got) != fmt.Sprint(templated) {
 		t.Errorf("the controller changed the templates of %v; the plan said %v", got, templated)
 	}
