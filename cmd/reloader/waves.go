@@ -10,11 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/explain"
 	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/waves"
 )
 
@@ -102,13 +102,13 @@ func contentOf(ctx context.Context, c client.Client, kind source.Kind, ns, name,
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
 		return nil, fmt.Errorf("get %s/%s in %s: %w", kind, name, ns, err)
 	}
-	st := controller.ConfigMaps
+	st := sourcecache.ConfigMaps
 	if kind == source.Secret {
 		key, err := hashkey.Read(ctx, c, keyNamespace)
 		if err != nil {
 			return nil, fmt.Errorf("a Secret's content hash needs reloader's hash key (--reloader-namespace %s): %w; or pass --content", keyNamespace, err)
 		}
-		st = controller.Secrets(key)
+		st = sourcecache.Secrets(key)
 	}
 	*content = st.Hash(obj)
 	return obj, nil

@@ -10,9 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/hashkey"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/waves"
 )
@@ -56,7 +56,7 @@ func TestResumeAndAbortCommands(t *testing.T) {
 
 	out, err := run("resume", "configmap/shared")
 	testutil.Must(t, err)
-	want := controller.ConfigMaps.Hash(cm)
+	want := sourcecache.ConfigMaps.Hash(cm)
 	if got := annotation(cm, waves.ResumeAnnotation); got != want {
 		t.Errorf("resume wrote %q, want the ConfigMap's hash %q (output %q)", got, want, out)
 	}
@@ -69,7 +69,7 @@ func TestResumeAndAbortCommands(t *testing.T) {
 	}
 	_, err = run("abort", "secret/bundle", "--reloader-namespace", "reloader")
 	testutil.Must(t, err)
-	if got, want := annotation(secret, waves.AbortAnnotation), controller.Secrets(key).Hash(secret); got != want || !strings.HasPrefix(got, key.ID()+":") {
+	if got, want := annotation(secret, waves.AbortAnnotation), sourcecache.Secrets(key).Hash(secret); got != want || !strings.HasPrefix(got, key.ID()+":") {
 		t.Errorf("abort wrote %q, want the Secret's keyed hash %q", got, want)
 	}
 

@@ -17,7 +17,6 @@ import (
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/cachemem/intern"
-	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/controller/rollout"
 	"github.com/reloader-operator/reloader/internal/extapi"
 	"github.com/reloader-operator/reloader/internal/hashkey"
@@ -26,6 +25,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
@@ -185,17 +185,17 @@ func replacesJobs(conf options.Config, kinds []workload.Kind) bool {
 // sourceTypes returns the kinds of source watched: ConfigMaps and Secrets unless
 // --resources-to-ignore leaves them out, and CSI mounts when asked for and served. Secrets
 // are hashed under the install's key.
-func sourceTypes(conf options.Config, apis served, key *hashkey.Loader, logger logr.Logger) []controller.SourceType {
-	var sources []controller.SourceType
+func sourceTypes(conf options.Config, apis served, key *hashkey.Loader, logger logr.Logger) []sourcecache.SourceType {
+	var sources []sourcecache.SourceType
 	if !conf.IgnoredSources[source.ConfigMap] {
-		sources = append(sources, controller.ConfigMaps)
+		sources = append(sources, sourcecache.ConfigMaps)
 	}
 	if !conf.IgnoredSources[source.Secret] {
-		sources = append(sources, controller.Secrets(key))
+		sources = append(sources, sourcecache.Secrets(key))
 	}
 	if conf.EnableCSIIntegration {
 		if apis.has(&extapi.SecretProviderClassPodStatus{}) {
-			sources = append(sources, controller.CSIMounts)
+			sources = append(sources, sourcecache.CSIMounts)
 		} else {
 			logger.Info("WARNING: --enable-csi-integration is set but the Secrets Store CSI driver's API (secrets-store.csi.x-k8s.io/v1 SecretProviderClassPodStatus) is not installed; CSI secrets are not watched")
 		}

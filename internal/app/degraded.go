@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/reloader-operator/reloader/internal/clientindex"
-	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/lookup"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/rbac"
 	"github.com/reloader-operator/reloader/internal/workload"
@@ -26,7 +26,7 @@ import (
 // after reloader started must not leave a kind out for the life of the process). The zero
 // value (every kind watched) changes nothing.
 type degradedMode struct {
-	unwatched *controller.Unwatched
+	unwatched *lookup.Unwatched
 	// kinds are the kinds read without watch, with the rule that would watch them.
 	kinds []degradedKind
 	// unlisted are the kinds reloader may not even list yet: watched, and waited for.
@@ -92,11 +92,11 @@ func checkWorkloadAccess(ctx context.Context, cfg *rest.Config, conf options.Con
 		// The full mode: what it lacks is waited for (the RBAC may come just after reloader),
 		// but for the records of Job reloads, whose watch would keep the cache from syncing.
 		if !records {
-			d.unwatched = &controller.Unwatched{Records: true}
+			d.unwatched = &lookup.Unwatched{Records: true}
 		}
 		return d, nil
 	}
-	d.unwatched = &controller.Unwatched{Kinds: unwatched, Records: !records, Namespaces: conf.Namespaces, Fields: conf.NamespaceFilter}
+	d.unwatched = &lookup.Unwatched{Kinds: unwatched, Records: !records, Namespaces: conf.Namespaces, Fields: conf.NamespaceFilter}
 	if conf.ReloaderNamespace != "" {
 		// The meta-info ConfigMap is written with a server-side apply (a patch), else, as
 		// under upstream's metadata Role, with get and create or update.

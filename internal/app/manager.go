@@ -31,6 +31,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/gate/wave"
 	"github.com/reloader-operator/reloader/internal/metricsauth"
 	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
@@ -41,7 +42,7 @@ import (
 // reconciled (no ControllerRevision informer otherwise: see watchReplacements), and no managed
 // fields. Without ReloaderConfigs (configs false) the labels of sources and of workloads with
 // a rollout go too: only a ReloaderConfig's selector reads them.
-func cacheOptions(conf options.Config, sources []controller.SourceType, kinds []workload.Kind, rollouts *rollout.Rollouts, configs bool, tables *intern.Tables) cache.Options {
+func cacheOptions(conf options.Config, sources []sourcecache.SourceType, kinds []workload.Kind, rollouts *rollout.Rollouts, configs bool, tables *intern.Tables) cache.Options {
 	byObject := map[client.Object]cache.ByObject{}
 	for _, st := range sources {
 		b := cache.ByObject{Transform: st.Transform, Field: and(st.Field, conf.NamespaceFilter)}

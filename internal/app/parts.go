@@ -3,11 +3,11 @@ package app
 import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
@@ -18,7 +18,7 @@ type Parts struct {
 	Manager manager.Manager
 	Conf    options.Config
 	// Sources are the source types watched (Secrets hashed under the install's key).
-	Sources []controller.SourceType
+	Sources []sourcecache.SourceType
 	// Kinds are the workload kinds reconciled whose objects the cache holds (not those read
 	// without watch, in degraded mode).
 	Kinds []workload.Kind

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/reloader-operator/reloader/internal/alert"
+	"github.com/reloader-operator/reloader/internal/baseline"
 	"github.com/reloader-operator/reloader/internal/coalesce"
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/controller/configstatus"
@@ -17,12 +18,15 @@ import (
 	"github.com/reloader-operator/reloader/internal/controller/rollout"
 	"github.com/reloader-operator/reloader/internal/controller/webhook"
 	"github.com/reloader-operator/reloader/internal/hashkey"
+	"github.com/reloader-operator/reloader/internal/lookup"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/notify"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/pace"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
+	"github.com/reloader-operator/reloader/internal/whatchanged/track"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
@@ -34,7 +38,7 @@ import (
 // the namespaces this replica's shards hold (--shards). events records the Events. The
 // reconcilers read through reader: the manager's client, or, in degraded mode, one that
 // reads the unwatched kinds from the API server.
-func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config, sources []controller.SourceType, kinds []workload.Kind, key *hashkey.Loader, configs *reloaderconfig.Cache, configStatus bool, rollouts *rollout.Rollouts, m *metrics.Metrics, shards *sharding, events recorder.EventRecorder, degraded *degradedMode, parsed *reload.Caches, logger logr.Logger) error {
+func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config, sources []sourcecache.SourceType, kinds []workload.Kind, key *hashkey.Loader, configs *reloaderconfig.Cache, configStatus bool, rollouts *rollout.Rollouts, m *metrics.Metrics, shards *sharding, events recorder.EventRecorder, degraded *degradedMode, parsed *reload.Caches, logger logr.Logger) error {
 	shard := shards.ready()
 	alerts, err := newAlerter(conf, m, logger)
 	if err != nil {
@@ -53,10 +57,10 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 	pacer := pace.New(conf.ReloadRate, conf.ReloadBurst, conf.FirstSightRate)
 	shards.share(pacer)
 	// One set of baselines for every kind: the sources' handlers run once per event.
-	baselines := controller.NewBaselines()
+	baselines := baseline.New()
 	baselines.Relisted = shards.relisted()
 	// One table of the sources' latest changes, for the keys named in reports.
-	changes := controller.NewChanges(0)
+	changes := track.New(0)
 	changes.OverCap.Recorder, changes.OverCap.Log = recorder, logger.WithName("keys")
 	// One flap table for every kind: a source flaps whatever kind uses it.
 	flaps, err := newFlaps(mgr, conf, m)
@@ -149,7 +153,7 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 // through c, with the ReloaderConfigs compiled into configs (nil when their API is not
 // served); what it reports to (Recorder, Metrics, Alerts) is the caller's to set. `reloader
 // explain` builds its reconcilers here too, so it decides as the controller does.
-func NewReconciler(conf options.Config, c client.Client, kind workload.Kind, sources []controller.SourceType, configs *reloaderconfig.Cache, window *coalesce.Window) *controller.WorkloadReconciler {
+func NewReconciler(conf options.Config, c client.Client, kind workload.Kind, sources []sourcecache.SourceType, configs *reloaderconfig.Cache, window *coalesce.Window) *controller.WorkloadReconciler {
 	return &controller.WorkloadReconciler{
 		Client:  c,
 		Kind:    kind,
@@ -173,11 +177,11 @@ func NewReconciler(conf options.Config, c client.Client, kind workload.Kind, sou
 	}
 }
 
-// NewLookup returns the reads and questions every controller shares (controller.Lookup), as
+// NewLookup returns the reads and questions every controller shares (lookup.Lookup), as
 // conf configures the decisions, reading through c; configs is nil when the ReloaderConfig
 // API is not served. `reloader explain` asks through it too.
-func NewLookup(conf options.Config, c client.Reader, sources []controller.SourceType, configs *reloaderconfig.Cache) controller.Lookup {
-	return controller.Lookup{Client: c, Sources: sources, Policy: policy(conf), Configs: configs, Namespaces: conf.NamespaceLabels}
+func NewLookup(conf options.Config, c client.Reader, sources []sourcecache.SourceType, configs *reloaderconfig.Cache) lookup.Lookup {
+	return lookup.Lookup{Client: c, Sources: sources, Policy: policy(conf), Configs: configs, Namespaces: conf.NamespaceLabels}
 }
 
 func policy(conf options.Config) reload.Policy {

@@ -10,9 +10,10 @@ import (
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/cachemem/nsindex"
-	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/lookup"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
@@ -20,12 +21,12 @@ import (
 // sync, and so readiness, covers them all; controllers would otherwise add theirs only once
 // they start. Upstream's events_received_total counts sources and namespaces as they arrive.
 // Kinds read without watch (degraded) get no informer: their index is applied to live lists.
-func watch(ctx context.Context, mgr manager.Manager, conf options.Config, sources []controller.SourceType, read []workload.Kind, configs bool, m *metrics.Metrics, degraded *degradedMode) error {
+func watch(ctx context.Context, mgr manager.Manager, conf options.Config, sources []sourcecache.SourceType, read []workload.Kind, configs bool, m *metrics.Metrics, degraded *degradedMode) error {
 	// Every lookup by index is within a namespace: nsindex keeps one key per value, not two.
 	indexer := nsindex.Indexer{Cache: mgr.GetCache()}
 	for _, st := range sources {
 		if st.Pool != nil {
-			if err := controller.IndexPooled(ctx, indexer, st); err != nil {
+			if err := lookup.IndexPooled(ctx, indexer, st); err != nil {
 				return err
 			}
 		}
@@ -53,12 +54,12 @@ func watch(ctx context.Context, mgr manager.Manager, conf options.Config, source
 	}
 	for _, kind := range read {
 		if degraded.unwatched.Has(kind.Name()) {
-			if err := controller.IndexWorkloads(ctx, degraded.split.Live, kind, conf.Keys); err != nil {
+			if err := lookup.IndexWorkloads(ctx, degraded.split.Live, kind, conf.Keys); err != nil {
 				return err
 			}
 			continue
 		}
-		if err := controller.IndexWorkloads(ctx, indexer, kind, conf.Keys); err != nil {
+		if err := lookup.IndexWorkloads(ctx, indexer, kind, conf.Keys); err != nil {
 			return err
 		}
 		if _, err := mgr.GetCache().GetInformer(ctx, kind.NewObject()); err != nil {

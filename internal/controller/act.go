@@ -104,7 +104,7 @@ func (r *WorkloadReconciler) due(obj client.Object, w seen, p reload.Plan, k str
 	d := gate.Due{Key: k, Kind: r.Kind.Name(), Target: obj, Changes: p.Changes, Overrides: w.overrides,
 		Sources: make(map[source.ID]gate.Source, len(w.sources)), Live: r.live(), Now: now, DryRun: dry}
 	for id, o := range w.sources {
-		d.Sources[id] = gate.Source{Object: o.obj, Hash: o.hash, Annotations: o.annotations}
+		d.Sources[id] = gate.Source{Object: o.Object(), Hash: o.Hash(), Annotations: o.Annotations()}
 	}
 	for _, ch := range p.Changes {
 		// When the due content was written, as its newest writer tells (mode approve says
@@ -113,14 +113,14 @@ func (r *WorkloadReconciler) due(obj client.Object, w seen, p reload.Plan, k str
 		if s.Object == nil || st == nil || st.Pool != nil {
 			continue
 		}
-		if wr, ok := st.writer(s.Object); ok {
+		if wr, ok := st.Writer(s.Object); ok {
 			s.Written = wr.Time
 			d.Sources[ch.ID] = s
 		}
 	}
 	d.What = func(changes []reload.Change) []whatchanged.Report { return r.whatChanged(w, obj, changes) }
 	if len(p.Changes) > 0 {
-		d.Related = w.sources[p.Changes[0].ID].obj
+		d.Related = w.sources[p.Changes[0].ID].Object()
 	}
 	return d
 }
@@ -267,9 +267,9 @@ func (r *WorkloadReconciler) settle(ctx context.Context, obj client.Object, d re
 // related is the source an Event about plan p refers to: the first changed (or skipped).
 func (r *WorkloadReconciler) related(w seen, p reload.Plan) runtime.Object {
 	if ch := p.Changes; len(ch) > 0 {
-		return r.relatedRef(w.sources[ch[0].ID].obj)
+		return r.relatedRef(w.sources[ch[0].ID].Object())
 	} else if ch := p.Skipped; len(ch) > 0 {
-		return r.relatedRef(w.sources[ch[0].ID].obj)
+		return r.relatedRef(w.sources[ch[0].ID].Object())
 	}
 	return nil
 }

@@ -23,9 +23,11 @@ import (
 	"github.com/reloader-operator/reloader/internal/coalesce"
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/explain"
+	"github.com/reloader-operator/reloader/internal/lookup"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
@@ -332,12 +334,12 @@ func TestApprovalPolledWithoutWatch(t *testing.T) {
 	create(t, cm, d)
 	reconciler := func(live bool) *controller.WorkloadReconciler {
 		r := &controller.WorkloadReconciler{
-			Client: k8s, Kind: workload.Deployment(), Sources: []controller.SourceType{controller.ConfigMaps},
+			Client: k8s, Kind: workload.Deployment(), Sources: []sourcecache.SourceType{sourcecache.ConfigMaps},
 			Policy: reload.Policy{Keys: reload.DefaultKeys()}, Strategy: reload.EnvVars{}, Window: coalesce.New(0),
 			Recorder: &notes{}, Metrics: metrics.New(prometheus.NewRegistry(), false), Now: time.Now,
 		}
 		if live {
-			r.Unwatched = &controller.Unwatched{Kinds: map[string]bool{"Deployment": true}}
+			r.Unwatched = &lookup.Unwatched{Kinds: map[string]bool{"Deployment": true}}
 		}
 		r.Gates = app.Gates(r, app.NewGuardrails(options.Config{Mode: approval.Approve}, app.GuardrailsFrom{}))
 		return r

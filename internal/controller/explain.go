@@ -9,23 +9,12 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/coalesce"
 	"github.com/reloader-operator/reloader/internal/gate"
+	"github.com/reloader-operator/reloader/internal/lookup"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/whatchanged"
 )
-
-// Weighed is one source the decision looked at for a workload, and its answer.
-type Weighed struct {
-	ID       source.ID
-	Concerns bool
-	Reason   reload.Reason
-	// Exists is false for a named or referenced source that does not exist.
-	Exists     bool
-	Referenced bool
-	// Named is true when the workload's reload or exclude annotations, or a ReloaderConfig
-	// that targets it, name or select the source.
-	Named bool
-}
 
 // Explanation is what the next reconcile of a workload would decide, made by the reconcile's
 // own steps (observe, input, and the pipeline, dry) on what the reconciler's client reads now.
@@ -33,7 +22,7 @@ type Explanation struct {
 	// NotSelected is true when --namespace-selector leaves the workload's namespace out.
 	NotSelected bool
 	// Weighed are the sources the decision looked at, in the order it did.
-	Weighed []Weighed
+	Weighed []lookup.Weighed
 	// Record is the record on the workload; HasRecord is false when there is none, or it is
 	// unreadable.
 	Record    reload.Record
@@ -126,11 +115,11 @@ func (r *WorkloadReconciler) Explain(ctx context.Context, obj client.Object, unk
 func restrictedKeys(w seen) map[source.ID][]string {
 	var out map[source.ID][]string
 	for id, o := range w.sources {
-		if o.restricted {
+		if o.Restricted {
 			if out == nil {
 				out = map[source.ID][]string{}
 			}
-			out[id] = o.keys
+			out[id] = o.Keys
 		}
 	}
 	return out
@@ -173,10 +162,10 @@ func (r *WorkloadReconciler) explainConfigs(ctx context.Context, obj client.Obje
 
 // settling is how long the coalescing window still holds back changes that the controller
 // heard when the changed sources were last written (by their managed fields' times).
-func settling(k string, quiet time.Duration, sources map[source.ID]observed, changed []source.ID, now time.Time) time.Duration {
+func settling(k string, quiet time.Duration, sources map[source.ID]sourcecache.Observed, changed []source.ID, now time.Time) time.Duration {
 	var times []time.Time
 	for _, id := range changed {
-		if o := sources[id].obj; o != nil {
+		if o := sources[id].Object(); o != nil {
 			times = append(times, lastWrite(o))
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
@@ -67,7 +68,7 @@ func (c waveCluster) Content(id source.ID, obj client.Object) (string, bool) {
 	if st == nil || st.Pool != nil {
 		return "", false // a CSI mount: no content to stage
 	}
-	return st.contentHash(obj), true
+	return st.ContentHash(obj), true
 }
 
 func (c waveCluster) Applied(ctx context.Context, kind workload.Kind, obj client.Object, id source.ID) (applied, recorded bool, err error) {
@@ -87,7 +88,7 @@ func (c waveCluster) Applied(ctx context.Context, kind workload.Kind, obj client
 	if !ok {
 		return true, true, nil
 	}
-	changed, _ := reload.Diff(rebase(rec, w.sources), true, map[source.ID]string{id: o.hash}, r.Behaviour.Events)
+	changed, _ := reload.Diff(rebase(rec, w.sources), true, map[source.ID]string{id: o.Hash()}, r.Behaviour.Events)
 	return len(changed) == 0, true, nil
 }
 
@@ -109,15 +110,15 @@ const (
 
 // observeFlaps is a predicate that lets every event through and feeds st's content changes,
 // with their writers, to the flap breaker's table.
-func (r *WorkloadReconciler) observeFlaps(st SourceType) predicate.Predicate {
+func (r *WorkloadReconciler) observeFlaps(st sourcecache.SourceType) predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			if r.Flaps == nil || st.Pool != nil {
 				return true
 			}
 			// The manager whose entry this write changed (copied out of the cache's string).
-			wr, _ := changeWriter(e.ObjectOld, e.ObjectNew)
-			quarantine.Observe(r.Flaps, st.Kind, e.ObjectNew, cachedHash(e.ObjectOld), cachedHash(e.ObjectNew), wr, r.Now())
+			wr, _ := sourcecache.ChangeWriter(e.ObjectOld, e.ObjectNew)
+			quarantine.Observe(r.Flaps, st.Kind, e.ObjectNew, sourcecache.CachedHash(e.ObjectOld), sourcecache.CachedHash(e.ObjectNew), wr, r.Now())
 			return true
 		},
 		DeleteFunc: func(e event.DeleteEvent) bool {

@@ -14,8 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
@@ -108,7 +108,7 @@ func TestKeyDenseSourcesAreCachedAsHashes(t *testing.T) {
 		}
 		var about []string
 		for _, e := range list.Items {
-			if e.Reason == controller.ReasonKeysOverCap && e.Regarding.Kind == "ConfigMap" {
+			if e.Reason == sourcecache.ReasonKeysOverCap && e.Regarding.Kind == "ConfigMap" {
 				about = append(about, e.Regarding.Name)
 			}
 		}
@@ -132,5 +132,5 @@ func TestKeyDenseSourcesAreCachedAsHashes(t *testing.T) {
 	if v == "" {
 		t.Errorf("no hash of dense-0 in the template after the reload")
 	}
-	eventuallyEvent(t, ns, "dense-0", controller.ReasonKeysOverCap)
+	eventuallyEvent(t, ns, "dense-0", sourcecache.ReasonKeysOverCap)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
@@ -266,7 +267,7 @@ func TestReloadWindowHoldsUntilItOpens(t *testing.T) {
 	create(t, cm, d, bad)
 	events := &notes{}
 	r := &controller.WorkloadReconciler{
-		Client: k8s, Kind: workload.Deployment(), Sources: []controller.SourceType{controller.ConfigMaps},
+		Client: k8s, Kind: workload.Deployment(), Sources: []sourcecache.SourceType{sourcecache.ConfigMaps},
 		Policy: reload.Policy{Keys: reload.DefaultKeys()}, Strategy: reload.EnvVars{}, Window: coalesce.New(0),
 		Recorder: events, Metrics: metrics.New(prometheus.NewRegistry(), false), Now: clock,
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 )
 
 // rebase returns the record with the Secret hashes made by another key replaced by the
@@ -20,28 +21,28 @@ import (
 //     A Secret change made between the last reconcile under the old key and the first under
 //     the new one is missed; a key change must never restart every workload that uses a
 //     Secret, and that is the trade-off.
-func rebase(last reload.Record, current map[source.ID]observed) reload.Record {
+func rebase(last reload.Record, current map[source.ID]sourcecache.Observed) reload.Record {
 	var out reload.Record
 	for id, o := range current {
-		if id.Kind != source.Secret || o.hash == reload.Absent {
+		if id.Kind != source.Secret || o.Hash() == reload.Absent {
 			continue
 		}
 		old, ok := last[id.String()]
-		if !ok || old == reload.Absent || old == o.hash {
+		if !ok || old == reload.Absent || old == o.Hash() {
 			continue
 		}
 		oldKey, keyed := hash.KeyID(old)
-		newKey, _ := hash.KeyID(o.hash)
+		newKey, _ := hash.KeyID(o.Hash())
 		switch {
 		case keyed && oldKey == newKey:
 			continue // same key: a real comparison
-		case !keyed && old != o.uidHash:
+		case !keyed && old != o.UIDHash():
 			continue // UID-keyed and different: the content changed
 		}
 		if out == nil {
 			out = maps.Clone(last)
 		}
-		out[id.String()] = o.hash
+		out[id.String()] = o.Hash()
 	}
 	if out == nil {
 		return last

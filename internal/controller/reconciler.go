@@ -16,16 +16,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/reloader-operator/reloader/internal/alert"
+	"github.com/reloader-operator/reloader/internal/baseline"
 	"github.com/reloader-operator/reloader/internal/coalesce"
 	"github.com/reloader-operator/reloader/internal/controller/rollout"
 	"github.com/reloader-operator/reloader/internal/flap"
 	"github.com/reloader-operator/reloader/internal/gate"
+	"github.com/reloader-operator/reloader/internal/lookup"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/pace"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 	"github.com/reloader-operator/reloader/internal/report"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
+	"github.com/reloader-operator/reloader/internal/whatchanged/track"
 	"github.com/reloader-operator/reloader/internal/workload"
 	"github.com/reloader-operator/reloader/internal/writer"
 	"github.com/reloader-operator/reloader/internal/writer/evict"
@@ -51,7 +55,7 @@ const (
 type WorkloadReconciler struct {
 	Client    client.Client
 	Kind      workload.Kind
-	Sources   []SourceType
+	Sources   []sourcecache.SourceType
 	Policy    reload.Policy
 	Behaviour Behaviour
 	Strategy  reload.Strategy
@@ -78,7 +82,7 @@ type WorkloadReconciler struct {
 	APIReader client.Reader
 	// RecordKey is the install key that signs Job replacement records (jobreplace); nil, or a
 	// key that is not valid, trusts only the records this process wrote.
-	RecordKey KeySource
+	RecordKey sourcecache.KeySource
 	// Shard, when set, tells whether a namespace belongs to this replica's shards (--shards)
 	// and whether every kind has been listed since it was taken: the others' workloads are
 	// left to their owners, even while a shard handed over is still cached, and a shard just
@@ -91,15 +95,15 @@ type WorkloadReconciler struct {
 	// MinReloadInterval is --min-reload-interval, the default of the min-reload-interval
 	// annotation.
 	MinReloadInterval time.Duration
-	// Baselines, shared by the reconcilers of one manager (NewBaselines), note the changes
+	// Baselines, shared by the reconcilers of one manager (baseline.New), note the changes
 	// that workloads without record missed; nil gives this reconciler its own.
-	Baselines *Baselines
+	Baselines *baseline.Baselines
 	// Unwatched, when set, names the kinds read without watch (degraded mode, unwatched.go);
 	// nil watches every kind.
-	Unwatched *Unwatched
-	// Changes, shared by the reconcilers of one manager (NewChanges), tell which keys a
+	Unwatched *lookup.Unwatched
+	// Changes, shared by the reconcilers of one manager (track.New), tell which keys a
 	// source's latest change added, removed and changed, for the reports; nil names none.
-	Changes *Changes
+	Changes *track.Changes
 	// EnableEvict runs the evict restart strategy (--enable-evict-strategy, evict.Restarter); without
 	// it a workload that asks for it is told, and its reloads wait.
 	EnableEvict bool
@@ -190,7 +194,7 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Reques
 // read -> reload.Decide -> act -> one report.
 func (r *WorkloadReconciler) reconcileCopy(ctx context.Context, obj client.Object, k string, started time.Time) (reconcile.Result, string, error) {
 	_, recorded := obj.GetAnnotations()[reload.RecordAnnotation]
-	if !recorded && !r.Baselines.synced() {
+	if !recorded && !r.Baselines.Synced() {
 		// A first record taken before the baseline handlers heard the first list could miss
 		// a change made meanwhile; they catch up within moments of the caches' sync.
 		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, metrics.OutcomeWaiting, nil
@@ -200,7 +204,7 @@ func (r *WorkloadReconciler) reconcileCopy(ctx context.Context, obj client.Objec
 		return reconcile.Result{}, "", err
 	}
 	// A first sighting waits for the handlers (baseline_recent.go).
-	if !recorded && !r.Baselines.heard(obj, w.sources, r.live()) {
+	if !recorded && !r.Baselines.Heard(obj, w.sources, r.live()) {
 		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, metrics.OutcomeWaiting, nil
 	}
 	r.invalid(ctx, obj, w.invalid...)
@@ -219,7 +223,7 @@ func (r *WorkloadReconciler) reconcileCopy(ctx context.Context, obj client.Objec
 // seen is a workload and the sources that concern it, as one reconcile reads them.
 type seen struct {
 	tw      writer.Template
-	sources map[source.ID]observed
+	sources map[source.ID]sourcecache.Observed
 	// invalid are the workload's annotations that could not be parsed.
 	invalid []error
 	// settings are the flags' behaviour, with the overrides of the ReloaderConfigs applied;
@@ -232,7 +236,7 @@ type seen struct {
 
 // observe reads the pod template of obj and the sources that concern it; when weighed is not
 // nil, it collects each source the decision looked at (explain).
-func (r *WorkloadReconciler) observe(ctx context.Context, obj client.Object, weighed *[]Weighed) (seen, error) {
+func (r *WorkloadReconciler) observe(ctx context.Context, obj client.Object, weighed *[]lookup.Weighed) (seen, error) {
 	tw, err := writer.TemplateOf(ctx, r.Client, r.Kind, obj)
 	if err != nil {
 		return seen{}, err
@@ -262,19 +266,19 @@ func (r *WorkloadReconciler) input(ctx context.Context, obj client.Object, w see
 		in.Wait = r.Window.WaitFor(k, *w.settings.window)
 	}
 	for id, o := range w.sources {
-		in.Sources[id] = reload.Observed{Hash: o.hash, Containers: reload.TargetContainers(o.ref, &w.tw.Tpl.Spec)}
+		in.Sources[id] = reload.Observed{Hash: o.Hash(), Containers: reload.TargetContainers(o.Ref, &w.tw.Tpl.Spec)}
 	}
 	last, hasRecord := r.record(ctx, obj)
 	in.Record, in.HasRecord = rebase(last, w.sources), hasRecord
 	if hasRecord {
-		r.Baselines.drop(obj.GetUID())
+		r.Baselines.Drop(obj.GetUID())
 	} else {
 		current := make(map[source.ID]string, len(w.sources))
 		for id, o := range w.sources {
-			current[id] = o.hash
+			current[id] = o.Hash()
 		}
-		in.Baseline = r.Baselines.of(obj, current, r.baselineHash(w), func(id source.ID) string {
-			if o := w.sources[id].obj; o != nil {
+		in.Baseline = r.Baselines.Of(obj, current, baseline.HashAs(r.Sources, w.sources), func(id source.ID) string {
+			if o := w.sources[id].Object(); o != nil {
 				return o.GetResourceVersion()
 			}
 			return ""
@@ -318,8 +322,8 @@ func (r *WorkloadReconciler) reporter() *report.Reporter {
 
 // lookup is the seam through which r reads sources, indexes and ReloaderConfigs: the
 // reconciler's own fields, so that a test may swap its client between reconciles.
-func (r *WorkloadReconciler) lookup() Lookup {
-	return Lookup{Client: r.Client, Sources: r.Sources, Policy: r.Policy, Configs: r.Configs, Namespaces: r.Namespaces}
+func (r *WorkloadReconciler) lookup() lookup.Lookup {
+	return lookup.Lookup{Client: r.Client, Sources: r.Sources, Policy: r.Policy, Configs: r.Configs, Namespaces: r.Namespaces}
 }
 
 // invalid reports bad annotations; the valid rules still apply.

@@ -18,17 +18,23 @@ import (
 	crsource "sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
+	"github.com/reloader-operator/reloader/internal/baseline"
 	"github.com/reloader-operator/reloader/internal/clientindex"
 	"github.com/reloader-operator/reloader/internal/fair"
+	"github.com/reloader-operator/reloader/internal/lookup"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
 // SetupWithManager registers the controller for r.Kind. The indexes it reads (IndexWorkloads,
 // and IndexPooled for pooled sources) must be registered first.
 func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if err := r.watchBaselines(mgr); err != nil {
+	if r.Baselines == nil {
+		r.Baselines = baseline.New()
+	}
+	if err := r.Baselines.Watch(mgr, baseline.Watcher{Kind: r.Kind, Lookup: r.lookup, Live: r.live()}); err != nil {
 		return err
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
@@ -39,22 +45,22 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// No watch: one list at start; later, only source changes bring a workload in.
 		b = b.WatchesRawSource(r.firstList())
 	} else {
-		b = b.For(r.Kind.NewObject(), builder.WithPredicates(r.Baselines.notingCreations(), workloadChanged()))
+		b = b.For(r.Kind.NewObject(), builder.WithPredicates(r.Baselines.NotingCreations(), workloadChanged()))
 	}
 	for _, st := range r.Sources {
 		// The lookups are made off the informer's goroutine, in turn between namespaces; in
-		// degraded mode, a failed one comes back through the same queue (liveretry.go).
-		var retry *liveRetry
+		// degraded mode, a failed one comes back through the same queue (lookup.LiveRetry).
+		var retry *lookup.LiveRetry
 		if r.live() {
-			retry = newLiveRetry()
+			retry = lookup.NewLiveRetry()
 		}
-		mapper := newSourceMapper(mapQueueName(r.Kind.Name(), st), r.mapSource(st, retry))
-		b = b.WatchesRawSource(mapper.source())
+		mapper := lookup.NewSourceMapper(lookup.MapQueueName(r.Kind.Name(), st), r.mapSource(st, retry))
+		b = b.WatchesRawSource(mapper.Source())
 		if retry != nil {
-			b = b.WatchesRawSource(retry.source(mapper.events()))
+			b = b.WatchesRawSource(retry.Source(mapper.Events()))
 		}
-		b = b.Watches(st.NewObject(), mapper.events(),
-			builder.WithPredicates(r.Changes.Observe(st), r.observeFlaps(st), SourceChanged(r.Policy.Keys, r.Configs != nil), laterSources()))
+		b = b.Watches(st.NewObject(), mapper.Events(),
+			builder.WithPredicates(r.Changes.Observe(st), r.observeFlaps(st), sourcecache.SourceChanged(r.Policy.Keys, r.Configs != nil), sourcecache.LaterSources()))
 	}
 	if _, ok := r.Kind.(workload.Referencing); ok && !r.Unwatched.Has("Deployment") {
 		b = b.Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.mapReferenced),
@@ -90,12 +96,12 @@ func (r *WorkloadReconciler) newQueue(name string, rl workqueue.TypedRateLimiter
 
 // mapSource finds, through the index, the workloads of r.Kind that a source event concerns,
 // and opens or extends their coalescing window; a sourceMapper's workers call it, not the
-// informer's handler (mapqueue.go). Other workloads in the namespace are never
+// informer's handler (lookup.SourceMapper). Other workloads in the namespace are never
 // looked at. A lookup that fails (a live one, in degraded mode) hands the event to retry,
-// which brings it back here later (liveretry.go); nil retry: lookups read the cache.
-func (r *WorkloadReconciler) mapSource(st SourceType, retry *liveRetry) handler.MapFunc {
+// which brings it back here later (lookup.LiveRetry); nil retry: lookups read the cache.
+func (r *WorkloadReconciler) mapSource(st sourcecache.SourceType, retry *lookup.LiveRetry) handler.MapFunc {
 	return func(ctx context.Context, src client.Object) []reconcile.Request {
-		id := source.ID{Kind: st.Kind, Name: st.sourceName(src)}
+		id := source.ID{Kind: st.Kind, Name: st.SourceName(src)}
 		if id.Name == "" {
 			return nil
 		}
@@ -107,7 +113,7 @@ func (r *WorkloadReconciler) mapSource(st SourceType, retry *liveRetry) handler.
 		// A live lookup (degraded mode) sees at least the cluster of this change: every
 		// workload created before it.
 		ctx = clientindex.AtLeast(ctx, src.GetResourceVersion())
-		scanned, failed := r.lookup().affected(ctx, r.Kind, src.GetNamespace(), id, annotations, labels, func(w client.Object) {
+		scanned, failed := r.lookup().FindAffected(ctx, r.Kind, src.GetNamespace(), id, annotations, labels, func(w client.Object) {
 			nn := client.ObjectKeyFromObject(w)
 			r.Window.Touch(r.windowKey(nn))
 			reqs = append(reqs, reconcile.Request{NamespacedName: nn})
@@ -115,9 +121,9 @@ func (r *WorkloadReconciler) mapSource(st SourceType, retry *liveRetry) handler.
 		if retry != nil {
 			// What was found is queued now; the lookup is made again in full later.
 			if failed != nil {
-				retry.failed(ctx, src)
+				retry.Failed(ctx, src)
 			} else {
-				retry.succeeded(src)
+				retry.Succeeded(src)
 			}
 		}
 		r.Metrics.Upstream.WorkloadsScanned.WithLabelValues(r.Kind.Name()).Add(float64(scanned))
@@ -135,7 +141,7 @@ func (r *WorkloadReconciler) mapNamespace(ctx context.Context, ns client.Object)
 		return nil
 	}
 	var reqs []reconcile.Request
-	_ = forEach(list, func(w client.Object) {
+	_ = sourcecache.ForEach(list, func(w client.Object) {
 		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(w)})
 	})
 	return reqs

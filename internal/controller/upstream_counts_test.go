@@ -8,8 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/metrics"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 )
 
 // Upstream counts a source update without a content change as a no_data_change skip and a
@@ -17,7 +17,7 @@ import (
 // upstream's informers never make, counts nothing; a content change counts no skip.
 func TestUpstreamCountsOfSourceUpdates(t *testing.T) {
 	u := metrics.New(prometheus.NewRegistry(), false).Upstream
-	h := controller.ConfigMaps.CountEvents(u)
+	h := sourcecache.ConfigMaps.CountEvents(u)
 	cm := func(rv, v string) *corev1.ConfigMap {
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "cfg", ResourceVersion: rv}, Data: map[string]string{"k": v}}
 	}

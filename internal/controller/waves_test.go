@@ -19,6 +19,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/waves"
 	"github.com/reloader-operator/reloader/internal/workload"
@@ -140,7 +141,7 @@ func TestWavesHaltResumeAbort(t *testing.T) {
 	annotate := func(key string) string {
 		t.Helper()
 		testutil.Must(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(cm), cm))
-		v := waves.Short(controller.ConfigMaps.Hash(cm))
+		v := waves.Short(sourcecache.ConfigMaps.Hash(cm))
 		update(t, cm, func(c *corev1.ConfigMap) { c.Annotations[key] = v })
 		return v
 	}

@@ -25,10 +25,12 @@ import (
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/hashkey"
+	"github.com/reloader-operator/reloader/internal/lookup"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
@@ -37,7 +39,7 @@ type Explainer struct {
 	conf      options.Config
 	namespace string
 	client    *clientindex.Client
-	sources   []controller.SourceType
+	sources   []sourcecache.SourceType
 	// kinds are the workload kinds weighed; nil: every kind reloader knows.
 	kinds []workload.Kind
 	// configs compiles the ReloaderConfigs; nil when their API is not served or readable.
@@ -89,7 +91,7 @@ func newExplainer(ctx context.Context, cfg *rest.Config, conf options.Config, ns
 		return nil, err
 	}
 	for _, kind := range allKinds() {
-		if err := controller.IndexWorkloads(ctx, e.client, kind, conf.Keys); err != nil {
+		if err := lookup.IndexWorkloads(ctx, e.client, kind, conf.Keys); err != nil {
 			return nil, err
 		}
 	}
@@ -101,7 +103,7 @@ func newExplainer(ctx context.Context, cfg *rest.Config, conf options.Config, ns
 // their hashes are unknown. Without read access to Secrets (RBAC has no verb for their
 // metadata alone), they are left out, and the notes say so.
 func (e *Explainer) addSources(ctx context.Context, c client.Client, keyNamespace string) error {
-	e.sources = append(e.sources, controller.ConfigMaps)
+	e.sources = append(e.sources, sourcecache.ConfigMaps)
 	err := c.List(ctx, &corev1.SecretList{}, client.InNamespace(e.namespace), client.Limit(1))
 	switch {
 	case apierrors.IsForbidden(err):
@@ -114,13 +116,13 @@ func (e *Explainer) addSources(ctx context.Context, c client.Client, keyNamespac
 		if err != nil {
 			return err
 		}
-		e.sources = append(e.sources, controller.Secrets(key))
+		e.sources = append(e.sources, sourcecache.Secrets(key))
 	}
 	if !e.conf.EnableCSIIntegration {
 		return nil
 	}
 	// As the controller does, CSI mounts count only where the driver's API is served.
-	err = c.List(ctx, controller.CSIMounts.NewList(), client.InNamespace(e.namespace), client.Limit(1))
+	err = c.List(ctx, sourcecache.CSIMounts.NewList(), client.InNamespace(e.namespace), client.Limit(1))
 	switch {
 	case apimeta.IsNoMatchError(err):
 		e.notes = append(e.notes, "--enable-csi-integration: the Secrets Store CSI driver's API is not served; CSI secrets are left out, as the controller leaves them")
@@ -131,8 +133,8 @@ func (e *Explainer) addSources(ctx context.Context, c client.Client, keyNamespac
 	case err != nil:
 		return fmt.Errorf("list CSI mounts in %s: %w", e.namespace, err)
 	}
-	e.sources = append(e.sources, controller.CSIMounts)
-	return controller.IndexPooled(ctx, e.client, controller.CSIMounts)
+	e.sources = append(e.sources, sourcecache.CSIMounts)
+	return lookup.IndexPooled(ctx, e.client, sourcecache.CSIMounts)
 }
 
 // addConfigs reads ReloaderConfigs when the cluster serves their API, as the controller does.
@@ -214,7 +216,7 @@ func (e *Explainer) guardrailsOf() app.Guardrails {
 	return *e.guardrails
 }
 
-func (e *Explainer) lookup() controller.Lookup {
+func (e *Explainer) lookup() lookup.Lookup {
 	return app.NewLookup(e.conf, e.client, e.sources, e.configs)
 }
 
@@ -304,11 +306,11 @@ func (e *Explainer) Source(ctx context.Context, kind source.Kind, name string) (
 	return out, nil
 }
 
-func (e *Explainer) sourceType(kind source.Kind) (controller.SourceType, bool) {
+func (e *Explainer) sourceType(kind source.Kind) (sourcecache.SourceType, bool) {
 	for _, st := range e.sources {
 		if st.Kind == kind {
 			return st, true
 		}
 	}
-	return controller.SourceType{}, false
+	return sourcecache.SourceType{}, false
 }

@@ -15,9 +15,10 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/lookup"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
@@ -41,7 +42,7 @@ func NewPlanner(ctx context.Context, cfg *rest.Config, conf options.Config, ns, 
 	if err != nil {
 		return nil, err
 	}
-	current := func(id source.ID, st controller.SourceType) (client.Object, error) {
+	current := func(id source.ID, st sourcecache.SourceType) (client.Object, error) {
 		cur := st.NewObject()
 		switch err := live.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: id.Name}, cur); {
 		case apierrors.IsNotFound(err):
@@ -58,7 +59,7 @@ func NewPlanner(ctx context.Context, cfg *rest.Config, conf options.Config, ns, 
 
 // newPlanner plans proposed over live: current reads the live object of a proposed one (nil
 // when absent), next builds the explainer of the cluster as it would be, reading through wrap.
-func newPlanner(live *Explainer, proposed []client.Object, current func(source.ID, controller.SourceType) (client.Object, error), next func(wrap func(client.Client) client.Client) (*Explainer, error)) (*Planner, error) {
+func newPlanner(live *Explainer, proposed []client.Object, current func(source.ID, sourcecache.SourceType) (client.Object, error), next func(wrap func(client.Client) client.Client) (*Explainer, error)) (*Planner, error) {
 	p := &Planner{live: live, namespace: live.namespace, current: map[source.ID]client.Object{}, now: live.now()}
 	for _, obj := range proposed {
 		id, err := p.idOf(obj)
@@ -215,7 +216,7 @@ func (p *Planner) candidates(ctx context.Context, wk workload.Kind, ids []source
 	}
 	for _, id := range ids {
 		list := wk.NewList()
-		if err := p.live.client.List(ctx, list, client.InNamespace(p.namespace), client.MatchingFields{controller.IndexSources: id.String()}); err != nil {
+		if err := p.live.client.List(ctx, list, client.InNamespace(p.namespace), client.MatchingFields{lookup.IndexSources: id.String()}); err != nil {
 			return nil, fmt.Errorf("list %ss using %s: %w", wk.Name(), id, err)
 		}
 		items, err := apimeta.ExtractList(list)

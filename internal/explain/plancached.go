@@ -7,11 +7,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/clientindex"
-	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
@@ -23,7 +23,7 @@ type Controller struct {
 	// Reader reads from the manager's cache.
 	Reader client.Client
 	// Sources are the source types the controller watches.
-	Sources []controller.SourceType
+	Sources []sourcecache.SourceType
 	// Kinds are the workload kinds the controller reconciles and its cache holds.
 	Kinds []workload.Kind
 	// Configs compiles the ReloaderConfigs; nil when the controller reads none.
@@ -48,7 +48,7 @@ func NewControllerPlanner(ctx context.Context, c Controller, conf options.Config
 			unknownHash: map[source.Kind]bool{}, now: time.Now}, nil
 	}
 	l, _ := explainer(nil)
-	current := func(source.ID, controller.SourceType) (client.Object, error) {
+	current := func(source.ID, sourcecache.SourceType) (client.Object, error) {
 		if live == nil {
 			return nil, nil
 		}

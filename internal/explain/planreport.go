@@ -14,6 +14,7 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/extapi"
+	"github.com/reloader-operator/reloader/internal/lookup"
 	"github.com/reloader-operator/reloader/internal/pace"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
@@ -215,13 +216,13 @@ func (p *Planner) proposedOf(id source.ID) client.Object {
 	return nil
 }
 
-func weighedOf(ex controller.Explanation, id source.ID) (controller.Weighed, bool) {
+func weighedOf(ex controller.Explanation, id source.ID) (lookup.Weighed, bool) {
 	for _, w := range ex.Weighed {
 		if w.ID == id {
 			return w, true
 		}
 	}
-	return controller.Weighed{}, false
+	return lookup.Weighed{}, false
 }
 
 // workload plans one workload: the controller's decision on the cluster as it is, for its

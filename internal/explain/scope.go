@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 )
 
 // scoped hides from the decision the sources reloader's cache never holds, so that explain
@@ -76,7 +76,7 @@ func (s scoped) List(ctx context.Context, list client.ObjectList, opts ...client
 }
 
 func (s scoped) hidden(obj client.Object) bool {
-	if s.cache && controller.FromCache(obj) {
+	if s.cache && sourcecache.FromCache(obj) {
 		return false
 	}
 	if sec, ok := obj.(*corev1.Secret); ok && sec.Type == corev1.SecretTypeServiceAccountToken {

@@ -14,10 +14,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/explain"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/planwebhook"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
@@ -54,7 +54,7 @@ func TestAdmittedUnplanned(t *testing.T) {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "watched", Name: "cfg"}, Data: map[string]string{"k": "v"}}
 	release := make(chan struct{})
 	defer close(release)
-	slow := explain.Controller{Reader: stuck{release: release}, Sources: []controller.SourceType{controller.ConfigMaps}, Kinds: []workload.Kind{workload.Deployment()}}
+	slow := explain.Controller{Reader: stuck{release: release}, Sources: []sourcecache.SourceType{sourcecache.ConfigMaps}, Kinds: []workload.Kind{workload.Deployment()}}
 	notOwned := func(string) (bool, bool) { return false, false }
 	for _, tt := range []struct {
 		name string
@@ -94,7 +94,7 @@ func TestBoundedPlansInFlight(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	h := &planwebhook.Handler{Conf: conf, Timeout: 10 * time.Millisecond,
-		Controller: explain.Controller{Reader: stuck{release: release}, Sources: []controller.SourceType{controller.ConfigMaps}, Kinds: []workload.Kind{workload.Deployment()}}}
+		Controller: explain.Controller{Reader: stuck{release: release}, Sources: []sourcecache.SourceType{sourcecache.ConfigMaps}, Kinds: []workload.Kind{workload.Deployment()}}}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cfg"}}
 	req := request(t, "ConfigMap", "ns", admissionv1.Update, cm)
 	for i := range 8 {

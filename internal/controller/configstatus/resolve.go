@@ -7,16 +7,16 @@ import (
 	"slices"
 	"strings"
 
-	shared "github.com/reloader-operator/reloader/internal/controller"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
+	"github.com/reloader-operator/reloader/internal/lookup"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
@@ -31,7 +31,7 @@ type resolution struct {
 	// seen dedups issues.
 	seen map[string]bool
 	// all caches each source kind's objects of the namespace for the selector rules.
-	all map[source.Kind]map[string]shared.Snapshot
+	all map[source.Kind]map[string]sourcecache.Snapshot
 }
 
 type resolvedTarget struct {
@@ -57,7 +57,7 @@ func (res *resolution) issue(reason, format string, args ...any) {
 // resolve reads what config c of namespace ns chooses, from the cache.
 func (r *Reconciler) resolve(ctx context.Context, ns string, c *reloaderconfig.Compiled) (*resolution, error) {
 	res := &resolution{targets: map[workloadKey]resolvedTarget{}, sources: map[source.ID]resolvedSource{},
-		chosen: map[source.ID]bool{}, seen: map[string]bool{}, all: map[source.Kind]map[string]shared.Snapshot{}}
+		chosen: map[source.ID]bool{}, seen: map[string]bool{}, all: map[source.Kind]map[string]sourcecache.Snapshot{}}
 	for _, err := range c.Errs {
 		res.issue(v1alpha1.ReasonInvalidSpec, "%v", err)
 	}
@@ -106,7 +106,7 @@ func (r *Reconciler) resolveSources(ctx context.Context, ns string, rule *reload
 		res.issue(v1alpha1.ReasonKindNotWatched, "reloader ignores %ss (--resources-to-ignore)", rule.Kind.Title())
 		return nil
 	}
-	add := func(name string, s shared.Snapshot, exists bool, missing string) {
+	add := func(name string, s sourcecache.Snapshot, exists bool, missing string) {
 		id := source.ID{Kind: rule.Kind, Name: name}
 		res.chosen[id] = true
 		if !exists {
@@ -169,7 +169,7 @@ func (r *Reconciler) resolveSources(ctx context.Context, ns string, rule *reload
 }
 
 // allOf reads every source of st's kind in ns once per reconcile.
-func (res *resolution) allOf(ctx context.Context, l shared.Lookup, st shared.SourceType, ns string) (map[string]shared.Snapshot, error) {
+func (res *resolution) allOf(ctx context.Context, l lookup.Lookup, st sourcecache.SourceType, ns string) (map[string]sourcecache.Snapshot, error) {
 	if all, ok := res.all[st.Kind]; ok {
 		return all, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	shared "github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -46,7 +47,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		if st.Pool != nil {
 			continue // configs choose ConfigMaps and Secrets only
 		}
-		b = b.Watches(st.NewObject(), r.toConfigs(r.sourceConcerns(st)), builder.WithPredicates(shared.SourceContentOrLabelsChanged()))
+		b = b.Watches(st.NewObject(), r.toConfigs(r.sourceConcerns(st)), builder.WithPredicates(sourcecache.SourceContentOrLabelsChanged()))
 	}
 	for _, kind := range r.Kinds {
 		name := kind.Name()
@@ -184,7 +185,7 @@ func (r *Reconciler) toConfigs(concerns concernsFunc) handler.TypedEventHandler[
 
 // sourceConcerns: a config is concerned by a source it names, selects (before or after a
 // label change), or that one of its targets references while it has an auto rule.
-func (r *Reconciler) sourceConcerns(st shared.SourceType) concernsFunc {
+func (r *Reconciler) sourceConcerns(st sourcecache.SourceType) concernsFunc {
 	return func(ctx context.Context, objs []client.Object) func(*reloaderconfig.Compiled) bool {
 		ns, id := objs[0].GetNamespace(), source.ID{Kind: st.Kind, Name: objs[0].GetName()}
 		var users []resolvedTarget

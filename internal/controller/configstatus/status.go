@@ -24,6 +24,7 @@ import (
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	shared "github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/lookup"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 	"github.com/reloader-operator/reloader/internal/shard"
@@ -39,7 +40,7 @@ type Reconciler struct {
 	Client client.Client
 	// Lookup reads the targets and the sources (its Sources are the source types watched; a
 	// source of another kind is reported) and compiles the configs (Lookup.Configs).
-	Lookup shared.Lookup
+	Lookup lookup.Lookup
 	// Kinds are the workload kinds reloader reconciles; a target of another kind is reported.
 	Kinds    []workload.Kind
 	Keys     reload.Keys

@@ -11,10 +11,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
-	shared "github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 )
 
 // content is what one reconcile read of a config's sources chosen by name.
@@ -75,13 +75,13 @@ func (r *Reconciler) sourcesHash(ctx context.Context, cfg *v1alpha1.ReloaderConf
 
 // sourceType is how a config's source kind ("ConfigMap", "Secret") is read: the manager's
 // type of it, keyed as for workloads.
-func (r *Reconciler) sourceType(kind string) (shared.SourceType, bool) {
+func (r *Reconciler) sourceType(kind string) (sourcecache.SourceType, bool) {
 	for _, st := range r.Sources {
 		if st.Pool == nil && strings.EqualFold(string(st.Kind), kind) {
 			return st, true
 		}
 	}
-	return shared.SourceType{}, false
+	return sourcecache.SourceType{}, false
 }
 
 // rekeyed tells whether recorded was made under another install key than current: then the

@@ -31,11 +31,13 @@ import (
 	"github.com/reloader-operator/reloader/internal/approval"
 	shared "github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/flap"
+	"github.com/reloader-operator/reloader/internal/lookup"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/pace"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 	"github.com/reloader-operator/reloader/internal/shard"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/termsafe"
 )
 
@@ -90,7 +92,7 @@ type Reconciler struct {
 	APIReader client.Reader
 	Configs   *reloaderconfig.Cache
 	Recorder  recorder.EventRecorder
-	Sources   []shared.SourceType
+	Sources   []sourcecache.SourceType
 	Now       func() time.Time
 	// Shard is WorkloadReconciler.Shard: under --shards, only the namespace's owner acts.
 	Shard func(namespace string) (own, ready bool)
@@ -134,7 +136,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		return reconcile.Result{}, r.dropAccessCondition(ctx, cfg)
 	}
 	// As for workloads: a namespace not selected is left as it is, records included.
-	if selected, err := (shared.Lookup{Client: r.Client, Namespaces: r.Namespaces}).NamespaceSelected(ctx, cfg.Namespace); err != nil || !selected {
+	if selected, err := (lookup.Lookup{Client: r.Client, Namespaces: r.Namespaces}).NamespaceSelected(ctx, cfg.Namespace); err != nil || !selected {
 		return reconcile.Result{}, err
 	}
 	in, err := r.sourcesHash(ctx, cfg)

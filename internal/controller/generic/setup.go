@@ -4,8 +4,6 @@ import (
 	"context"
 	"strings"
 
-	shared "github.com/reloader-operator/reloader/internal/controller"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/fair"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 )
 
 // GenericTargetController names the controller, in logs and metrics.
@@ -48,7 +47,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		kind := string(st.Kind)
 		b = b.Watches(st.NewObject(), handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return r.configsNaming(ctx, kind, o)
-		}), builder.WithPredicates(shared.SourceContentOrLabelsChanged()))
+		}), builder.WithPredicates(sourcecache.SourceContentOrLabelsChanged()))
 	}
 	return b.Complete(r)
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/gate/window"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
@@ -143,7 +144,7 @@ func newWorld(t *testing.T, chain gate.Chain, annotations map[string]string) *wo
 	clock := gatetest.NewClock()
 	ev := &events{}
 	r := &controller.WorkloadReconciler{
-		Client: c, Kind: workload.Deployment(), Sources: []controller.SourceType{controller.ConfigMaps},
+		Client: c, Kind: workload.Deployment(), Sources: []sourcecache.SourceType{sourcecache.ConfigMaps},
 		Policy: reload.Policy{Keys: reload.DefaultKeys()}, Strategy: reload.EnvVars{}, Window: coalesce.New(0),
 		Recorder: ev, Metrics: metrics.New(prometheus.NewRegistry(), false), Now: clock.Now, Gates: chain,
 	}

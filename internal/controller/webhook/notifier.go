@@ -16,11 +16,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	shared "github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/lookup"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/notify"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
+	"github.com/reloader-operator/reloader/internal/whatchanged/track"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
@@ -31,14 +33,14 @@ import (
 // was down are not reported.
 type Notifier struct {
 	// Lookup reads the sources and finds the affected workloads.
-	Lookup shared.Lookup
+	Lookup lookup.Lookup
 	// Kinds are the workload kinds whose workloads a notification names.
 	Kinds   []workload.Kind
 	Events  reload.Events
 	Send    func(context.Context, notify.Change) error
 	Metrics *metrics.Metrics
 	// Changes tell the keys of each change, for the document; nil names none.
-	Changes *shared.Changes
+	Changes *track.Changes
 	Now     func() time.Time
 
 	started time.Time
@@ -59,7 +61,7 @@ func (n *Notifier) SetupWithManager(mgr ctrl.Manager) error {
 				return nil
 			}
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: string(st.Kind) + "/" + name}}}
-		}), builder.WithPredicates(n.Changes.Observe(st), shared.SourceChanged(n.Lookup.Policy.Keys, n.Lookup.Configs != nil)))
+		}), builder.WithPredicates(n.Changes.Observe(st), sourcecache.SourceChanged(n.Lookup.Policy.Keys, n.Lookup.Configs != nil)))
 	}
 	return b.Complete(n)
 }

@@ -1,4 +1,4 @@
-package controller
+package baseline
 
 import (
 	"slices"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/fair"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 )
 
 // A workload created moments before a change of its source can reach the cache after the
@@ -166,11 +167,11 @@ func (b *Baselines) createdAfter(w client.Object, rv string) bool {
 	return added && ok && v < c.rv
 }
 
-// notingCreations is the predicate of a workload controller's own watch that keeps the
+// NotingCreations is the predicate of a workload controller's own watch that keeps the
 // resourceVersion of each workload created while reloader runs: evaluated before the
 // workload is queued, so its first reconcile always finds it. Not the workloads of the first
 // list, nor of the list of a shard just taken (their resourceVersion is of a later write).
-func (b *Baselines) notingCreations() predicate.Predicate {
+func (b *Baselines) NotingCreations() predicate.Predicate {
 	return predicate.Funcs{CreateFunc: func(e event.CreateEvent) bool {
 		if !e.IsInInitialList && (b.Relisted == nil || !b.Relisted(e.Object)) {
 			b.created(e.Object.GetUID(), e.Object.GetResourceVersion(), time.Now())
@@ -247,7 +248,7 @@ func revision(rv string) (uint64, bool) {
 // is then taken as created before the change.
 const orderWait = 2 * time.Second
 
-// heard reports whether the handlers have heard every source of workload w at the version the
+// Heard reports whether the handlers have heard every source of workload w at the version the
 // cache holds, w's creation when a change noted on it may predate it, and, for a workload
 // created moments ago, a source absent from the cache. A workload's first
 // reconcile can read a source the handlers have not heard at all yet (created, then changed,
@@ -257,7 +258,7 @@ const orderWait = 2 * time.Second
 // sources have no handlers. A workload read live (degraded mode) has no ADD event to wait
 // for, but its sources' handlers are awaited all the same: each notes a change with a LIST
 // of its own, and under load they fall behind the lookups that queue the reconciles.
-func (b *Baselines) heard(w client.Object, sources map[source.ID]observed, live bool) bool {
+func (b *Baselines) Heard(w client.Object, sources map[source.ID]sourcecache.Observed, live bool) bool {
 	if b == nil {
 		return true
 	}
@@ -276,7 +277,7 @@ func (b *Baselines) heard(w client.Object, sources map[source.ID]observed, live 
 		if !b.watching[id.Kind] {
 			continue
 		}
-		if o.obj == nil {
+		if o.Object() == nil {
 			// Absent from the cache: for a workload created moments ago, the source's
 			// informer may not have caught up with its creation yet.
 			if added && time.Since(c.at) < orderWait {
@@ -285,7 +286,7 @@ func (b *Baselines) heard(w client.Object, sources map[source.ID]observed, live 
 			continue
 		}
 		h, ok := b.handled[handledKey{ns, id}]
-		if !ok || h.GetResourceVersion() != o.obj.GetResourceVersion() {
+		if !ok || h.GetResourceVersion() != o.Object().GetResourceVersion() {
 			return false
 		}
 	}

@@ -1,4 +1,4 @@
-package controller
+package sourcecache
 
 import (
 	"fmt"
@@ -40,19 +40,19 @@ type OverCapNotices struct {
 	Log      logr.Logger
 
 	mu         sync.Mutex
-	told       map[changeKey]string
+	told       map[sourceKey]string
 	limit      *rate.Limiter
 	suppressed int
 }
 
-// observe announces o, a cached source of type st, when it is over the cap and its version
+// Observe announces o, a cached source of type st, when it is over the cap and its version
 // was not announced yet.
-func (n *OverCapNotices) observe(st SourceType, o client.Object) {
+func (n *OverCapNotices) Observe(st SourceType, o client.Object) {
 	if n == nil || st.Pool != nil {
 		return
 	}
 	keys, over := st.OverCap(o)
-	k := changeKey{o.GetNamespace(), source.ID{Kind: st.Kind, Name: o.GetName()}}
+	k := sourceKey{o.GetNamespace(), source.ID{Kind: st.Kind, Name: o.GetName()}}
 	n.mu.Lock()
 	if !over {
 		delete(n.told, k) // back within the cap: a later crossing is told again
@@ -72,7 +72,7 @@ func (n *OverCapNotices) observe(st SourceType, o client.Object) {
 		return
 	}
 	if n.told == nil {
-		n.told = map[changeKey]string{}
+		n.told = map[sourceKey]string{}
 	}
 	if _, known := n.told[k]; !known && len(n.told) >= overCapTold {
 		for old := range n.told {
@@ -95,13 +95,13 @@ func (n *OverCapNotices) observe(st SourceType, o client.Object) {
 	n.Recorder.Eventf(overCapRef(st.Kind, o), nil, corev1.EventTypeWarning, ReasonKeysOverCap, "Hash", "%s", termsafe.ClipNote(note))
 }
 
-// forget drops what was told of a deleted source.
-func (n *OverCapNotices) forget(ns string, id source.ID) {
+// Forget drops what was told of a deleted source.
+func (n *OverCapNotices) Forget(ns string, id source.ID) {
 	if n == nil {
 		return
 	}
 	n.mu.Lock()
-	delete(n.told, changeKey{ns, id})
+	delete(n.told, sourceKey{ns, id})
 	n.mu.Unlock()
 }
 
@@ -115,11 +115,17 @@ func overCapNote(kind source.Kind, keys int) string {
 
 // overCapRef names the source an Event is about: a ConfigMap with its UID (kubectl describe
 // selects on it), a Secret without (Events are readable by the view role, and a Secret's UID
-// keyed Secret hashes before the install key: see relatedRef).
+// keyed Secret hashes before the install key: see relatedRef in internal/controller).
 func overCapRef(kind source.Kind, o client.Object) *corev1.ObjectReference {
 	ref := &corev1.ObjectReference{APIVersion: "v1", Kind: kind.Title(), Namespace: o.GetNamespace(), Name: o.GetName()}
 	if kind == source.ConfigMap {
 		ref.UID = o.GetUID()
 	}
 	return ref
+}
+
+// sourceKey names a source within its namespace.
+type sourceKey struct {
+	namespace string
+	id        source.ID
 }

@@ -1,4 +1,4 @@
-package controller
+package sourcecache
 
 import (
 	"fmt"
@@ -32,10 +32,10 @@ func TestTransformKeepsOnlyHashesAndIsIdempotent(t *testing.T) {
 		if got.Data != nil || got.BinaryData != nil || got.ManagedFields != nil || got.Annotations != nil {
 			t.Fatalf("pass %d: content, managed fields or an annotation map kept in cache: %+v", pass, got)
 		}
-		if d := ConfigMaps.keyDigests(got); !maps.Equal(d, wantKeys) {
+		if d := ConfigMaps.KeyDigestsOf(got); !maps.Equal(d, wantKeys) {
 			t.Fatalf("pass %d: key digests %v, want %v", pass, d, wantKeys)
 		}
-		if h := ConfigMaps.contentHash(got); h != want {
+		if h := ConfigMaps.ContentHash(got); h != want {
 			t.Fatalf("pass %d: hash %s, want %s", pass, h, want)
 		}
 	}
@@ -50,10 +50,10 @@ func TestTransformKeepsOnlyHashesAndIsIdempotent(t *testing.T) {
 	for pass := 1; pass <= 2; pass++ {
 		out, _ := secrets.Transform(s)
 		got := out.(*corev1.Secret)
-		if got.Data != nil || !maps.Equal(secrets.keyDigests(got), wantKeys) || secrets.contentHash(got) != want || secrets.uidHash(got) != wantUID {
+		if got.Data != nil || !maps.Equal(secrets.KeyDigestsOf(got), wantKeys) || secrets.ContentHash(got) != want || secrets.uidHash(got) != wantUID {
 			t.Fatalf("pass %d: secret data kept or hash wrong: %q, %q", pass, got.Data, got.SelfLink)
 		}
-		if sub := secrets.hashOf(got, []string{"p"}, true); sub != hash.Subset(want, wantKeys, []string{"p"}) {
+		if sub := secrets.HashOf(got, []string{"p"}, true); sub != hash.Subset(want, wantKeys, []string{"p"}) {
 			t.Fatalf("pass %d: subset hash of the cached Secret %q", pass, sub)
 		}
 	}
@@ -105,13 +105,13 @@ func TestPackedSurvivesEveryShape(t *testing.T) {
 	} {
 		o := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{SelfLink: p.marked()}}
 		st := SourceType{UIDHash: func(client.Object) string { return "full object" }}
-		if h := st.contentHash(o); h != p.hash {
+		if h := st.ContentHash(o); h != p.hash {
 			t.Errorf("%q: hash %q, want %q", p.marked(), h, p.hash)
 		}
 		if h := st.uidHash(o); h != p.uidHash {
 			t.Errorf("%q: UID-keyed hash %q, want %q", p.marked(), h, p.uidHash)
 		}
-		if d := st.keyDigests(o); len(d) != len(p.digests) || (len(d) > 0 && !maps.Equal(d, p.digests)) {
+		if d := st.KeyDigestsOf(o); len(d) != len(p.digests) || (len(d) > 0 && !maps.Equal(d, p.digests)) {
 			t.Errorf("%q: digests %v, want %v", p.marked(), d, p.digests)
 		}
 	}
@@ -136,7 +136,7 @@ func TestCachedConfigMapHoldsKeysAndDigestsOnly(t *testing.T) {
 		return out
 	}
 	got := transformed().(*corev1.ConfigMap)
-	if d := ConfigMaps.keyDigests(got); len(d) != keys {
+	if d := ConfigMaps.KeyDigestsOf(got); len(d) != keys {
 		t.Errorf("cache holds %d key digests, want %d", len(d), keys)
 	}
 	// The mark, the hash, an empty UID-keyed hash, no writer, and per key its name and a digest.
@@ -186,7 +186,7 @@ func TestCachedSourceKeepsNoLastAppliedCopy(t *testing.T) {
 			if got["team"] != "payments" {
 				t.Errorf("the user's annotations are lost: %v", got)
 			}
-			if h := tc.st.contentHash(out.(client.Object)); h != want {
+			if h := tc.st.ContentHash(out.(client.Object)); h != want {
 				t.Errorf("cached hash %q, want %q: the annotation must not count in the content", h, want)
 			}
 		})

@@ -1,8 +1,9 @@
-package controller
+package baseline
 
 import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 )
 
 // The baselines keep source objects the cache no longer holds: what a source was before a
@@ -11,7 +12,7 @@ import (
 // not in count: the recent changes (baseline_recent.go) to recentMaxBytes, past which the
 // namespace that holds the most loses its oldest, or a change of that namespace is not kept
 // (as past recentSources); the objects noted on workloads to
-// notedMaxBytes, past which a noted object is kept as its hashes only (slim). A note is never
+// notedMaxBytes, past which a noted object is kept as its hashes only (sourcecache.Slim). A note is never
 // dropped: it is what makes a change a workload missed reload. A slim note compares as the
 // whole content: a workload that reads some keys of the source reloads on any change of it.
 const (
@@ -36,21 +37,6 @@ func retainedSize(o client.Object) int {
 	return n
 }
 
-// slim is a cached source object reduced to what its hashes need: its whole content's hashes,
-// marked over the cap (no digests), so that a workload that reads some keys of it compares
-// the whole content.
-func slim(o client.Object) client.Object {
-	p, ok := cached(o)
-	if !ok {
-		return o // a full object: never noted (the handlers see cached ones)
-	}
-	h, uid, _ := cachedHashes(p)
-	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
-		Namespace: o.GetNamespace(), Name: o.GetName(), ResourceVersion: o.GetResourceVersion(),
-		SelfLink: packed{hash: h, uidHash: uid, overCap: max(len(packedDigests(p)), 1)}.marked(),
-	}}
-}
-
 // keepNoted counts a noted object in, slimmed first when it is new to the notes and would
 // take them past their budget. Called with b.mu held.
 func (b *Baselines) keepNoted(o client.Object) client.Object {
@@ -61,7 +47,7 @@ func (b *Baselines) keepNoted(o client.Object) client.Object {
 		b.notedRefs = map[client.Object]int{}
 	}
 	if b.notedRefs[o] == 0 && b.notedBytes+retainedSize(o) > notedMaxBytes {
-		o = slim(o)
+		o = sourcecache.Slim(o)
 	}
 	if b.notedRefs[o] == 0 {
 		b.notedBytes += retainedSize(o)

@@ -1,4 +1,8 @@
-package controller
+// Package baseline keeps first-sight baselines: for workloads without a record yet, what
+// each source was before a change made after reloader first saw it, so that the change
+// reloads rather than becomes the record. One Baselines serves every workload kind of a
+// manager: one handler per source type hears each source event once.
+package baseline
 
 import (
 	"context"
@@ -14,8 +18,11 @@ import (
 	"github.com/reloader-operator/reloader/internal/cachemem/shrink"
 	"github.com/reloader-operator/reloader/internal/clientindex"
 	"github.com/reloader-operator/reloader/internal/fair"
+	"github.com/reloader-operator/reloader/internal/lookup"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
+	"github.com/reloader-operator/reloader/internal/workload"
 )
 
 // Baselines hold, for workloads that have no record yet, the hash each source had before it
@@ -28,7 +35,7 @@ import (
 // a workload may hash only some keys of a source (Rules.KeysOf), and its hash of the object
 // is taken when it reconciles. A cached object holds a digest per key, no content.
 //
-// One Baselines serves every workload kind (NewBaselines, WorkloadReconciler.Baselines):
+// One Baselines serves every workload kind (New, Watch):
 // workload UIDs are unique across kinds, and the sources' handlers are registered once, so
 // the memory of handled grows with the sources, not with sources times kinds.
 type Baselines struct {
@@ -51,8 +58,8 @@ type Baselines struct {
 	recentNSBytes           map[string]int
 	notedRefs               map[client.Object]int
 	regs                    []toolscache.ResourceEventHandlerRegistration
-	// watchers are the reconcilers whose workloads the sources' handlers note baselines on.
-	watchers []*WorkloadReconciler
+	// watchers are the workload kinds whose workloads the sources' handlers note baselines on.
+	watchers []Watcher
 	// watching holds the source kinds whose handlers are registered: once per kind, whichever
 	// reconciler brought it.
 	watching map[source.Kind]bool
@@ -62,8 +69,29 @@ type Baselines struct {
 	Relisted func(client.Object) bool
 }
 
-// NewBaselines returns the baselines to share among the reconcilers of one manager.
-func NewBaselines() *Baselines { return &Baselines{} }
+// New returns the baselines to share among the reconcilers of one manager.
+func New() *Baselines { return &Baselines{} }
+
+// Watcher is one workload kind whose workloads without record the baselines note source
+// changes on.
+type Watcher struct {
+	Kind workload.Kind
+	// Lookup finds the workloads of Kind that a source change concerns; its Sources are the
+	// types Kind reads. Asked at each change, so that a test may swap its client.
+	Lookup func() lookup.Lookup
+	// Live is true when Kind is read without watch (degraded mode, lookup.Unwatched).
+	Live bool
+}
+
+// watches reports whether kind is among w's sources.
+func (w Watcher) watches(kind source.Kind) bool {
+	for _, st := range w.Lookup().Sources {
+		if st.Kind == kind {
+			return true
+		}
+	}
+	return false
+}
 
 // handledKey names a source within its namespace; it reuses the object's own strings, so a
 // key costs no allocation of its own.
@@ -87,9 +115,9 @@ func (b *Baselines) forgetHandled(ns string, id source.ID) {
 	delete(b.handled, handledKey{ns, id})
 }
 
-// synced reports whether the handlers have heard every source of the first list: before
+// Synced reports whether the handlers have heard every source of the first list: before
 // that, no baseline can be told from the store.
-func (b *Baselines) synced() bool {
+func (b *Baselines) Synced() bool {
 	if b == nil {
 		return true // no handlers: a reconciler that only plans (explain)
 	}
@@ -103,13 +131,13 @@ func (b *Baselines) synced() bool {
 	return true
 }
 
-// of returns the baseline of workload w without record: the hashes of the objects noted by
+// Of returns the baseline of workload w without record: the hashes of the objects noted by
 // the handlers; for a source whose newest change the handlers have not heard yet, the hash of
 // the object before it, unless that change is known to precede w's creation; and for a source
 // changed after w was created but before w reached the cache, the hash before that change.
 // hashOf hashes an object as w observes its source; rv is the resourceVersion of the source's
 // cached object.
-func (b *Baselines) of(w client.Object, current map[source.ID]string, hashOf func(source.ID, client.Object) string, rv func(source.ID) string) reload.Record {
+func (b *Baselines) Of(w client.Object, current map[source.ID]string, hashOf func(source.ID, client.Object) string, rv func(source.ID) string) reload.Record {
 	if b == nil {
 		return nil
 	}
@@ -194,7 +222,8 @@ func (b *Baselines) before(w client.Object, id source.ID, old client.Object, rv 
 	}
 }
 
-func (b *Baselines) drop(uid types.UID) {
+// Drop forgets the notes on a workload: its record is seen, or it is gone.
+func (b *Baselines) Drop(uid types.UID) {
 	if b == nil {
 		return
 	}
@@ -206,21 +235,17 @@ func (b *Baselines) drop(uid types.UID) {
 	shrink.Delete(&b.m, uid)
 }
 
-// watchBaselines hears every change of a source from the first list of the informers on, and
-// notes its hash before the change on the workloads without record that it concerns. It is
-// registered before the manager starts, so that no change between cache sync and the first
-// reconciles goes unheard. The sources' handlers are registered once per Baselines and
-// note on the workloads of every reconciler that joined it.
-func (r *WorkloadReconciler) watchBaselines(mgr ctrl.Manager) error {
+// Watch hears every change of a source from the first list of the informers on, and notes
+// its hash before the change on the workloads of w.Kind without record that it concerns. It
+// is called before the manager starts, so that no change between cache sync and the first
+// reconciles goes unheard. The sources' handlers are registered once per Baselines and note
+// on the workloads of every kind that joined it.
+func (b *Baselines) Watch(mgr ctrl.Manager, w Watcher) error {
 	ctx := context.Background() // informer handlers outlive any caller's context
-	if r.Baselines == nil {
-		r.Baselines = NewBaselines()
-	}
-	b := r.Baselines
 	b.mu.Lock()
-	b.watchers = append(b.watchers, r)
-	var unwatched []SourceType
-	for _, st := range r.Sources {
+	b.watchers = append(b.watchers, w)
+	var unwatched []sourcecache.SourceType
+	for _, st := range w.Lookup().Sources {
 		// A pooled source's hash spans many objects; its changes are rare at start-up.
 		if st.Pool == nil && !b.watching[st.Kind] {
 			if b.watching == nil {
@@ -236,14 +261,14 @@ func (r *WorkloadReconciler) watchBaselines(mgr ctrl.Manager) error {
 			return err
 		}
 	}
-	if r.live() {
+	if w.Live {
 		// No informer to hear deletes: a deleted workload's baselines go when the process
 		// does (they are kept only for workloads without record whose sources changed).
 		return nil
 	}
-	informer, err := mgr.GetCache().GetInformer(ctx, r.Kind.NewObject())
+	informer, err := mgr.GetCache().GetInformer(ctx, w.Kind.NewObject())
 	if err != nil {
-		return fmt.Errorf("watch %ss for baselines: %w", r.Kind.Name(), err)
+		return fmt.Errorf("watch %ss for baselines: %w", w.Kind.Name(), err)
 	}
 	_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj any) {
@@ -251,7 +276,7 @@ func (r *WorkloadReconciler) watchBaselines(mgr ctrl.Manager) error {
 				obj = tomb.Obj
 			}
 			if o, ok := obj.(client.Object); ok {
-				b.drop(o.GetUID())
+				b.Drop(o.GetUID())
 			}
 		},
 	})
@@ -261,7 +286,7 @@ func (r *WorkloadReconciler) watchBaselines(mgr ctrl.Manager) error {
 // watchSource registers the handlers of one source type: each event is noted on the workloads
 // of every watcher before the source counts as handled, in one handler, so that no reconcile
 // sees it handled before its baseline is noted.
-func (b *Baselines) watchSource(ctx context.Context, mgr ctrl.Manager, st SourceType) error {
+func (b *Baselines) watchSource(ctx context.Context, mgr ctrl.Manager, st sourcecache.SourceType) error {
 	informer, err := mgr.GetCache().GetInformer(ctx, st.NewObject())
 	if err != nil {
 		return fmt.Errorf("watch %ss for baselines: %w", st.Kind, err)
@@ -271,9 +296,9 @@ func (b *Baselines) watchSource(ctx context.Context, mgr ctrl.Manager, st Source
 		b.mu.Lock()
 		watchers := b.watchers
 		b.mu.Unlock()
-		for _, r := range watchers {
-			if r.watches(st.Kind) {
-				r.changedFrom(ctx, st, o, old)
+		for _, w := range watchers {
+			if w.watches(st.Kind) {
+				b.changedFrom(ctx, w, st, o, old)
 			}
 		}
 	}
@@ -294,7 +319,7 @@ func (b *Baselines) watchSource(ctx context.Context, mgr ctrl.Manager, st Source
 			if !okOld || !okNew {
 				return
 			}
-			if st.contentHash(o) != st.contentHash(n) {
+			if st.ContentHash(o) != st.ContentHash(n) {
 				changedFrom(n, o)
 			}
 			b.setHandled(n.GetNamespace(), source.ID{Kind: st.Kind, Name: n.GetName()}, n)
@@ -318,20 +343,10 @@ func (b *Baselines) watchSource(ctx context.Context, mgr ctrl.Manager, st Source
 	return nil
 }
 
-// watches reports whether kind is among r's sources.
-func (r *WorkloadReconciler) watches(kind source.Kind) bool {
-	for _, st := range r.Sources {
-		if st.Kind == kind {
-			return true
-		}
-	}
-	return false
-}
-
-// changedFrom notes, on each workload without record that source object o concerns, the
-// object the source was before this change (nil: it did not exist).
-func (r *WorkloadReconciler) changedFrom(ctx context.Context, st SourceType, o, old client.Object) {
-	if selected, err := r.lookup().NamespaceSelected(ctx, o.GetNamespace()); err != nil || !selected {
+// changedFrom notes, on each workload of wt without record that source object o concerns,
+// the object the source was before this change (nil: it did not exist).
+func (b *Baselines) changedFrom(ctx context.Context, wt Watcher, st sourcecache.SourceType, o, old client.Object) {
+	if selected, err := wt.Lookup().NamespaceSelected(ctx, o.GetNamespace()); err != nil || !selected {
 		return // a workload there is first seen when its namespace is selected
 	}
 	id := source.ID{Kind: st.Kind, Name: o.GetName()}
@@ -339,19 +354,19 @@ func (r *WorkloadReconciler) changedFrom(ctx context.Context, st SourceType, o, 
 		if _, recorded := w.GetAnnotations()[reload.RecordAnnotation]; recorded {
 			return
 		}
-		if old == nil && r.live() && !w.GetCreationTimestamp().Time.Before(o.GetCreationTimestamp().Time) {
+		if old == nil && wt.Live && !w.GetCreationTimestamp().Time.Before(o.GetCreationTimestamp().Time) {
 			// A live list, taken after the event, also shows workloads created since: one
 			// created with the source or after it did not see it absent (the times are in
 			// whole seconds; within one, the creation counts as part of its first sighting).
 			return
 		}
-		r.Baselines.before(w, id, old, o.GetResourceVersion())
+		b.before(w, id, old, o.GetResourceVersion())
 	}
 	// A live lookup (degraded mode) can fail; it is made again here, on this handler's own
 	// goroutine, before the workloads' reconciles (queued by a lookup of their own, retried
 	// from a second on: liveretry.go) would take the new content as their first. A note
 	// made twice keeps the first.
-	if r.live() {
+	if wt.Live {
 		// The lookup sees at least this change's cluster, and a hung API server holds the
 		// handler for noteDeadline at most.
 		var cancel context.CancelFunc
@@ -359,7 +374,7 @@ func (r *WorkloadReconciler) changedFrom(ctx context.Context, st SourceType, o, 
 		defer cancel()
 	}
 	for delay := noteRetryFirst; ; delay *= 2 {
-		_, failed := r.lookup().affected(ctx, r.Kind, o.GetNamespace(), id, o.GetAnnotations(), o.GetLabels(), note)
+		_, failed := wt.Lookup().FindAffected(ctx, wt.Kind, o.GetNamespace(), id, o.GetAnnotations(), o.GetLabels(), note)
 		if failed == nil || delay > noteRetryLast {
 			return
 		}
@@ -374,14 +389,14 @@ const (
 	noteDeadline                  = 5 * time.Second
 )
 
-// baselineHash hashes a source object noted in a baseline as the workload observes the
-// source now: restricted to the same keys.
-func (r *WorkloadReconciler) baselineHash(w seen) func(source.ID, client.Object) string {
+// HashAs hashes a source object noted in a baseline as a workload observes the source now
+// (its sources, read with types): restricted to the same keys.
+func HashAs(types []sourcecache.SourceType, sources map[source.ID]sourcecache.Observed) func(source.ID, client.Object) string {
 	return func(id source.ID, o client.Object) string {
-		for _, st := range r.Sources {
+		for _, st := range types {
 			if st.Kind == id.Kind {
-				seen := w.sources[id]
-				return st.hashOf(o, seen.keys, seen.restricted)
+				seen := sources[id]
+				return st.HashOf(o, seen.Keys, seen.Restricted)
 			}
 		}
 		return reload.Absent

@@ -1,4 +1,4 @@
-package controller
+package lookup
 
 import (
 	"context"
@@ -76,7 +76,7 @@ func TestMappingASourceEventWeighsEachDistinctTargetOncePerWorkload(t *testing.T
 			weighed.Store(0)
 			l.Policy = tc.policy
 			found := 0
-			scanned, failed := l.affected(context.Background(), kind, ns, id, tc.annotations, nil, func(client.Object) { found++ })
+			scanned, failed := l.FindAffected(context.Background(), kind, ns, id, tc.annotations, nil, func(client.Object) { found++ })
 			if failed != nil {
 				t.Fatal(failed)
 			}

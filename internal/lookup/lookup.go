@@ -1,4 +1,4 @@
-package controller
+package lookup
 
 import (
 	"context"
@@ -10,9 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -21,6 +19,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
@@ -35,7 +34,7 @@ type Lookup struct {
 	// Client reads the cache (or, for explain, the API server through the same indexes).
 	Client client.Reader
 	// Sources are the source types read.
-	Sources []SourceType
+	Sources []sourcecache.SourceType
 	Policy  reload.Policy
 	// Configs compiles the ReloaderConfigs; nil when their API is not read, and only the
 	// annotations apply.
@@ -60,49 +59,39 @@ func (l Lookup) NamespaceSelected(ctx context.Context, name string) (bool, error
 }
 
 // SourceName names the source a watched object of type st stands for; empty for none.
-func (l Lookup) SourceName(st SourceType, o client.Object) string { return st.sourceName(o) }
+func (l Lookup) SourceName(st sourcecache.SourceType, o client.Object) string {
+	return st.SourceName(o)
+}
 
 // SourceType returns how the source kind is read; ok is false for a kind not read.
-func (l Lookup) SourceType(kind source.Kind) (SourceType, bool) {
+func (l Lookup) SourceType(kind source.Kind) (sourcecache.SourceType, bool) {
 	for _, st := range l.Sources {
 		if st.Kind == kind {
 			return st, true
 		}
 	}
-	return SourceType{}, false
+	return sourcecache.SourceType{}, false
 }
 
-// Object is a watched object of the source, for Events; nil when the source is gone.
-func (s snapshot) Object() client.Object { return s.obj }
-
-// Hash is the source's content hash.
-func (s snapshot) Hash() string { return s.hash }
-
-// Annotations and Labels are the source's own, as the cache keeps them.
-func (s snapshot) Annotations() map[string]string { return s.annotations }
-
-// Labels: see Annotations.
-func (s snapshot) Labels() map[string]string { return s.labels }
-
 // Source reads one source of type st; exists is false when it does not exist.
-func (l Lookup) Source(ctx context.Context, st SourceType, ns, name string) (s snapshot, exists bool, err error) {
-	return st.get(ctx, l.Client, ns, name)
+func (l Lookup) Source(ctx context.Context, st sourcecache.SourceType, ns, name string) (s sourcecache.Snapshot, exists bool, err error) {
+	return st.Get(ctx, l.Client, ns, name)
 }
 
 // SourcesIn reads every source of type st in a namespace, by name.
-func (l Lookup) SourcesIn(ctx context.Context, st SourceType, ns string) (map[string]snapshot, error) {
-	return st.all(ctx, l.Client, ns)
+func (l Lookup) SourcesIn(ctx context.Context, st sourcecache.SourceType, ns string) (map[string]sourcecache.Snapshot, error) {
+	return st.All(ctx, l.Client, ns)
 }
 
 // Affected returns the workloads of kind in ns that a change of source id concerns, found as
 // the controller finds them for a source event; annotations and labels are the source's.
 func (l Lookup) Affected(ctx context.Context, kind workload.Kind, ns string, id source.ID, annotations, labels map[string]string) []client.Object {
 	var out []client.Object
-	_, _ = l.affected(ctx, kind, ns, id, annotations, labels, func(w client.Object) { out = append(out, w) })
+	_, _ = l.FindAffected(ctx, kind, ns, id, annotations, labels, func(w client.Object) { out = append(out, w) })
 	return out
 }
 
-// affected calls fn once for each workload of kind in ns that source id concerns; annotations
+// FindAffected calls fn once for each workload of kind in ns that source id concerns; annotations
 // and labels are the source's own. It returns how many workloads the lookups found: through
 // the index, and the targets of the ReloaderConfigs with a rule for the source; and the first
 // lookup that failed (each failure is logged), after which fn may have missed workloads. From
@@ -113,7 +102,7 @@ func (l Lookup) Affected(ctx context.Context, kind workload.Kind, ns string, id 
 // targets are weighed once per distinct target and workload (targetPlan); each workload (and
 // template) is decided once; and the targets of the configs with a rule for the source are
 // listed once per distinct target, not once per config.
-func (l Lookup) affected(ctx context.Context, kind workload.Kind, ns string, id source.ID, annotations, labels map[string]string, fn func(client.Object)) (scanned int, failed error) {
+func (l Lookup) FindAffected(ctx context.Context, kind workload.Kind, ns string, id source.ID, annotations, labels map[string]string, fn func(client.Object)) (scanned int, failed error) {
 	if l.Policy.Ignores(id.Kind, annotations) {
 		// Concerns would refuse it for every workload: nothing to look up.
 		return 0, nil
@@ -184,7 +173,7 @@ func (l Lookup) byIndex(ctx context.Context, kind string, list client.ObjectList
 		log.FromContext(ctx).Error(err, "listing by source index", "kind", kind, "value", value)
 		return err
 	}
-	return forEach(list, fn)
+	return sourcecache.ForEach(list, fn)
 }
 
 // concerns decides whether candidate c (Referenced is filled in here) concerns workload w,
@@ -426,7 +415,7 @@ func (l Lookup) TargetsOf(ctx context.Context, kind workload.Kind, ns string, t 
 		return 0, fmt.Errorf("list %ss in %s: %w", kind.Name(), ns, err)
 	}
 	found := 0
-	err := forEach(list, func(obj client.Object) { found++; fn(obj) })
+	err := sourcecache.ForEach(list, func(obj client.Object) { found++; fn(obj) })
 	return found, err
 }
 
@@ -436,17 +425,17 @@ func (l Lookup) TargetsOf(ctx context.Context, kind workload.Kind, ns string, t 
 // exist only while mounted, and are left out instead. When weighed is not nil, each source
 // the decision looked at is appended to it, with the answer, in the order it was weighed
 // (explain shows them).
-func (l Lookup) Concerned(ctx context.Context, ns string, tpl *corev1.PodTemplateSpec, rules *reload.Rules, weighed *[]Weighed) (map[source.ID]observed, error) {
+func (l Lookup) Concerned(ctx context.Context, ns string, tpl *corev1.PodTemplateSpec, rules *reload.Rules, weighed *[]Weighed) (map[source.ID]sourcecache.Observed, error) {
 	refs := map[source.ID]*source.Ref{}
 	for _, ref := range source.Refs(&tpl.Spec) {
 		refs[ref.ID] = &ref
 	}
-	out := map[source.ID]observed{}
+	out := map[source.ID]sourcecache.Observed{}
 	for _, st := range l.Sources {
-		consider := func(name string, s snapshot, exists bool) {
+		consider := func(name string, s sourcecache.Snapshot, exists bool) {
 			id := source.ID{Kind: st.Kind, Name: name}
 			ref := refs[id]
-			c := reload.Candidate{ID: id, Annotations: s.annotations, Labels: s.labels, Referenced: ref != nil}
+			c := reload.Candidate{ID: id, Annotations: s.Annotations(), Labels: s.Labels(), Referenced: ref != nil}
 			ok, why := l.Policy.Concerns(rules, c)
 			if weighed != nil {
 				*weighed = append(*weighed, weigh(rules, c, Weighed{Concerns: ok, Reason: why, Exists: exists}))
@@ -454,9 +443,9 @@ func (l Lookup) Concerned(ctx context.Context, ns string, tpl *corev1.PodTemplat
 			switch {
 			case !ok:
 			case exists:
-				out[id] = st.observe(c, why, s, ref, rules, &tpl.Spec)
+				out[id] = st.Observe(c, why, s, ref, rules, &tpl.Spec)
 			case st.Pool == nil:
-				out[id] = st.observe(c, why, snapshot{hash: reload.Absent}, ref, rules, &tpl.Spec)
+				out[id] = st.Observe(c, why, sourcecache.AbsentSnapshot(), ref, rules, &tpl.Spec)
 			}
 		}
 		wanted := append(append([]string(nil), rules.Literal[st.Kind]...), rules.ConfigLiterals(st.Kind)...)
@@ -477,7 +466,7 @@ func (l Lookup) Concerned(ctx context.Context, ns string, tpl *corev1.PodTemplat
 			}
 			for _, name := range wanted {
 				if _, ok := all[name]; !ok {
-					consider(name, snapshot{}, false)
+					consider(name, sourcecache.Snapshot{}, false)
 				}
 			}
 			continue
@@ -493,6 +482,19 @@ func (l Lookup) Concerned(ctx context.Context, ns string, tpl *corev1.PodTemplat
 	return out, nil
 }
 
+// Weighed is one source the decision looked at for a workload, and its answer.
+type Weighed struct {
+	ID       source.ID
+	Concerns bool
+	Reason   reload.Reason
+	// Exists is false for a named or referenced source that does not exist.
+	Exists     bool
+	Referenced bool
+	// Named is true when the workload's reload or exclude annotations, or a ReloaderConfig
+	// that targets it, name or select the source.
+	Named bool
+}
+
 // weigh completes w, the answer on candidate c under rules, for explain.
 func weigh(rules *reload.Rules, c reload.Candidate, w Weighed) Weighed {
 	w.ID, w.Referenced = c.ID, c.Referenced
@@ -504,30 +506,3 @@ func weigh(rules *reload.Rules, c reload.Candidate, w Weighed) Weighed {
 	}
 	return w
 }
-
-func forEach(list client.ObjectList, fn func(client.Object)) error {
-	return apimeta.EachListItem(list, func(o runtime.Object) error {
-		if co, ok := o.(client.Object); ok {
-			fn(co)
-		}
-		return nil
-	})
-}
-
-// Snapshot is a source as one read sees it (Lookup.Source, Lookup.SourcesIn).
-type Snapshot = snapshot
-
-// HashOf is the hash of a watched object of the source type as a workload observes it: of the
-// given keys when restricted, of the whole content otherwise; Absent for no object.
-func (t SourceType) HashOf(o client.Object, keys []string, restricted bool) string {
-	return t.hashOf(o, keys, restricted)
-}
-
-// KeyDigestsOf is the digest of each key of a watched object, cached or full.
-func (t SourceType) KeyDigestsOf(o client.Object) map[string]string { return t.keyDigests(o) }
-
-// CachedHash is the content hash the cache keeps of a source; empty for a full object.
-func CachedHash(o client.Object) string { return cachedHash(o) }
-
-// ForEach calls fn with each object of list.
-func ForEach(list client.ObjectList, fn func(client.Object)) error { return forEach(list, fn) }

@@ -1,4 +1,4 @@
-package controller
+package lookup
 
 import (
 	"context"
@@ -27,11 +27,11 @@ const (
 	liveRetryPending = 10000
 )
 
-// liveRetry hands back the events of one source type whose lookup failed: one pending
+// LiveRetry hands back the events of one source type whose lookup failed: one pending
 // retry per source, with its latest object, however many of its events failed. The delays
 // and the failures in a row are client-go's rate-limited work queue's, keyed by the
 // source's UID.
-type liveRetry struct {
+type LiveRetry struct {
 	events chan event.GenericEvent
 	queue  workqueue.TypedRateLimitingInterface[types.UID]
 	mu     sync.Mutex
@@ -39,8 +39,9 @@ type liveRetry struct {
 	waiting map[types.UID]client.Object
 }
 
-func newLiveRetry() *liveRetry {
-	return &liveRetry{
+// NewLiveRetry returns an empty LiveRetry; its Source starts it.
+func NewLiveRetry() *LiveRetry {
+	return &LiveRetry{
 		events: make(chan event.GenericEvent),
 		queue: workqueue.NewTypedRateLimitingQueue(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](liveRetryFirst, liveRetryMax)),
@@ -48,11 +49,11 @@ func newLiveRetry() *liveRetry {
 	}
 }
 
-// source is the watch through which the events handed back are looked up again, through h
-// (a sourceMapper's). A lookup may fail before it starts: its hand-back waits in the queue.
-func (l *liveRetry) source(h handler.EventHandler) crsource.Source {
+// Source is the watch through which the events handed back are looked up again, through h
+// (a SourceMapper's). A lookup may fail before it starts: its hand-back waits in the queue.
+func (l *LiveRetry) Source(h handler.EventHandler) crsource.Source {
 	channel := crsource.Channel(l.events, h)
-	return crsource.Func(func(ctx context.Context, q workqueueOfRequests) error {
+	return crsource.Func(func(ctx context.Context, q WorkqueueOfRequests) error {
 		go func() {
 			<-ctx.Done()
 			l.queue.ShutDown()
@@ -62,10 +63,10 @@ func (l *liveRetry) source(h handler.EventHandler) crsource.Source {
 	})
 }
 
-// failed schedules o to be looked up again after the backoff its source's failures in a row
+// Failed schedules o to be looked up again after the backoff its source's failures in a row
 // call for; a source already scheduled keeps its time and takes o as its latest object. ctx
 // is the failed lookup's, for its logger.
-func (l *liveRetry) failed(ctx context.Context, o client.Object) {
+func (l *LiveRetry) Failed(ctx context.Context, o client.Object) {
 	uid := o.GetUID()
 	l.mu.Lock()
 	_, scheduled := l.waiting[uid]
@@ -86,7 +87,7 @@ func (l *liveRetry) failed(ctx context.Context, o client.Object) {
 }
 
 // handBack sends each source whose backoff has passed, as its latest object, to the watch.
-func (l *liveRetry) handBack(ctx context.Context) {
+func (l *LiveRetry) handBack(ctx context.Context) {
 	for {
 		uid, shutdown := l.queue.Get()
 		if shutdown {
@@ -108,8 +109,8 @@ func (l *liveRetry) handBack(ctx context.Context) {
 	}
 }
 
-// succeeded forgets o's source: its latest change has been looked up.
-func (l *liveRetry) succeeded(o client.Object) {
+// Succeeded forgets o's source: its latest change has been looked up.
+func (l *LiveRetry) Succeeded(o client.Object) {
 	l.mu.Lock()
 	delete(l.waiting, o.GetUID())
 	l.mu.Unlock()

@@ -1,7 +1,6 @@
-package controller
+package baseline
 
 import (
-	"bytes"
 	"strconv"
 	"testing"
 	"time"
@@ -12,9 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
@@ -23,13 +22,15 @@ import (
 func TestBaselineOfRestrictedWorkload(t *testing.T) {
 	id := source.ID{Kind: source.ConfigMap, Name: "cfg"}
 	cached := func(a, b string) client.Object {
-		o, err := ConfigMaps.Transform(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cfg"}, Data: map[string]string{"a": a, "b": b}})
+		o, err := sourcecache.ConfigMaps.Transform(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cfg"}, Data: map[string]string{"a": a, "b": b}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return o.(client.Object)
 	}
-	onlyA := func(_ source.ID, o client.Object) string { return ConfigMaps.hashOf(o, []string{"a"}, true) }
+	onlyA := func(_ source.ID, o client.Object) string {
+		return sourcecache.ConfigMaps.HashOf(o, []string{"a"}, true)
+	}
 	before := cached("1", "1")
 	tests := []struct {
 		name   string
@@ -51,61 +52,10 @@ func TestBaselineOfRestrictedWorkload(t *testing.T) {
 				b.setHandled("ns", id, tt.now)
 			}
 			current := map[source.ID]string{id: onlyA(id, tt.now)}
-			base := b.of(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{UID: "uid", Namespace: "ns"}}, current, onlyA, noRV)
+			base := b.Of(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{UID: "uid", Namespace: "ns"}}, current, onlyA, noRV)
 			changed, _ := reload.Diff(base, base != nil, current, reload.Events{})
 			if (len(changed) > 0) != tt.reload {
 				t.Errorf("baseline %v: changed %v, want reload %v", base, changed, tt.reload)
-			}
-		})
-	}
-}
-
-// rebase treats a Secret's subset hash like its whole hash: made by another install key, it is
-// re-based and reloads nothing; made by the same key, it is compared, and a change reloads.
-func TestRebaseOfSubsetHashes(t *testing.T) {
-	id := source.ID{Kind: source.Secret, Name: "db"}
-	key := func(b byte) hash.Key {
-		k, err := hash.NewKey(bytes.Repeat([]byte{b}, hash.KeySize))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	// seen is the Secret as a workload restricted to its password sees it, under a key.
-	seen := func(k hash.Key, user, password string) observed {
-		st := Secrets(k)
-		o, err := st.Transform(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db", UID: "u1"},
-			Data: map[string][]byte{"user": []byte(user), "password": []byte(password)}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen := observed{snapshot: st.snapshot(o.(client.Object)), keys: []string{"password"}, restricted: true}
-		seen.hash = st.hashOf(seen.obj, seen.keys, true)
-		return seen
-	}
-	k1, k2 := key(1), key(2)
-	old := seen(k1, "app", "pw")
-	tests := []struct {
-		name   string
-		last   string
-		now    observed
-		reload bool
-	}{
-		{"same key, other key changed", old.hash, seen(k1, "root", "pw"), false},
-		{"same key, password changed", old.hash, seen(k1, "app", "pw2"), true},
-		{"new install key", old.hash, seen(k2, "app", "pw"), false},
-		{"UID-keyed record of the same content", old.uidHash, seen(k2, "app", "pw"), false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			current := map[source.ID]observed{id: tt.now}
-			last := rebase(reload.Record{id.String(): tt.last}, current)
-			changed, next := reload.Diff(last, true, map[source.ID]string{id: tt.now.hash}, reload.Events{})
-			if (len(changed) > 0) != tt.reload {
-				t.Errorf("record %q, now %q: changed %v, want reload %v", tt.last, tt.now.hash, changed, tt.reload)
-			}
-			if next[id.String()] != tt.now.hash {
-				t.Errorf("recorded %q, want %q", next[id.String()], tt.now.hash)
 			}
 		})
 	}
@@ -142,7 +92,7 @@ func TestBaselineOfWorkloadCreatedJustBeforeAChange(t *testing.T) {
 				b.created("uid", tt.addRV, now)
 			}
 			current := map[source.ID]string{id: whole(id, after)}
-			base := b.of(w, current, whole, func(source.ID) string { return "105" })
+			base := b.Of(w, current, whole, func(source.ID) string { return "105" })
 			diff, _ := reload.Diff(base, base != nil, current, reload.Events{})
 			if (len(diff) > 0) != tt.reload {
 				t.Errorf("baseline %v: changed %v, want reload %v", base, diff, tt.reload)
@@ -212,7 +162,7 @@ func noRV(source.ID) string { return "" }
 func twoContents(t *testing.T) (id source.ID, before, after client.Object) {
 	t.Helper()
 	cached := func(v string) client.Object {
-		o, err := ConfigMaps.Transform(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cfg"}, Data: map[string]string{"a": v}})
+		o, err := sourcecache.ConfigMaps.Transform(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cfg"}, Data: map[string]string{"a": v}})
 		testutil.Must(t, err)
 		return o.(client.Object)
 	}
@@ -220,7 +170,7 @@ func twoContents(t *testing.T) (id source.ID, before, after client.Object) {
 }
 
 // whole hashes a cached ConfigMap whole.
-func whole(_ source.ID, o client.Object) string { return ConfigMaps.hashOf(o, nil, false) }
+func whole(_ source.ID, o client.Object) string { return sourcecache.ConfigMaps.HashOf(o, nil, false) }
 
 // A change the handlers have not heard yet, or heard and noted on the workload, is a change
 // since the workload was seen, unless the workload's ADD event shows it was created after it.
@@ -252,7 +202,7 @@ func TestBaselineOfWorkloadCreatedAfterAnUnheardChange(t *testing.T) {
 			}
 			w := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{UID: "uid", Namespace: "ns", ResourceVersion: "120"}}
 			current := map[source.ID]string{id: whole(id, after)}
-			base := b.of(w, current, whole, func(source.ID) string { return "105" })
+			base := b.Of(w, current, whole, func(source.ID) string { return "105" })
 			diff, _ := reload.Diff(base, base != nil, current, reload.Events{})
 			if (len(diff) > 0) != tt.reload {
 				t.Errorf("baseline %v: changed %v, want reload %v", base, diff, tt.reload)

@@ -1,4 +1,4 @@
-package controller
+package lookup
 
 import (
 	"context"
@@ -28,7 +28,7 @@ func TestSourceMapperMapsEachVariantOnce(t *testing.T) {
 	var mu sync.Mutex
 	var mapped []string
 	gate := make(chan struct{})
-	m := newSourceMapper("", func(_ context.Context, o client.Object) []reconcile.Request {
+	m := NewSourceMapper("", func(_ context.Context, o client.Object) []reconcile.Request {
 		<-gate
 		mu.Lock()
 		mapped = append(mapped, o.GetNamespace()+"@"+o.GetResourceVersion())
@@ -40,7 +40,7 @@ func TestSourceMapperMapsEachVariantOnce(t *testing.T) {
 		}
 		return reqs
 	})
-	h := m.events()
+	h := m.Events()
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 	defer q.ShutDown()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -52,7 +52,7 @@ func TestSourceMapperMapsEachVariantOnce(t *testing.T) {
 	if q.Len() != 0 {
 		t.Fatalf("%d workloads queued by the handler itself", q.Len())
 	}
-	if err := m.source().Start(ctx, q); err != nil {
+	if err := m.Source().Start(ctx, q); err != nil {
 		t.Fatal(err)
 	}
 	close(gate)

@@ -1,4 +1,4 @@
-package controller
+package lookup
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
@@ -29,9 +30,9 @@ func IndexWorkloads(ctx context.Context, indexer client.FieldIndexer, kind workl
 	return nil
 }
 
-// IndexPooled registers IndexPooledSource for a pooled source type.
-func IndexPooled(ctx context.Context, indexer client.FieldIndexer, st SourceType) error {
-	if err := indexer.IndexField(ctx, st.NewObject(), IndexPooledSource, st.indexValue); err != nil {
+// IndexPooled registers sourcecache.IndexPooledSource for a pooled source type.
+func IndexPooled(ctx context.Context, indexer client.FieldIndexer, st sourcecache.SourceType) error {
+	if err := indexer.IndexField(ctx, st.NewObject(), sourcecache.IndexPooledSource, st.IndexValue); err != nil {
 		return fmt.Errorf("index %ss by source: %w", st.Kind, err)
 	}
 	return nil

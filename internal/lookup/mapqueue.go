@@ -1,4 +1,4 @@
-package controller
+package lookup
 
 import (
 	"context"
@@ -15,12 +15,13 @@ import (
 	crsource "sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/reloader-operator/reloader/internal/fair"
+	"github.com/reloader-operator/reloader/internal/sourcecache"
 )
 
 // The informer of a source type calls each handler of it on one goroutine, for every
 // namespace: a lookup of the workloads a source event concerns, made there, would hold back
 // every other namespace's events of that type behind it. The handler only notes the source
-// in a queue that takes turns between namespaces (sourceMapper); workers make the lookups.
+// in a queue that takes turns between namespaces (SourceMapper); workers make the lookups.
 const (
 	// mapWorkers make the lookups of one workload kind and source type.
 	mapWorkers = 2
@@ -30,12 +31,12 @@ const (
 	mapVariants = 4
 )
 
-// sourceMapper maps the events of one source type to the workloads of one kind, off the
-// informer's goroutine: the handler (events) queues the source by namespace and name,
+// SourceMapper maps the events of one source type to the workloads of one kind, off the
+// informer's goroutine: the handler (Events) queues the source by namespace and name,
 // keeping the objects to map; mapWorkers workers take the sources in turn between
 // namespaces, map each object held and queue the workloads found. A source queued again
 // before its lookup is looked up once, with its latest objects.
-type sourceMapper struct {
+type SourceMapper struct {
 	mapping handler.MapFunc
 	queue   workqueue.TypedRateLimitingInterface[mapKey]
 	mu      sync.Mutex
@@ -52,15 +53,16 @@ type mapPending struct {
 	low  bool
 }
 
-func newSourceMapper(name string, mapping handler.MapFunc) *sourceMapper {
-	return &sourceMapper{mapping: mapping, pending: map[mapKey]*mapPending{},
+// NewSourceMapper returns a mapper through mapping; name names its queue (workqueue metrics).
+func NewSourceMapper(name string, mapping handler.MapFunc) *SourceMapper {
+	return &SourceMapper{mapping: mapping, pending: map[mapKey]*mapPending{},
 		queue: fair.NewQueue(name, workqueue.DefaultTypedControllerRateLimiter[mapKey](),
 			func(k mapKey) string { return k.Namespace })}
 }
 
-// source starts the workers, which queue the workloads they find in the controller's queue.
-func (m *sourceMapper) source() crsource.Source {
-	return crsource.Func(func(ctx context.Context, q workqueueOfRequests) error {
+// Source starts the workers, which queue the workloads they find in the controller's queue.
+func (m *SourceMapper) Source() crsource.Source {
+	return crsource.Func(func(ctx context.Context, q WorkqueueOfRequests) error {
 		go func() {
 			<-ctx.Done()
 			m.queue.ShutDown()
@@ -72,25 +74,25 @@ func (m *sourceMapper) source() crsource.Source {
 	})
 }
 
-// events is the handler of the source type's watch: it only queues.
-func (m *sourceMapper) events() handler.EventHandler {
+// Events is the handler of the source type's watch: it only queues.
+func (m *SourceMapper) Events() handler.EventHandler {
 	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, _ workqueueOfRequests) {
+		CreateFunc: func(_ context.Context, e event.CreateEvent, _ WorkqueueOfRequests) {
 			m.add(e.IsInInitialList, e.Object)
 		},
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, _ workqueueOfRequests) {
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, _ WorkqueueOfRequests) {
 			m.add(e.ObjectOld.GetResourceVersion() == e.ObjectNew.GetResourceVersion(), e.ObjectOld, e.ObjectNew)
 		},
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueueOfRequests) {
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ WorkqueueOfRequests) {
 			m.add(false, e.Object)
 		},
-		GenericFunc: func(_ context.Context, e event.GenericEvent, _ workqueueOfRequests) {
+		GenericFunc: func(_ context.Context, e event.GenericEvent, _ WorkqueueOfRequests) {
 			m.add(false, e.Object)
 		},
 	}
 }
 
-func (m *sourceMapper) add(low bool, objs ...client.Object) {
+func (m *SourceMapper) add(low bool, objs ...client.Object) {
 	if len(objs) == 0 || objs[0] == nil {
 		return
 	}
@@ -125,7 +127,7 @@ func keepVariant(objs []client.Object, o client.Object) []client.Object {
 	return objs
 }
 
-func (m *sourceMapper) work(ctx context.Context, q workqueueOfRequests) {
+func (m *SourceMapper) work(ctx context.Context, q WorkqueueOfRequests) {
 	for {
 		k, shutdown := m.queue.Get()
 		if shutdown {
@@ -144,7 +146,7 @@ func (m *sourceMapper) work(ctx context.Context, q workqueueOfRequests) {
 
 // lookup maps the objects of one source and queues each workload found once, as
 // controller-runtime's handler would have.
-func (m *sourceMapper) lookup(ctx context.Context, q workqueueOfRequests, p *mapPending) {
+func (m *SourceMapper) lookup(ctx context.Context, q WorkqueueOfRequests, p *mapPending) {
 	queued, lowPriority := map[reconcile.Request]bool{}, handler.LowPriority
 	pq, prioritized := q.(priorityqueue.PriorityQueue[reconcile.Request])
 	for _, o := range p.objs {
@@ -162,7 +164,7 @@ func (m *sourceMapper) lookup(ctx context.Context, q workqueueOfRequests, p *map
 	}
 }
 
-// mapQueueName names a source mapper's queue (its workqueue metrics).
-func mapQueueName(kind string, st SourceType) string {
+// MapQueueName names a source mapper's queue (its workqueue metrics).
+func MapQueueName(kind string, st sourcecache.SourceType) string {
 	return strings.ToLower(kind) + "-" + strings.ToLower(string(st.Kind)) + "-events"
 }

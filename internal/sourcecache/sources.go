@@ -1,4 +1,4 @@
-package controller
+package sourcecache
 
 import (
 	"context"
@@ -11,7 +11,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -252,26 +254,36 @@ func cached(o client.Object) (string, bool) {
 	return strings.CutPrefix(o.GetSelfLink(), cacheMark)
 }
 
+// Packed returns the packed content Transform left in o (a cached source), as the cache holds
+// it, without copying it; ok is false for a full object.
+func Packed(o client.Object) (string, bool) { return cached(o) }
+
+// PackedHash is the content hash a packed content starts with.
+func PackedHash(p string) string {
+	h, _, _ := cachedHashes(p)
+	return h
+}
+
 // cachedHashes splits the hashes off a packed content; rest holds the key and digest pairs.
 func cachedHashes(p string) (hash, uidHash, rest string) {
 	hash, rest, _ = strings.Cut(p, " ")
 	uidHash, rest, _ = strings.Cut(rest, " ")
-	_, rest, _ = strings.Cut(rest, " ") // the writer: see cachedWriter
+	_, rest, _ = strings.Cut(rest, " ") // the writer: see entries
 	return hash, uidHash, rest
 }
 
-// cachedHash is the content hash Transform packed into a cached source; empty for a full
+// CachedHash is the content hash Transform packed into a cached source; empty for a full
 // object. (Only the hash of a CSI mount of no objects is empty too, and that object, whose
 // status the cache keeps, hashes to it again.)
-func cachedHash(o client.Object) string {
+func CachedHash(o client.Object) string {
 	p, _ := cached(o)
 	h, _, _ := cachedHashes(p)
 	return h
 }
 
-// contentHash reads a source's hash from a cached object, or computes it from a full one.
-func (t SourceType) contentHash(o client.Object) string {
-	if h := cachedHash(o); h != "" {
+// ContentHash reads a source's hash from a cached object, or computes it from a full one.
+func (t SourceType) ContentHash(o client.Object) string {
+	if h := CachedHash(o); h != "" {
 		return h
 	}
 	return t.Hash(o)
@@ -289,19 +301,19 @@ func (t SourceType) uidHash(o client.Object) string {
 	return t.UIDHash(o)
 }
 
-// keyDigests reads the per-key digests Transform kept in a cached object, or computes them
+// KeyDigestsOf reads the per-key digests Transform kept in a cached object, or computes them
 // from a full one; nil for a source over the cap, never nil else.
-func (t SourceType) keyDigests(o client.Object) map[string]string {
+func (t SourceType) KeyDigestsOf(o client.Object) map[string]string {
 	p, ok := cached(o)
 	if !ok {
 		return t.KeyDigests(o)
 	}
-	return packedDigests(p)
+	return PackedDigests(p)
 }
 
-// packedDigests reads the key and digest pairs of a packed content; nil for a source over the
+// PackedDigests reads the key and digest pairs of a packed content; nil for a source over the
 // cap.
-func packedDigests(p string) map[string]string {
+func PackedDigests(p string) map[string]string {
 	_, _, rest := cachedHashes(p)
 	if strings.HasPrefix(rest, overCapMark) {
 		return nil
@@ -359,45 +371,45 @@ func keyCount(o client.Object) int {
 	return 0
 }
 
-// hashOf returns the hash of a watched object as a workload observes its source: of the
+// HashOf returns the hash of a watched object as a workload observes its source: of the
 // given keys when restricted, of the whole content otherwise; Absent for no object.
-func (t SourceType) hashOf(o client.Object, keys []string, restricted bool) string {
+func (t SourceType) HashOf(o client.Object, keys []string, restricted bool) string {
 	switch {
 	case o == nil:
 		return reload.Absent
 	case restricted && t.KeyDigests != nil:
-		return subsetHash(t.contentHash(o), t.keyDigests(o), keys)
+		return SubsetHash(t.ContentHash(o), t.KeyDigestsOf(o), keys)
 	}
-	return t.contentHash(o)
+	return t.ContentHash(o)
 }
 
-// subsetHash is the hash of some keys of a source whose whole content hashes to whole, from
+// SubsetHash is the hash of some keys of a source whose whole content hashes to whole, from
 // its per-key digests; of the whole content when it has none (over the cap).
-func subsetHash(whole string, digests map[string]string, keys []string) string {
+func SubsetHash(whole string, digests map[string]string, keys []string) string {
 	if digests == nil {
 		return hash.SubsetOfWhole(whole, keys)
 	}
 	return hash.Subset(whole, digests, keys)
 }
 
-// sourceName names the source a watched object stands for.
-func (t SourceType) sourceName(o client.Object) string {
+// SourceName names the source a watched object stands for.
+func (t SourceType) SourceName(o client.Object) string {
 	if t.Pool != nil {
 		return t.Pool.SourceName(o)
 	}
 	return o.GetName()
 }
 
-// indexValue is the pooled-source index function.
-func (t SourceType) indexValue(o client.Object) []string {
-	if name := t.sourceName(o); name != "" {
+// IndexValue is the pooled-source index function.
+func (t SourceType) IndexValue(o client.Object) []string {
+	if name := t.SourceName(o); name != "" {
 		return []string{name}
 	}
 	return nil
 }
 
-// snapshot is a source as one reconcile sees it.
-type snapshot struct {
+// Snapshot is a source as one read sees it (SourceType.Get, SourceType.All).
+type Snapshot struct {
 	// obj is a watched object of the source, for Events; nil when the source is gone.
 	obj         client.Object
 	hash        string
@@ -407,12 +419,37 @@ type snapshot struct {
 	uidHash string
 }
 
-// get reads one source; ok is false when it does not exist.
-func (t SourceType) get(ctx context.Context, c client.Reader, ns, name string) (snapshot, bool, error) {
+// SnapshotOf is a source as a reader other than SourceType.Get saw it: a watched object of it
+// (nil: gone), its content hash, its annotations and labels.
+func SnapshotOf(obj client.Object, hash string, annotations, labels map[string]string) Snapshot {
+	return Snapshot{obj: obj, hash: hash, annotations: annotations, labels: labels}
+}
+
+// AbsentSnapshot is a source that does not exist: its hash is reload.Absent.
+func AbsentSnapshot() Snapshot { return Snapshot{hash: reload.Absent} }
+
+// Object is a watched object of the source, for Events; nil when the source is gone.
+func (s Snapshot) Object() client.Object { return s.obj }
+
+// Hash is the source's content hash (for an Observed source, of the keys that concern the
+// workload when restricted).
+func (s Snapshot) Hash() string { return s.hash }
+
+// Annotations and Labels are the source's own, as the cache keeps them.
+func (s Snapshot) Annotations() map[string]string { return s.annotations }
+
+// Labels: see Annotations.
+func (s Snapshot) Labels() map[string]string { return s.labels }
+
+// UIDHash is a Secret's hash in the UID-keyed scheme, to upgrade records made with it.
+func (s Snapshot) UIDHash() string { return s.uidHash }
+
+// Get reads one source; ok is false when it does not exist.
+func (t SourceType) Get(ctx context.Context, c client.Reader, ns, name string) (Snapshot, bool, error) {
 	if t.Pool != nil {
 		list := t.NewList()
 		if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingFields{IndexPooledSource: name}, client.UnsafeDisableDeepCopy); err != nil {
-			return snapshot{}, false, fmt.Errorf("list %s mounts in %s: %w", name, ns, err)
+			return Snapshot{}, false, fmt.Errorf("list %s mounts in %s: %w", name, ns, err)
 		}
 		s, ok := t.pooled(list)[name]
 		return s, ok, nil
@@ -420,16 +457,16 @@ func (t SourceType) get(ctx context.Context, c client.Reader, ns, name string) (
 	o := t.NewObject()
 	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, o)
 	if apierrors.IsNotFound(err) {
-		return snapshot{}, false, nil
+		return Snapshot{}, false, nil
 	}
 	if err != nil {
-		return snapshot{}, false, fmt.Errorf("get %s %s/%s: %w", t.Kind, ns, name, err)
+		return Snapshot{}, false, fmt.Errorf("get %s %s/%s: %w", t.Kind, ns, name, err)
 	}
-	return t.snapshot(o), true, nil
+	return t.snapshotOf(o), true, nil
 }
 
-// all reads every source of the kind in a namespace, by name.
-func (t SourceType) all(ctx context.Context, c client.Reader, ns string) (map[string]snapshot, error) {
+// All reads every source of the kind in a namespace, by name.
+func (t SourceType) All(ctx context.Context, c client.Reader, ns string) (map[string]Snapshot, error) {
 	list := t.NewList()
 	if err := c.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list %ss in %s: %w", t.Kind, ns, err)
@@ -437,22 +474,22 @@ func (t SourceType) all(ctx context.Context, c client.Reader, ns string) (map[st
 	if t.Pool != nil {
 		return t.pooled(list), nil
 	}
-	out := map[string]snapshot{}
-	err := forEach(list, func(o client.Object) {
-		out[o.GetName()] = t.snapshot(o)
+	out := map[string]Snapshot{}
+	err := ForEach(list, func(o client.Object) {
+		out[o.GetName()] = t.snapshotOf(o)
 	})
 	return out, err
 }
 
-func (t SourceType) snapshot(o client.Object) snapshot {
-	return snapshot{obj: o, hash: t.contentHash(o), annotations: o.GetAnnotations(), labels: o.GetLabels(), uidHash: t.uidHash(o)}
+func (t SourceType) snapshotOf(o client.Object) Snapshot {
+	return Snapshot{obj: o, hash: t.ContentHash(o), annotations: o.GetAnnotations(), labels: o.GetLabels(), uidHash: t.uidHash(o)}
 }
 
 // pooled folds the objects of a pooled type into one snapshot per source.
-func (t SourceType) pooled(list client.ObjectList) map[string]snapshot {
+func (t SourceType) pooled(list client.ObjectList) map[string]Snapshot {
 	versions := map[string][]string{}
 	first := map[string]client.Object{}
-	_ = forEach(list, func(o client.Object) {
+	_ = ForEach(list, func(o client.Object) {
 		name := t.Pool.SourceName(o)
 		if name == "" {
 			return
@@ -462,34 +499,44 @@ func (t SourceType) pooled(list client.ObjectList) map[string]snapshot {
 			first[name] = o
 		}
 	})
-	out := make(map[string]snapshot, len(versions))
+	out := make(map[string]Snapshot, len(versions))
 	for name, v := range versions {
-		out[name] = snapshot{obj: first[name], hash: hash.Versions(v)}
+		out[name] = Snapshot{obj: first[name], hash: hash.Versions(v)}
 	}
 	return out
 }
 
-// observed is one source that concerns a workload, as it is now.
-type observed struct {
-	snapshot
-	ref *source.Ref
-	// keys are the keys that concern the workload when restricted (Rules.KeysOf); the hash
+// Observed is one source that concerns a workload, as it is now.
+type Observed struct {
+	Snapshot
+	Ref *source.Ref
+	// Keys are the keys that concern the workload when Restricted (Rules.KeysOf); the hash
 	// covers only them.
-	keys       []string
-	restricted bool
+	Keys       []string
+	Restricted bool
 }
 
-// observe is a source as the workload sees it: restricted to some keys by the rules that make
+// Observe is a source as the workload sees it: restricted to some keys by the rules that make
 // candidate c concern it, for reason why.
-func (t SourceType) observe(c reload.Candidate, why reload.Reason, s snapshot, ref *source.Ref, rules *reload.Rules, spec *corev1.PodSpec) observed {
-	o := observed{snapshot: s, ref: ref}
+func (t SourceType) Observe(c reload.Candidate, why reload.Reason, s Snapshot, ref *source.Ref, rules *reload.Rules, spec *corev1.PodSpec) Observed {
+	o := Observed{Snapshot: s, Ref: ref}
 	if t.KeyDigests == nil {
 		return o
 	}
-	if o.keys, o.restricted = rules.KeysFor(c, why, spec); o.restricted {
-		o.hash = t.hashOf(s.obj, o.keys, true)
+	if o.Keys, o.Restricted = rules.KeysFor(c, why, spec); o.Restricted {
+		o.hash = t.HashOf(s.obj, o.Keys, true)
 	}
 	return o
+}
+
+// ObservedAs is watched object o as a workload that reads only keys of it observes it (the
+// whole of it when keys is nil).
+func (t SourceType) ObservedAs(o client.Object, keys []string) Observed {
+	ob := Observed{Snapshot: t.snapshotOf(o), Keys: keys, Restricted: keys != nil}
+	if keys != nil {
+		ob.hash = t.HashOf(o, keys, true)
+	}
+	return ob
 }
 
 // CountEvents counts the watch events of the source informer in upstream's series; an update
@@ -508,10 +555,20 @@ func (t SourceType) CountEvents(u *metrics.Upstream) toolscache.ResourceEventHan
 				return
 			}
 			u.EventReceived(metrics.EventUpdate, t.Resource)
-			if okOld && okNew && t.contentHash(o) == t.contentHash(n) {
+			if okOld && okNew && t.ContentHash(o) == t.ContentHash(n) {
 				u.SkippedNoDataChange(time.Since(start))
 			}
 		},
 		DeleteFunc: func(any) { u.EventReceived(metrics.EventDelete, t.Resource) },
 	}
+}
+
+// ForEach calls fn with each object of list.
+func ForEach(list client.ObjectList, fn func(client.Object)) error {
+	return apimeta.EachListItem(list, func(o runtime.Object) error {
+		if co, ok := o.(client.Object); ok {
+			fn(co)
+		}
+		return nil
+	})
 }

@@ -1,4 +1,4 @@
-package controller
+package sourcecache
 
 import (
 	"testing"
@@ -13,7 +13,7 @@ import (
 // TestSourceOfTheFirstListMapsNoWorkload: a source the informer's first list brings is left to
 // the workloads' own first list; one created later is looked up.
 func TestSourceOfTheFirstListMapsNoWorkload(t *testing.T) {
-	p := laterSources()
+	p := LaterSources()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
 	if p.Create(event.CreateEvent{Object: cm, IsInInitialList: true}) {
 		t.Error("a source of the first list passes")
