@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/reloader-operator/reloader/internal/app"
 	"github.com/reloader-operator/reloader/internal/options"
@@ -105,13 +104,14 @@ func run(_ context.Context, conf options.Config) error {
 	if err != nil {
 		return err
 	}
-	start := func(ctx context.Context, mgr manager.Manager) error {
-		logger.Info("starting reloader", "namespaces", conf.Namespaces, "strategy", conf.ReloadStrategy,
-			"autoReloadAll", conf.AutoReloadAll, "coalesceWindow", conf.CoalesceWindow.String(), "ha", conf.EnableHA,
-			"gcPercent", gcPercent, "gcPercentFromGOGC", fromEnv)
-		return startUntilStopped(ctx, mgr.Start, shutdownGrace)
+	mgr, err := app.New(ctx, cfg, conf, logger, planwebhook.Serve)
+	if err != nil {
+		return err
 	}
-	return app.Run(ctx, cfg, conf, logger, start, planwebhook.Serve)
+	logger.Info("starting reloader", "namespaces", conf.Namespaces, "strategy", conf.ReloadStrategy,
+		"autoReloadAll", conf.AutoReloadAll, "coalesceWindow", conf.CoalesceWindow.String(), "ha", conf.EnableHA,
+		"gcPercent", gcPercent, "gcPercentFromGOGC", fromEnv)
+	return startUntilStopped(ctx, mgr.Start, shutdownGrace)
 }
 
 // shutdownGrace bounds the wait for the manager after a stop signal; it is below the

@@ -34,19 +34,6 @@ import (
 // Each of with adds what it serves beside the reconcilers, from the parts New built (the plan
 // webhook is one).
 func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr.Logger, with ...With) (manager.Manager, error) {
-	return build(ctx, cfg, conf, logger, buildOptions{}, with...)
-}
-
-// buildOptions are how Run builds a manager, beside conf.
-type buildOptions struct {
-	// lazyConfigs leaves ReloaderConfigs off while none exists, and waits for the first
-	// (firstConfig): Run builds the manager again then.
-	lazyConfigs bool
-	// identity names this replica in Leases; empty: identity(conf), anew for each manager.
-	identity string
-}
-
-func build(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr.Logger, bo buildOptions, with ...With) (manager.Manager, error) {
 	cfg = withClientRate(cfg, conf)
 	scheme, apis, err := schemeAndAPIs(ctx, cfg, conf, logger)
 	if err != nil {
@@ -72,12 +59,6 @@ func build(ctx context.Context, cfg *rest.Config, conf options.Config, logger lo
 	if err != nil {
 		return nil, err
 	}
-	var first *firstConfig
-	if configs != nil && bo.lazyConfigs {
-		if configs, first, err = whileNoConfig(ctx, cfg, conf, logger); err != nil {
-			return nil, err
-		}
-	}
 	if configs == nil {
 		// Only a ReloaderConfig's selector reads a source's labels (and a workload's, which
 		// cacheOptions drops likewise).
@@ -90,7 +71,7 @@ func build(ctx context.Context, cfg *rest.Config, conf options.Config, logger lo
 		return nil, err
 	}
 
-	shards, err := newSharding(ctx, cfg, conf, bo.identity, logger)
+	shards, err := newSharding(ctx, cfg, conf, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -101,14 +82,9 @@ func build(ctx context.Context, cfg *rest.Config, conf options.Config, logger lo
 		caches.NewInformer = shards.filter.NewInformer
 	}
 	var ready atomic.Bool
-	mgr, err := newManager(cfg, conf, bo.identity, scheme, caches, &ready, logger)
+	mgr, err := newManager(cfg, conf, scheme, caches, &ready, logger)
 	if err != nil {
 		return nil, err
-	}
-	if first != nil {
-		if err := mgr.Add(first); err != nil {
-			return nil, err
-		}
 	}
 	if shards != nil {
 		if err := mgr.Add(shards.coordinator); err != nil {
@@ -220,25 +196,6 @@ func reloaderConfigs(ctx context.Context, cfg *rest.Config, conf options.Config,
 		return nil, nil
 	}
 	return &reloaderconfig.Cache{}, nil
-}
-
-// whileNoConfig returns, when no ReloaderConfig exists in the namespaces reloader watches,
-// no cache of them and the wait for the first; else the cache, and no wait. The wait lists
-// again when it starts, so one created after this look is seen.
-func whileNoConfig(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr.Logger) (*reloaderconfig.Cache, *firstConfig, error) {
-	first, err := newFirstConfig(cfg, conf, logger)
-	if err != nil {
-		return nil, nil, err
-	}
-	found, err := first.any(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	if found {
-		return &reloaderconfig.Cache{}, nil, nil
-	}
-	logger.Info("no ReloaderConfig exists yet: annotations alone configure reloads, and reloader starts again with ReloaderConfigs on when the first is created")
-	return nil, first, nil
 }
 
 // configStatusWritable reports whether reloader writes the status of ReloaderConfigs: when it

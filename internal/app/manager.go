@@ -93,11 +93,11 @@ func withClientRate(cfg *rest.Config, conf options.Config) *rest.Config {
 
 // newManager returns the manager: its cache, the metrics port, the probes (probes.go: ready
 // once the caches have synced), and with --enable-ha the Lease that elects the leader.
-func newManager(cfg *rest.Config, conf options.Config, id string, scheme *runtime.Scheme, caches cache.Options, ready *atomic.Bool, logger logr.Logger) (manager.Manager, error) {
+func newManager(cfg *rest.Config, conf options.Config, scheme *runtime.Scheme, caches cache.Options, ready *atomic.Bool, logger logr.Logger) (manager.Manager, error) {
 	var lock resourcelock.Interface
 	if conf.EnableHA {
 		var err error
-		if lock, err = leaseLock(cfg, conf, id); err != nil {
+		if lock, err = leaseLock(cfg, conf); err != nil {
 			return nil, err
 		}
 	}
@@ -148,15 +148,14 @@ func liveHandler() http.Handler {
 
 // leaseLock is the --enable-ha Lease, held under POD_NAME so that `kubectl get lease` names
 // the leader's pod.
-func leaseLock(cfg *rest.Config, conf options.Config, id string) (resourcelock.Interface, error) {
+func leaseLock(cfg *rest.Config, conf options.Config) (resourcelock.Interface, error) {
 	ns, err := leaseNamespace(conf, "--enable-ha")
 	if err != nil {
 		return nil, err
 	}
-	if id == "" {
-		if id, err = identity(conf); err != nil {
-			return nil, err
-		}
+	id, err := identity(conf)
+	if err != nil {
+		return nil, err
 	}
 	cfg = leaseConfig(cfg, conf, "leader-election")
 	core, err := corev1client.NewForConfig(cfg)

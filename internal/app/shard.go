@@ -73,7 +73,7 @@ func (s *sharding) relisted() func(client.Object) bool {
 
 // newSharding returns nil unless --shards is above 1. It asks the API server once whether it
 // applies shard selectors, and logs the answer: either way the cache holds only the slice.
-func newSharding(ctx context.Context, cfg *rest.Config, conf options.Config, id string, logger logr.Logger) (*sharding, error) {
+func newSharding(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr.Logger) (*sharding, error) {
 	if conf.Shards <= 1 {
 		return nil, nil
 	}
@@ -85,10 +85,9 @@ func newSharding(ctx context.Context, cfg *rest.Config, conf options.Config, id 
 	if err != nil {
 		return nil, err
 	}
-	if id == "" {
-		if id, err = identity(conf); err != nil {
-			return nil, err
-		}
+	id, err := identity(conf)
+	if err != nil {
+		return nil, err
 	}
 	leases, err := coordinationv1client.NewForConfig(leaseConfig(cfg, conf, "shard-leases"))
 	if err != nil {

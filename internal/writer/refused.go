@@ -45,8 +45,7 @@ func Refused(ctx context.Context, rep Reporter, kind string, obj client.Object, 
 	msg := fmt.Sprintf("reloader's RBAC does not allow %s; grant it for reloads of this %s (see the RBAC section of reloader's README)", what, kind)
 	log.FromContext(ctx).Info("WARNING: write refused by RBAC; not retried until a source changes", "refused", what, "error", failed.Error())
 	if !reloaded {
-		rep.Event(obj, nil, true, report.ReasonReloadFail, "Record",
-			termsafe.ClipNote("Recording the source hashes failed: "+msg))
+		rep.Event(obj, nil, true, report.ReasonReloadFail, "Record", termsafe.ClipNote("Recording the source hashes failed: "+msg))
 	}
 	return reconcile.TerminalError(fmt.Errorf("%s: %w", msg, failed))
 }

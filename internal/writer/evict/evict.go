@@ -93,8 +93,7 @@ func (e *Restarter) ModeOf(ctx context.Context, obj client.Object, reloads bool)
 // is written, record included: once it is enabled, the change is still due.
 func (e *Restarter) Held(ctx context.Context, obj client.Object) (reconcile.Result, string, error) {
 	log.FromContext(ctx).Info("reload due, but the evict restart strategy is not enabled")
-	e.Report.Event(obj, nil, true, ReasonEvictStrategyDisabled, "Reload",
-		fmt.Sprintf("%s %s asks for %s: evict, which this reloader does not run: start it with --enable-evict-strategy (chart value reloader.enableEvictStrategy), or remove the annotation; the reload waits", e.Kind.Name(), obj.GetName(), reload.RestartStrategyAnnotation))
+	e.Report.Event(obj, nil, true, ReasonEvictStrategyDisabled, "Reload", fmt.Sprintf("%s %s asks for %s: evict, which this reloader does not run: start it with --enable-evict-strategy (chart value reloader.enableEvictStrategy), or remove the annotation; the reload waits", e.Kind.Name(), obj.GetName(), reload.RestartStrategyAnnotation))
 	return reconcile.Result{}, metrics.OutcomeHeld, nil
 }
 
@@ -117,8 +116,7 @@ func (e *Restarter) Mark(updated client.Object, mode Mode, reloaded []reload.Cha
 func (e *Restarter) Step(ctx context.Context, obj client.Object, mode Mode, res reconcile.Result, outcome string) (reconcile.Result, string, error) {
 	if outcome == metrics.OutcomeReloaded && mode == Evict {
 		// Just started; the next reconcile reads the copy written.
-		e.Report.Event(obj, nil, false, ReasonEvicting, "Evict",
-			fmt.Sprintf("Restarting %s %s by eviction (strategy evict): its pods go one at a time, the pod template is left as it is", e.Kind.Name(), obj.GetName()))
+		e.Report.Event(obj, nil, false, ReasonEvicting, "Evict", fmt.Sprintf("Restarting %s %s by eviction (strategy evict): its pods go one at a time, the pod template is left as it is", e.Kind.Name(), obj.GetName()))
 		return sooner(res, time.Second), outcome, nil
 	}
 	v, ok := obj.GetAnnotations()[reload.EvictingAnnotation]
@@ -156,8 +154,7 @@ func (e *Restarter) Step(ctx context.Context, obj client.Object, mode Mode, res 
 			return res, outcome, err
 		}
 		e.Report.Action(e.Kind.Name(), "evict-done")
-		e.Report.Event(obj, nil, false, ReasonRestarted, "Evict",
-			fmt.Sprintf("Restarted %s %s by eviction: no pod created before %s is left", e.Kind.Name(), obj.GetName(), st.Since.Format(time.RFC3339)))
+		e.Report.Event(obj, nil, false, ReasonRestarted, "Evict", fmt.Sprintf("Restarted %s %s by eviction: no pod created before %s is left", e.Kind.Name(), obj.GetName(), st.Since.Format(time.RFC3339)))
 		return res, outcome, nil
 	case step.Evict == "":
 		logger.V(1).Info("evict restart waiting", "why", step.Why, "left", step.Left)
@@ -186,8 +183,7 @@ func (e *Restarter) evict(ctx context.Context, obj client.Object, pods []corev1.
 		if s, ok := apierrors.SuggestsClientDelay(err); ok && s > 0 && time.Duration(s)*time.Second < time.Minute {
 			wait = time.Duration(s) * time.Second
 		}
-		e.Report.Event(obj, nil, false, ReasonEvictionBlocked, "Evict",
-			fmt.Sprintf("Eviction of pod %s refused for now (%v); retrying in %s", pod.Name, err, wait))
+		e.Report.Event(obj, nil, false, ReasonEvictionBlocked, "Evict", fmt.Sprintf("Eviction of pod %s refused for now (%v); retrying in %s", pod.Name, err, wait))
 		return sooner(res, wait), outcome, nil
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 		// Gone or replaced meanwhile: look again.
@@ -200,8 +196,7 @@ func (e *Restarter) evict(ctx context.Context, obj client.Object, pods []corev1.
 	}
 	e.Report.Action(e.Kind.Name(), "evict-pod")
 	log.FromContext(ctx).Info("evicted pod", "pod", pod.Name, "uid", pod.UID, "left", step.Left-1)
-	e.Report.Event(obj, nil, false, ReasonEvicting, "Evict",
-		fmt.Sprintf("Evicted pod %s to restart it with the new configuration (strategy evict); %d more to go", pod.Name, step.Left-1))
+	e.Report.Event(obj, nil, false, ReasonEvicting, "Evict", fmt.Sprintf("Evicted pod %s to restart it with the new configuration (strategy evict); %d more to go", pod.Name, step.Left-1))
 	return sooner(res, time.Second), metrics.OutcomeReloaded, nil
 }
 
@@ -212,8 +207,7 @@ const evictRefusedRetry = time.Minute
 // evictRefused reports a step of an evict restart that reloader's RBAC does not allow.
 func (e *Restarter) evictRefused(ctx context.Context, obj client.Object, what string, err error) reconcile.Result {
 	log.FromContext(ctx).Info("WARNING: evict restart refused by RBAC; trying again later", "refused", what, "error", err.Error(), "retryIn", evictRefusedRetry.String())
-	e.Report.Event(obj, nil, true, report.ReasonReloadFail, "Evict",
-		fmt.Sprintf("Restart by eviction refused: reloader's RBAC does not allow %s; the chart grants it with reloader.enableEvictStrategy (--enable-evict-strategy). Trying again in %s", what, evictRefusedRetry))
+	e.Report.Event(obj, nil, true, report.ReasonReloadFail, "Evict", fmt.Sprintf("Restart by eviction refused: reloader's RBAC does not allow %s; the chart grants it with reloader.enableEvictStrategy (--enable-evict-strategy). Trying again in %s", what, evictRefusedRetry))
 	return reconcile.Result{RequeueAfter: evictRefusedRetry}
 }
 

@@ -195,8 +195,7 @@ func (w *Writer) createReplacement(ctx context.Context, nn types.NamespacedName,
 	case err == nil:
 		w.Report.Recreated(w.Kind.Name(), nn.Namespace)
 		logger.Info("re-created a replaced object", "replaces", string(p.replaces))
-		w.Report.Event(fresh, nil, false, report.ReasonReloaded, "Reload",
-			fmt.Sprintf("Re-created %s %s with the new configuration", w.Kind.Name(), nn.Name))
+		w.Report.Event(fresh, nil, false, report.ReasonReloaded, "Reload", fmt.Sprintf("Re-created %s %s with the new configuration", w.Kind.Name(), nn.Name))
 		w.forgetRecord(ctx, nn, p)
 		return reconcile.Result{}, nil
 	case apierrors.IsAlreadyExists(err):
@@ -204,7 +203,6 @@ func (w *Writer) createReplacement(ctx context.Context, nn types.NamespacedName,
 		// shown yet; the next pass tells which, by UID, at the top of this function.
 		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}
-	w.Report.Event(p.obj, nil, true, report.ReasonReloadFail, "Reload",
-		fmt.Sprintf("%s %s was deleted for a reload but could not be re-created; retrying: %v", w.Kind.Name(), nn.Name, err))
+	w.Report.Event(p.obj, nil, true, report.ReasonReloadFail, "Reload", fmt.Sprintf("%s %s was deleted for a reload but could not be re-created; retrying: %v", w.Kind.Name(), nn.Name, err))
 	return reconcile.Result{}, fmt.Errorf("re-create %s: %w", nn, err)
 }

@@ -206,6 +206,5 @@ func (w *Writer) refuseRecord(ctx context.Context, rec *appsv1.ControllerRevisio
 	w.Report.RecordRefused(w.Kind.Name(), why.reason)
 	log.FromContext(ctx).Info("WARNING: replacement record refused; nothing created", "record", rec.Namespace+"/"+rec.Name,
 		"reason", why.reason, "why", why.why)
-	w.Report.Event(rec, nil, true, ReasonUntrustedRecord, "Replace",
-		termsafe.ClipNote(fmt.Sprintf("Not acting on this %s replacement record: %s. Nothing was created; delete it if no one needs it.", w.Kind.Name(), why.why)))
+	w.Report.Event(rec, nil, true, ReasonUntrustedRecord, "Replace", termsafe.ClipNote(fmt.Sprintf("Not acting on this %s replacement record: %s. Nothing was created; delete it if no one needs it.", w.Kind.Name(), why.why)))
 }
