@@ -3,7 +3,7 @@
 SHELL := bash
 GO    ?= go
 
-.PHONY: all build tools kube-binaries test test-tools unit demo lint clean generate loadtest-quick loadtest loadtest-full upstream-binary figures image manifests test-deployments bench-10k bench-mem bench-100k bench-100k-sharded bench-rss-floor bench-failover soak bench-fairness dist sbom lint-workflows
+.PHONY: all build tools kube-binaries test test-tools unit demo lint clean generate loadtest-quick loadtest loadtest-full bench-vs-upstream upstream-binary figures image manifests test-deployments bench-10k bench-mem bench-100k bench-100k-sharded bench-rss-floor bench-failover soak bench-fairness dist sbom lint-workflows
 
 all: build
 
@@ -135,6 +135,21 @@ loadtest-full: build kube-binaries
 
 # Any scenarios at any size: LOADTEST_SCENARIOS (default all), LOADTEST_SCALE, LOADTEST_DURATION.
 loadtest: loadtest-full
+
+# Issue 35's four scenarios (the load test's vs-upstream preset: U1 Burst, U2 FanOut, U3 Memory,
+# U4 ChurnRestart) against upstream v1.4.21 and upstream v2, both built from source (UPSTREAM_GIT
+# or UPSTREAM_SRC as for upstream-binary), this build on the other side of each run; results in
+# VS_UPSTREAM_RESULTS-v1.4.21 and -v2, then the side-by-side table (what `make figures` renders
+# into docs/benchmarks.md from docs/results/vs-upstream-*). About 25 minutes on 2 cores.
+VS_UPSTREAM_RESULTS ?= loadtest-results/vs-upstream
+bench-vs-upstream: build kube-binaries
+	cd tools && $(GO) build -o ../bin/ ./cmd/loadtest
+	v1="$$(bash hack/upstream-binary.sh)" && v2="$$(UPSTREAM_VERSION=v2 bash hack/upstream-binary.sh)" && \
+	$(MAKE) --no-print-directory loadtest-full LOADTEST_OLD="$$v1" LOADTEST_RESULTS=$(VS_UPSTREAM_RESULTS)-v1.4.21 \
+		LOADTEST_SCENARIOS=$(or $(LOADTEST_SCENARIOS),vs-upstream) LOADTEST_SCALE=$(or $(LOADTEST_SCALE),1) && \
+	$(MAKE) --no-print-directory loadtest-full LOADTEST_OLD="$$v2" LOADTEST_RESULTS=$(VS_UPSTREAM_RESULTS)-v2 \
+		LOADTEST_SCENARIOS=$(or $(LOADTEST_SCENARIOS),vs-upstream) LOADTEST_SCALE=$(or $(LOADTEST_SCALE),1)
+	./bin/loadtest figures --vs-upstream --results-dir=$(VS_UPSTREAM_RESULTS)-v1.4.21 --results-dir=$(VS_UPSTREAM_RESULTS)-v2
 
 # Re-render the figures tables of README.md and docs/*.md from the results committed under
 # docs/results/ (blocks between <!-- figures:begin DIR... --> and <!-- figures:end -->);

@@ -172,19 +172,21 @@ a path without one of those extensions, all four formats into that directory.`,
 
 func newFigures() *cobra.Command {
 	var dirs []string
-	var update bool
+	var update, vsUpstream bool
 	cmd := &cobra.Command{
-		Use:   "figures [--results-dir DIR]... | --update FILE...",
+		Use:   "figures [--vs-upstream] [--results-dir DIR]... | --update FILE...",
 		Short: "Print the condensed Markdown table of runs against baselines, or re-render it in documents",
 		Long: `Print one condensed Markdown table for one or more results directories, each one A/B run of
 this build (side new) against one baseline (side old): this build's verdict, then per baseline
 its verdict and this build's API requests, p50 from the last write, peak RSS and CPU seconds
 over the baseline's, with a line per run naming the builds, the size and the machine.
-Verdicts are judged with the default gates.
+Verdicts are judged with the default gates. With --vs-upstream, the vs-upstream preset's table
+instead (make bench-vs-upstream): each figure of its four scenarios, per run the baseline's and
+this build's, and whether this build meets its target against the last run's baseline.
 
 With --update, rewrite in place every block of the given Markdown files between
-<!-- figures:begin DIR [DIR...] --> and <!-- figures:end -->, from the results directories the
-begin marker names (relative to the current directory): what make figures does.`,
+<!-- figures:begin [vs-upstream] DIR [DIR...] --> and <!-- figures:end -->, from the results
+directories the begin marker names (relative to the current directory): what make figures does.`,
 		RunE: func(_ *cobra.Command, args []string) error {
 			if update {
 				if len(dirs) > 0 || len(args) == 0 {
@@ -199,11 +201,16 @@ begin marker names (relative to the current directory): what make figures does.`
 			if err != nil {
 				return err
 			}
-			loadtest.Figures(os.Stdout, runs)
+			if vsUpstream {
+				loadtest.VsUpstream(os.Stdout, runs)
+			} else {
+				loadtest.Figures(os.Stdout, runs)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().StringArrayVar(&dirs, "results-dir", nil, "a results directory of one run against one baseline; repeat for more baselines")
+	cmd.Flags().BoolVar(&vsUpstream, "vs-upstream", false, "print the vs-upstream preset's table (issue 35's figures and targets) instead")
 	cmd.Flags().BoolVar(&update, "update", false, "re-render the figures blocks of the Markdown files given as arguments in place")
 	return cmd
 }

@@ -219,7 +219,13 @@ func get(url string) int {
 }
 
 // Stop samples the process, scrapes /metrics and stops it with SIGTERM.
-func (c *Controller) Stop() {
+func (c *Controller) Stop() { c.stop(false) }
+
+// Kill samples the process, scrapes /metrics and kills it with SIGKILL: no shutdown, as when
+// a node dies or the OOM killer strikes.
+func (c *Controller) Kill() { c.stop(true) }
+
+func (c *Controller) stop(kill bool) {
 	if c.p == nil {
 		return
 	}
@@ -239,7 +245,11 @@ func (c *Controller) Stop() {
 	c.done = c.done.add(c.current)
 	c.current = Scrape{}
 	c.mu.Unlock()
-	c.p.Stop()
+	if kill {
+		c.p.Kill()
+	} else {
+		c.p.Stop()
+	}
 	c.p = nil
 }
 

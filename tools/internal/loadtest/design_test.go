@@ -142,8 +142,12 @@ func TestUsageAndReconcileReturn(t *testing.T) {
 	if u.CPUStartupSeconds == nil || *u.CPUStartupSeconds != 2 {
 		t.Errorf("CPU at start-up %v, want 2 s", u.CPUStartupSeconds)
 	}
-	if u := usage(samples, 6, 50<<20, window{t0, t0.Add(40 * time.Second)}, window{}, t0.Add(-time.Second)); u.CPUStartupSeconds != nil {
-		t.Errorf("CPU at start-up %v with no sample before the load, want none", *u.CPUStartupSeconds)
+	// ... and the RSS after sync: 4 MiB.
+	if u.RSSStartupMiB == nil || *u.RSSStartupMiB != 4 {
+		t.Errorf("RSS after sync %v, want 4 MiB", u.RSSStartupMiB)
+	}
+	if u := usage(samples, 6, 50<<20, window{t0, t0.Add(40 * time.Second)}, window{}, t0.Add(-time.Second)); u.CPUStartupSeconds != nil || u.RSSStartupMiB != nil {
+		t.Errorf("CPU %v, RSS %v at start-up with no sample before the load, want none", u.CPUStartupSeconds, u.RSSStartupMiB)
 	}
 	rt := runtimeFigures(samples, *samples[len(samples)-1].Metrics, window{t0, t0.Add(20 * time.Second)}, window{t0.Add(10 * time.Second), t0.Add(20 * time.Second)})
 	if rt.Reconciles == nil || *rt.Reconciles != 200 || *rt.ReconcilesPerSecond != 10 || *rt.GoroutinesPeak != 139 || rt.Errors != nil {

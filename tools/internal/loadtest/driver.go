@@ -257,6 +257,13 @@ func (d *Driver) Restart(ctx context.Context) error {
 	return d.controller.Start(ctx)
 }
 
+// KillRestart kills the controller (SIGKILL) and starts it again.
+func (d *Driver) KillRestart(ctx context.Context) error {
+	d.progress("killing controller")
+	d.controller.Kill()
+	return d.controller.Start(ctx)
+}
+
 // StopController stops the controller until StartController.
 func (d *Driver) StopController() {
 	d.progress("controller stopped")

@@ -263,7 +263,8 @@ func sortScenarioIDs(ids []string) {
 
 // Marker comments around a generated block: `<!-- figures:begin DIR [DIR...] -->` names the
 // results directories (relative to the repository's root) whose table the block holds, up to
-// `<!-- figures:end -->`.
+// `<!-- figures:end -->`; `<!-- figures:begin vs-upstream DIR [DIR...] -->` holds VsUpstream's
+// table of them instead of Figures'.
 const (
 	figuresBegin = "<!-- figures:begin "
 	figuresEnd   = "<!-- figures:end -->"
@@ -300,6 +301,10 @@ func UpdateFigures(doc, root string) (out string, blocks int, err error) {
 		if end < 0 {
 			return "", blocks, fmt.Errorf("line %d: no %s after it", i+1, figuresEnd)
 		}
+		table := Figures
+		if dirs[0] == figuresVsUpstream {
+			table, dirs = VsUpstream, dirs[1:]
+		}
 		runs, err := LoadFigureRuns(root, dirs)
 		if err != nil {
 			return "", blocks, fmt.Errorf("line %d: %w", i+1, err)
@@ -308,7 +313,7 @@ func UpdateFigures(doc, root string) (out string, blocks int, err error) {
 			b.WriteString("\n")
 		}
 		b.WriteString("\n")
-		Figures(&b, runs)
+		table(&b, runs)
 		b.WriteString("\n")
 		b.WriteString(lines[end])
 		i = end

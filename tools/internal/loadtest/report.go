@@ -203,7 +203,7 @@ func (rep Report) Only(ids []string) (Report, error) {
 
 // LoadResults reads the per-scenario result files of a results directory.
 func LoadResults(dir string) ([]Result, error) {
-	paths, err := filepath.Glob(filepath.Join(dir, "S*-*.json"))
+	paths, err := filepath.Glob(filepath.Join(dir, "[SU]*-*.json"))
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +220,7 @@ func LoadResults(dir string) ([]Result, error) {
 		out = append(out, r)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("no results (S*-old.json, S*-new.json) in %s", dir)
+		return nil, fmt.Errorf("no results (S*-old.json, S*-new.json, U*-...) in %s", dir)
 	}
 	sortResults(out)
 	return out, nil

@@ -314,8 +314,15 @@ func TestEveryScenarioBuilds(t *testing.T) {
 			}
 		}
 	}
-	if got := len(ScenarioIDs()); got != 19 {
+	if got := len(ScenarioIDs()); got != 23 {
 		t.Errorf("%d scenarios", got)
+	}
+	// all is the design's 19; vs-upstream the preset's four, which all leaves out.
+	if sel, err := Select("all"); err != nil || len(sel) != 19 || sel[18].ID != "S19" {
+		t.Errorf("all selects %d scenarios, %v", len(sel), err)
+	}
+	if sel, err := Select("vs-upstream"); err != nil || len(sel) != 4 || sel[0].ID != "U1" || sel[3].ID != "U4" {
+		t.Errorf("vs-upstream selects %v, %v", sel, err)
 	}
 	if _, err := Select("S1,s4,S6"); err != nil {
 		t.Error(err)

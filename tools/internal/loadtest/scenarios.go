@@ -516,8 +516,17 @@ func ScenarioIDs() []string {
 
 // Select parses --scenario: "all", or comma-separated IDs.
 func Select(spec string) ([]Scenario, error) {
-	if spec == "" || spec == "all" {
-		spec = strings.Join(ScenarioIDs(), ",")
+	switch strings.ToLower(spec) {
+	case "", "all":
+		var design []string
+		for _, id := range ScenarioIDs() {
+			if !isPreset(id) {
+				design = append(design, id)
+			}
+		}
+		spec = strings.Join(design, ",")
+	case "vs-upstream":
+		spec = VsUpstreamSet
 	}
 	var out []Scenario
 	for _, id := range strings.Split(spec, ",") {

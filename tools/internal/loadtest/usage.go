@@ -21,6 +21,9 @@ type Usage struct {
 	// records written), from the last sample before it; nil without one. Shown, not judged:
 	// the CPU gate judges the whole run.
 	CPUStartupSeconds *float64 `json:"cpuStartupSeconds,omitempty"`
+	// RSSStartupMiB is the RSS when the load began (caches synced, start-up done), from the
+	// last sample before it; nil without one.
+	RSSStartupMiB *float64 `json:"rssStartupMiB,omitempty"`
 }
 
 // Runtime is what the controller's /metrics told, added up over restarts; a figure the binary
@@ -79,8 +82,8 @@ func usage(samples []Sample, cpuSeconds float64, peakRSS int64, run, steady wind
 		if !s.At.Before(loadFrom) {
 			break
 		}
-		cpu := s.CPU
-		u.CPUStartupSeconds = &cpu
+		cpu, rss := s.CPU, float64(s.RSS)/(1<<20)
+		u.CPUStartupSeconds, u.RSSStartupMiB = &cpu, &rss
 	}
 	if s := run.to.Sub(run.from).Seconds(); s > 0 {
 		u.CPUAvgCores = cpuSeconds / s
