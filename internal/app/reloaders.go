@@ -67,6 +67,9 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 	if err != nil {
 		return err
 	}
+	// One handler per source type for every kind: the change table and the flap breaker
+	// observe each source event once, before any kind maps it.
+	sourceEvents := lookup.NewSourceEvents(changes.Observe, controller.ObserveFlaps(flaps, time.Now))
 	if key != nil && !key.Own() && replacesJobs(conf, kinds) {
 		logger.Info("WARNING: no namespace of reloader's own (RELOADER_NAMESPACE, POD_NAMESPACE): the install key's Secret is in a namespace others may write, so Job replacement records are neither signed nor trusted from the cluster; if reloader stops between a Job's delete and its re-create, no other process re-creates it")
 	}
@@ -79,6 +82,7 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 			r.Rollouts = nil // followed through the status an informer brings
 		}
 		r.Shard, r.Pacer, r.Baselines, r.Changes, r.Flaps = shard, pacer, baselines, changes, flaps
+		r.SourceEvents = sourceEvents
 		if key != nil {
 			// A nil *Loader in the interface would not read as "no key".
 			r.RecordKey = key

@@ -4,16 +4,19 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"github.com/reloader-operator/reloader/internal/flap"
 	"github.com/reloader-operator/reloader/internal/gate/mode"
 	"github.com/reloader-operator/reloader/internal/gate/quarantine"
 	"github.com/reloader-operator/reloader/internal/gate/wave"
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/hashkey"
+	"github.com/reloader-operator/reloader/internal/lookup"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/sourcecache"
@@ -108,22 +111,24 @@ const (
 	ReasonWavesAborted       = wave.ReasonWavesAborted
 )
 
-// observeFlaps is a predicate that lets every event through and feeds st's content changes,
-// with their writers, to the flap breaker's table.
-func (r *WorkloadReconciler) observeFlaps(st sourcecache.SourceType) predicate.Predicate {
-	return predicate.Funcs{
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			if r.Flaps == nil || st.Pool != nil {
+// ObserveFlaps feeds a source type's content changes, with their writers, to the flap
+// breaker's table flaps, at now: an observer of the source events (lookup.SourceEvents).
+func ObserveFlaps(flaps *flap.Table, now func() time.Time) lookup.Observer {
+	return func(st sourcecache.SourceType) predicate.Predicate {
+		return predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				if flaps == nil || st.Pool != nil {
+					return true
+				}
+				// The manager whose entry this write changed (copied out of the cache's string).
+				wr, _ := sourcecache.ChangeWriter(e.ObjectOld, e.ObjectNew)
+				quarantine.Observe(flaps, st.Kind, e.ObjectNew, sourcecache.CachedHash(e.ObjectOld), sourcecache.CachedHash(e.ObjectNew), wr, now())
 				return true
-			}
-			// The manager whose entry this write changed (copied out of the cache's string).
-			wr, _ := sourcecache.ChangeWriter(e.ObjectOld, e.ObjectNew)
-			quarantine.Observe(r.Flaps, st.Kind, e.ObjectNew, sourcecache.CachedHash(e.ObjectOld), sourcecache.CachedHash(e.ObjectNew), wr, r.Now())
-			return true
-		},
-		DeleteFunc: func(e event.DeleteEvent) bool {
-			quarantine.Gone(r.Flaps, st.Kind, e.Object)
-			return true
-		},
+			},
+			DeleteFunc: func(e event.DeleteEvent) bool {
+				quarantine.Gone(flaps, st.Kind, e.Object)
+				return true
+			},
+		}
 	}
 }

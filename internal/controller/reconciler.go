@@ -108,8 +108,12 @@ type WorkloadReconciler struct {
 	// it a workload that asks for it is told, and its reloads wait.
 	EnableEvict bool
 	// Flaps is the flap breaker's table, shared by the reconcilers of one manager: their
-	// source watches feed it (observeFlaps), the quarantine gate reads it; nil breaks no flap.
+	// source events feed it (ObserveFlaps), the quarantine gate reads it; nil breaks no flap.
 	Flaps *flap.Table
+	// SourceEvents hears each source event once for every kind of one manager
+	// (lookup.SourceEvents), its observers first; nil: this reconciler's own, observing
+	// for itself (Changes, Flaps).
+	SourceEvents *lookup.SourceEvents
 	// Gates are the guardrails of the reload pipeline, in their order (internal/app builds
 	// them); nil holds nothing.
 	Gates gate.Chain

@@ -47,6 +47,9 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	} else {
 		b = b.For(r.Kind.NewObject(), builder.WithPredicates(r.Baselines.NotingCreations(), workloadChanged()))
 	}
+	if r.SourceEvents == nil {
+		r.SourceEvents = lookup.NewSourceEvents(r.Changes.Observe, ObserveFlaps(r.Flaps, r.Now))
+	}
 	for _, st := range r.Sources {
 		// The lookups are made off the informer's goroutine, in turn between namespaces; in
 		// degraded mode, a failed one comes back through the same queue (lookup.LiveRetry).
@@ -59,8 +62,8 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		if retry != nil {
 			b = b.WatchesRawSource(retry.Source(mapper.Events()))
 		}
-		b = b.Watches(st.NewObject(), mapper.Events(),
-			builder.WithPredicates(r.Changes.Observe(st), r.observeFlaps(st), sourcecache.SourceChanged(r.Policy.Keys, r.Configs != nil), sourcecache.LaterSources()))
+		b = b.WatchesRawSource(r.SourceEvents.Source(mgr.GetCache(), st, mapper,
+			sourcecache.SourceChanged(r.Policy.Keys, r.Configs != nil), sourcecache.LaterSources()))
 	}
 	if _, ok := r.Kind.(workload.Referencing); ok && !r.Unwatched.Has("Deployment") {
 		b = b.Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.mapReferenced),
