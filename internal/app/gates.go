@@ -5,7 +5,6 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/flap"
 	"github.com/reloader-operator/reloader/internal/gate"
 	"github.com/reloader-operator/reloader/internal/gate/mode"
@@ -15,6 +14,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/reload"
 )
 
 // Guardrails are the gates every kind's reconciler shares: a source flaps, and a source's
@@ -23,6 +23,7 @@ type Guardrails struct {
 	Quarantine *quarantine.Gate
 	Mode       *mode.Mode
 	Wave       *wave.Gate
+	Window     window.Gate
 }
 
 // GuardrailsFrom are what the guardrails are built from, beside the flags.
@@ -38,9 +39,12 @@ type GuardrailsFrom struct {
 	Cache, Live client.Reader
 	// Metrics, nil for explain: nothing counted.
 	Metrics *metrics.Metrics
+	// Caches keep the time zones of reload windows loaded; nil: none.
+	Caches *reload.Caches
 }
 
-// NewGuardrails builds the guardrails as conf sets them (--mode, --waves-min-workloads).
+// NewGuardrails builds the guardrails as conf sets them (--mode, --waves-min-workloads,
+// --min-reload-interval).
 func NewGuardrails(conf options.Config, from GuardrailsFrom) Guardrails {
 	q := quarantine.Config{Table: from.Flaps, Key: from.Key}
 	m := mode.Config{Default: conf.Mode}
@@ -50,20 +54,21 @@ func NewGuardrails(conf options.Config, from GuardrailsFrom) Guardrails {
 		m.Held, m.Notified, m.Pending = met.Held, met.ReloadsNotified, met.PendingApproval
 		w.Held, w.Halted = met.Held, met.WavesHalted
 	}
-	return Guardrails{Quarantine: quarantine.New(q), Mode: mode.New(m), Wave: wave.New(w)}
+	return Guardrails{Quarantine: quarantine.New(q), Mode: mode.New(m), Wave: wave.New(w),
+		Window: window.Gate{MinInterval: conf.MinReloadInterval, Caches: from.Caches}}
 }
 
-// Gates are the guardrails of the workload reconciler r's reload pipeline, in their order of
-// precedence, written here only: the flap breaker's quarantine, mode notify, the health-gated
-// waves, mode approve, then the workload's own interval and window. The rate limiter is the
-// step after them (the pacer). The first hold in this order wins; a notice counts when no gate
-// before it holds. Build it once r's policy caches are set.
-func Gates(r *controller.WorkloadReconciler, g Guardrails) gate.Chain {
+// Gates are the guardrails of the reload pipeline, in their order of precedence, written here
+// only: the flap breaker's quarantine, mode notify, the health-gated waves, mode approve, then
+// the target's own interval and window. The rate limiter is the step after them (gate/rate).
+// The first hold in this order wins; a notice counts when no gate before it holds. One chain
+// serves every target kind: the workload reconcilers and the generic targets' reconciler.
+func Gates(g Guardrails) gate.Chain {
 	return gate.Chain{
 		g.Quarantine,
 		g.Mode.Notify(),
 		g.Wave,
 		g.Mode.Approve(),
-		window.Gate{MinInterval: r.MinReloadInterval, Caches: r.Policy.Caches},
+		g.Window,
 	}
 }

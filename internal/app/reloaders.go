@@ -25,6 +25,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/pace"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
+	"github.com/reloader-operator/reloader/internal/report"
 	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/whatchanged/track"
 	"github.com/reloader-operator/reloader/internal/workload"
@@ -91,13 +92,15 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 	}
 	// One set of guardrails for every kind: a source flaps, and its waves span, whatever
 	// kinds use it.
-	from := GuardrailsFrom{Flaps: flaps, Cluster: controller.WaveCluster(reconcilers), Cache: reader, Live: mgr.GetAPIReader(), Metrics: m}
+	from := GuardrailsFrom{Flaps: flaps, Cluster: controller.WaveCluster(reconcilers), Cache: reader, Live: mgr.GetAPIReader(), Metrics: m, Caches: parsed}
 	if len(reconcilers) > 0 {
 		from.Key = controller.InstallKey(reconcilers[0]) // every kind's: the same loader
 	}
 	guardrails := NewGuardrails(conf, from)
+	// One chain for every kind, generic targets included.
+	gates := Gates(guardrails)
 	for _, r := range reconcilers {
-		r.Gates = Gates(r, guardrails)
+		r.Gates = gates
 	}
 	if conf.WebhookURL != "" && len(reconcilers) > 0 {
 		poster, err := notify.NewPoster(conf.WebhookTimeout, conf.WebhookRetries, "")
@@ -128,11 +131,13 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 		if err := status.SetupWithManager(mgr); err != nil {
 			return err
 		}
-		// The workloads' guardrails: the same mode, breaker, pacer, interval and selector.
+		// The workloads' pipeline: the same gates in the same chain, the same pacer, a
+		// reporter of the same kind, and the same namespace selector.
+		rep := report.New(recorder, m, alerts)
 		generic := &generic.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-			Configs: configs, Recorder: recorder, Sources: sources, Shard: shard, Now: time.Now,
-			Kinds: conf.GenericKinds, Namespaces: conf.NamespaceLabels, Mode: conf.Mode, Flaps: flaps,
-			Pacer: pacer, MinReloadInterval: conf.MinReloadInterval, Caches: parsed, Workers: max(conf.Workers/2, 2), Metrics: m}
+			Configs: configs, Reporter: rep, Sources: sources, Shard: shard, Now: time.Now,
+			Kinds: conf.GenericKinds, Namespaces: conf.NamespaceLabels, Gates: gates,
+			Pacer: pacer, Workers: max(conf.Workers/2, 2), Metrics: m}
 		if err := generic.SetupWithManager(mgr); err != nil {
 			return err
 		}
@@ -176,8 +181,7 @@ func NewReconciler(conf options.Config, c client.Client, kind workload.Kind, sou
 		Configs:          configs,
 		Now:              time.Now,
 		// Pacer is the caller's: explain reserves no slots.
-		MinReloadInterval: conf.MinReloadInterval,
-		EnableEvict:       conf.EnableEvictStrategy,
+		EnableEvict: conf.EnableEvictStrategy,
 	}
 }
 

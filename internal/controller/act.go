@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/reloader-operator/reloader/internal/gate"
+	"github.com/reloader-operator/reloader/internal/gate/rate"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/report"
@@ -28,14 +29,6 @@ import (
 //
 // decide runs it from the plan to the decision, for the controller (act) and, dry, for
 // explain: the one place reload.Decide is called.
-
-// rateGate names the pacer in holds and notices: asked last, after every gate.
-const rateGate = "rate"
-
-// announceRateLimitAfter: a rate-limit hold shorter than this gets no Event (a log line at
-// debug level): spreading a fan-out over a few seconds is routine, and one more Event per
-// workload would double the writes it spreads.
-const announceRateLimitAfter = 5 * time.Second
 
 // decide makes the decision of one reconcile from the facts observed (f): the plan, then
 // every gate of r.Gates in order (skipped while the coalescing window holds the changes), the
@@ -64,12 +57,7 @@ func (r *WorkloadReconciler) decide(ctx context.Context, obj client.Object, w se
 			}
 			f.Gate.Notify = res.Notify
 		case d.AskRate:
-			wait := time.Duration(0)
-			if !dry {
-				wait = r.Pacer.Reload(k, obj.GetNamespace(), f.Now)
-			} else if at, ok := r.Pacer.Until(k, f.Now); ok && at.After(f.Now) {
-				wait = at.Sub(f.Now)
-			}
+			wait := rate.Wait(r.Pacer, k, obj.GetNamespace(), f.Now, dry)
 			if f.RateWait = &wait; wait > 0 {
 				f.Rate = r.Pacer.String()
 			}
@@ -206,17 +194,9 @@ func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen,
 	return r.settle(ctx, obj, d, dn, k, f.Now)
 }
 
-// rateNotice is the announcement of a rate-limit hold: once per slot, an Event only when the
-// wait is long enough to be news.
+// rateNotice is the announcement of a rate-limit hold (the rate step's, as for every kind).
 func (r *WorkloadReconciler) rateNotice(obj client.Object, d reload.Decision, now time.Time) []gate.Said {
-	h := d.Hold
-	if h.Reason != reload.HoldRateLimit {
-		return nil
-	}
-	at := h.Until.UTC().Format(time.RFC3339)
-	return []gate.Said{{Gate: rateGate, Notice: gate.Notice{Reason: report.ReasonReloadHeld, Action: "Hold", Held: h.Reason,
-		Once: at, Quiet: h.Until.Sub(now) < announceRateLimitAfter,
-		Message: fmt.Sprintf("Reload of %s %s after change of %s held by %s; reloads at %s", r.Kind.Name(), obj.GetName(), describe(d.Plan.Changes), h.Why, at)}}}
+	return rate.Notice(r.Kind.Name(), obj.GetName(), d.Plan.Changes, d.Hold, now)
 }
 
 // annotate writes a gate's annotations into obj (a nil value removes the key).

@@ -341,7 +341,7 @@ func TestApprovalPolledWithoutWatch(t *testing.T) {
 		if live {
 			r.Unwatched = &lookup.Unwatched{Kinds: map[string]bool{"Deployment": true}}
 		}
-		r.Gates = app.Gates(r, app.NewGuardrails(options.Config{Mode: approval.Approve}, app.GuardrailsFrom{}))
+		r.Gates = app.Gates(app.NewGuardrails(options.Config{Mode: approval.Approve}, app.GuardrailsFrom{}))
 		return r
 	}
 	watched, live := reconciler(false), reconciler(true)

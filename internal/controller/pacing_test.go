@@ -271,7 +271,7 @@ func TestReloadWindowHoldsUntilItOpens(t *testing.T) {
 		Policy: reload.Policy{Keys: reload.DefaultKeys()}, Strategy: reload.EnvVars{}, Window: coalesce.New(0),
 		Recorder: events, Metrics: metrics.New(prometheus.NewRegistry(), false), Now: clock,
 	}
-	r.Gates = app.Gates(r, app.NewGuardrails(options.Config{}, app.GuardrailsFrom{}))
+	r.Gates = app.Gates(app.NewGuardrails(options.Config{}, app.GuardrailsFrom{}))
 	ctx := context.Background()
 	for _, w := range []*appsv1.Deployment{d, bad} {
 		if _, outcome, err := r.ReconcileCopyResult(ctx, get(t, w)); err != nil || outcome != metrics.OutcomeRecorded {

@@ -92,9 +92,6 @@ type WorkloadReconciler struct {
 	OnReload func(Reloaded)
 	// Pacer spreads reloads and first records over time (--reload-rate); nil paces nothing.
 	Pacer *pace.Pacer
-	// MinReloadInterval is --min-reload-interval, the default of the min-reload-interval
-	// annotation.
-	MinReloadInterval time.Duration
 	// Baselines, shared by the reconcilers of one manager (baseline.New), note the changes
 	// that workloads without record missed; nil gives this reconciler its own.
 	Baselines *baseline.Baselines

@@ -183,7 +183,7 @@ const unknown = "unknown"
 
 func (e *Explainer) reconciler(kind workload.Kind) *controller.WorkloadReconciler {
 	r := e.bare(kind)
-	r.Gates = app.Gates(r, e.guardrailsOf()) // the controller's gates, run dry
+	r.Gates = app.Gates(e.guardrailsOf()) // the controller's gates, run dry
 	return r
 }
 
@@ -209,7 +209,7 @@ func (e *Explainer) guardrailsOf() app.Guardrails {
 			}
 			members = append(members, e.bare(k))
 		}
-		g := app.NewGuardrails(e.conf, app.GuardrailsFrom{Cluster: controller.WaveCluster(members)})
+		g := app.NewGuardrails(e.conf, app.GuardrailsFrom{Cluster: controller.WaveCluster(members), Caches: e.caches})
 		g.Wave.Memoize() // one view of the cluster for every workload explained
 		e.guardrails = &g
 	}

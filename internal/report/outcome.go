@@ -31,6 +31,9 @@ type Outcome struct {
 	// Wrote is true when the target was written.
 	Wrote   bool
 	Related runtime.Object
+	// Regarding, when set, is the object the Events go to instead of the target (a generic
+	// target's ReloaderConfig: the target is then their related object).
+	Regarding client.Object
 	// Latency is the time from the first change the reload carries to its write.
 	Latency time.Duration
 }
@@ -39,10 +42,14 @@ type Outcome struct {
 // returns the reconcile's outcome.
 func (r *Reporter) Done(ctx context.Context, obj client.Object, d Outcome) string {
 	logger, kind := log.FromContext(ctx), d.Kind
+	at := obj // where the Events go
+	if d.Regarding != nil {
+		at = d.Regarding
+	}
 	if len(d.Plan.Skipped) > 0 {
 		r.Metrics.SkippedReload(kind, d.Plan.Skip.Reason)
 		logger.Info("reload skipped", "reason", d.Plan.Skip.Why)
-		r.Event(obj, d.Related, false, ReasonReloadSkipped, "Reload",
+		r.Event(at, d.Related, false, ReasonReloadSkipped, "Reload",
 			fmt.Sprintf("Not reloading %s %s after change of %s: %s", kind, obj.GetName(), Describe(d.Plan.Skipped), d.Plan.Skip.Why))
 	}
 	if d.Failed != nil {
@@ -50,7 +57,7 @@ func (r *Reporter) Done(ctx context.Context, obj client.Object, d Outcome) strin
 		// planned from the stale copy is never written. Not a failure anyone should see.
 		if len(d.Reloaded) > 0 && !apierrors.IsConflict(d.Failed) {
 			r.Metrics.Reloaded(kind, obj.GetNamespace(), false, 0)
-			r.Event(obj, d.Related, true, ReasonReloadFail, "Reload",
+			r.Event(at, d.Related, true, ReasonReloadFail, "Reload",
 				fmt.Sprintf("Reload after change of %s failed: %v", Describe(d.Reloaded), d.Failed))
 		}
 		return metrics.OutcomeError
@@ -58,7 +65,7 @@ func (r *Reporter) Done(ctx context.Context, obj client.Object, d Outcome) strin
 	if d.Pause.Resume {
 		r.Action(kind, "resume")
 		logger.Info("resumed after pause period")
-		r.Event(obj, nil, false, ReasonResumed, "Resume", fmt.Sprintf("Resumed %s %s after its pause period", kind, obj.GetName()))
+		r.Event(at, nil, false, ReasonResumed, "Resume", fmt.Sprintf("Resumed %s %s after its pause period", kind, obj.GetName()))
 	}
 	if len(d.Reloaded) == 0 {
 		switch {
@@ -81,7 +88,7 @@ func (r *Reporter) Done(ctx context.Context, obj client.Object, d Outcome) strin
 	}
 	reloaded := alert.SourcesOf(d.Reloaded, d.What...)
 	r.Metrics.ReloadedBy(kind, TriggerManager(d.What))
-	r.Event(obj, d.Related, false, ReasonReloaded, "Reload", fmt.Sprintf("Reloaded %s %s after change of %s", kind, obj.GetName(), alert.Describe(reloaded)))
+	r.Event(at, d.Related, false, ReasonReloaded, "Reload", fmt.Sprintf("Reloaded %s %s after change of %s", kind, obj.GetName(), alert.Describe(reloaded)))
 	r.Alert(alert.Reload{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), Sources: reloaded, Time: r.now()})
 	if r.OnReload != nil {
 		r.OnReload(Reloaded{Kind: kind, Workload: obj, Changes: d.Reloaded, At: r.now()})

@@ -23,8 +23,8 @@ type content struct {
 	hash string
 	// changes are the sources with their hashes (reload.Absent: missing), for the gates.
 	changes []reload.Change
-	// annotations are the sources' annotations (their mode), by source.
-	annotations map[source.ID]map[string]string
+	// objects are the sources read, by source; a missing one has none.
+	objects map[source.ID]client.Object
 }
 
 // sourcesHash reads, live, the config's sources chosen by name and hashes each as the
@@ -32,7 +32,7 @@ type content struct {
 // digest of its data; hash.Subset for listed keys), then combines them; a missing source
 // counts as absent. A source type not read (--resources-to-ignore) is left out.
 func (r *Reconciler) sourcesHash(ctx context.Context, cfg *v1alpha1.ReloaderConfig) (content, error) {
-	c := content{annotations: map[source.ID]map[string]string{}}
+	c := content{objects: map[source.ID]client.Object{}}
 	h := sha256.New()
 	keyID := ""
 	for _, s := range cfg.Spec.Sources[:min(len(cfg.Spec.Sources), v1alpha1.MaxSources)] {
@@ -61,7 +61,7 @@ func (r *Reconciler) sourcesHash(ctx context.Context, cfg *v1alpha1.ReloaderConf
 			if id, keyed := hash.KeyID(sum); keyed && keyID == "" {
 				keyID = id
 			}
-			c.annotations[id] = obj.GetAnnotations()
+			c.objects[id] = obj
 		}
 		c.changes = append(c.changes, reload.Change{ID: id, Hash: sum})
 		fmt.Fprintf(h, "%s\x00%s\x00", id, sum)

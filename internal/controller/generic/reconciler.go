@@ -7,14 +7,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,20 +24,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
-	"github.com/reloader-operator/reloader/internal/approval"
 	shared "github.com/reloader-operator/reloader/internal/controller"
-	"github.com/reloader-operator/reloader/internal/flap"
+	"github.com/reloader-operator/reloader/internal/gate"
+	"github.com/reloader-operator/reloader/internal/gate/rate"
 	"github.com/reloader-operator/reloader/internal/lookup"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/pace"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
+	"github.com/reloader-operator/reloader/internal/report"
 	"github.com/reloader-operator/reloader/internal/shard"
 	"github.com/reloader-operator/reloader/internal/sourcecache"
-	"github.com/reloader-operator/reloader/internal/termsafe"
 )
 
 // Annotations of generic targets: the pod template's (its change rolls the pods the
@@ -76,43 +74,38 @@ const HookKind = "ReloaderConfig/generic"
 // granting the rule, or an operator creating its CR, sends no event reloader watches.
 const genericRetry = time.Minute
 
-// approvalPoll is how often a reload waiting for approval is looked at again: the approval is
-// written on the target, whose kind reloader does not watch.
-const approvalPoll = 30 * time.Second
-
 // Reconciler patches the pod templates of generic targets (spec.genericTargets of
 // ReloaderConfigs): objects of the kinds --generic-target-kinds allows, in the config's own
 // namespace, read and written live with unstructured clients, as far as reloader's
-// ServiceAccount may (it asks first, and says what is missing). A due reload passes the
-// workloads' guardrails first (gate.go).
+// ServiceAccount may (it asks first, and says what is missing). A due reload goes through the
+// workloads' pipeline (due.go): the same gates, the same rate step, this writer, a reporter.
 type Reconciler struct {
 	// Client reads the configs (cached) and writes targets, statuses and access reviews.
 	Client client.Client
 	// APIReader reads sources and targets live: a target's kind has no informer.
 	APIReader client.Reader
 	Configs   *reloaderconfig.Cache
-	Recorder  recorder.EventRecorder
-	Sources   []sourcecache.SourceType
-	Now       func() time.Time
+	// Reporter says what the pipeline did: Events (on the config, the target related),
+	// metrics, alerts, each hold once.
+	Reporter *report.Reporter
+	Sources  []sourcecache.SourceType
+	Now      func() time.Time
 	// Shard is WorkloadReconciler.Shard: under --shards, only the namespace's owner acts.
 	Shard func(namespace string) (own, ready bool)
 	// Kinds is --generic-target-kinds; the zero value refuses every target.
 	Kinds reloaderconfig.KindAllowlist
 	// Namespaces is --namespace-selector; nil selects all.
 	Namespaces labels.Selector
-	// Mode is --mode; Flaps, Pacer and MinReloadInterval are the workload reconcilers' (nil:
-	// no breaker, no pacing); Caches keeps the windows' zones.
-	Mode              approval.Mode
-	Flaps             *flap.Table
-	Pacer             *pace.Pacer
-	MinReloadInterval time.Duration
-	Caches            *reload.Caches
+	// Gates are the workload reconcilers' chain (internal/app); nil holds nothing. Pacer is
+	// their pacer (nil: no pacing).
+	Gates gate.Chain
+	Pacer *pace.Pacer
 	// Workers is how many configs reconcile at once.
 	Workers int
 	// Metrics hears of each reconcile as it ends (Metrics.Hook, as HookKind).
 	Metrics *metrics.Metrics
 
-	notes notes
+	keys targetKeys
 }
 
 // Reconcile brings each generic target of one config to the current hash of its sources.
@@ -133,6 +126,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	}
 	c := r.Configs.Get(cfg)
 	if len(c.Generic) == 0 {
+		r.forgetConfig(req.Namespace, req.Name)
 		return reconcile.Result{}, r.dropAccessCondition(ctx, cfg)
 	}
 	// As for workloads: a namespace not selected is left as it is, records included.
@@ -145,6 +139,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	}
 	var denied, refused []string
 	var requeue time.Duration
+	seen := make([]string, 0, len(c.Generic))
 	soonest := func(d time.Duration) {
 		if d > 0 && (requeue == 0 || d < requeue) {
 			requeue = d
@@ -169,8 +164,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 				return reconcile.Result{}, err
 			}
 			if problem != "" {
-				r.Recorder.Eventf(cfg, nil, corev1.EventTypeWarning, ReasonTargetMissing, "Reload",
-					"generic target %s: %s", t.Describe(), problem)
+				r.Reporter.Event(cfg, nil, true, ReasonTargetMissing, "Reload",
+					fmt.Sprintf("generic target %s: %s", t.Describe(), problem))
 				soonest(genericRetry)
 				continue
 			}
@@ -184,12 +179,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 			denied = append(denied, missing)
 			continue
 		}
+		seen = append(seen, targetKey(cfg, t))
 		wait, err := r.apply(ctx, cfg, c, t, in)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
 		soonest(wait)
 	}
+	// What the pipeline keeps of a target the config no longer names goes.
+	r.forget(r.keys.keep(configKey(cfg.Namespace, cfg.Name), seen))
 	if err := r.setAccessCondition(ctx, cfg, refused, denied); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -201,58 +199,109 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 
 // apply brings one target to the sources' content in: on first sight (or under a new install
 // key) it only records the hash (no restart); when the content differs from the record, the
-// reload passes the guardrails (gate.go), then it patches the template's annotation and the
-// record in one write. wait is when to look again (a hold, a missing target), 0: on events.
+// reload goes through the pipeline (the gates, the rate step), then it patches the template's
+// annotation and the record in one write, with what the gates write. wait is when to look
+// again (a hold, a missing target), 0: on events.
 func (r *Reconciler) apply(ctx context.Context, cfg *v1alpha1.ReloaderConfig, c *reloaderconfig.Compiled, t reloaderconfig.GenericTarget, in content) (wait time.Duration, err error) {
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(t.GVK)
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: cfg.Namespace, Name: t.Name}, obj); err != nil {
 		if apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
-			r.Recorder.Eventf(cfg, nil, corev1.EventTypeWarning, ReasonTargetMissing, "Reload",
-				"generic target %s %s: %v", t.GVK.Kind, t.Name, err)
+			r.Reporter.Event(cfg, nil, true, ReasonTargetMissing, "Reload", fmt.Sprintf("generic target %s %s: %v", t.GVK.Kind, t.Name, err))
 			return genericRetry, nil
 		}
 		return 0, fmt.Errorf("get %s %s/%s: %w", t.GVK.Kind, cfg.Namespace, t.Name, err)
 	}
 	if tpl, ok, _ := unstructured.NestedMap(obj.Object, t.Path...); !ok || tpl == nil {
-		r.Recorder.Eventf(cfg, obj, corev1.EventTypeWarning, ReasonTemplatePathMissing, "Reload",
-			"generic target %s %s has no object at %s", t.GVK.Kind, t.Name, strings.Join(t.Path, "."))
+		r.Reporter.Event(cfg, obj, true, ReasonTemplatePathMissing, "Reload",
+			fmt.Sprintf("generic target %s %s has no object at %s", t.GVK.Kind, t.Name, strings.Join(t.Path, ".")))
 		return 0, nil
 	}
-	k := targetKey(cfg, t)
-	ann := obj.GetAnnotations()
 	recKey := RecordAnnotation(cfg)
-	recorded := ann[recKey]
-	_, legacy := ann[LegacyRecordAnnotation]
+	recorded := obj.GetAnnotations()[recKey]
+	_, legacy := obj.GetAnnotations()[LegacyRecordAnnotation]
 	now := r.Now()
-	if recorded == in.hash && !legacy {
-		// Nothing due (any more): a rate slot reserved for it goes back.
-		if r.settled(k) {
-			r.Pacer.Forget(k, now)
-		}
-		return 0, nil
+	changed := recorded != "" && recorded != in.hash && !rekeyed(recorded, in.hash)
+	d := dueOf(cfg, c, t, obj, in, changed, now)
+	k := d.Key
+
+	// The gates, in the chain's order; asked when nothing is due too, so that they forget.
+	res, err := r.Gates.Check(ctx, d)
+	if err != nil {
+		return 0, err
 	}
-	meta := map[string]any{recKey: in.hash}
-	if legacy {
-		meta[LegacyRecordAnnotation] = nil
+	var hold reload.Hold
+	if res.Held != nil {
+		hold = res.Held.Hold
 	}
-	due := recorded != "" && recorded != in.hash && !rekeyed(recorded, in.hash)
-	var g gateOut
-	if due {
-		g = r.gates(ctx, cfg, c, obj, t, in, now)
-		if g.Hold.Reason == "" && !g.Notify {
-			if w := r.Pacer.Reload(k, cfg.Namespace, now); w > 0 {
-				g.Hold = reload.Hold{Reason: reload.HoldRateLimit, Until: now.Add(w), Why: r.Pacer.String()}
-			}
-		} else {
-			r.Pacer.Forget(k, now) // a slot reserved goes back; it takes one when due again
+	// The rate step: a reload that goes takes a slot; a slot no longer needed goes back.
+	rolls := changed && hold.Reason == "" && !res.Notify
+	if rolls {
+		hold = rate.Hold(r.Pacer, rate.Wait(r.Pacer, k, cfg.Namespace, now, false), now)
+		rolls = hold.Reason == ""
+	} else {
+		r.Pacer.Forget(k, now)
+	}
+	held := changed && hold.Reason != ""
+
+	rep := r.Reporter
+	rep.Invalid(ctx, cfg, res.Invalid...)
+	rep.Say(ctx, k, cfg, obj, append(res.Notices, rate.Notice(d.Kind, t.Name, d.Changes, hold, now)...))
+	if held && !hold.Until.IsZero() {
+		rep.Waiting(k, hold.Reason)
+	} else {
+		// A hold without end (an approval) waits for a person, not for time: not counted.
+		rep.Waiting(k, "")
+	}
+
+	// The writer: what the gates keep on the target, always; the record, unless held; the
+	// template's annotation and what the gates spend with it, when it rolls.
+	meta := map[string]any{}
+	for a, v := range res.Annotate {
+		meta[a] = v
+	}
+	if !held {
+		if recorded != in.hash {
+			meta[recKey] = in.hash
 		}
-		if g.Hold.Reason != "" {
-			return r.held(ctx, cfg, obj, t, k, g.Hold, now), nil
+		if legacy {
+			meta[LegacyRecordAnnotation] = nil
 		}
 	}
+	if rolls {
+		for a, v := range res.Spend {
+			meta[a] = v
+		}
+	}
+	if len(meta) > 0 {
+		out := report.Outcome{Kind: d.Kind, Related: obj, Regarding: cfg}
+		if rolls {
+			out.Reloaded = in.changes
+		}
+		if out.Failed = r.write(ctx, obj, t, meta, rolls, in.hash); out.Failed != nil {
+			rep.Done(ctx, obj, out)
+			return 0, fmt.Errorf("patch %s %s/%s: %w", t.GVK.Kind, cfg.Namespace, t.Name, out.Failed)
+		}
+		out.Wrote = true
+		rep.SayWritten(ctx, cfg, obj, res.Notices)
+		if rolls {
+			rep.Done(ctx, obj, out)
+		}
+	}
+	if held && !hold.Until.IsZero() {
+		wait = max(hold.Until.Sub(now), time.Second)
+	}
+	if res.Requeue > 0 && (wait == 0 || res.Requeue < wait) {
+		wait = res.Requeue
+	}
+	return wait, nil
+}
+
+// write is the generic target's writer: one JSON merge patch of obj's annotations meta (a nil
+// value removes one) and, when it rolls, of reloader.dev/last-reloaded: hash in the template
+// at t's path, which rolls the pods the operator derives from it.
+func (r *Reconciler) write(ctx context.Context, obj *unstructured.Unstructured, t reloaderconfig.GenericTarget, meta map[string]any, rolls bool, hash string) error {
 	patch := map[string]any{"metadata": map[string]any{"annotations": meta}}
-	rolls := due && !g.Notify
 	if rolls {
 		at := patch
 		for i, seg := range t.Path {
@@ -263,146 +312,57 @@ func (r *Reconciler) apply(ctx context.Context, cfg *v1alpha1.ReloaderConfig, c 
 			at[seg] = next
 			at = next
 		}
-		at["metadata"] = map[string]any{"annotations": map[string]any{GenericTemplateAnnotation: in.hash}}
-		if g.MinInterval > 0 {
-			meta[reload.LastReloadAnnotation] = now.UTC().Format(time.RFC3339)
-		}
-		if g.Approved {
-			meta[approval.ApprovedAnnotation] = nil // spent by this reload
-		}
+		at["metadata"] = map[string]any{"annotations": map[string]any{GenericTemplateAnnotation: hash}}
 	}
 	body, err := json.Marshal(patch)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	if err := r.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, body), client.FieldOwner(shared.FieldOwner)); err != nil {
-		return 0, fmt.Errorf("patch %s %s/%s: %w", t.GVK.Kind, cfg.Namespace, t.Name, err)
-	}
-	r.settled(k)
-	switch {
-	case rolls:
-		log.FromContext(ctx).Info("reloaded generic target", "kind", t.GVK.Kind, "name", t.Name, "hash", in.hash)
-		r.Recorder.Eventf(cfg, obj, corev1.EventTypeNormal, shared.ReasonReloaded, "Reload",
-			"patched %s %s at %s.metadata.annotations", t.GVK.Kind, t.Name, strings.Join(t.Path, "."))
-	case due:
-		log.FromContext(ctx).Info("would reload generic target (mode notify)", "kind", t.GVK.Kind, "name", t.Name, "hash", in.hash)
-		r.Recorder.Eventf(cfg, obj, corev1.EventTypeNormal, shared.ReasonReloadNotified, "Notify",
-			"Would reload %s %s after a change of its sources; mode notify: its template is not written, the new hash is recorded", t.GVK.Kind, t.Name)
-	}
-	return 0, nil
+	return r.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, body), client.FieldOwner(shared.FieldOwner))
 }
 
-// gates reads what planGates decides from, and reports the annotations it could not read.
-func (r *Reconciler) gates(ctx context.Context, cfg *v1alpha1.ReloaderConfig, c *reloaderconfig.Compiled, obj *unstructured.Unstructured, t reloaderconfig.GenericTarget, in content, now time.Time) gateOut {
-	sourceAnn := func(ch reload.Change) map[string]string { return in.annotations[ch.ID] }
-	q, bad := quarantine(r.Flaps, cfg.Namespace, in.changes, sourceAnn, now)
-	g := planGates(gateIn{Now: now, Target: obj.GetAnnotations(), Due: in.changes, SourceAnn: sourceAnn,
-		DefaultMode: defaultMode(c, r.Mode), Quarantine: q,
-		Hold:          holdState(obj.GetAnnotations(), c.Overrides, r.MinReloadInterval, r.Caches),
-		ApproveTarget: approveTarget(t, cfg.Namespace)})
-	if bad = append(bad, g.Invalid...); len(bad) > 0 {
-		msg := errors.Join(bad...).Error()
-		log.FromContext(ctx).Info("invalid reload annotation; the valid rules still apply", "error", msg)
-		r.Recorder.Eventf(cfg, obj, corev1.EventTypeWarning, shared.ReasonInvalidAnnotation, "Validate", "%s", termsafe.ClipNote(msg))
-	}
-	return g
-}
-
-// approveTarget is how kubectl names the target: kind.group/name -n namespace.
-func approveTarget(t reloaderconfig.GenericTarget, ns string) string {
-	res := strings.ToLower(t.GVK.Kind)
-	if t.GVK.Group != "" {
-		res += "." + t.GVK.Group
-	}
-	return res + "/" + t.Name + " -n " + ns
-}
-
-// held announces a held reload once per hold (an Event on the config, a log line) and
-// returns when to look again.
-func (r *Reconciler) held(ctx context.Context, cfg *v1alpha1.ReloaderConfig, obj client.Object, t reloaderconfig.GenericTarget, k string, h reload.Hold, now time.Time) time.Duration {
-	wait := h.Until.Sub(now)
-	if h.Reason == approval.HoldReason {
-		wait = approvalPoll
-	}
-	note := fmt.Sprintf("Reload of %s %s held by %s", t.GVK.Kind, t.Name, h.Why)
-	if !h.Until.IsZero() {
-		note += "; reloads at " + h.Until.UTC().Format(time.RFC3339)
-	}
-	if r.notes.first(k, h.Reason+"\x00"+note) {
-		reason := shared.ReasonReloadHeld
-		switch h.Reason {
-		case approval.HoldReason:
-			reason = shared.ReasonApprovalPending
-		case flap.HoldReason:
-			reason = shared.ReasonSourceQuarantined
-		}
-		log.FromContext(ctx).Info("reload of generic target held", "kind", t.GVK.Kind, "name", t.Name, "reason", h.Reason, "why", h.Why)
-		r.Recorder.Eventf(cfg, obj, corev1.EventTypeNormal, reason, "Hold", "%s", termsafe.ClipNote(note))
-	}
-	return max(wait, time.Second)
-}
-
-// settled forgets the hold announced for a target that is at its content; it reports whether
-// one was.
-func (r *Reconciler) settled(k string) bool {
-	return r.notes.forget(k)
-}
-
-// forgetConfig drops the holds, and their rate slots, of a config that is gone.
-func (r *Reconciler) forgetConfig(ns, name string) {
+// forget drops what the pipeline keeps of the targets named keys: the gates', the pacer's
+// slot, the reporter's memory.
+func (r *Reconciler) forget(keys []string) {
 	now := r.Now()
-	for _, k := range r.notes.forgetPrefix(configKey(ns, name)) {
+	for _, k := range keys {
+		r.Gates.Forget(k)
 		r.Pacer.Forget(k, now)
+		r.Reporter.Forget(k)
 	}
 }
 
-// configKey starts the keys of a config's targets.
-func configKey(ns, name string) string { return "generic/" + ns + "/" + name + "/" }
-
-// targetKey names a target of a config, for the pacer and the notes.
-func targetKey(cfg *v1alpha1.ReloaderConfig, t reloaderconfig.GenericTarget) string {
-	return configKey(cfg.Namespace, cfg.Name) + t.GVK.GroupKind().String() + "/" + t.Name
+// forgetConfig forgets the targets of a config that is gone, or names none any more.
+func (r *Reconciler) forgetConfig(ns, name string) {
+	r.forget(r.keys.keep(configKey(ns, name), nil))
 }
 
-// notes remembers, per target, the hold last announced, so that each is announced once.
-// Bounded by the generic targets of the configs (at most MaxGenericTargets each).
-type notes struct {
+// targetKeys are the keys of the targets each config named at its last reconcile, so that
+// what the pipeline keeps of one is forgotten when its config stops naming it or goes.
+// Bounded by the configs with generic targets, at most v1alpha1.MaxGenericTargets each.
+type targetKeys struct {
 	mu sync.Mutex
-	m  map[string]string
+	m  map[string][]string
 }
 
-func (n *notes) first(k, note string) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.m == nil {
-		n.m = map[string]string{}
-	}
-	if n.m[k] == note {
-		return false
-	}
-	n.m[k] = note
-	return true
-}
-
-func (n *notes) forget(k string) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	_, had := n.m[k]
-	delete(n.m, k)
-	return had
-}
-
-func (n *notes) forgetPrefix(prefix string) []string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	var out []string
-	for k := range n.m {
-		if strings.HasPrefix(k, prefix) {
-			out = append(out, k)
-			delete(n.m, k)
+// keep sets config's keys to now and returns those it named before and not now.
+func (t *targetKeys) keep(config string, now []string) (gone []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, k := range t.m[config] {
+		if !slices.Contains(now, k) {
+			gone = append(gone, k)
 		}
 	}
-	return out
+	if len(now) == 0 {
+		delete(t.m, config)
+		return gone
+	}
+	if t.m == nil {
+		t.m = map[string][]string{}
+	}
+	t.m[config] = slices.Clone(now)
+	return gone
 }
 
 // topOwner follows the controller ownerReferences up from the workload t.OwnerOf names, at
@@ -522,7 +482,7 @@ func (r *Reconciler) setAccessCondition(ctx context.Context, cfg *v1alpha1.Reloa
 	}
 	if cond.Status == metav1.ConditionFalse {
 		log.FromContext(ctx).Info("generic targets not written", "reason", cond.Reason, "message", cond.Message)
-		r.Recorder.Eventf(cfg, nil, corev1.EventTypeWarning, cond.Reason, "Reload", "%s", cond.Message)
+		r.Reporter.Event(cfg, nil, true, cond.Reason, "Reload", cond.Message)
 	}
 	base := cfg.DeepCopy()
 	cond.LastTransitionTime = metav1.NewTime(r.Now()).Rfc3339Copy()

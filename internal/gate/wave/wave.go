@@ -255,7 +255,10 @@ type found struct {
 // nothing and forgets its wake hint.
 func (g *Gate) Check(ctx context.Context, d gate.Due) (gate.Verdict, error) {
 	var v gate.Verdict
-	if g.c.Cluster == nil || len(d.Changes) == 0 || d.Ahead != nil || d.Notify {
+	// A target of a kind that is none of the cluster's (a ReloaderConfig's generic target) is
+	// no member of any wave: reloader can't read the rollout an operator makes of it, so no
+	// other member could wait for it, and it waits for none (docs/reloaderconfig.md).
+	if g.c.Cluster == nil || len(d.Changes) == 0 || d.Ahead != nil || d.Notify || g.kindOf(d.Kind) == nil {
 		if !d.DryRun {
 			g.wakeOn(d.Key, Target{}, nil, time.Time{})
 		}
