@@ -74,10 +74,12 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 	if key != nil && !key.Own() && replacesJobs(conf, kinds) {
 		logger.Info("WARNING: no namespace of reloader's own (RELOADER_NAMESPACE, POD_NAMESPACE): the install key's Secret is in a namespace others may write, so Job replacement records are neither signed nor trusted from the cluster; if reloader stops between a Job's delete and its re-create, no other process re-creates it")
 	}
+	// One reporter for every kind: Events, metrics, alerts, and what is said once.
+	rep := report.New(recorder, m, alerts)
 	var reconcilers []*controller.WorkloadReconciler
 	for _, kind := range kinds {
 		r := NewReconciler(conf, reader, kind, sources, configs, window)
-		r.Recorder, r.Metrics, r.Alerts, r.Rollouts, r.APIReader = recorder, m, alerts, rollouts, mgr.GetAPIReader()
+		r.Report, r.Rollouts, r.APIReader = rep, rollouts, mgr.GetAPIReader()
 		r.Policy.Caches = parsed
 		if r.Unwatched = degraded.unwatched; r.Unwatched.Has(kind.Name()) {
 			r.Rollouts = nil // followed through the status an informer brings
@@ -116,9 +118,7 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 		status := &configstatus.Reconciler{Client: reader, Lookup: NewLookup(conf, reader, sources, configs),
 			Kinds: degraded.watched(kinds), Keys: conf.Keys, Reloads: configstatus.NewReloadLog(0),
 			Recorder: recorder, Shard: shard, Now: time.Now}
-		for _, r := range reconcilers {
-			r.OnReload = status.Reloaded
-		}
+		rep.OnReload = status.Reloaded
 		status.Held = func(ctx context.Context, kind workload.Kind, obj client.Object) (reload.Hold, time.Duration, error) {
 			for _, r := range reconcilers {
 				if r.Kind.Name() == kind.Name() {
@@ -160,28 +160,28 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 
 // NewReconciler returns the reconciler of one kind as conf configures its decisions, reading
 // through c, with the ReloaderConfigs compiled into configs (nil when their API is not
-// served); what it reports to (Recorder, Metrics, Alerts) is the caller's to set. `reloader
+// served); what it reports to (Report) is the caller's to set. `reloader
 // explain` builds its reconcilers here too, so it decides as the controller does.
 func NewReconciler(conf options.Config, c client.Client, kind workload.Kind, sources []sourcecache.SourceType, configs *reloaderconfig.Cache, window *coalesce.Window) *controller.WorkloadReconciler {
 	return &controller.WorkloadReconciler{
-		Client:  c,
-		Kind:    kind,
-		Sources: sources,
-		Policy:  policy(conf),
-		Behaviour: controller.Behaviour{
-			Events:               reload.Events{OnCreate: conf.ReloadOnCreate, OnDelete: conf.ReloadOnDelete},
-			RunCronJobs:          conf.RunCronJobsOnReload,
-			RecreateFinishedJobs: conf.RecreateFinishedJobs,
+		Client: c,
+		Kind:   kind,
+		Settings: controller.Settings{
+			Policy: policy(conf),
+			Behaviour: controller.Behaviour{
+				Events:               reload.Events{OnCreate: conf.ReloadOnCreate, OnDelete: conf.ReloadOnDelete},
+				RunCronJobs:          conf.RunCronJobsOnReload,
+				RecreateFinishedJobs: conf.RecreateFinishedJobs,
+			},
+			Strategy:         conf.Strategy,
+			Workers:          conf.Workers,
+			ReconcileTimeout: conf.ReconcileTimeout,
+			EnableEvict:      conf.EnableEvictStrategy,
 		},
-		Strategy:         conf.Strategy,
-		Window:           window,
-		Namespaces:       conf.NamespaceLabels,
-		Workers:          conf.Workers,
-		ReconcileTimeout: conf.ReconcileTimeout,
-		Configs:          configs,
-		Now:              time.Now,
-		// Pacer is the caller's: explain reserves no slots.
-		EnableEvict: conf.EnableEvictStrategy,
+		Reads:  controller.Reads{Sources: sources, Namespaces: conf.NamespaceLabels, Configs: configs},
+		Window: window,
+		Now:    time.Now,
+		// Pacer is the caller's: explain reserves no slots; so is Report: explain says nothing.
 	}
 }
 

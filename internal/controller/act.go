@@ -137,7 +137,7 @@ func settle(in *reload.Input, changes []reload.Change) {
 // written, record included, and comes back when the hold ends, to reload with the content of
 // that time.
 func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen, f reload.Facts, k string) (reconcile.Result, string, error) {
-	rep := r.reporter()
+	rep := r.Report
 	updated := obj.DeepCopyObject().(client.Object)
 	d, res, err := r.decide(ctx, obj, w, f, k, false, func(changes []reload.Change) bool { return r.apply(ctx, updated, w, changes) })
 	if err != nil {
@@ -222,7 +222,7 @@ func annotate(obj client.Object, set map[string]*string) {
 // write that failed is retried, or reported as refused; a held reload that wrote nothing
 // reports nothing (its hold was announced).
 func (r *WorkloadReconciler) settle(ctx context.Context, obj client.Object, d reload.Decision, dn report.Outcome, k string, started time.Time) (reconcile.Result, string, error) {
-	rep := r.reporter()
+	rep := r.Report
 	held := d.Outcome == reload.OutcomeHeld
 	if dn.Failed != nil {
 		rep.Done(ctx, obj, dn)

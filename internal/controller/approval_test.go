@@ -27,6 +27,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/report"
 	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/workload"
@@ -334,9 +335,9 @@ func TestApprovalPolledWithoutWatch(t *testing.T) {
 	create(t, cm, d)
 	reconciler := func(live bool) *controller.WorkloadReconciler {
 		r := &controller.WorkloadReconciler{
-			Client: k8s, Kind: workload.Deployment(), Sources: []sourcecache.SourceType{sourcecache.ConfigMaps},
-			Policy: reload.Policy{Keys: reload.DefaultKeys()}, Strategy: reload.EnvVars{}, Window: coalesce.New(0),
-			Recorder: &notes{}, Metrics: metrics.New(prometheus.NewRegistry(), false), Now: time.Now,
+			Client: k8s, Kind: workload.Deployment(), Reads: controller.Reads{Sources: []sourcecache.SourceType{sourcecache.ConfigMaps}},
+			Settings: controller.Settings{Policy: reload.Policy{Keys: reload.DefaultKeys()}, Strategy: reload.EnvVars{}}, Window: coalesce.New(0),
+			Report: report.New(&notes{}, metrics.New(prometheus.NewRegistry(), false), nil), Now: time.Now,
 		}
 		if live {
 			r.Unwatched = &lookup.Unwatched{Kinds: map[string]bool{"Deployment": true}}

@@ -21,6 +21,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/report"
 	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
@@ -89,9 +90,9 @@ func TestAConflictIsRetriedWithoutAnError(t *testing.T) {
 	create(t, cm, d)
 	m := metrics.New(prometheus.NewRegistry(), false)
 	r := &controller.WorkloadReconciler{
-		Client: k8s, Kind: workload.Deployment(), Sources: []sourcecache.SourceType{sourcecache.ConfigMaps},
-		Policy: reload.Policy{Keys: reload.DefaultKeys()}, Strategy: envVars(t), Window: coalesce.New(0),
-		Recorder: &reasons{n: map[string]int{}}, Metrics: m, Now: time.Now,
+		Client: k8s, Kind: workload.Deployment(), Reads: controller.Reads{Sources: []sourcecache.SourceType{sourcecache.ConfigMaps}},
+		Settings: controller.Settings{Policy: reload.Policy{Keys: reload.DefaultKeys()}, Strategy: envVars(t)}, Window: coalesce.New(0),
+		Report: report.New(&reasons{n: map[string]int{}}, m, nil), Now: time.Now,
 	}
 	var logs logLines
 	ctx := log.IntoContext(context.Background(), logs.logger())

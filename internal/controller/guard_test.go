@@ -24,6 +24,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/report"
 	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/workload"
@@ -205,9 +206,9 @@ func TestADecisionOnAStaleRecordIsNotWritten(t *testing.T) {
 	m := metrics.New(prometheus.NewRegistry(), false)
 	events := &reasons{n: map[string]int{}}
 	r := &controller.WorkloadReconciler{
-		Client: k8s, Kind: workload.Deployment(), Sources: []sourcecache.SourceType{sourcecache.ConfigMaps},
-		Policy: reload.Policy{Keys: reload.DefaultKeys()}, Strategy: envVars(t), Window: coalesce.New(0),
-		Recorder: events, Metrics: m, Now: time.Now,
+		Client: k8s, Kind: workload.Deployment(), Reads: controller.Reads{Sources: []sourcecache.SourceType{sourcecache.ConfigMaps}},
+		Settings: controller.Settings{Policy: reload.Policy{Keys: reload.DefaultKeys()}, Strategy: envVars(t)}, Window: coalesce.New(0),
+		Report: report.New(events, m, nil), Now: time.Now,
 	}
 	ctx := log.IntoContext(context.Background(), testLogger())
 	for _, d := range []*appsv1.Deployment{web, twin} {

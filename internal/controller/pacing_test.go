@@ -26,6 +26,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/report"
 	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/workload"
@@ -267,9 +268,9 @@ func TestReloadWindowHoldsUntilItOpens(t *testing.T) {
 	create(t, cm, d, bad)
 	events := &notes{}
 	r := &controller.WorkloadReconciler{
-		Client: k8s, Kind: workload.Deployment(), Sources: []sourcecache.SourceType{sourcecache.ConfigMaps},
-		Policy: reload.Policy{Keys: reload.DefaultKeys()}, Strategy: reload.EnvVars{}, Window: coalesce.New(0),
-		Recorder: events, Metrics: metrics.New(prometheus.NewRegistry(), false), Now: clock,
+		Client: k8s, Kind: workload.Deployment(), Reads: controller.Reads{Sources: []sourcecache.SourceType{sourcecache.ConfigMaps}},
+		Settings: controller.Settings{Policy: reload.Policy{Keys: reload.DefaultKeys()}, Strategy: reload.EnvVars{}}, Window: coalesce.New(0),
+		Report: report.New(events, metrics.New(prometheus.NewRegistry(), false), nil), Now: clock,
 	}
 	r.Gates = app.Gates(app.NewGuardrails(options.Config{}, app.GuardrailsFrom{}))
 	ctx := context.Background()
@@ -307,7 +308,7 @@ func TestReloadWindowHoldsUntilItOpens(t *testing.T) {
 	if after := get(t, d); after.ResourceVersion != before.ResourceVersion {
 		t.Errorf("a held reload wrote the workload (resourceVersion %s -> %s)", before.ResourceVersion, after.ResourceVersion)
 	}
-	if g, c := value(t, r.Metrics.Waiting.WithLabelValues(reload.HoldReloadWindow)), value(t, r.Metrics.Held.WithLabelValues(reload.HoldReloadWindow)); g != 1 || c != 1 {
+	if g, c := value(t, r.Report.Metrics.Waiting.WithLabelValues(reload.HoldReloadWindow)), value(t, r.Report.Metrics.Held.WithLabelValues(reload.HoldReloadWindow)); g != 1 || c != 1 {
 		t.Errorf("while held: reloads_waiting{reload-window} = %v, reloads_held_total = %v; want 1, 1", g, c)
 	}
 	held := events.with(controller.ReasonReloadHeld)
@@ -326,7 +327,7 @@ func TestReloadWindowHoldsUntilItOpens(t *testing.T) {
 	if !get(t, d).Spec.Paused {
 		t.Errorf("not paused by the reload that rolled when the window opened")
 	}
-	if g := value(t, r.Metrics.Waiting.WithLabelValues(reload.HoldReloadWindow)); g != 0 {
+	if g := value(t, r.Report.Metrics.Waiting.WithLabelValues(reload.HoldReloadWindow)); g != 0 {
 		t.Errorf("after the reload: reloads_waiting{reload-window} = %v, want 0", g)
 	}
 	if n := len(events.with(controller.ReasonReloadHeld)); n != 1 {

@@ -4,7 +4,6 @@ package controller
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,9 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
-	"github.com/reloader-operator/reloader/internal/alert"
 	"github.com/reloader-operator/reloader/internal/baseline"
 	"github.com/reloader-operator/reloader/internal/coalesce"
 	"github.com/reloader-operator/reloader/internal/controller/rollout"
@@ -51,74 +48,97 @@ const (
 
 // WorkloadReconciler brings one kind of workload in line with its sources: when the content
 // of a source that concerns a workload differs from the hash recorded on the workload, it
-// writes the new hashes into the pod template and the record, in one patch.
+// writes the new hashes into the pod template and the record, in one patch. Each reconcile
+// runs the reload pipeline (act.go): observe -> plan -> the gates -> the rate -> write ->
+// report. Its collaborators are given, grouped by what they are for.
 type WorkloadReconciler struct {
-	Client    client.Client
-	Kind      workload.Kind
-	Sources   []sourcecache.SourceType
+	Client client.Client
+	Kind   workload.Kind
+	// Settings are the flags that shape the decisions and the writes.
+	Settings
+	// Reads are what the reconciler reads besides its client: the sources, the
+	// ReloaderConfigs, the namespaces it serves.
+	Reads
+	// Writes are what the writers need besides the client.
+	Writes
+	// Observers are fed by the source watches, once per event, and read by the decisions.
+	Observers
+	// Window is the coalescing window, shared by the reconcilers of one manager.
+	Window *coalesce.Window
+	// Gates are the guardrails of the reload pipeline, in their order (internal/app builds
+	// them); nil holds nothing.
+	Gates gate.Chain
+	// Pacer spreads reloads and first records over time (--reload-rate), asked after the
+	// gates; nil paces nothing.
+	Pacer *pace.Pacer
+	// Report is the one reporter: Events, metrics, alerts, and what is said once.
+	Report *report.Reporter
+	Now    func() time.Time
+
+	parts writeParts
+}
+
+// Settings are the flags that shape a reconciler's decisions and writes.
+type Settings struct {
 	Policy    reload.Policy
 	Behaviour Behaviour
 	Strategy  reload.Strategy
-	Window    *coalesce.Window
-	Recorder  recorder.EventRecorder
-	Metrics   *metrics.Metrics
-	// Alerts hears of every reload; nil sends none.
-	Alerts *alert.Alerter
-	// Rollouts follows the rollout after each reload; nil follows none.
-	Rollouts *rollout.Rollouts
-	// Namespaces selects, by label, the namespaces whose workloads reload; nil selects all.
-	// It is read on each reconcile, so a namespace gaining or losing a label counts at once.
-	Namespaces labels.Selector
 	// Workers is how many workloads of this kind reconcile at once.
 	Workers int
 	// ReconcileTimeout bounds each reconcile (--reconcile-timeout), so that a hung API call
 	// frees its worker; 0: unbounded.
 	ReconcileTimeout time.Duration
+	// EnableEvict runs the evict restart strategy (--enable-evict-strategy, evict.Restarter);
+	// without it a workload that asks for it is told, and its reloads wait.
+	EnableEvict bool
+}
+
+// Reads are what a reconciler reads besides its client.
+type Reads struct {
+	Sources []sourcecache.SourceType
+	// Namespaces selects, by label, the namespaces whose workloads reload; nil selects all.
+	// It is read on each reconcile, so a namespace gaining or losing a label counts at once.
+	Namespaces labels.Selector
 	// Configs compiles the ReloaderConfigs whose rules add to the annotations; nil when the
 	// ReloaderConfig API is not served, and only annotations apply.
 	Configs *reloaderconfig.Cache
+	// Unwatched, when set, names the kinds read without watch (degraded mode); nil watches
+	// every kind.
+	Unwatched *lookup.Unwatched
+	// Shard, when set, tells whether a namespace belongs to this replica's shards (--shards)
+	// and whether every kind has been listed since it was taken: the others' workloads are
+	// left to their owners, even while a shard handed over is still cached, and a shard just
+	// taken waits for its sources to arrive.
+	Shard func(namespace string) (own, ready bool)
+}
+
+// Writes are what a reconciler's writers need besides its client.
+type Writes struct {
 	// APIReader reads past the cache; nil reads through Client. A pending Job replacement
 	// asks it whether the old Job is really still there (jobreplace).
 	APIReader client.Reader
 	// RecordKey is the install key that signs Job replacement records (jobreplace); nil, or a
 	// key that is not valid, trusts only the records this process wrote.
 	RecordKey sourcecache.KeySource
-	// Shard, when set, tells whether a namespace belongs to this replica's shards (--shards)
-	// and whether every kind has been listed since it was taken: the others' workloads are
-	// left to their owners, even while a shard handed over is still cached, and a shard just
-	// taken waits for its sources to arrive.
-	Shard func(namespace string) (own, ready bool)
-	// OnReload, when set, hears of each reload after it is written (ReloaderConfig status).
-	OnReload func(Reloaded)
-	// Pacer spreads reloads and first records over time (--reload-rate); nil paces nothing.
-	Pacer *pace.Pacer
-	// Baselines, shared by the reconcilers of one manager (baseline.New), note the changes
-	// that workloads without record missed; nil gives this reconciler its own.
+	// Rollouts follows the rollout after each reload; nil follows none.
+	Rollouts *rollout.Rollouts
+}
+
+// Observers are fed by the source watches and shared by the reconcilers of one manager.
+type Observers struct {
+	// Baselines note the changes that workloads without record missed; nil gives this
+	// reconciler its own.
 	Baselines *baseline.Baselines
-	// Unwatched, when set, names the kinds read without watch (degraded mode, unwatched.go);
-	// nil watches every kind.
-	Unwatched *lookup.Unwatched
-	// Changes, shared by the reconcilers of one manager (track.New), tell which keys a
-	// source's latest change added, removed and changed, for the reports; nil names none.
+	// Changes tell which keys a source's latest change added, removed and changed, for the
+	// reports; nil names none.
 	Changes *track.Changes
-	// EnableEvict runs the evict restart strategy (--enable-evict-strategy, evict.Restarter); without
-	// it a workload that asks for it is told, and its reloads wait.
-	EnableEvict bool
-	// Flaps is the flap breaker's table, shared by the reconcilers of one manager: their
-	// source events feed it (ObserveFlaps), the quarantine gate reads it; nil breaks no flap.
+	// Flaps is the flap breaker's table: the source watches feed it, the quarantine gate reads
+	// it; nil breaks no flap.
 	Flaps *flap.Table
 	// SourceEvents hears each source event once for every kind of one manager
 	// (lookup.SourceEvents), its observers first; nil: this reconciler's own, observing
 	// for itself (Changes, Flaps).
 	SourceEvents *lookup.SourceEvents
-	// Gates are the guardrails of the reload pipeline, in their order (internal/app builds
-	// them); nil holds nothing.
-	Gates gate.Chain
-	Now   func() time.Time
-
-	repOnce sync.Once
-	rep     *report.Reporter
-	parts   writeParts
 }
 
 // Reloaded is one reload written.
@@ -150,8 +170,8 @@ func (r *WorkloadReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	if err != nil {
 		outcome = metrics.OutcomeError
 	}
-	r.Metrics.Reconciled(r.Kind.Name(), outcome, time.Since(started))
-	r.Metrics.Ended(metrics.Reconcile{Kind: r.Kind.Name(), Namespace: req.Namespace, Name: req.Name, Outcome: outcome, Started: started})
+	r.Report.Metrics.Reconciled(r.Kind.Name(), outcome, time.Since(started))
+	r.Report.Metrics.Ended(metrics.Reconcile{Kind: r.Kind.Name(), Namespace: req.Namespace, Name: req.Name, Outcome: outcome, Started: started})
 	return res, err
 }
 
@@ -304,21 +324,7 @@ func (r *WorkloadReconciler) forget(k string, now time.Time) {
 	r.Window.Done(k, now)
 	r.Pacer.Forget(k, now)
 	r.Gates.Forget(k)
-	r.reporter().Forget(k)
-}
-
-// reporter is the one reporter of r's pipeline, over its Recorder, Metrics and Alerts.
-func (r *WorkloadReconciler) reporter() *report.Reporter {
-	r.repOnce.Do(func() {
-		r.rep = report.New(r.Recorder, r.Metrics, r.Alerts)
-		r.rep.Now = func() time.Time { return r.Now() }
-		r.rep.OnReload = func(rl report.Reloaded) {
-			if r.OnReload != nil {
-				r.OnReload(rl)
-			}
-		}
-	})
-	return r.rep
+	r.Report.Forget(k)
 }
 
 // lookup is the seam through which r reads sources, indexes and ReloaderConfigs: the
@@ -329,7 +335,7 @@ func (r *WorkloadReconciler) lookup() lookup.Lookup {
 
 // invalid reports bad annotations; the valid rules still apply.
 func (r *WorkloadReconciler) invalid(ctx context.Context, obj client.Object, errs ...error) {
-	r.reporter().Invalid(ctx, obj, errs...)
+	r.Report.Invalid(ctx, obj, errs...)
 }
 
 // windowKey names a workload in the coalescing window.

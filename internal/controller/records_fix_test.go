@@ -17,7 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/metrics"
+	"github.com/reloader-operator/reloader/internal/report"
 	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
@@ -73,7 +77,7 @@ func TestJobDeletedMeanwhileIsNeverRecreated(t *testing.T) {
 		return k8s.Delete(ctx, probe)
 	})
 
-	r := &controller.WorkloadReconciler{Client: k8s, Kind: workload.Job()}
+	r := &controller.WorkloadReconciler{Client: k8s, Kind: workload.Job(), Report: report.New(&notes{}, metrics.New(prometheus.NewRegistry(), false), nil)}
 	err := r.Replace(ctx, old, job(ns, "gone", nil))
 	if err == nil || !strings.Contains(err.Error(), "delete replacement record") {
 		t.Fatalf("replacement of a Job deleted meanwhile, its record not deletable: %v; want the record's delete refused", err)

@@ -94,7 +94,7 @@ type queued interface {
 // newQueue takes turns between namespaces: one namespace with thousands of workloads queued
 // delays another's by one turn each, not by its backlog.
 func (r *WorkloadReconciler) newQueue(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
-	return metrics.Measure(r.Metrics.Queues, fair.NewQueue(name, rl, func(req reconcile.Request) string { return req.Namespace }))
+	return metrics.Measure(r.Report.Metrics.Queues, fair.NewQueue(name, rl, func(req reconcile.Request) string { return req.Namespace }))
 }
 
 // mapSource finds, through the index, the workloads of r.Kind that a source event concerns,
@@ -129,8 +129,8 @@ func (r *WorkloadReconciler) mapSource(st sourcecache.SourceType, retry *lookup.
 				retry.Succeeded(src)
 			}
 		}
-		r.Metrics.Upstream.WorkloadsScanned.WithLabelValues(r.Kind.Name()).Add(float64(scanned))
-		r.Metrics.Upstream.WorkloadsMatched.WithLabelValues(r.Kind.Name()).Add(float64(len(reqs)))
+		r.Report.Metrics.Upstream.WorkloadsScanned.WithLabelValues(r.Kind.Name()).Add(float64(scanned))
+		r.Report.Metrics.Upstream.WorkloadsMatched.WithLabelValues(r.Kind.Name()).Add(float64(len(reqs)))
 		return reqs
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/report"
 	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/workload"
@@ -60,9 +61,9 @@ func TestAReloadPlannedFromAStaleCopyRollsOnce(t *testing.T) {
 			events := &reasons{n: map[string]int{}}
 			// Reads and writes go straight to the API server: the test chooses the copy.
 			r := &controller.WorkloadReconciler{
-				Client: k8s, Kind: workload.Deployment(), Sources: []sourcecache.SourceType{sourcecache.ConfigMaps},
-				Policy: reload.Policy{Keys: reload.DefaultKeys()}, Strategy: strategy, Window: coalesce.New(0),
-				Recorder: events, Metrics: metrics.New(prometheus.NewRegistry(), false), Now: time.Now,
+				Client: k8s, Kind: workload.Deployment(), Reads: controller.Reads{Sources: []sourcecache.SourceType{sourcecache.ConfigMaps}},
+				Settings: controller.Settings{Policy: reload.Policy{Keys: reload.DefaultKeys()}, Strategy: strategy}, Window: coalesce.New(0),
+				Report: report.New(events, metrics.New(prometheus.NewRegistry(), false), nil), Now: time.Now,
 			}
 			ctx := context.Background()
 			if outcome, err := r.ReconcileCopy(ctx, get(t, d)); err != nil || outcome != metrics.OutcomeRecorded {

@@ -59,7 +59,7 @@ type writeParts struct {
 func (r *WorkloadReconciler) writeParts() *writeParts {
 	out := &r.parts
 	out.once.Do(func() {
-		out.report = writerReport{r.reporter()}
+		out.report = writerReport{r.Report}
 		patch := &writer.Patch{Client: r.Client, Kind: r.Kind, Keys: r.Policy.Keys}
 		out.write = patch
 		switch r.Kind.(type) {

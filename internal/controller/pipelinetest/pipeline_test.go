@@ -28,6 +28,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/gate/window"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/report"
 	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
@@ -144,9 +145,9 @@ func newWorld(t *testing.T, chain gate.Chain, annotations map[string]string) *wo
 	clock := gatetest.NewClock()
 	ev := &events{}
 	r := &controller.WorkloadReconciler{
-		Client: c, Kind: workload.Deployment(), Sources: []sourcecache.SourceType{sourcecache.ConfigMaps},
-		Policy: reload.Policy{Keys: reload.DefaultKeys()}, Strategy: reload.EnvVars{}, Window: coalesce.New(0),
-		Recorder: ev, Metrics: metrics.New(prometheus.NewRegistry(), false), Now: clock.Now, Gates: chain,
+		Client: c, Kind: workload.Deployment(), Reads: controller.Reads{Sources: []sourcecache.SourceType{sourcecache.ConfigMaps}},
+		Settings: controller.Settings{Policy: reload.Policy{Keys: reload.DefaultKeys()}, Strategy: reload.EnvVars{}}, Window: coalesce.New(0),
+		Report: report.New(ev, metrics.New(prometheus.NewRegistry(), false), nil), Now: clock.Now, Gates: chain,
 	}
 	w := &world{t: t, c: c, r: r, clock: clock, events: ev}
 	w.reconcile() // the first sighting records the content
@@ -199,7 +200,7 @@ func (w *world) rewind(record string) {
 }
 
 func (w *world) outcome(o string) float64 {
-	return value(w.r.Metrics.Reconciles.WithLabelValues("Deployment", o))
+	return value(w.r.Report.Metrics.Reconciles.WithLabelValues("Deployment", o))
 }
 
 // chainOf is the chain in the order internal/app builds it: quarantine, notify, wave, approve,
@@ -289,7 +290,7 @@ func TestPrecedenceMatrix(t *testing.T) {
 						if rolled || moved || w.outcome(metrics.OutcomeHeld) != held+1 {
 							t.Errorf("held by %s: rolled %v, record moved %v, held outcomes %v -> %v", g.name, rolled, moved, held, w.outcome(metrics.OutcomeHeld))
 						}
-						if g.until > 0 && value(w.r.Metrics.Waiting.WithLabelValues(g.name)) != 1 {
+						if g.until > 0 && value(w.r.Report.Metrics.Waiting.WithLabelValues(g.name)) != 1 {
 							t.Errorf("held by %s until a time: not counted as waiting", g.name)
 						}
 					case state == "unrolled":
@@ -313,7 +314,7 @@ func TestWindowThenRate(t *testing.T) {
 	w := newWorld(t, chainOf(stands()...), map[string]string{reload.ReloadWindowAnnotation: "daily 10:05-11:00 UTC"})
 	w.change("v2")
 	w.reconcile()
-	if w.events.count(controller.ReasonReloadHeld) != 1 || value(w.r.Metrics.Held.WithLabelValues(reload.HoldReloadWindow)) != 1 {
+	if w.events.count(controller.ReasonReloadHeld) != 1 || value(w.r.Report.Metrics.Held.WithLabelValues(reload.HoldReloadWindow)) != 1 {
 		t.Fatalf("a shut window: %d ReloadHeld Events; want one", w.events.count(controller.ReasonReloadHeld))
 	}
 	w.reconcile()
@@ -322,7 +323,7 @@ func TestWindowThenRate(t *testing.T) {
 	}
 	w.clock.Step(5 * time.Minute)
 	w.reconcile()
-	if w.outcome(metrics.OutcomeReloaded) != 1 || value(w.r.Metrics.Waiting.WithLabelValues(reload.HoldReloadWindow)) != 0 {
+	if w.outcome(metrics.OutcomeReloaded) != 1 || value(w.r.Report.Metrics.Waiting.WithLabelValues(reload.HoldReloadWindow)) != 0 {
 		t.Errorf("the window open: reloaded %v; want 1, and no longer waiting", w.outcome(metrics.OutcomeReloaded))
 	}
 }
