@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	crsource "sigs.k8s.io/controller-runtime/pkg/source"
 
+	"time"
+
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/baseline"
 	"github.com/reloader-operator/reloader/internal/clientindex"
@@ -26,6 +28,15 @@ import (
 	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/workload"
+
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/reloader-operator/reloader/internal/approval"
+	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/reloaderconfig"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 )
 
 // SetupWithManager registers the controller for r.Kind. The indexes it reads (IndexWorkloads,
@@ -158,3 +169,145 @@ func (r *WorkloadReconciler) mapReferenced(ctx context.Context, d client.Object)
 	}
 	return reqs
 }
+
+// settings are the flags' behaviour for one workload, with the overrides of the
+// ReloaderConfigs that target it applied.
+type settings struct {
+	strategy             reload.Strategy
+	runCronJobs          bool
+	recreateFinishedJobs bool
+	// window is the coalescing window when a config sets one; nil keeps the flag's.
+	window *time.Duration
+	// pausePeriod is the pause period when a config sets one and the workload's own
+	// annotation does not.
+	pausePeriod *time.Duration
+	// minReloadInterval and reloadWindow pace the reloads when a config sets them and the
+	// workload's own annotations do not.
+	minReloadInterval *time.Duration
+	reloadWindow      string
+	// mode is a config's mode (approval.go); "" keeps --mode.
+	mode approval.Mode
+	// waves is a config's opt-in to health-gated waves (waves.go); after are the workloads
+	// its targets' after lists name.
+	waves bool
+	after []string
+}
+
+func (r *WorkloadReconciler) settingsFor(o reload.Overrides) settings {
+	s := settings{strategy: r.Strategy, runCronJobs: r.Behaviour.RunCronJobs,
+		recreateFinishedJobs: r.Behaviour.RecreateFinishedJobs, window: o.CoalesceWindow, pausePeriod: o.PausePeriod,
+		minReloadInterval: o.MinReloadInterval, reloadWindow: o.ReloadWindow, mode: approval.Mode(o.Mode),
+		waves: o.Waves != nil && *o.Waves, after: o.After}
+	if o.Strategy != nil {
+		s.strategy = o.Strategy
+	}
+	if o.RunCronJobs != nil {
+		s.runCronJobs = *o.RunCronJobs
+	}
+	if o.RecreateFinishedJobs != nil {
+		s.recreateFinishedJobs = *o.RecreateFinishedJobs
+	}
+	return s
+}
+
+// configEvents enqueues the targets of a ReloaderConfig that is created, changed or deleted:
+// they record what the new rules concern (without a reload), or forget what the old ones did.
+func (r *WorkloadReconciler) configEvents() handler.TypedEventHandler[client.Object, reconcile.Request] {
+	enqueue := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], objs ...client.Object) {
+		for _, o := range objs {
+			cfg, ok := o.(*v1alpha1.ReloaderConfig)
+			if !ok {
+				continue
+			}
+			_ = r.lookup().EachTarget(ctx, r.Kind, cfg.Namespace, reloaderconfig.Compile(cfg), func(w client.Object) {
+				q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(w)})
+			})
+		}
+	}
+	return handler.TypedFuncs[client.Object, reconcile.Request]{
+		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.Object)
+		},
+		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
+				enqueue(ctx, q, e.ObjectOld, e.ObjectNew)
+			}
+		},
+		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.Configs.Forget(e.Object.GetUID())
+			enqueue(ctx, q, e.Object)
+		},
+	}
+}
+
+// relatedRef names a source in an Event's related reference by kind, namespace and name only.
+// The recorder would copy the object's UID and resourceVersion into it, and Events are
+// readable by anyone with the view role: a Secret's UID must not be published (it keyed
+// Secret hashes before the install key, and tells a re-created Secret from the old one).
+func (r *WorkloadReconciler) relatedRef(o client.Object) runtime.Object {
+	if o == nil {
+		return nil
+	}
+	gvk, err := r.Client.GroupVersionKindFor(o)
+	if err != nil {
+		return nil // an Event without a related object is still worth sending
+	}
+	return &corev1.ObjectReference{
+		APIVersion: gvk.GroupVersion().String(),
+		Kind:       gvk.Kind,
+		Namespace:  o.GetNamespace(),
+		Name:       o.GetName(),
+	}
+}
+
+// SeriesRecorder returns rec with the regarding object of every Event named by reference,
+// without its resourceVersion. client-go's broadcaster keys the Events it has sent on the
+// whole reference and keeps each key for minutes; every reload moves the workload's
+// resourceVersion, so each reload of a busy workload would be a new cached Event. Without
+// it, repeated Events about one object aggregate into one Event series (count, last seen),
+// and memory stays flat under churn. The UID stays: `kubectl describe` selects on it.
+func SeriesRecorder(rec recorder.EventRecorder, scheme *runtime.Scheme) recorder.EventRecorder {
+	return seriesRecorder{rec: rec, scheme: scheme}
+}
+
+type seriesRecorder struct {
+	rec    recorder.EventRecorder
+	scheme *runtime.Scheme
+}
+
+func (s seriesRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	s.rec.Eventf(s.ref(regarding), related, eventtype, reason, action, note, args...)
+}
+
+func (s seriesRecorder) AnnotatedEventf(regarding, related runtime.Object, annotations map[string]string, eventtype, reason, action, note string, args ...any) {
+	s.rec.AnnotatedEventf(s.ref(regarding), related, annotations, eventtype, reason, action, note, args...)
+}
+
+// ref is o's reference without resourceVersion; o itself when it is no object of the scheme.
+func (s seriesRecorder) ref(o runtime.Object) runtime.Object {
+	obj, ok := o.(client.Object)
+	if !ok {
+		return o
+	}
+	gvk, err := apiutil.GVKForObject(obj, s.scheme)
+	if err != nil {
+		return o
+	}
+	return &corev1.ObjectReference{
+		APIVersion: gvk.GroupVersion().String(),
+		Kind:       gvk.Kind,
+		Namespace:  obj.GetNamespace(),
+		Name:       obj.GetName(),
+		UID:        obj.GetUID(),
+	}
+}
+
+// Work queue priorities (internal/fair serves the highest first). A reload whose coalescing
+// window is open comes back at reloadPriority when the window closes, ahead of everything
+// else queued; a first record waiting for its slot (--first-sight-rate) comes back at
+// handler.LowPriority, as the informers' first list queues it, behind changes. A worker
+// that comes free takes the highest first: a due reload waits for at most the writes in
+// flight, never for the first records queued.
+const reloadPriority = 100
+
+const firstSightPriority = handler.LowPriority
