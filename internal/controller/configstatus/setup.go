@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	shared "github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/report"
 	"github.com/reloader-operator/reloader/internal/sourcecache"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -76,7 +76,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // Reloaded hears of a reload written (WorkloadReconciler.OnReload) and enqueues the configs
 // that target the workload. It runs on the reconciler's goroutine and reads only the cache.
-func (r *Reconciler) Reloaded(rl shared.Reloaded) {
+func (r *Reconciler) Reloaded(rl report.Reloaded) {
 	r.Reloads.Add(rl.Kind, client.ObjectKeyFromObject(rl.Workload), rl.At, rl.Changes)
 	r.enqueueTargeting(rl.Kind, rl.Workload)
 }

@@ -23,13 +23,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
-	shared "github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/lookup"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 	"github.com/reloader-operator/reloader/internal/shard"
 	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/workload"
+	"github.com/reloader-operator/reloader/internal/writer"
 )
 
 // Reconciler writes the status of ReloaderConfigs: what their rules resolve to
@@ -99,7 +99,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if err := r.Client.Status().Patch(ctx, cfg, patch, client.FieldOwner(shared.FieldOwner)); err != nil {
+	if err := r.Client.Status().Patch(ctx, cfg, patch, client.FieldOwner(writer.FieldOwner)); err != nil {
 		return reconcile.Result{}, fmt.Errorf("patch status of ReloaderConfig %s: %w", req, err)
 	}
 	return result, nil

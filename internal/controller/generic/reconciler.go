@@ -26,7 +26,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
-	shared "github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/gate"
 	"github.com/reloader-operator/reloader/internal/gate/rate"
 	"github.com/reloader-operator/reloader/internal/lookup"
@@ -37,6 +36,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/report"
 	"github.com/reloader-operator/reloader/internal/shard"
 	"github.com/reloader-operator/reloader/internal/sourcecache"
+	"github.com/reloader-operator/reloader/internal/writer"
 )
 
 // Annotations of generic targets: the pod template's (its change rolls the pods the
@@ -318,7 +318,7 @@ func (r *Reconciler) write(ctx context.Context, obj *unstructured.Unstructured, 
 	if err != nil {
 		return err
 	}
-	return r.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, body), client.FieldOwner(shared.FieldOwner))
+	return r.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, body), client.FieldOwner(writer.FieldOwner))
 }
 
 // forget drops what the pipeline keeps of the targets named keys: the gates', the pacer's
@@ -489,7 +489,7 @@ func (r *Reconciler) setAccessCondition(ctx context.Context, cfg *v1alpha1.Reloa
 	apimeta.SetStatusCondition(&cfg.Status.Conditions, cond)
 	// Optimistic lock: the list is replaced whole, and the status controller writes it too.
 	patch := client.MergeFromWithOptimisticLock{}
-	if err := r.Client.Status().Patch(ctx, cfg, client.MergeFromWithOptions(base, patch), client.FieldOwner(shared.FieldOwner)); err != nil {
+	if err := r.Client.Status().Patch(ctx, cfg, client.MergeFromWithOptions(base, patch), client.FieldOwner(writer.FieldOwner)); err != nil {
 		return fmt.Errorf("patch status of ReloaderConfig %s/%s: %w", cfg.Namespace, cfg.Name, err)
 	}
 	return nil
@@ -503,7 +503,7 @@ func (r *Reconciler) dropAccessCondition(ctx context.Context, cfg *v1alpha1.Relo
 	base := cfg.DeepCopy()
 	apimeta.RemoveStatusCondition(&cfg.Status.Conditions, v1alpha1.ConditionGenericTargets)
 	patch := client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
-	if err := r.Client.Status().Patch(ctx, cfg, patch, client.FieldOwner(shared.FieldOwner)); err != nil {
+	if err := r.Client.Status().Patch(ctx, cfg, patch, client.FieldOwner(writer.FieldOwner)); err != nil {
 		return fmt.Errorf("patch status of ReloaderConfig %s/%s: %w", cfg.Namespace, cfg.Name, err)
 	}
 	return nil
