@@ -90,14 +90,14 @@ func (r *WorkloadReconciler) decide(ctx context.Context, obj client.Object, w se
 // due is the gates' view of the reconcile of obj whose plan is p.
 func (r *WorkloadReconciler) due(obj client.Object, w seen, p reload.Plan, k string, now time.Time, dry bool) gate.Due {
 	d := gate.Due{Key: k, Kind: r.Kind.Name(), Target: obj, Changes: p.Changes, Overrides: w.overrides,
-		Sources: make(map[source.ID]gate.Source, len(w.sources)), Live: r.live(), Now: now, DryRun: dry}
+		Sources: make(map[source.ID]gate.Source, len(w.sources)), Live: r.observer().live(), Now: now, DryRun: dry}
 	for id, o := range w.sources {
 		d.Sources[id] = gate.Source{Object: o.Object(), Hash: o.Hash(), Annotations: o.Annotations()}
 	}
 	for _, ch := range p.Changes {
 		// When the due content was written, as its newest writer tells (mode approve says
 		// since when it waits).
-		s, st := d.Sources[ch.ID], r.sourceType(ch.ID.Kind)
+		s, st := d.Sources[ch.ID], r.observer().sourceType(ch.ID.Kind)
 		if s.Object == nil || st == nil || st.Pool != nil {
 			continue
 		}
@@ -106,7 +106,7 @@ func (r *WorkloadReconciler) due(obj client.Object, w seen, p reload.Plan, k str
 			d.Sources[ch.ID] = s
 		}
 	}
-	d.What = func(changes []reload.Change) []whatchanged.Report { return r.whatChanged(w, obj, changes) }
+	d.What = func(changes []reload.Change) []whatchanged.Report { return r.observer().whatChanged(w, obj, changes) }
 	if len(p.Changes) > 0 {
 		d.Related = w.sources[p.Changes[0].ID].Object()
 	}
@@ -157,7 +157,7 @@ func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen,
 		return reconcile.Result{RequeueAfter: d.Requeue, Priority: new(firstSightPriority)}, metrics.OutcomeWaiting, nil
 	}
 	if len(d.Reload) > 0 {
-		dn.Reloaded, dn.What = d.Reload, r.whatChanged(w, obj, d.Reload)
+		dn.Reloaded, dn.What = d.Reload, r.observer().whatChanged(w, obj, d.Reload)
 	}
 	dn.Plan, dn.Pause = d.Plan, d.Pause
 	annotate(updated, res.Annotate)

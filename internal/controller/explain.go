@@ -67,22 +67,22 @@ type Explanation struct {
 func (r *WorkloadReconciler) Explain(ctx context.Context, obj client.Object, unknownHash map[source.Kind]bool, assumed ...source.ID) (Explanation, error) {
 	now := r.Now()
 	var e Explanation
-	selected, err := r.lookup().NamespaceSelected(ctx, obj.GetNamespace())
+	selected, err := r.observer().lookup().NamespaceSelected(ctx, obj.GetNamespace())
 	if err != nil {
 		return e, err
 	}
 	e.NotSelected = !selected
-	w, err := r.observe(ctx, obj, &e.Weighed)
+	w, err := r.observer().observe(ctx, obj, &e.Weighed)
 	if err != nil {
 		return e, err
 	}
-	e.Invalid, e.Writers, e.Keys = w.invalid, r.writers(w), restrictedKeys(w)
+	e.Invalid, e.Writers, e.Keys = w.invalid, r.observer().writers(w), restrictedKeys(w)
 	if err := r.explainConfigs(ctx, obj, &e); err != nil {
 		return e, err
 	}
-	e.Record, e.HasRecord = r.record(ctx, obj)
+	e.Record, e.HasRecord = r.observer().record(ctx, obj)
 	k := r.windowKey(client.ObjectKeyFromObject(obj))
-	in := unknownAsRecorded(r.input(ctx, obj, w, k), unknownHash, assumed)
+	in := unknownAsRecorded(r.observer().input(ctx, obj, w, k), unknownHash, assumed)
 	plan := reload.MakePlan(in)
 	for _, ch := range slices.Concat(plan.Changes, plan.Skipped) {
 		e.Changed = append(e.Changed, ch.ID)
@@ -94,7 +94,7 @@ func (r *WorkloadReconciler) Explain(ctx context.Context, obj client.Object, unk
 	if len(e.Changed) > 0 {
 		in.Wait = settling(k, e.Window, w.sources, e.Changed, now)
 	}
-	d, res, err := r.decide(ctx, obj, w, r.facts(obj, w, in, now), k, true, nil)
+	d, res, err := r.decide(ctx, obj, w, r.observer().facts(obj, w, in, now), k, true, nil)
 	if err != nil {
 		return e, err
 	}
@@ -142,7 +142,7 @@ func unknownAsRecorded(in reload.Input, unknownHash map[source.Kind]bool, assume
 
 // explainConfigs names the ReloaderConfigs that apply to obj, as observe merges them.
 func (r *WorkloadReconciler) explainConfigs(ctx context.Context, obj client.Object, e *Explanation) error {
-	m, err := r.lookup().ConfigsFor(ctx, r.Kind, obj)
+	m, err := r.observer().lookup().ConfigsFor(ctx, r.Kind, obj)
 	if err != nil {
 		return err
 	}

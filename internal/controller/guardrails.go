@@ -60,14 +60,14 @@ func (c waveCluster) Affected(ctx context.Context, kind workload.Kind, ns string
 	if r == nil {
 		return nil
 	}
-	return r.lookup().Affected(ctx, kind, ns, id, annotations, labels)
+	return r.observer().lookup().Affected(ctx, kind, ns, id, annotations, labels)
 }
 
 func (c waveCluster) Content(id source.ID, obj client.Object) (string, bool) {
 	if len(c) == 0 {
 		return "", false
 	}
-	st := c[0].sourceType(id.Kind)
+	st := c[0].observer().sourceType(id.Kind)
 	if st == nil || st.Pool != nil {
 		return "", false // a CSI mount: no content to stage
 	}
@@ -79,11 +79,11 @@ func (c waveCluster) Applied(ctx context.Context, kind workload.Kind, obj client
 	if r == nil {
 		return true, false, nil
 	}
-	rec, has := r.record(ctx, obj)
+	rec, has := r.observer().record(ctx, obj)
 	if !has {
 		return false, false, nil
 	}
-	w, err := r.observe(ctx, obj, nil)
+	w, err := r.observer().observe(ctx, obj, nil)
 	if err != nil {
 		return false, true, err
 	}

@@ -30,7 +30,6 @@ import (
 	"github.com/reloader-operator/reloader/internal/workload"
 	"github.com/reloader-operator/reloader/internal/writer"
 	"github.com/reloader-operator/reloader/internal/writer/evict"
-	crsource "sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/reloader-operator/reloader/internal/whatchanged"
 )
@@ -205,7 +204,7 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Reques
 		r.forget(k, started)
 		return reconcile.Result{}, metrics.OutcomeUnchanged, nil
 	}
-	if selected, err := r.lookup().NamespaceSelected(ctx, obj.GetNamespace()); err != nil || !selected {
+	if selected, err := r.observer().lookup().NamespaceSelected(ctx, obj.GetNamespace()); err != nil || !selected {
 		// Left as it is, record included: if the namespace is selected again, changes made
 		// meanwhile are caught up then.
 		r.forget(k, started)
@@ -223,16 +222,16 @@ func (r *WorkloadReconciler) reconcileCopy(ctx context.Context, obj client.Objec
 		// a change made meanwhile; they catch up within moments of the caches' sync.
 		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, metrics.OutcomeWaiting, nil
 	}
-	w, err := r.observe(ctx, obj, nil)
+	w, err := r.observer().observe(ctx, obj, nil)
 	if err != nil {
 		return reconcile.Result{}, "", err
 	}
 	// A first sighting waits for the handlers (baseline_recent.go).
-	if !recorded && !r.Baselines.Heard(obj, w.sources, r.live()) {
+	if !recorded && !r.Baselines.Heard(obj, w.sources, r.observer().live()) {
 		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, metrics.OutcomeWaiting, nil
 	}
 	r.invalid(ctx, obj, w.invalid...)
-	f := r.facts(obj, w, r.input(ctx, obj, w, k), started)
+	f := r.observer().facts(obj, w, r.observer().input(ctx, obj, w, k), started)
 	reloads := reload.MakePlan(f.Input).Reloads()
 	if w.restart = r.writeParts().evict.ModeOf(ctx, obj, reloads); w.restart == evict.Off && reloads {
 		return r.writeParts().evict.Held(ctx, obj)
@@ -258,82 +257,12 @@ type seen struct {
 	restart evict.Mode
 }
 
-// observe reads the pod template of obj and the sources that concern it; when weighed is not
-// nil, it collects each source the decision looked at (explain).
-func (r *WorkloadReconciler) observe(ctx context.Context, obj client.Object, weighed *[]lookup.Weighed) (seen, error) {
-	tw, err := writer.TemplateOf(ctx, r.Client, r.Kind, obj)
-	if err != nil {
-		return seen{}, err
-	}
-	rules, errs := r.Policy.ParseRules(obj.GetAnnotations(), tw.Tpl.Annotations)
-	configs, err := r.lookup().ConfigsFor(ctx, r.Kind, obj)
-	if err != nil {
-		return seen{}, err
-	}
-	rules.Configs = configs.Rules
-	sources, err := r.lookup().Concerned(ctx, obj.GetNamespace(), tw.Tpl, &rules, weighed)
-	if err != nil {
-		return seen{}, err
-	}
-	return seen{tw: tw, sources: sources, invalid: errs, settings: r.settingsFor(configs.Overrides), overrides: configs.Overrides}, nil
-}
-
-// input gathers what the plan is made from.
-func (r *WorkloadReconciler) input(ctx context.Context, obj client.Object, w seen, k string) reload.Input {
-	in := reload.Input{
-		Sources: make(map[source.ID]reload.Observed, len(w.sources)),
-		Events:  r.Behaviour.Events,
-		Skip:    r.skip(obj, w.settings),
-		Wait:    r.Window.Wait(k),
-	}
-	if w.settings.window != nil {
-		in.Wait = r.Window.WaitFor(k, *w.settings.window)
-	}
-	for id, o := range w.sources {
-		in.Sources[id] = reload.Observed{Hash: o.Hash(), Containers: reload.TargetContainers(o.Ref, &w.tw.Tpl.Spec)}
-	}
-	last, hasRecord := r.record(ctx, obj)
-	in.Record, in.HasRecord = rebase(last, w.sources), hasRecord
-	if hasRecord {
-		r.Baselines.Drop(obj.GetUID())
-	} else {
-		current := make(map[source.ID]string, len(w.sources))
-		for id, o := range w.sources {
-			current[id] = o.Hash()
-		}
-		in.Baseline = r.Baselines.Of(obj, current, baseline.HashAs(r.Sources, w.sources), func(id source.ID) string {
-			if o := w.sources[id].Object(); o != nil {
-				return o.GetResourceVersion()
-			}
-			return ""
-		})
-	}
-	return in
-}
-
-// facts gathers what reload.Decide decides from before the gates and the pacer answer: the
-// plan's input in, the record, and the workload's pause settings, at now.
-func (r *WorkloadReconciler) facts(obj client.Object, w seen, in reload.Input, now time.Time) reload.Facts {
-	_, recorded := obj.GetAnnotations()[reload.RecordAnnotation]
-	f := reload.Facts{Input: in, Recorded: recorded, Keys: r.Policy.Keys, Now: now}
-	if _, s, ok := r.pauseState(obj, w.settings.pausePeriod); ok {
-		f.Pause = &s
-	}
-	return f
-}
-
 // forget drops what the reconciler keeps about a workload that is gone or no longer selected.
 func (r *WorkloadReconciler) forget(k string, now time.Time) {
 	r.Window.Done(k, now)
 	r.Pacer.Forget(k, now)
 	r.Gates.Forget(k)
 	r.Report.Forget(k)
-}
-
-// lookup is the seam through which r reads sources, indexes and ReloaderConfigs: the
-// reconciler's own fields, so that a test may swap its client between reconciles.
-func (r *WorkloadReconciler) lookup() lookup.Lookup {
-	return lookup.Lookup{Client: r.Client, Sources: r.Sources, Policy: r.Policy, Configs: r.Configs, Namespaces: r.Namespaces}
 }
 
 // invalid reports bad annotations; the valid rules still apply.
@@ -346,21 +275,6 @@ func (r *WorkloadReconciler) windowKey(nn types.NamespacedName) string {
 	return r.Kind.Name() + "/" + nn.String()
 }
 
-// record reads the hashes last applied to the workload. An unreadable record counts as none:
-// the workload is re-recorded without a reload rather than reloaded on a guess.
-func (r *WorkloadReconciler) record(ctx context.Context, obj client.Object) (reload.Record, bool) {
-	v, ok := obj.GetAnnotations()[reload.RecordAnnotation]
-	if !ok {
-		return nil, false
-	}
-	rec, err := reload.ParseRecord(v)
-	if err != nil {
-		log.FromContext(ctx).Info("ignoring unreadable record; recording anew", "error", err.Error())
-		return nil, false
-	}
-	return rec, true
-}
-
 func setAnnotation(obj client.Object, key, value string) {
 	ann := obj.GetAnnotations()
 	if ann == nil {
@@ -368,55 +282,6 @@ func setAnnotation(obj client.Object, key, value string) {
 	}
 	ann[key] = value
 	obj.SetAnnotations(ann)
-}
-
-// live reports whether r.Kind is read without watch (degraded mode, lookup.Unwatched).
-func (r *WorkloadReconciler) live() bool { return r.Unwatched.Has(r.Kind.Name()) }
-
-// firstList queues every workload of r.Kind once, when the controller starts.
-func (r *WorkloadReconciler) firstList() crsource.Source {
-	return r.Unwatched.FirstList(r.Kind, r.Client)
-}
-
-// whatChanged reports, per change of a reload, the key names and the writer of the source's
-// change; obj is the workload as read, its record what was last applied. A source created since (Absent
-// recorded) is reported with all its keys added, a deleted one with no keys.
-func (r *WorkloadReconciler) whatChanged(w seen, obj client.Object, changes []reload.Change) []whatchanged.Report {
-	// Parsed again, quietly: the plan reads the record, and logs it when unreadable.
-	last, _ := reload.ParseRecord(obj.GetAnnotations()[reload.RecordAnnotation])
-	out := make([]whatchanged.Report, len(changes))
-	for i, ch := range changes {
-		o, ok := w.sources[ch.ID]
-		st := r.sourceType(ch.ID.Kind)
-		if !ok || o.Object() == nil || st == nil || st.Pool != nil {
-			continue
-		}
-		var keys whatchanged.Keys
-		if st.KeyDigests != nil {
-			var only []string
-			if o.Restricted {
-				only = append([]string{}, o.Keys...)
-			}
-			if was, recorded := last[ch.ID.String()]; recorded && was == reload.Absent {
-				keys = whatchanged.Diff(nil, st.KeyDigestsOf(o.Object()), only)
-			} else {
-				keys, _ = r.Changes.Keys(*st, o.Object().GetNamespace(), ch.ID, o.Object(), only, last[ch.ID.String()])
-			}
-		}
-		wr, known := r.Changes.Writer(*st, o.Object().GetNamespace(), ch.ID, o.Object())
-		out[i] = whatchanged.NewReport(keys, wr, known)
-	}
-	return out
-}
-
-// sourceType is the type of the sources of kind; nil when not watched.
-func (r *WorkloadReconciler) sourceType(kind source.Kind) *sourcecache.SourceType {
-	for i := range r.Sources {
-		if r.Sources[i].Kind == kind {
-			return &r.Sources[i]
-		}
-	}
-	return nil
 }
 
 // triggerManager is the metric label of a reload's writer: the manager of the newest change
@@ -432,19 +297,6 @@ func triggerManager(what []whatchanged.Report) string {
 		return whatchanged.Label("")
 	}
 	return whatchanged.Label(newest.Manager)
-}
-
-// writers are who wrote each existing source of w last, for explain.
-func (r *WorkloadReconciler) writers(w seen) map[source.ID]whatchanged.Writer {
-	out := map[source.ID]whatchanged.Writer{}
-	for id, o := range w.sources {
-		if st := r.sourceType(id.Kind); st != nil && o.Object() != nil && st.Pool == nil {
-			if wr, ok := st.Writer(o.Object()); ok {
-				out[id] = wr
-			}
-		}
-	}
-	return out
 }
 
 // whatLogged are the log fields of the i-th change's report: keys and changedBy, when known.

@@ -1,39 +1,24 @@
 package controller
 
 import (
-	"context"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	crsource "sigs.k8s.io/controller-runtime/pkg/source"
-
-	"time"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/baseline"
-	"github.com/reloader-operator/reloader/internal/clientindex"
-	"github.com/reloader-operator/reloader/internal/fair"
 	"github.com/reloader-operator/reloader/internal/lookup"
-	"github.com/reloader-operator/reloader/internal/metrics"
-	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/workload"
 
-	"sigs.k8s.io/controller-runtime/pkg/event"
-
-	"github.com/reloader-operator/reloader/internal/approval"
-	"github.com/reloader-operator/reloader/internal/reload"
-	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
@@ -45,16 +30,18 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Baselines == nil {
 		r.Baselines = baseline.New()
 	}
-	if err := r.Baselines.Watch(mgr, baseline.Watcher{Kind: r.Kind, Lookup: r.lookup, Live: r.live()}); err != nil {
+	m := mapping{observer: r.observer(), key: r.windowKey, report: r.Report}
+	lookupNow := func() lookup.Lookup { return r.observer().lookup() }
+	if err := r.Baselines.Watch(mgr, baseline.Watcher{Kind: r.Kind, Lookup: lookupNow, Live: m.live()}); err != nil {
 		return err
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(strings.ToLower(r.Kind.Name())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1),
-			NewQueue: r.newQueue, ReconciliationTimeout: r.ReconcileTimeout})
-	if r.live() {
+			NewQueue: m.newQueue, ReconciliationTimeout: r.ReconcileTimeout})
+	if m.live() {
 		// No watch: one list at start; later, only source changes bring a workload in.
-		b = b.WatchesRawSource(r.firstList())
+		b = b.WatchesRawSource(m.firstList())
 	} else {
 		b = b.For(r.Kind.NewObject(), builder.WithPredicates(r.Baselines.NotingCreations(), workloadChanged()))
 	}
@@ -65,10 +52,10 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// The lookups are made off the informer's goroutine, in turn between namespaces; in
 		// degraded mode, a failed one comes back through the same queue (lookup.LiveRetry).
 		var retry *lookup.LiveRetry
-		if r.live() {
+		if m.live() {
 			retry = lookup.NewLiveRetry()
 		}
-		mapper := lookup.NewSourceMapper(lookup.MapQueueName(r.Kind.Name(), st), r.mapSource(st, retry))
+		mapper := lookup.NewSourceMapper(lookup.MapQueueName(r.Kind.Name(), st), m.mapSource(st, retry))
 		b = b.WatchesRawSource(mapper.Source())
 		if retry != nil {
 			b = b.WatchesRawSource(retry.Source(mapper.Events()))
@@ -77,15 +64,15 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			sourcecache.SourceChanged(r.Policy.Keys, r.Configs != nil), sourcecache.LaterSources()))
 	}
 	if _, ok := r.Kind.(workload.Referencing); ok && !r.Unwatched.Has("Deployment") {
-		b = b.Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.mapReferenced),
+		b = b.Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(m.mapReferenced),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	}
 	if r.Namespaces != nil {
-		b = b.Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.mapNamespace),
+		b = b.Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(m.mapNamespace),
 			builder.WithPredicates(predicate.LabelChangedPredicate{}))
 	}
 	if r.Configs != nil {
-		b = b.Watches(&v1alpha1.ReloaderConfig{}, r.configEvents())
+		b = b.Watches(&v1alpha1.ReloaderConfig{}, m.configEvents())
 	}
 	b = r.watchReplacements(b)
 	for _, g := range r.Gates {
@@ -100,144 +87,6 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // ends): it gets each kind's work queue through a source of its own.
 type queued interface {
 	Queue(kind string) crsource.Source
-}
-
-// newQueue takes turns between namespaces: one namespace with thousands of workloads queued
-// delays another's by one turn each, not by its backlog.
-func (r *WorkloadReconciler) newQueue(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
-	return metrics.Measure(r.Report.Metrics.Queues, fair.NewQueue(name, rl, func(req reconcile.Request) string { return req.Namespace }))
-}
-
-// mapSource finds, through the index, the workloads of r.Kind that a source event concerns,
-// and opens or extends their coalescing window; a sourceMapper's workers call it, not the
-// informer's handler (lookup.SourceMapper). Other workloads in the namespace are never
-// looked at. A lookup that fails (a live one, in degraded mode) hands the event to retry,
-// which brings it back here later (lookup.LiveRetry); nil retry: lookups read the cache.
-func (r *WorkloadReconciler) mapSource(st sourcecache.SourceType, retry *lookup.LiveRetry) handler.MapFunc {
-	return func(ctx context.Context, src client.Object) []reconcile.Request {
-		id := source.ID{Kind: st.Kind, Name: st.SourceName(src)}
-		if id.Name == "" {
-			return nil
-		}
-		var annotations, labels map[string]string
-		if st.Pool == nil {
-			annotations, labels = src.GetAnnotations(), src.GetLabels()
-		}
-		var reqs []reconcile.Request
-		// A live lookup (degraded mode) sees at least the cluster of this change: every
-		// workload created before it.
-		ctx = clientindex.AtLeast(ctx, src.GetResourceVersion())
-		scanned, failed := r.lookup().FindAffected(ctx, r.Kind, src.GetNamespace(), id, annotations, labels, func(w client.Object) {
-			nn := client.ObjectKeyFromObject(w)
-			r.Window.Touch(r.windowKey(nn))
-			reqs = append(reqs, reconcile.Request{NamespacedName: nn})
-		})
-		if retry != nil {
-			// What was found is queued now; the lookup is made again in full later.
-			if failed != nil {
-				retry.Failed(ctx, src)
-			} else {
-				retry.Succeeded(src)
-			}
-		}
-		r.Report.Metrics.Upstream.WorkloadsScanned.WithLabelValues(r.Kind.Name()).Add(float64(scanned))
-		r.Report.Metrics.Upstream.WorkloadsMatched.WithLabelValues(r.Kind.Name()).Add(float64(len(reqs)))
-		return reqs
-	}
-}
-
-// mapNamespace enqueues every workload of r.Kind in a namespace whose labels changed, so that
-// one that has just been selected catches up at once.
-func (r *WorkloadReconciler) mapNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
-	list := r.Kind.NewList()
-	if err := r.Client.List(ctx, list, client.InNamespace(ns.GetName()), client.UnsafeDisableDeepCopy); err != nil {
-		log.FromContext(ctx).Error(err, "listing workloads of a relabelled namespace", "namespace", ns.GetName())
-		return nil
-	}
-	var reqs []reconcile.Request
-	_ = sourcecache.ForEach(list, func(w client.Object) {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(w)})
-	})
-	return reqs
-}
-
-// mapReferenced enqueues the Rollouts that run a Deployment's template when that changes.
-func (r *WorkloadReconciler) mapReferenced(ctx context.Context, d client.Object) []reconcile.Request {
-	var reqs []reconcile.Request
-	for _, w := range r.lookup().Referencing(ctx, r.Kind, d.GetNamespace(), d.GetName()) {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(w)})
-	}
-	return reqs
-}
-
-// settings are the flags' behaviour for one workload, with the overrides of the
-// ReloaderConfigs that target it applied.
-type settings struct {
-	strategy             reload.Strategy
-	runCronJobs          bool
-	recreateFinishedJobs bool
-	// window is the coalescing window when a config sets one; nil keeps the flag's.
-	window *time.Duration
-	// pausePeriod is the pause period when a config sets one and the workload's own
-	// annotation does not.
-	pausePeriod *time.Duration
-	// minReloadInterval and reloadWindow pace the reloads when a config sets them and the
-	// workload's own annotations do not.
-	minReloadInterval *time.Duration
-	reloadWindow      string
-	// mode is a config's mode (approval.go); "" keeps --mode.
-	mode approval.Mode
-	// waves is a config's opt-in to health-gated waves (waves.go); after are the workloads
-	// its targets' after lists name.
-	waves bool
-	after []string
-}
-
-func (r *WorkloadReconciler) settingsFor(o reload.Overrides) settings {
-	s := settings{strategy: r.Strategy, runCronJobs: r.Behaviour.RunCronJobs,
-		recreateFinishedJobs: r.Behaviour.RecreateFinishedJobs, window: o.CoalesceWindow, pausePeriod: o.PausePeriod,
-		minReloadInterval: o.MinReloadInterval, reloadWindow: o.ReloadWindow, mode: approval.Mode(o.Mode),
-		waves: o.Waves != nil && *o.Waves, after: o.After}
-	if o.Strategy != nil {
-		s.strategy = o.Strategy
-	}
-	if o.RunCronJobs != nil {
-		s.runCronJobs = *o.RunCronJobs
-	}
-	if o.RecreateFinishedJobs != nil {
-		s.recreateFinishedJobs = *o.RecreateFinishedJobs
-	}
-	return s
-}
-
-// configEvents enqueues the targets of a ReloaderConfig that is created, changed or deleted:
-// they record what the new rules concern (without a reload), or forget what the old ones did.
-func (r *WorkloadReconciler) configEvents() handler.TypedEventHandler[client.Object, reconcile.Request] {
-	enqueue := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], objs ...client.Object) {
-		for _, o := range objs {
-			cfg, ok := o.(*v1alpha1.ReloaderConfig)
-			if !ok {
-				continue
-			}
-			_ = r.lookup().EachTarget(ctx, r.Kind, cfg.Namespace, reloaderconfig.Compile(cfg), func(w client.Object) {
-				q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(w)})
-			})
-		}
-	}
-	return handler.TypedFuncs[client.Object, reconcile.Request]{
-		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(ctx, q, e.Object)
-		},
-		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
-				enqueue(ctx, q, e.ObjectOld, e.ObjectNew)
-			}
-		},
-		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			r.Configs.Forget(e.Object.GetUID())
-			enqueue(ctx, q, e.Object)
-		},
-	}
 }
 
 // relatedRef names a source in an Event's related reference by kind, namespace and name only.

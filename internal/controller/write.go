@@ -13,8 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"time"
-
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/report"
 	"github.com/reloader-operator/reloader/internal/workload"
@@ -148,15 +146,6 @@ func (r *WorkloadReconciler) restarts(ctx context.Context, obj client.Object) bo
 	}
 }
 
-// skip says why a reload of obj must not happen, if it must not.
-func (r *WorkloadReconciler) skip(obj client.Object, s settings) reload.Skip {
-	if rc, ok := r.Kind.(workload.Recreated); ok && rc.Finished(obj) &&
-		!writer.OptedIn(obj, reload.RecreateFinishedAnnotation, s.recreateFinishedJobs) {
-		return reload.Skip{Reason: "finished-job", Why: fmt.Sprintf("the Job has finished and re-running finished Jobs is turned off (annotation %s: \"false\", a ReloaderConfig's recreateFinishedJobs: false, or --recreate-finished-jobs=false)", reload.RecreateFinishedAnnotation)}
-	}
-	return reload.Skip{}
-}
-
 // pause applies step, the pause-period step a decision made, to the copy of a Pausable
 // workload that the reconcile writes.
 func (r *WorkloadReconciler) pause(ctx context.Context, obj client.Object, step reload.PauseStep) {
@@ -180,21 +169,4 @@ func (r *WorkloadReconciler) pause(ctx context.Context, obj client.Object, step 
 		delete(ann, keys.PausedAt)
 		obj.SetAnnotations(ann)
 	}
-}
-
-// pauseState reads what a pause decision needs from obj, with period as the pause period
-// when the workload's annotation sets none; ok is false for kinds that can't pause.
-func (r *WorkloadReconciler) pauseState(obj client.Object, period *time.Duration) (workload.Pausable, reload.PauseState, bool) {
-	p, ok := r.Kind.(workload.Pausable)
-	if !ok {
-		return nil, reload.PauseState{}, false
-	}
-	ann := obj.GetAnnotations()
-	s := reload.PauseState{Paused: p.Paused(obj)}
-	s.PausedAt, s.HasPausedAt = ann[r.Policy.Keys.PausedAt]
-	s.Period, s.HasPeriod = ann[r.Policy.Keys.PausePeriod]
-	if !s.HasPeriod && period != nil && *period > 0 {
-		s.Period, s.HasPeriod = period.String(), true
-	}
-	return p, s, true
 }
