@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -94,21 +95,22 @@ func TestReadyAfterEveryInformerListed(t *testing.T) {
 func TestReadyOnceTheStoreHoldsTheList(t *testing.T) {
 	s, _ := NewSpace(1)
 	f := NewFilter(s, true)
-	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
+	store := &lookedUp{Store: toolscache.NewStore(toolscache.MetaNamespaceKeyFunc), seen: make(chan string, 64)}
 	f.listed = []uint64{0}
 	f.took = []took{{rv: map[int]string{}, store: store}}
 	f.NamespaceAdded("a")
 	f.Add(0)
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "sec", ResourceVersion: "9"}}
 	f.markListed(0, f.snapshot().gen, "10", storedOf([]runtime.Object{sec}))
-	time.Sleep(50 * time.Millisecond)
+	// The list's waiter has looked into the store (and found nothing) before each check.
+	store.lookedAfter(t, "")
 	if _, ready := f.Ready("a"); ready {
 		t.Fatal("ready before the store holds the Secret listed")
 	}
 	older := sec.DeepCopy()
 	older.ResourceVersion = "8"
 	testutil.Must(t, store.Add(older))
-	time.Sleep(200 * time.Millisecond)
+	store.lookedAfter(t, "8")
 	if _, ready := f.Ready("a"); ready {
 		t.Fatal("ready while the store holds an older version of the Secret listed")
 	}
@@ -147,5 +149,41 @@ func TestRelistedOfAShardNotOwned(t *testing.T) {
 	f.Remove(s.Of("a"))
 	if !f.Relisted(cm) {
 		t.Error("an object of a shard given up counts as created")
+	}
+}
+
+// lookedUp is a store that tells each lookup of a key, with the resourceVersion it found
+// ("" for none): the positive signal that the list's waiter has seen what the store holds.
+type lookedUp struct {
+	toolscache.Store
+	seen chan string
+}
+
+func (l *lookedUp) GetByKey(key string) (any, bool, error) {
+	o, ok, err := l.Store.GetByKey(key)
+	rv := ""
+	if m, merr := meta.Accessor(o); ok && merr == nil {
+		rv = m.GetResourceVersion()
+	}
+	select {
+	case l.seen <- rv:
+	default:
+	}
+	return o, ok, err
+}
+
+// lookedAfter waits until the waiter has looked up the key and found resourceVersion rv.
+func (l *lookedUp) lookedAfter(t *testing.T, rv string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case got := <-l.seen:
+			if got == rv {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("the list's waiter never looked into the store and found version %q", rv)
+		}
 	}
 }
