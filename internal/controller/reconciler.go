@@ -30,8 +30,6 @@ import (
 	"github.com/reloader-operator/reloader/internal/workload"
 	"github.com/reloader-operator/reloader/internal/writer"
 	"github.com/reloader-operator/reloader/internal/writer/evict"
-
-	"github.com/reloader-operator/reloader/internal/whatchanged"
 )
 
 // FieldOwner is the field manager of every write, upstream's name.
@@ -282,34 +280,4 @@ func setAnnotation(obj client.Object, key, value string) {
 	}
 	ann[key] = value
 	obj.SetAnnotations(ann)
-}
-
-// triggerManager is the metric label of a reload's writer: the manager of the newest change
-// it carries (whatchanged.Label bounds the values).
-func triggerManager(what []whatchanged.Report) string {
-	var newest *whatchanged.Writer
-	for _, w := range what {
-		if c := w.ChangedBy; c != nil && (newest == nil || !c.Time.Before(newest.Time)) {
-			newest = c
-		}
-	}
-	if newest == nil {
-		return whatchanged.Label("")
-	}
-	return whatchanged.Label(newest.Manager)
-}
-
-// whatLogged are the log fields of the i-th change's report: keys and changedBy, when known.
-func whatLogged(what []whatchanged.Report, i int) []any {
-	if i >= len(what) {
-		return nil
-	}
-	var kv []any
-	if k := what[i].Keys().String(); k != "" {
-		kv = append(kv, "keys", k)
-	}
-	if w := what[i].ChangedBy; w != nil {
-		kv = append(kv, "changedBy", w.String())
-	}
-	return kv
 }

@@ -10,6 +10,7 @@ package report
 import (
 	"context"
 	"errors"
+	"github.com/go-logr/logr"
 	"sync"
 	"time"
 
@@ -129,13 +130,7 @@ func (r *Reporter) Say(ctx context.Context, key string, target client.Object, re
 			logger.V(1).Info(s.Message, "gate", s.Gate, "reason", s.Reason)
 			continue
 		}
-		r.count(s.Notice)
-		if s.Quiet {
-			logger.V(1).Info(s.Message, "gate", s.Gate, "reason", s.Reason)
-			continue
-		}
-		logger.Info(s.Message, "gate", s.Gate, "reason", s.Reason)
-		r.Event(target, related, s.Warning, s.Reason, s.Action, s.Message)
+		r.say(logger, target, related, s)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -154,17 +149,21 @@ func (r *Reporter) Say(ctx context.Context, key string, target client.Object, re
 func (r *Reporter) SayWritten(ctx context.Context, target client.Object, related runtime.Object, said []gate.Said) {
 	logger := log.FromContext(ctx)
 	for _, s := range said {
-		if !s.Written {
-			continue
+		if s.Written {
+			r.say(logger, target, related, s)
 		}
-		r.count(s.Notice)
-		if s.Quiet {
-			logger.V(1).Info(s.Message, "gate", s.Gate, "reason", s.Reason)
-			continue
-		}
-		logger.Info(s.Message, "gate", s.Gate, "reason", s.Reason)
-		r.Event(target, related, s.Warning, s.Reason, s.Action, s.Message)
 	}
+}
+
+// say counts notice s and tells it: a log line, and an Event unless it is quiet.
+func (r *Reporter) say(logger logr.Logger, target client.Object, related runtime.Object, s gate.Said) {
+	r.count(s.Notice)
+	if s.Quiet {
+		logger.V(1).Info(s.Message, "gate", s.Gate, "reason", s.Reason)
+		return
+	}
+	logger.Info(s.Message, "gate", s.Gate, "reason", s.Reason)
+	r.Event(target, related, s.Warning, s.Reason, s.Action, s.Message)
 }
 
 // count counts a notice said: the hold it announces, the gate's own counters, its alert.
