@@ -151,7 +151,7 @@ func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen,
 	}
 	dn := report.Outcome{Kind: r.Kind.Name(), Related: r.related(w, d.Plan)}
 	rep.Invalid(ctx, obj, res.Invalid...)
-	rep.Say(ctx, k, obj, dn.Related, append(res.Notices, r.rateNotice(obj, d, f.Now)...))
+	rep.Say(ctx, k, obj, dn.Related, append(res.Notices, r.rateNotice(obj, d, f.Now)...), len(d.Plan.Changes) > 0)
 	if d.Outcome == reload.OutcomeWaiting {
 		// A first record waiting for its turn comes back behind due reloads (priority.go).
 		return reconcile.Result{RequeueAfter: d.Requeue, Priority: new(firstSightPriority)}, metrics.OutcomeWaiting, nil

@@ -21,8 +21,8 @@ func TestANoticeCountsItsGatesCountersWhenSaidAndWrittenOnesWaitForTheWrite(t *t
 	notice := gate.Said{Gate: "notify", Notice: gate.Notice{Reason: "ReloadNotified", Message: "would reload", Written: true,
 		Count: []prometheus.Counter{notified}}}
 
-	r.Say(ctx, "Deployment/ns/web", target, nil, []gate.Said{hold, notice})
-	r.Say(ctx, "Deployment/ns/web", target, nil, []gate.Said{hold, notice})
+	r.Say(ctx, "Deployment/ns/web", target, nil, []gate.Said{hold, notice}, true)
+	r.Say(ctx, "Deployment/ns/web", target, nil, []gate.Said{hold, notice}, true)
 	if got := value(held); got != 1 {
 		t.Errorf("held counted %v times over two looks at one hold, want 1", got)
 	}

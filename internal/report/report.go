@@ -115,9 +115,12 @@ func (r *Reporter) Invalid(ctx context.Context, target client.Object, errs ...er
 
 // Say tells the gates' notices about target (key): each with a Once value is said when it
 // differs from the last said by its gate with its reason, a Quiet one in the log at debug level
-// only. A gate that says nothing of a reason this time forgets it: said again when it comes
-// back. A notice marked Held counts its hold in reloader_reloads_held_total when said.
-func (r *Reporter) Say(ctx context.Context, key string, target client.Object, related runtime.Object, said []gate.Said) {
+// only. When a reload was due (due), a gate that says nothing of a reason this time forgets
+// it: said again when it comes back. A reconcile with nothing due forgets nothing: a source
+// flapping back to the content the workload runs does not end a quarantine, and its next flip
+// is not announced again. A notice marked Held counts its hold in
+// reloader_reloads_held_total when said.
+func (r *Reporter) Say(ctx context.Context, key string, target client.Object, related runtime.Object, said []gate.Said, due bool) {
 	logger := log.FromContext(ctx)
 	now := make(map[string]bool, len(said))
 	for _, s := range said {
@@ -131,6 +134,9 @@ func (r *Reporter) Say(ctx context.Context, key string, target client.Object, re
 			continue
 		}
 		r.say(logger, target, related, s)
+	}
+	if !due {
+		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -78,25 +78,25 @@ func TestANoticeIsSaidOnceWhileItsGateKeepsSayingIt(t *testing.T) {
 	r, rec := newReporter()
 	ctx := context.Background()
 	held := gate.Said{Gate: "window", Notice: gate.Notice{Reason: report.ReasonReloadHeld, Message: "held", Once: "until 03:00", Held: reload.HoldReloadWindow}}
-	r.Say(ctx, "a", target, nil, []gate.Said{held})
-	r.Say(ctx, "a", target, nil, []gate.Said{held})
-	r.Say(ctx, "b", target, nil, []gate.Said{held}) // another target: its own memory
+	r.Say(ctx, "a", target, nil, []gate.Said{held}, true)
+	r.Say(ctx, "a", target, nil, []gate.Said{held}, true)
+	r.Say(ctx, "b", target, nil, []gate.Said{held}, true) // another target: its own memory
 	if len(rec.types) != 2 || value(r.Metrics.Held.WithLabelValues(reload.HoldReloadWindow)) != 2 {
 		t.Fatalf("the same hold of two targets, one of them told twice: Events %v, held %v", rec.types, value(r.Metrics.Held.WithLabelValues(reload.HoldReloadWindow)))
 	}
 	moved := held
 	moved.Once = "until 04:00"
-	r.Say(ctx, "a", target, nil, []gate.Said{moved})
+	r.Say(ctx, "a", target, nil, []gate.Said{moved}, true)
 	if len(rec.types) != 3 {
 		t.Fatalf("a hold that moved: Events %v; want it said", rec.types)
 	}
-	r.Say(ctx, "a", target, nil, nil) // the gate says nothing: it ended
-	r.Say(ctx, "a", target, nil, []gate.Said{moved})
+	r.Say(ctx, "a", target, nil, nil, true) // the gate says nothing: it ended
+	r.Say(ctx, "a", target, nil, []gate.Said{moved}, true)
 	if len(rec.types) != 4 {
 		t.Fatalf("a hold that ended and came back: Events %v; want it said again", rec.types)
 	}
 	quiet := gate.Said{Gate: "rate", Notice: gate.Notice{Reason: report.ReasonReloadHeld, Message: "short", Once: "x", Quiet: true, Held: reload.HoldRateLimit}}
-	r.Say(ctx, "a", target, nil, []gate.Said{quiet})
+	r.Say(ctx, "a", target, nil, []gate.Said{quiet}, true)
 	if len(rec.types) != 4 || value(r.Metrics.Held.WithLabelValues(reload.HoldRateLimit)) != 1 {
 		t.Fatalf("a quiet notice: Events %v, held %v; want no Event, counted", rec.types, value(r.Metrics.Held.WithLabelValues(reload.HoldRateLimit)))
 	}
@@ -134,5 +134,24 @@ func TestDoneTellsTheOutcome(t *testing.T) {
 	}
 	if len(heard) != 1 || heard[0].Kind != "Deployment" || len(heard[0].Changes) != 1 {
 		t.Errorf("OnReload heard %+v; want the one reload", heard)
+	}
+}
+
+// A source that flaps back to the content the workload runs leaves nothing due: the quarantine
+// that holds its next flip is the same one, and is not announced again.
+func TestNothingDueForgetsNoNotice(t *testing.T) {
+	r, rec := newReporter()
+	ctx := context.Background()
+	q := gate.Said{Gate: "quarantine", Notice: gate.Notice{Warning: true, Reason: "SourceQuarantined", Message: "quarantined", Once: "cm/app since 10:00"}}
+	r.Say(ctx, "a", target, nil, []gate.Said{q}, true)
+	r.Say(ctx, "a", target, nil, nil, false) // flipped back: nothing due
+	r.Say(ctx, "a", target, nil, []gate.Said{q}, true)
+	if len(rec.types) != 1 {
+		t.Fatalf("a quarantine across a reconcile with nothing due: Events %v; want it said once", rec.types)
+	}
+	r.Say(ctx, "a", target, nil, nil, true) // due and not held: the quarantine ended
+	r.Say(ctx, "a", target, nil, []gate.Said{q}, true)
+	if len(rec.types) != 2 {
+		t.Fatalf("a quarantine that ended and came back: Events %v; want it said again", rec.types)
 	}
 }
