@@ -115,6 +115,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	}(time.Now())
 	// As the workload reconcilers: another replica's, or its targets not listed yet.
 	if skip, wait := shard.Gate(r.Shard, req.Namespace); skip || wait > 0 {
+		if skip {
+			// Another replica holds it now: what this one kept of its targets goes (holds,
+			// the waiting and pending gauges), as the workload reconcilers forget theirs.
+			r.forgetConfig(req.Namespace, req.Name)
+		}
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	cfg := &v1alpha1.ReloaderConfig{}
@@ -131,6 +136,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	}
 	// As for workloads: a namespace not selected is left as it is, records included.
 	if selected, err := (lookup.Lookup{Client: r.Client, Namespaces: r.Namespaces}).NamespaceSelected(ctx, cfg.Namespace); err != nil || !selected {
+		if err == nil {
+			r.forgetConfig(req.Namespace, req.Name)
+		}
 		return reconcile.Result{}, err
 	}
 	in, err := r.sourcesHash(ctx, cfg)
@@ -246,7 +254,7 @@ func (r *Reconciler) apply(ctx context.Context, cfg *v1alpha1.ReloaderConfig, c 
 
 	rep := r.Reporter
 	rep.Invalid(ctx, cfg, res.Invalid...)
-	rep.Say(ctx, k, cfg, obj, append(res.Notices, rate.Notice(d.Kind, t.Name, d.Changes, hold, now)...))
+	rep.Say(ctx, k, cfg, obj, append(res.Notices, rate.Notice(d.Kind, t.Name, d.Changes, hold, now)...), changed)
 	if held && !hold.Until.IsZero() {
 		rep.Waiting(k, hold.Reason)
 	} else {
