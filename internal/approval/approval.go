@@ -169,8 +169,9 @@ type Gate struct {
 
 // Decide gates a reload of changes in mode m: approved names the workload's approval
 // annotation (hasApproval false: none); since is when the due content appeared (the latest
-// write of the changed sources; zero: unknown); target is how `kubectl reloader approve` names the workload.
-func Decide(m Mode, changes []reload.Change, approved string, hasApproval bool, since time.Time, target string) Gate {
+// write of the changed sources; zero: unknown); approve is the command that approves it, for the
+// hold's message (`kubectl reloader approve deployment/web -n shop` for a workload).
+func Decide(m Mode, changes []reload.Change, approved string, hasApproval bool, since time.Time, approve string) Gate {
 	g := Gate{Mode: m}
 	if m != Approve || len(changes) == 0 {
 		return g
@@ -190,7 +191,7 @@ func Decide(m Mode, changes []reload.Change, approved string, hasApproval bool, 
 	if !since.IsZero() {
 		why += " since " + since.UTC().Format(time.RFC3339)
 	}
-	why += "; approve: kubectl reloader approve " + target
+	why += "; approve: " + approve
 	if hasApproval && len(g.Invalid) == 0 {
 		why += fmt.Sprintf(" (the approval %s on it names another content, not rolled)", clip(strings.TrimSpace(approved)))
 	}

@@ -126,13 +126,13 @@ func TestDecideGate(t *testing.T) {
 	digest := Digest(due)
 	other := Digest([]reload.Change{{ID: cm, Hash: "h0"}})
 
-	if g := Decide(Reload, due, "", false, since, "deployment/web -n shop"); g.Hold != nil || g.Approved {
+	if g := Decide(Reload, due, "", false, since, "kubectl reloader approve deployment/web -n shop"); g.Hold != nil || g.Approved {
 		t.Errorf("mode reload gated: %+v", g)
 	}
-	if g := Decide(Notify, due, "", false, since, "deployment/web -n shop"); g.Hold != nil {
+	if g := Decide(Notify, due, "", false, since, "kubectl reloader approve deployment/web -n shop"); g.Hold != nil {
 		t.Errorf("mode notify held: %+v", g)
 	}
-	g := Decide(Approve, due, "", false, since, "deployment/web -n shop")
+	g := Decide(Approve, due, "", false, since, "kubectl reloader approve deployment/web -n shop")
 	if g.Hold == nil || g.Hold.Reason != reload.HoldApproval || g.Digest != digest {
 		t.Fatalf("no approval: %+v; want a hold for %s", g, digest)
 	}

@@ -59,8 +59,8 @@ type Config struct {
 	Held     *prometheus.CounterVec
 	Notified *prometheus.CounterVec
 	Pending  prometheus.Gauge
-	// Target names the target in the approval hint of a held reload, as `kubectl reloader
-	// approve` takes it; nil: "<kind>/<name> -n <namespace>".
+	// Target is the command the approval hint of a held reload gives; nil: `kubectl reloader
+	// approve <kind>/<name> -n <namespace>`, or for a generic target the annotation to write.
 	Target func(d gate.Due) string
 }
 
@@ -229,12 +229,19 @@ func written(d gate.Due) time.Time {
 	return since
 }
 
-// target is how the approval hint names d's target.
+// target is the command the approval hint gives for d's target: `kubectl reloader approve`
+// for a workload; for a generic target (a group-qualified kind, which the plugin does not
+// take), the annotation the plugin would write, with the digest due.
 func (m *Mode) target(d gate.Due) string {
 	if m.c.Target != nil {
 		return m.c.Target(d)
 	}
-	return strings.ToLower(d.Kind) + "/" + d.Target.GetName() + " -n " + d.Target.GetNamespace()
+	ns := " -n " + d.Target.GetNamespace()
+	if strings.Contains(d.Kind, ".") {
+		return "kubectl annotate " + strings.ToLower(d.Kind) + "/" + d.Target.GetName() + ns + " " +
+			approval.ApprovedAnnotation + "=" + approval.Digest(d.Changes)
+	}
+	return "kubectl reloader approve " + strings.ToLower(d.Kind) + "/" + d.Target.GetName() + ns
 }
 
 // since is when this process first saw digest due on d's target (now, the first time; a

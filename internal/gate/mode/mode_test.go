@@ -284,3 +284,14 @@ func (h holder) Check(_ context.Context, d gate.Due) (gate.Verdict, error) {
 	}
 	return gate.Verdict{Hold: reload.Hold{Reason: h.reason}}, nil
 }
+
+// The plugin approves workloads only: a generic target's hint is the annotation to write.
+func TestApprovalHintOfAGenericTargetIsTheAnnotation(t *testing.T) {
+	m, _ := newModes(approval.Approve)
+	d := changed(nil).Kind("Dashboard.grafana.integreatly.org").Due()
+	v := check(t, m.Approve(), d)
+	want := "kubectl annotate dashboard.grafana.integreatly.org/web -n ns " + approval.ApprovedAnnotation + "=" + approval.Digest(d.Changes)
+	if !strings.Contains(v.Hold.Why, want) || strings.Contains(v.Hold.Why, "kubectl reloader approve") {
+		t.Fatalf("why %q; want the annotation %q, not the plugin", v.Hold.Why, want)
+	}
+}
