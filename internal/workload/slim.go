@@ -21,13 +21,20 @@ const LastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 // nothing is left in it.
 func DropLastApplied(o client.Object) {
 	a := o.GetAnnotations()
-	if a == nil {
+	if _, ok := a[LastAppliedAnnotation]; !ok {
+		return // nothing written: the object may be one the cache's readers share
+	}
+	if len(a) == 1 {
+		o.SetAnnotations(nil)
 		return
 	}
-	delete(a, LastAppliedAnnotation)
-	if len(a) == 0 {
-		o.SetAnnotations(nil)
+	kept := make(map[string]string, len(a)-1)
+	for k, v := range a {
+		if k != LastAppliedAnnotation {
+			kept[k] = v
+		}
 	}
+	o.SetAnnotations(kept)
 }
 
 // SlimTransform returns the cache transform of kind: it drops what no decision reads, so

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -53,10 +54,15 @@ func (t *Tables) Meta(o metav1.Object) {
 	if labels := o.GetLabels(); len(labels) > 0 {
 		o.SetLabels(t.labelSet(labels))
 	}
+	// Only a key not shared yet is stored again: an object the transform sees a second time
+	// (a shard taken re-lists what the store may already hold) may be read meanwhile by
+	// handlers listing the cache without a copy, and a map written while read is fatal.
 	annotations := o.GetAnnotations()
 	for k, v := range annotations {
 		// Storing under an equal key also replaces the key: the map now holds the shared copy.
-		annotations[t.String(k)] = v
+		if shared := t.String(k); unsafe.StringData(shared) != unsafe.StringData(k) {
+			annotations[shared] = v
+		}
 	}
 }
 
