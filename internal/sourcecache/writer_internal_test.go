@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,30 +12,6 @@ import (
 	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/whatchanged"
 )
-
-// managedConfigMap is a ConfigMap of keys keys as the API server sends it: with the
-// managedFields of three writers, each owning every key.
-func managedConfigMap(name string, keys int, value string) *corev1.ConfigMap {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Data: map[string]string{}}
-	var fields strings.Builder
-	fields.WriteString(`{"f:data":{`)
-	for i := range keys {
-		k := fmt.Sprintf("key-%02d", i)
-		cm.Data[k] = value
-		if i > 0 {
-			fields.WriteByte(',')
-		}
-		fmt.Fprintf(&fields, `"f:%s":{}`, k)
-	}
-	fields.WriteString(`}}`)
-	at := metav1.NewTime(time.Date(2026, 11, 26, 21, 0, 0, 0, time.UTC))
-	for i, m := range []string{"kubectl-client-side-apply", "helm", "kubectl-edit"} {
-		t := metav1.NewTime(at.Add(time.Duration(i) * time.Minute))
-		cm.ManagedFields = append(cm.ManagedFields, metav1.ManagedFieldsEntry{Manager: m, Operation: metav1.ManagedFieldsOperationUpdate,
-			APIVersion: "v1", Time: &t, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields.String())}})
-	}
-	return cm
-}
 
 // TestCacheKeepsOnlyTheNewestWriters: of managedFields, the cache keeps the newest writers
 // (whatchanged.MaxKept) in the packed string, about 40 bytes each, and the per-object cost
@@ -47,7 +22,7 @@ func TestCacheKeepsOnlyTheNewestWriters(t *testing.T) {
 		testutil.Must(t, err)
 		return out.(*corev1.ConfigMap)
 	}
-	got := transform(managedConfigMap("c", 8, "v"))
+	got := transform(testutil.ManagedConfigMap("c", 8, "v"))
 	if got.ManagedFields != nil {
 		t.Fatalf("the cache keeps %d managedFields entries", len(got.ManagedFields))
 	}
@@ -61,7 +36,7 @@ func TestCacheKeepsOnlyTheNewestWriters(t *testing.T) {
 		return testutil.RetainedBy(func() any {
 			out := make([]*corev1.ConfigMap, n)
 			for i := range out {
-				cm := managedConfigMap(fmt.Sprintf("c-%04d", i), 8, "v")
+				cm := testutil.ManagedConfigMap(fmt.Sprintf("c-%04d", i), 8, "v")
 				if !withFields {
 					cm.ManagedFields = nil
 				}
@@ -70,7 +45,7 @@ func TestCacheKeepsOnlyTheNewestWriters(t *testing.T) {
 			return out
 		})
 	}
-	bare := managedConfigMap("c", 8, "v")
+	bare := testutil.ManagedConfigMap("c", 8, "v")
 	bare.ManagedFields = nil
 	kept := whatchanged.Pack(entries(got))
 	if grown := len(got.SelfLink) - len(transform(bare).SelfLink); grown != len(kept) || strings.Count(kept, ",") != 2 {

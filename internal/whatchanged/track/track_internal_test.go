@@ -16,30 +16,6 @@ import (
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
-// managedConfigMap is a ConfigMap of keys keys as the API server sends it: with the
-// managedFields of three writers, each owning every key.
-func managedConfigMap(name string, keys int, value string) *corev1.ConfigMap {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Data: map[string]string{}}
-	var fields strings.Builder
-	fields.WriteString(`{"f:data":{`)
-	for i := range keys {
-		k := fmt.Sprintf("key-%02d", i)
-		cm.Data[k] = value
-		if i > 0 {
-			fields.WriteByte(',')
-		}
-		fmt.Fprintf(&fields, `"f:%s":{}`, k)
-	}
-	fields.WriteString(`}}`)
-	at := metav1.NewTime(time.Date(2026, 11, 26, 21, 0, 0, 0, time.UTC))
-	for i, m := range []string{"kubectl-client-side-apply", "helm", "kubectl-edit"} {
-		t := metav1.NewTime(at.Add(time.Duration(i) * time.Minute))
-		cm.ManagedFields = append(cm.ManagedFields, metav1.ManagedFieldsEntry{Manager: m, Operation: metav1.ManagedFieldsOperationUpdate,
-			APIVersion: "v1", Time: &t, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields.String())}})
-	}
-	return cm
-}
-
 // TestChangesNameTheKeysOfTheLatestChange: the table notes a change from the cached objects
 // before and after it, and names its keys only while the content is the one it made.
 func TestChangesNameTheKeysOfTheLatestChange(t *testing.T) {
@@ -48,8 +24,8 @@ func TestChangesNameTheKeysOfTheLatestChange(t *testing.T) {
 		testutil.Must(t, err)
 		return out.(*corev1.ConfigMap)
 	}
-	old := transform(managedConfigMap("c", 16, "v1"))
-	cur := managedConfigMap("c", 16, "v1")
+	old := transform(testutil.ManagedConfigMap("c", 16, "v1"))
+	cur := testutil.ManagedConfigMap("c", 16, "v1")
 	cur.Data["key-03"] = "v2"
 	delete(cur.Data, "key-07")
 	cur.Data["new"] = "x"
@@ -156,7 +132,7 @@ func TestAFutureDatedEntryNamesNoWriter(t *testing.T) {
 		return out.(*corev1.ConfigMap)
 	}
 	forged := metav1.NewTime(time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC))
-	old := managedConfigMap("c", 2, "v1")
+	old := testutil.ManagedConfigMap("c", 2, "v1")
 	old.ManagedFields = append(old.ManagedFields, metav1.ManagedFieldsEntry{Manager: "security-bot", Operation: "Update", Time: &forged})
 	cur := old.DeepCopy()
 	cur.Data["key-00"] = "v2"
@@ -187,7 +163,7 @@ func TestChangesFloodOfOneNamespaceKeepsAnothers(t *testing.T) {
 		return out.(*corev1.ConfigMap)
 	}
 	changed := func(ns, name string) (old, cur *corev1.ConfigMap) {
-		o, n := managedConfigMap(name, 2, "v1"), managedConfigMap(name, 2, "v1")
+		o, n := testutil.ManagedConfigMap(name, 2, "v1"), testutil.ManagedConfigMap(name, 2, "v1")
 		n.Data["key-01"] = "v2"
 		o.Namespace, n.Namespace = ns, ns
 		return transform(o), transform(n)
