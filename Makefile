@@ -3,7 +3,7 @@
 SHELL := bash
 GO    ?= go
 
-.PHONY: all build tools kube-binaries test test-tools unit demo lint clean generate loadtest-quick loadtest loadtest-full bench-vs-upstream upstream-binary figures image manifests test-deployments bench-10k bench-mem bench-100k bench-100k-sharded bench-rss-floor bench-failover soak bench-fairness dist sbom lint-workflows
+.PHONY: all build tools kube-binaries test test-heavy test-tools unit demo lint clean generate loadtest-quick loadtest loadtest-full bench-vs-upstream upstream-binary figures image manifests test-deployments bench-10k bench-mem bench-100k bench-100k-sharded bench-rss-floor bench-failover soak bench-fairness dist sbom lint-workflows
 
 all: build
 
@@ -42,16 +42,20 @@ lint:
 # Unit, envtest integration and end-to-end tests against real control planes, then the tests
 # of the tools module (the demo's, the load-test tool's, the benchmarks' and the shard
 # hand-over bounds) and the install tests (image, chart, manifests) of the deployments module.
-# The packages that run the most control planes at once run one after another, after the
-# rest: side by side on 2 cores they slowed each other's API servers enough to fail
-# timing-bound waits.
+# lint and the fast packages first, so that a plain mistake fails in about two minutes; then
+# the three groups that start control planes side by side (most of their time is waiting on
+# the API server and on the subjects' own pacing, not CPU). Within the heavy group the
+# controller and e2e packages run one after the other: each already runs its control planes
+# several at once. -Otarget keeps each group's output together.
 HEAVY_TESTS := ./internal/controller/ ./test/e2e/
 test: kube-binaries lint
 	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" $(GO) test -count=1 -timeout 20m \
 		$$($(GO) list ./... | grep -v -x -e '.*/internal/controller' -e '.*/test/e2e')
+	$(MAKE) --no-print-directory -j3 -Otarget test-heavy test-tools test-deployments
+
+# The controller package's envtests and the end-to-end tests (built binary, local control plane).
+test-heavy: kube-binaries
 	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" $(GO) test -count=1 -timeout 20m -p 1 $(HEAVY_TESTS)
-	$(MAKE) test-tools
-	$(MAKE) test-deployments
 
 # tools/ (load test, benchmarks, demo, local cluster) is a Go module of its own; its packages
 # run control planes and reloaders of their own, so one at a time.
