@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,7 +46,8 @@ func TestPlanWebhookInstalled(t *testing.T) {
 	needCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	ns, release, appNS := "rel-planhook", "reloader-planhook", "planhook-app"
+	// A namespace of its own for each run's workload and sources (go test -count).
+	ns, release, appNS := "rel-planhook", "reloader-planhook", fmt.Sprintf("planhook-app-%d", planhookRuns.Add(1))
 	ensureNamespace(t, ctx, ns)
 	ensureNamespace(t, ctx, appNS)
 	vals := map[string]any{"planWebhook": map[string]any{"enabled": true}}
@@ -201,6 +203,8 @@ func TestPlanWebhookInstalled(t *testing.T) {
 		t.Errorf("an update with the webhook unreachable: %v, want admitted (failurePolicy Ignore)", err)
 	}
 }
+
+var planhookRuns atomic.Int32
 
 // admissionReview is the request the API server sends for an update of old to obj.
 func admissionReview(t *testing.T, old, obj *corev1.ConfigMap) []byte {
