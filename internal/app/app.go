@@ -107,14 +107,15 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 	if err := degraded.announce(mgr, conf, read, events, logger); err != nil {
 		return nil, err
 	}
-	if err := addReloaders(mgr, reader, conf, sources, kinds, key, configs, configStatus, rollouts, m, shards, events, degraded, parsed, logger); err != nil {
+	baselines, err := addReloaders(mgr, reader, conf, sources, kinds, key, configs, configStatus, rollouts, m, shards, events, degraded, parsed, logger)
+	if err != nil {
 		return nil, err
 	}
 	if err := addServices(mgr, conf, &ready, m, logger); err != nil {
 		return nil, err
 	}
 	parts := Parts{Manager: mgr, Conf: conf, Sources: sources, Kinds: degraded.watched(kinds), Configs: configs, Caches: parsed,
-		Ready: ready.Load, Shard: shards.ready(), Metrics: m}
+		Baselines: baselines, Ready: ready.Load, Shard: shards.ready(), Metrics: m}
 	for _, w := range with {
 		if err := w(parts); err != nil {
 			return nil, err

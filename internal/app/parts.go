@@ -3,6 +3,7 @@ package app
 import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/reloader-operator/reloader/internal/baseline"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
@@ -26,6 +27,9 @@ type Parts struct {
 	Configs *reloaderconfig.Cache
 	// Caches are the manager's memos of parsed annotation values and time zones.
 	Caches *reload.Caches
+	// Baselines are the reconcilers' notes of the changes their workloads without record
+	// missed; nil when nothing reloads (--webhook-url).
+	Baselines *baseline.Baselines
 	// Ready reports whether the caches have synced.
 	Ready func() bool
 	// Shard, with --shards, reports whether this replica holds a namespace; nil without.

@@ -38,16 +38,17 @@ import (
 // rollouts' outcomes also feed the status of the ReloaderConfigs. shards, when set, tells
 // the namespaces this replica's shards hold (--shards). events records the Events. The
 // reconcilers read through reader: the manager's client, or, in degraded mode, one that
-// reads the unwatched kinds from the API server.
-func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config, sources []sourcecache.SourceType, kinds []workload.Kind, key *hashkey.Loader, configs *reloaderconfig.Cache, configStatus bool, rollouts *rollout.Rollouts, m *metrics.Metrics, shards *sharding, events recorder.EventRecorder, degraded *degradedMode, parsed *reload.Caches, logger logr.Logger) error {
+// reads the unwatched kinds from the API server. It returns the baselines the reconcilers
+// share (nil with --webhook-url), for a plan made beside them.
+func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config, sources []sourcecache.SourceType, kinds []workload.Kind, key *hashkey.Loader, configs *reloaderconfig.Cache, configStatus bool, rollouts *rollout.Rollouts, m *metrics.Metrics, shards *sharding, events recorder.EventRecorder, degraded *degradedMode, parsed *reload.Caches, logger logr.Logger) (*baseline.Baselines, error) {
 	shard := shards.ready()
 	alerts, err := newAlerter(conf, m, logger)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if alerts != nil {
 		if err := mgr.Add(alerts); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	window := coalesce.New(conf.CoalesceWindow)
@@ -66,7 +67,7 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 	// One flap table for every kind: a source flaps whatever kind uses it.
 	flaps, err := newFlaps(mgr, conf, m)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// One handler per source type for every kind: the change table and the flap breaker
 	// observe each source event once, before any kind maps it.
@@ -107,12 +108,13 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 	if conf.WebhookURL != "" && len(reconcilers) > 0 {
 		poster, err := notify.NewPoster(conf.WebhookTimeout, conf.WebhookRetries, "")
 		if err != nil {
-			return err
+			return nil, err
 		}
 		hook := &notify.Webhook{URL: conf.WebhookURL, Poster: poster}
 		n := &webhook.Notifier{Lookup: NewLookup(conf, reader, sources, configs), Kinds: kinds,
 			Events: reconcilers[0].Behaviour.Events, Send: hook.Send, Metrics: m, Changes: changes, Now: time.Now}
-		return n.SetupWithManager(mgr)
+		// Nothing reloads, nothing notes a baseline.
+		return nil, n.SetupWithManager(mgr)
 	}
 	if configStatus {
 		status := &configstatus.Reconciler{Client: reader, Lookup: NewLookup(conf, reader, sources, configs),
@@ -129,7 +131,7 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 		}
 		rollouts.OnOutcome = status.RolloutEnded
 		if err := status.SetupWithManager(mgr); err != nil {
-			return err
+			return nil, err
 		}
 		// The workloads' pipeline: the same gates in the same chain, the same pacer, a
 		// reporter of the same kind, and the same namespace selector.
@@ -139,7 +141,7 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 			Kinds: conf.GenericKinds, Namespaces: conf.NamespaceLabels, Gates: gates,
 			Pacer: pacer, Workers: max(conf.Workers/2, 2), Metrics: m}
 		if err := generic.SetupWithManager(mgr); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	// The end of a rollout wakes the workloads a wave holds for it.
@@ -152,10 +154,10 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 	}
 	for _, r := range reconcilers {
 		if err := r.SetupWithManager(mgr); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return rollouts.SetupWithManager(mgr, degraded.watched(kinds))
+	return baselines, rollouts.SetupWithManager(mgr, degraded.watched(kinds))
 }
 
 // NewReconciler returns the reconciler of one kind as conf configures its decisions, reading

@@ -7,6 +7,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/reloader-operator/reloader/internal/baseline"
 	"github.com/reloader-operator/reloader/internal/coalesce"
 	"github.com/reloader-operator/reloader/internal/gate"
 	"github.com/reloader-operator/reloader/internal/lookup"
@@ -58,13 +59,27 @@ type Explanation struct {
 	Restart, Eviction string
 }
 
-// Explain plans the next reconcile of obj without writing anything. The coalescing window is
-// the controller's memory, not the cluster's: the wait is estimated from the times the
-// changed sources were last written. Sources of a kind in unknownHash (Secrets, when the hash
-// key can't be read) are taken as unchanged since their record, but for those in assumed,
-// taken as changed: `reloader plan` names a Secret whose proposed content it compared with the
-// live one itself, without reloader's hash key.
-func (r *WorkloadReconciler) Explain(ctx context.Context, obj client.Object, unknownHash map[source.Kind]bool, assumed ...source.ID) (Explanation, error) {
+// Supposed is what an explanation takes as given beyond what the reconciler reads: what
+// `reloader plan` and the plan webhook know of a change not made yet.
+type Supposed struct {
+	// UnknownHash are the source kinds whose hashes can't be computed (Secrets, when the hash
+	// key can't be read): taken as unchanged since their record, but for those in Assumed,
+	// taken as changed (the plan compared their proposed content with the live one itself).
+	UnknownHash map[source.Kind]bool
+	Assumed     []source.ID
+	// Heard are source changes taken as heard by the baselines' handlers before the
+	// reconcile, each with its source's object before it (nil: it did not exist): on a
+	// workload without record, each that concerns it is noted unless a change of that source
+	// is noted already, as the handlers note a change they hear (baseline.Baselines). A plan
+	// made inside the controller supposes so of the write it plans.
+	Heard map[source.ID]client.Object
+}
+
+// Explain plans the next reconcile of obj without writing anything, with what s supposes.
+// The coalescing window is the controller's memory, not the cluster's: the wait is estimated
+// from the times the changed sources were last written. The baselines, when the reconciler
+// has the controller's, are read as the reconcile reads them, and nothing is forgotten.
+func (r *WorkloadReconciler) Explain(ctx context.Context, obj client.Object, s Supposed) (Explanation, error) {
 	now := r.Now()
 	var e Explanation
 	selected, err := r.observer().lookup().NamespaceSelected(ctx, obj.GetNamespace())
@@ -82,7 +97,8 @@ func (r *WorkloadReconciler) Explain(ctx context.Context, obj client.Object, unk
 	}
 	e.Record, e.HasRecord = r.observer().record(ctx, obj)
 	k := r.windowKey(client.ObjectKeyFromObject(obj))
-	in := unknownAsRecorded(r.observer().input(ctx, obj, w, k), unknownHash, assumed)
+	in := unknownAsRecorded(r.observer().input(ctx, obj, w, k), s.UnknownHash, s.Assumed)
+	in.Baseline = noteHeard(in, baseline.HashAs(r.Sources, w.sources), w.sources, s.Heard)
 	plan := reload.MakePlan(in)
 	for _, ch := range slices.Concat(plan.Changes, plan.Skipped) {
 		e.Changed = append(e.Changed, ch.ID)
@@ -140,6 +156,29 @@ func unknownAsRecorded(in reload.Input, unknownHash map[source.Kind]bool, assume
 	return in
 }
 
+// noteHeard is the baseline of in with the changes heard noted, for a workload without
+// record: each of a source that concerns it (in sources) and that no note precedes, hashed
+// as the workload observes the source (hashOf).
+func noteHeard(in reload.Input, hashOf func(source.ID, client.Object) string, sources map[source.ID]sourcecache.Observed, heard map[source.ID]client.Object) reload.Record {
+	if in.HasRecord || len(heard) == 0 {
+		return in.Baseline
+	}
+	out := in.Baseline
+	for id, old := range heard {
+		if _, concerns := sources[id]; !concerns {
+			continue
+		}
+		if _, noted := out[id.String()]; noted {
+			continue
+		}
+		if out == nil {
+			out = reload.Record{}
+		}
+		out[id.String()] = hashOf(id, old)
+	}
+	return out
+}
+
 // explainConfigs names the ReloaderConfigs that apply to obj, as observe merges them.
 func (r *WorkloadReconciler) explainConfigs(ctx context.Context, obj client.Object, e *Explanation) error {
 	m, err := r.observer().lookup().ConfigsFor(ctx, r.Kind, obj)
@@ -194,7 +233,7 @@ func lastWrite(o client.Object) time.Time {
 // nothing is due or nothing holds it), and how soon that may change with no event: the end of
 // the coalescing window a change waits for, or of a hold with an end.
 func (r *WorkloadReconciler) HeldNow(ctx context.Context, obj client.Object) (reload.Hold, time.Duration, error) {
-	e, err := r.Explain(ctx, obj, nil)
+	e, err := r.Explain(ctx, obj, Supposed{})
 	if err != nil {
 		return reload.Hold{}, 0, err
 	}

@@ -61,7 +61,8 @@ func (ob observer) observe(ctx context.Context, obj client.Object, weighed *[]lo
 	return seen{tw: tw, sources: sources, invalid: errs, settings: ob.settingsFor(configs.Overrides), overrides: configs.Overrides}, nil
 }
 
-// input gathers what the plan is made from.
+// input gathers what the plan is made from. It reads the baselines and forgets nothing:
+// explain, run dry, makes it too.
 func (ob observer) input(ctx context.Context, obj client.Object, w seen, k string) reload.Input {
 	in := reload.Input{
 		Sources: make(map[source.ID]reload.Observed, len(w.sources)),
@@ -77,9 +78,7 @@ func (ob observer) input(ctx context.Context, obj client.Object, w seen, k strin
 	}
 	last, hasRecord := ob.record(ctx, obj)
 	in.Record, in.HasRecord = rebase(last, w.sources), hasRecord
-	if hasRecord {
-		ob.baselines.Drop(obj.GetUID())
-	} else {
+	if !hasRecord {
 		current := make(map[source.ID]string, len(w.sources))
 		for id, o := range w.sources {
 			current[id] = o.Hash()

@@ -229,7 +229,11 @@ func (r *WorkloadReconciler) reconcileCopy(ctx context.Context, obj client.Objec
 		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, metrics.OutcomeWaiting, nil
 	}
 	r.invalid(ctx, obj, w.invalid...)
-	f := r.observer().facts(obj, w, r.observer().input(ctx, obj, w, k), started)
+	in := r.observer().input(ctx, obj, w, k)
+	if in.HasRecord {
+		r.Baselines.Drop(obj.GetUID()) // its record is seen: the notes have served
+	}
+	f := r.observer().facts(obj, w, in, started)
 	reloads := reload.MakePlan(f.Input).Reloads()
 	if w.restart = r.writeParts().evict.ModeOf(ctx, obj, reloads); w.restart == evict.Off && reloads {
 		return r.writeParts().evict.Held(ctx, obj)

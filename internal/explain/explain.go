@@ -20,6 +20,7 @@ import (
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/app"
+	"github.com/reloader-operator/reloader/internal/baseline"
 	"github.com/reloader-operator/reloader/internal/clientindex"
 	"github.com/reloader-operator/reloader/internal/coalesce"
 	"github.com/reloader-operator/reloader/internal/controller"
@@ -46,6 +47,9 @@ type Explainer struct {
 	configs *reloaderconfig.Cache
 	// caches are the controller's memos of parsed values (Controller.Caches); nil: none.
 	caches *reload.Caches
+	// baselines are the controller's notes of the changes its workloads without record
+	// missed (Controller.Baselines); nil: a plan from outside, which knows none.
+	baselines *baseline.Baselines
 	// unknownHash are the source kinds whose hashes can't be computed here.
 	unknownHash map[source.Kind]bool
 	// secretsHidden: Secrets may not be read in the namespace, so they are left out.
@@ -190,7 +194,7 @@ func (e *Explainer) reconciler(kind workload.Kind) *controller.WorkloadReconcile
 // bare is the reconciler of kind as the controller builds it, without its gates.
 func (e *Explainer) bare(kind workload.Kind) *controller.WorkloadReconciler {
 	r := app.NewReconciler(e.conf, e.client, kind, e.sources, e.configs, coalesce.New(e.conf.CoalesceWindow))
-	r.Now, r.Policy.Caches = e.now, e.caches
+	r.Now, r.Policy.Caches, r.Baselines = e.now, e.caches, e.baselines
 	return r
 }
 
@@ -229,7 +233,7 @@ func (e *Explainer) Workload(ctx context.Context, kind workload.Kind, name strin
 		}
 		return nil, fmt.Errorf("get %s %s/%s: %w", kind.Name(), e.namespace, name, err)
 	}
-	ex, err := e.reconciler(kind).Explain(ctx, obj, e.unknownHash)
+	ex, err := e.reconciler(kind).Explain(ctx, obj, controller.Supposed{UnknownHash: e.unknownHash})
 	if err != nil {
 		return nil, err
 	}
@@ -283,7 +287,7 @@ func (e *Explainer) Source(ctx context.Context, kind source.Kind, name string) (
 		}
 		r := e.reconciler(wk)
 		for _, w := range e.lookup().Affected(ctx, wk, e.namespace, id, annotations, labels) {
-			ex, err := r.Explain(ctx, w, e.unknownHash)
+			ex, err := r.Explain(ctx, w, controller.Supposed{UnknownHash: e.unknownHash})
 			if err != nil {
 				return nil, err
 			}

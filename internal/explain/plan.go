@@ -161,6 +161,7 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, error) {
 		}
 	}
 	slices.SortFunc(out.Sources, func(a, b SourceChange) int { return strings.Compare(a.Kind+"/"+a.Name, b.Kind+"/"+b.Name) })
+	heard := p.heard(ctx, changed)
 	for _, wk := range p.live.workloadKinds() {
 		if p.live.ignoredKind(wk) != "" {
 			continue
@@ -176,7 +177,7 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, error) {
 			return nil, err
 		}
 		for _, w := range found {
-			pw, listed, err := p.workload(ctx, wk, w, ids, changed)
+			pw, listed, err := p.workload(ctx, wk, w, ids, changed, heard)
 			if err != nil {
 				return nil, err
 			}

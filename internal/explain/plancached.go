@@ -6,6 +6,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/reloader-operator/reloader/internal/baseline"
 	"github.com/reloader-operator/reloader/internal/clientindex"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
@@ -30,6 +31,9 @@ type Controller struct {
 	Configs *reloaderconfig.Cache
 	// Caches are the controller's memos of parsed annotation values; nil: none.
 	Caches *reload.Caches
+	// Baselines are the controller's notes of the changes its workloads without record missed
+	// (its sources' handlers hear the planned write too, and note it on them); nil: none.
+	Baselines *baseline.Baselines
 }
 
 // NewControllerPlanner returns a Planner of one proposed ConfigMap or Secret of namespace ns,
@@ -44,7 +48,7 @@ func NewControllerPlanner(ctx context.Context, c Controller, conf options.Config
 		}
 		// No index is registered on the wrapper: lists by index go to the cache, which has them.
 		return &Explainer{conf: conf, namespace: ns, client: clientindex.New(scopeCached(read, conf)),
-			sources: c.Sources, kinds: c.Kinds, configs: c.Configs, caches: c.Caches,
+			sources: c.Sources, kinds: c.Kinds, configs: c.Configs, caches: c.Caches, baselines: c.Baselines,
 			unknownHash: map[source.Kind]bool{}, now: time.Now}, nil
 	}
 	l, _ := explainer(nil)

@@ -229,15 +229,17 @@ func weighedOf(ex controller.Explanation, id source.ID) (lookup.Weighed, bool) {
 // coalescing window, then on the cluster with the change, at the end of that window, as the
 // controller will decide it. listed is false when it neither uses nor names a proposed
 // source.
-func (p *Planner) workload(ctx context.Context, wk workload.Kind, obj client.Object, ids []source.ID, changed map[source.ID]bool) (PlannedWorkload, bool, error) {
-	exL, err := p.live.reconciler(wk).Explain(ctx, obj, p.live.unknownHash)
+// heard are the sources of the proposed write as the controller's handlers will hear it.
+func (p *Planner) workload(ctx context.Context, wk workload.Kind, obj client.Object, ids []source.ID, changed map[source.ID]bool, heard map[source.ID]client.Object) (PlannedWorkload, bool, error) {
+	exL, err := p.live.reconciler(wk).Explain(ctx, obj, controller.Supposed{UnknownHash: p.live.unknownHash})
 	if err != nil {
 		return PlannedWorkload{}, false, err
 	}
 	decided := p.now.Add(exL.Window)
 	rn := p.next.reconciler(wk)
 	rn.Now = func() time.Time { return decided }
-	exP, err := rn.Explain(ctx, obj, p.next.unknownHash)
+	supposed := controller.Supposed{UnknownHash: p.next.unknownHash, Heard: heard}
+	exP, err := rn.Explain(ctx, obj, supposed)
 	if err != nil {
 		return PlannedWorkload{}, false, err
 	}
@@ -253,7 +255,8 @@ func (p *Planner) workload(ctx context.Context, wk workload.Kind, obj client.Obj
 		}
 	}
 	if len(assumed) > 0 {
-		if exP, err = rn.Explain(ctx, obj, p.next.unknownHash, assumed...); err != nil {
+		supposed.Assumed = assumed
+		if exP, err = rn.Explain(ctx, obj, supposed); err != nil {
 			return PlannedWorkload{}, false, err
 		}
 	}
@@ -336,6 +339,25 @@ func (p *Planner) workload(ctx context.Context, wk workload.Kind, obj client.Obj
 		pw.At = &t
 	}
 	return pw, true, nil
+}
+
+// heard are the proposed sources whose content changes, each with the object it is before
+// the write, when the plan is made inside the controller: its sources' handlers hear the
+// write, and note that object on the workloads without record it concerns, whose next
+// reconcile then rolls them as it would a recorded one (baseline.Baselines). The object is
+// the one the controller's cache holds, as the handlers note it (nil: absent). A plan from
+// outside knows nothing of the controller's memory: nil.
+func (p *Planner) heard(ctx context.Context, changed map[source.ID]bool) map[source.ID]client.Object {
+	if p.live.baselines == nil {
+		return nil
+	}
+	out := map[source.ID]client.Object{}
+	for id, ch := range changed {
+		if ch {
+			out[id] = p.live.sourceObject(ctx, id)
+		}
+	}
+	return out
 }
 
 // pending reports whether the change of id that the plan with the proposed content acts on is

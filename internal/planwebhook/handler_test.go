@@ -128,6 +128,12 @@ type served struct {
 // it creates.
 func serve(t *testing.T, ns string, opts ...func(*options.Options)) *served {
 	t.Helper()
+	return serveWith(t, ns, nil, opts...)
+}
+
+// serveWith is serve with with, when set, also given the manager's parts (before it starts).
+func serveWith(t *testing.T, ns string, with app.With, opts ...func(*options.Options)) *served {
+	t.Helper()
 	ctx := context.Background()
 	scheme, err := app.NewScheme()
 	testutil.Must(t, err)
@@ -157,7 +163,11 @@ func serve(t *testing.T, ns string, opts ...func(*options.Options)) *served {
 	conf, err := options.Parse(o)
 	testutil.Must(t, err)
 	mctx, cancel := context.WithCancel(ctx)
-	mgr, err := app.New(mctx, cluster.Config, conf, logr.Discard(), planwebhook.Serve)
+	withs := []app.With{planwebhook.Serve}
+	if with != nil {
+		withs = append(withs, with)
+	}
+	mgr, err := app.New(mctx, cluster.Config, conf, logr.Discard(), withs...)
 	testutil.Must(t, err)
 	stopped := make(chan error, 1)
 	go func() { stopped <- mgr.Start(mctx) }()

@@ -49,7 +49,7 @@ func Serve(p app.Parts) error {
 	}
 	srv := webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: p.Conf.PlanWebhookCertDir, TLSOpts: tlsOpts})
 	h := &Handler{
-		Controller: explain.Controller{Reader: p.Manager.GetClient(), Sources: p.Sources, Kinds: p.Kinds, Configs: p.Configs, Caches: p.Caches},
+		Controller: explain.Controller{Reader: p.Manager.GetClient(), Sources: p.Sources, Kinds: p.Kinds, Configs: p.Configs, Caches: p.Caches, Baselines: p.Baselines},
 		Conf:       p.Conf,
 		Ready:      p.Ready,
 		Shard:      p.Shard,
