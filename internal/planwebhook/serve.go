@@ -48,14 +48,19 @@ func Serve(p app.Parts) error {
 		auth = anyone{}
 	}
 	srv := webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: p.Conf.PlanWebhookCertDir, TLSOpts: tlsOpts})
-	h := &Handler{
+	srv.Register(Path, &gate{auth: auth, next: NewHTTPHandler(NewHandler(p)), refused: newRefusedCounter(crmetrics.Registry), log: log})
+	return p.Manager.Add(srv)
+}
+
+// NewHandler returns the Handler that plans with the controller New built: its cache, source
+// types, kinds, ReloaderConfigs and baselines.
+func NewHandler(p app.Parts) *Handler {
+	return &Handler{
 		Controller: explain.Controller{Reader: p.Manager.GetClient(), Sources: p.Sources, Kinds: p.Kinds, Configs: p.Configs, Caches: p.Caches, Baselines: p.Baselines},
 		Conf:       p.Conf,
 		Ready:      p.Ready,
 		Shard:      p.Shard,
 	}
-	srv.Register(Path, &gate{auth: auth, next: NewHTTPHandler(h), refused: newRefusedCounter(crmetrics.Registry), log: log})
-	return p.Manager.Add(srv)
 }
 
 func splitAddr(addr string) (string, int, error) {
