@@ -3,7 +3,7 @@
 SHELL := bash
 GO    ?= go
 
-.PHONY: all build tools kube-binaries test test-heavy test-tools unit demo lint clean generate loadtest-quick loadtest loadtest-full bench-vs-upstream upstream-binary figures image manifests test-deployments bench-10k bench-mem bench-100k bench-100k-sharded bench-rss-floor bench-failover soak bench-fairness dist sbom lint-workflows
+.PHONY: all build tools kube-binaries test test-controller test-e2e test-tools unit demo lint clean generate loadtest-quick loadtest loadtest-full bench-vs-upstream upstream-binary figures image manifests test-deployments bench-10k bench-mem bench-100k bench-100k-sharded bench-rss-floor bench-failover soak bench-fairness dist sbom lint-workflows
 
 all: build
 
@@ -43,19 +43,21 @@ lint:
 # of the tools module (the demo's, the load-test tool's, the benchmarks' and the shard
 # hand-over bounds) and the install tests (image, chart, manifests) of the deployments module.
 # lint and the fast packages first, so that a plain mistake fails in about two minutes; then
-# the three groups that start control planes side by side (most of their time is waiting on
-# the API server and on the subjects' own pacing, not CPU). Within the heavy group the
-# controller and e2e packages run one after the other: each already runs its control planes
-# several at once. -Otarget keeps each group's output together.
-HEAVY_TESTS := ./internal/controller/ ./test/e2e/
+# the four packages or modules that start control planes, side by side (most of their time is
+# waiting on the API server and on the subjects' own pacing, not CPU; each test waits on
+# reloader's signals, not on a share of the machine). -Otarget keeps each one's output together.
 test: kube-binaries lint
 	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" $(GO) test -count=1 -timeout 20m \
 		$$($(GO) list ./... | grep -v -x -e '.*/internal/controller' -e '.*/test/e2e')
-	$(MAKE) --no-print-directory -j3 -Otarget test-heavy test-tools test-deployments
+	$(MAKE) --no-print-directory -j4 -Otarget test-controller test-e2e test-tools test-deployments
 
-# The controller package's envtests and the end-to-end tests (built binary, local control plane).
-test-heavy: kube-binaries
-	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" $(GO) test -count=1 -timeout 20m -p 1 $(HEAVY_TESTS)
+# The controller package's envtests (a shared API server, a manager per test).
+test-controller: kube-binaries
+	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" $(GO) test -count=1 -timeout 20m ./internal/controller/
+
+# The end-to-end tests: the built binary on local control planes of their own.
+test-e2e: kube-binaries
+	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" $(GO) test -count=1 -timeout 20m ./test/e2e/
 
 # tools/ (load test, benchmarks, demo, local cluster) is a Go module of its own; its packages
 # run control planes and reloaders of their own, so one at a time.
