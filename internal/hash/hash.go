@@ -64,13 +64,18 @@ func writeString(h hash.Hash, s string) {
 // gathered into blocks before they reach h: a source of 150,000 short keys is one map
 // lookup and a few appends per key, not four calls of h.Write (and their allocations).
 func writeSection[V ~string | ~[]byte](h hash.Hash, tag byte, m map[string]V) {
-	buf := make([]byte, 0, sectionBlock+2*binary.MaxVarintLen64)
+	// The block is only as large as the section, up to sectionBlock: each change of a small
+	// ConfigMap is hashed, and a 32 KiB block for a few hundred bytes was most of what a
+	// reload allocated.
+	size := 1 + binary.MaxVarintLen64
+	keys := make([]string, 0, len(m))
+	for k, v := range m {
+		keys = append(keys, k)
+		size += len(k) + len(v) + 2*binary.MaxVarintLen64
+	}
+	buf := make([]byte, 0, min(size, sectionBlock+2*binary.MaxVarintLen64))
 	buf = append(buf, tag)
 	buf = binary.AppendUvarint(buf, uint64(len(m)))
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
 	slices.Sort(keys)
 	for _, k := range keys {
 		v := m[k]
