@@ -1,31 +1,135 @@
 package main
 
-// reloader's default garbage-collection target.
+// reloader's default garbage-collection policy.
 
 import (
 	"math"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync/atomic"
 )
 
-// defaultGCPercent is reloader's GOGC when the environment sets none. Go's own 100 lets the
-// heap grow to twice what is live before it collects. reloader's live heap is its cache: read
-// far more than it is replaced, so after the start-up list a collection finds little garbage
-// and a small headroom costs little CPU. Measured with make bench-10k (10,000 ConfigMaps, 2,000
-// Secrets, 5,000 Deployments), see docs/benchmarks.md, Figures at 10,000 objects: 25 keeps RSS after sync
-// under 100 MiB, for about a fifth more CPU in the start-up burst and the same reload rate and
-// latency. GOGC set in the environment wins.
+// defaultGCPercent is the headroom of reloader's heap over what is live, when the
+// environment sets no GOGC. Go's own 100 lets the heap grow to twice what is live before it
+// collects. reloader's live heap is its cache: read far more than it is replaced, so after
+// the start-up list a collection finds little garbage and a small headroom costs little CPU.
+// Measured with make bench-10k (10,000 ConfigMaps, 2,000 Secrets, 5,000 Deployments), see
+// docs/benchmarks.md, Figures at 10,000 objects: 25 keeps RSS after sync under 100 MiB, for
+// about a fifth more CPU in the start-up burst and the same reload rate and latency.
 const defaultGCPercent = 25
 
-// applyGCPercent sets defaultGCPercent unless GOGC is set (getenv reads the environment; "off" and any
-// number keep the runtime's reading of it). It returns the percent in force, -1 for off, and
-// whether it came from GOGC.
-func applyGCPercent(getenv func(string) string) (percent int, fromEnv bool) {
+// minGCHeadroom is the least headroom of the default policy. A quarter of a small heap is
+// about a MiB: with a few thousand objects cached, each reload's allocations (the change's
+// hash, the patch and its answer, the Events) started a collection every few reloads, and
+// the collector was about a third of the CPU reloader spent per rollout (the load test's U1
+// and U2). With 4 MiB, which is what Go's own default allows any heap, a small cache collects
+// a few times less often; from 16 MiB live (say, 2,000 sources of 10 KiB) a quarter is more
+// and the policy is GOGC=25's.
+const minGCHeadroom = 4 << 20
+
+// maxGCPercent bounds the percent the policy sets on a heap almost empty: the runtime's
+// minimum heap grows with the percent (4 MiB x percent/100).
+const maxGCPercent = 400
+
+// gcPolicy says which garbage-collection policy is in force, for the start-up log line.
+type gcPolicy struct {
+	// Percent is GOGC from the environment (-1 for off), or defaultGCPercent.
+	Percent int
+	// FromEnv tells that GOGC was set, and is in force as the runtime read it.
+	FromEnv bool
+	// MinHeadroom is the least headroom over the live heap, in bytes; 0 when GOGC is set.
+	MinHeadroom uint64
+}
+
+// applyGCPolicy starts the default policy unless GOGC is set (getenv reads the environment;
+// "off" and any number keep the runtime's reading of it): each collection's heap goal is
+// what is live plus max(defaultGCPercent of it, minGCHeadroom), the percent set again after
+// each collection from what it found live.
+func applyGCPolicy(getenv func(string) string) gcPolicy {
 	if getenv("GOGC") != "" {
-		return currentGCPercent(), true // the runtime has read it already
+		return gcPolicy{Percent: currentGCPercent(), FromEnv: true} // the runtime has read it already
 	}
-	debug.SetGCPercent(defaultGCPercent)
-	return defaultGCPercent, false
+	h := newHeadroom(defaultGCPercent, minGCHeadroom)
+	h.adjust()
+	h.afterEachGC()
+	return gcPolicy{Percent: defaultGCPercent, MinHeadroom: minGCHeadroom}
+}
+
+// gcPercentFor is the GC percent whose heap goal leaves at least minHeadroom bytes over
+// scanned, and never less than base percent of it. scanned is what the runtime applies the
+// percent to: the live heap, the goroutine stacks and the globals.
+func gcPercentFor(scanned uint64, base int, minHeadroom uint64) int {
+	if scanned == 0 {
+		return maxGCPercent
+	}
+	p := (minHeadroom*100 + scanned - 1) / scanned // rounded up
+	if p > maxGCPercent {
+		return maxGCPercent
+	}
+	return max(int(p), base)
+}
+
+// changedEnough tells whether the percent in force, cur, should be set to want: only a move
+// of more than a tenth, so that a heap that breathes a little does not reset the pacer at
+// each collection; any move back to the base percent is made.
+func changedEnough(cur, want, base int) bool {
+	if cur == want {
+		return false
+	}
+	if want == base {
+		return true
+	}
+	d := cur - want
+	if d < 0 {
+		d = -d
+	}
+	return d*10 > cur
+}
+
+// headroom sets the GC percent after each collection (gcPercentFor).
+type headroom struct {
+	base        int
+	minHeadroom uint64
+	current     int
+	samples     []metrics.Sample
+	// stopped ends the hook of afterEachGC (tests).
+	stopped atomic.Bool
+}
+
+func newHeadroom(base int, minHeadroom uint64) *headroom {
+	return &headroom{base: base, minHeadroom: minHeadroom, samples: []metrics.Sample{
+		{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"}}}
+}
+
+// adjust sets the percent for what the last collection found live.
+func (h *headroom) adjust() {
+	metrics.Read(h.samples)
+	var scanned uint64
+	for _, s := range h.samples {
+		if s.Value.Kind() == metrics.KindUint64 {
+			scanned += s.Value.Uint64()
+		}
+	}
+	if want := gcPercentFor(scanned, h.base, h.minHeadroom); h.current == 0 || changedEnough(h.current, want, h.base) {
+		debug.SetGCPercent(want)
+		h.current = want
+	}
+}
+
+// gcCycle is an object nothing refers to: its finalizer runs once after the collection that
+// finds it, and arms the next one.
+type gcCycle struct{ h *headroom }
+
+// afterEachGC calls adjust after every collection, for the life of the process.
+func (h *headroom) afterEachGC() {
+	runtime.SetFinalizer(&gcCycle{h: h}, func(c *gcCycle) {
+		if c.h.stopped.Load() {
+			return
+		}
+		c.h.adjust()
+		c.h.afterEachGC()
+	})
 }
 
 // currentGCPercent is the GC percent in force, -1 for off.

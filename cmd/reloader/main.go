@@ -96,7 +96,7 @@ func run(_ context.Context, conf options.Config) error {
 	ctx := ctrl.SetupSignalHandler()
 	logger := newLogger(conf)
 	ctrl.SetLogger(logger)
-	gcPercent, fromEnv := applyGCPercent(os.Getenv)
+	gc := applyGCPolicy(os.Getenv)
 	for _, w := range conf.Warnings {
 		logger.Info("WARNING: " + w)
 	}
@@ -110,7 +110,7 @@ func run(_ context.Context, conf options.Config) error {
 	}
 	logger.Info("starting reloader", "namespaces", conf.Namespaces, "strategy", conf.ReloadStrategy,
 		"autoReloadAll", conf.AutoReloadAll, "coalesceWindow", conf.CoalesceWindow.String(), "ha", conf.EnableHA,
-		"gcPercent", gcPercent, "gcPercentFromGOGC", fromEnv)
+		"gcPercent", gc.Percent, "gcPercentFromGOGC", gc.FromEnv, "gcMinHeadroomMiB", gc.MinHeadroom>>20)
 	return startUntilStopped(ctx, mgr.Start, shutdownGrace)
 }
 
