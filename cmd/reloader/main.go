@@ -143,7 +143,7 @@ func newLogger(conf options.Config) logr.Logger {
 	if conf.LogFormat == "json" {
 		encoder = zap.JSONEncoder()
 	}
-	return zap.New(encoder, zap.Level(conf.Level), zap.StacktraceLevel(zapcore.PanicLevel))
+	return lazyLogger(zap.New(encoder, zap.Level(conf.Level), zap.StacktraceLevel(zapcore.PanicLevel)))
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {
