@@ -151,12 +151,13 @@ func (s seriesRecorder) ref(o runtime.Object) runtime.Object {
 	}
 }
 
-// Work queue priorities (internal/fair serves the highest first). A reload whose coalescing
-// window is open comes back at reloadPriority when the window closes, ahead of everything
-// else queued; a first record waiting for its slot (--first-sight-rate) comes back at
-// handler.LowPriority, as the informers' first list queues it, behind changes. A worker
-// that comes free takes the highest first: a due reload waits for at most the writes in
-// flight, never for the first records queued.
+// Work queue priorities (internal/fair: each namespace in turn, its highest first). A
+// reload whose coalescing window is open comes back at reloadPriority when the window
+// closes, ahead of everything else its namespace has queued; a first record waiting for its
+// slot (--first-sight-rate) comes back at handler.LowPriority, as the informers' first list
+// queues it, behind every namespace's changes. A worker that comes free takes a due reload
+// before any first record; between namespaces, turns: one namespace's due reloads delay
+// another's change by one turn, not by their number.
 const reloadPriority = 100
 
 const firstSightPriority = handler.LowPriority

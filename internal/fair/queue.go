@@ -10,12 +10,17 @@ import (
 
 // NewQueue returns a controller's work queue that takes turns between tenants: client-go's
 // rate-limiting queue (dedup of queued items, no item processed twice at once, backoff,
-// AddAfter, shutdown, workqueue_* metrics under name) over an order that serves the highest
-// priority first and, within a priority, each tenant in turn, each tenant's items first in
-// first out. It keeps controller-runtime's priorities (the initial list's items go after
-// changes), as its default priority queue does.
+// AddAfter, shutdown, workqueue_* metrics under name) over an order that serves each tenant
+// in turn, each tenant's highest priority first and its items of one priority first in
+// first out. Negative priorities (controller-runtime's LowPriority: the initial list) wait
+// until no tenant has anything else: changes go ahead of the start-up list, as in
+// controller-runtime's default priority queue, but one tenant's high-priority items do not
+// hold back another tenant's changes.
 func NewQueue[T comparable](name string, rl workqueue.TypedRateLimiter[T], tenant func(T) string) priorityqueue.PriorityQueue[T] {
 	o := &order[T]{tenant: tenant, prio: map[T]int{}, want: map[T]int{}, taken: map[T]int{}}
+	for i := range o.bands {
+		o.bands[i].turns = NewRoundRobin[string]()
+	}
 	inner := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[T]{Name: name, Queue: o})
 	delaying := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[T]{Name: name, Queue: inner})
 	return &queue[T]{
@@ -71,13 +76,26 @@ func (q *queue[T]) GetWithPriority() (T, int, bool) {
 
 // order is client-go's workqueue.Queue: client-go calls Push, Pop, Touch and Len under its
 // own lock; wish and took come from outside it, hence mu.
+//
+// Priorities at or above 0 (changes, reloads whose window closed) share one turn order
+// between tenants, each tenant's turn serving its highest priority first: a tenant with a
+// thousand reloads due at a high priority delays another's change by one turn, as one with
+// a thousand changes does. Priorities below 0 (the informers' first list, first records
+// waiting for their slot) are background: served only when no tenant has anything at 0 or
+// above, in turn between tenants likewise.
 type order[T comparable] struct {
 	tenant func(T) string
 	mu     sync.Mutex
-	levels []level[T] // by priority, highest first
+	bands  [2]band[T] // due (priority >= 0), then background
 	prio   map[T]int  // of each item held
 	want   map[T]int  // priorities asked for items not in the order yet
 	taken  map[T]int  // priorities of items popped, until their Get returns
+}
+
+// band holds the items of one band of priorities.
+type band[T comparable] struct {
+	turns  *RoundRobin[string] // the tenants with items in the band, each its own lane
+	levels []level[T]          // by priority, highest first
 }
 
 type level[T comparable] struct {
@@ -120,20 +138,35 @@ func (o *order[T]) Touch(item T) {
 	p, asked := o.want[item]
 	delete(o.want, item)
 	if cur, held := o.prio[item]; held && asked && p > cur {
-		o.levelOf(cur).Remove(item)
-		o.dropEmpty()
+		o.remove(item, cur)
 		o.put(item, p)
 	}
 }
 
-// Pop implements workqueue.Queue; client-go calls it only when Len is above 0.
+// Pop implements workqueue.Queue; client-go calls it only when Len is above 0. The tenant
+// whose turn it is gives its oldest item of its highest priority, and takes its next turn
+// after the others.
 func (o *order[T]) Pop() T {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	item, _ := o.levels[0].rr.Pop()
-	o.taken[item] = o.prio[item]
-	delete(o.prio, item)
-	o.dropEmpty()
+	b := &o.bands[0]
+	if b.turns.Len() == 0 {
+		b = &o.bands[1]
+	}
+	tenant, _ := b.turns.Pop()
+	var item T
+	for _, l := range b.levels {
+		if it, ok := l.rr.Oldest(tenant); ok {
+			item = it
+			break
+		}
+	}
+	p := o.prio[item]
+	o.remove(item, p)
+	if b.holds(tenant) {
+		b.turns.Push(tenant, tenant)
+	}
+	o.taken[item] = p
 	return item
 }
 
@@ -144,20 +177,48 @@ func (o *order[T]) Len() int {
 	return len(o.prio)
 }
 
+func (o *order[T]) bandOf(p int) *band[T] {
+	if p >= 0 {
+		return &o.bands[0]
+	}
+	return &o.bands[1]
+}
+
+// put holds item at priority p; its tenant, new to the band, takes its turn after the others.
 func (o *order[T]) put(item T, p int) {
 	o.prio[item] = p
-	o.levelOf(p).Push(o.tenant(item), item)
+	t, b := o.tenant(item), o.bandOf(p)
+	b.levelOf(p).Push(t, item)
+	b.turns.Push(t, t) // a tenant already taking turns keeps its place
+}
+
+// remove drops item, held at priority p; a tenant left without items in the band leaves its
+// turns.
+func (o *order[T]) remove(item T, p int) {
+	delete(o.prio, item)
+	t, b := o.tenant(item), o.bandOf(p)
+	b.levelOf(p).Remove(item)
+	b.levels = slices.DeleteFunc(b.levels, func(l level[T]) bool { return l.rr.Len() == 0 })
+	if !b.holds(t) {
+		b.turns.Remove(t)
+	}
+}
+
+// holds reports whether tenant has items in the band.
+func (b *band[T]) holds(tenant string) bool {
+	for _, l := range b.levels {
+		if l.rr.HasTenant(tenant) {
+			return true
+		}
+	}
+	return false
 }
 
 // levelOf returns priority p's round robin, made when missing: there are few priorities.
-func (o *order[T]) levelOf(p int) *RoundRobin[T] {
-	i, found := slices.BinarySearchFunc(o.levels, p, func(l level[T], p int) int { return p - l.priority })
+func (b *band[T]) levelOf(p int) *RoundRobin[T] {
+	i, found := slices.BinarySearchFunc(b.levels, p, func(l level[T], p int) int { return p - l.priority })
 	if !found {
-		o.levels = slices.Insert(o.levels, i, level[T]{priority: p, rr: NewRoundRobin[T]()})
+		b.levels = slices.Insert(b.levels, i, level[T]{priority: p, rr: NewRoundRobin[T]()})
 	}
-	return o.levels[i].rr
-}
-
-func (o *order[T]) dropEmpty() {
-	o.levels = slices.DeleteFunc(o.levels, func(l level[T]) bool { return l.rr.Len() == 0 })
+	return b.levels[i].rr
 }

@@ -57,6 +57,15 @@ func TestQueueOrder(t *testing.T) {
 		{"raised priority moves a key up",
 			[]add{{items: []string{"a/1", "a/2", "b/1"}, prio: low}, {items: []string{"a/2"}}},
 			"a/2@0 a/1@-100 b/1@-100"},
+		{"a tenant's high priority does not hold back another's change",
+			[]add{{items: []string{"a/1", "a/2", "a/3"}, prio: prio(100)}, {items: []string{"b/1"}}},
+			"a/1@100 b/1@0 a/2@100 a/3@100"},
+		{"a tenant's turn serves its highest priority first",
+			[]add{{items: []string{"a/1", "b/1"}}, {items: []string{"a/2", "b/2"}, prio: prio(100)}},
+			"a/2@100 b/2@100 a/1@0 b/1@0"},
+		{"the start-up list waits for every tenant's changes",
+			[]add{{items: []string{"a/1"}, prio: low}, {items: []string{"b/1", "b/2"}, prio: prio(100)}, {items: []string{"c/1"}}},
+			"b/1@100 c/1@0 b/2@100 a/1@-100"},
 		{"a lower priority asked again keeps the higher",
 			[]add{{items: []string{"a/1", "b/1"}}, {items: []string{"a/1"}, prio: low}},
 			"a/1@0 b/1@0"},
@@ -197,7 +206,11 @@ func TestQueueConcurrent(t *testing.T) {
 	q.ShutDownWithDrain()
 	workers.Wait()
 	o := q.(*queue[string]).order
-	if handled.Load() == 0 || len(o.prio) != 0 || len(o.taken) != 0 || len(o.levels) != 0 {
-		t.Errorf("handled %d; left prio %d taken %d levels %d", handled.Load(), len(o.prio), len(o.taken), len(o.levels))
+	left := 0
+	for _, b := range o.bands {
+		left += len(b.levels) + b.turns.Len()
+	}
+	if handled.Load() == 0 || len(o.prio) != 0 || len(o.taken) != 0 || left != 0 {
+		t.Errorf("handled %d; left prio %d taken %d levels and turns %d", handled.Load(), len(o.prio), len(o.taken), left)
 	}
 }

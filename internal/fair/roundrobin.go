@@ -78,6 +78,22 @@ func (r *RoundRobin[T]) Remove(item T) bool {
 	return true
 }
 
+// Oldest returns the oldest item of tenant's lane, leaving it held and the turns as they are.
+func (r *RoundRobin[T]) Oldest(tenant string) (T, bool) {
+	le, ok := r.lanes[tenant]
+	if !ok {
+		var zero T
+		return zero, false
+	}
+	return le.Value.(*lane[T]).items.Front().Value.(T), true
+}
+
+// HasTenant reports whether tenant has items held.
+func (r *RoundRobin[T]) HasTenant(tenant string) bool {
+	_, ok := r.lanes[tenant]
+	return ok
+}
+
 // Has reports whether item is held.
 func (r *RoundRobin[T]) Has(item T) bool {
 	_, ok := r.items[item]
