@@ -150,13 +150,18 @@ func mountVersions(o client.Object) []string {
 // DropLabels, and the strings that repeat across objects are shared (Intern).
 //
 // The informer may hand the same object to Transform more than once (objects of the initial
-// list are); the second pass must keep the hash of the content, not hash the emptied object.
+// list are, and the shard streams pass on an object the store holds as its deletion when a
+// shard is handed over): the second pass must keep the hash of the content, not hash the
+// emptied object, and must write nothing to it, since the cache's readers share it meanwhile
+// (a map written while read is fatal). So each field is written only where something is
+// left to drop, and the strings of a marked object are not interned again.
 func (t SourceType) Transform(obj any) (any, error) {
 	o, ok := obj.(client.Object)
 	if !ok {
 		return obj, nil
 	}
-	if _, done := cached(o); !done {
+	_, done := cached(o)
+	if !done {
 		if t.Ready != nil {
 			if err := t.Ready(); err != nil {
 				return nil, err
@@ -178,22 +183,42 @@ func (t SourceType) Transform(obj any) (any, error) {
 		}
 		o.SetSelfLink(p.marked())
 	}
-	// Cleared on both passes: a mark that came from elsewhere never keeps content in memory.
-	switch v := o.(type) {
-	case *corev1.ConfigMap:
-		v.Data, v.BinaryData = nil, nil
-	case *corev1.Secret:
-		v.Data, v.StringData = nil, nil
+	// Checked on both passes: a mark that came from elsewhere never keeps content in memory.
+	dropContent(o)
+	if o.GetManagedFields() != nil {
+		o.SetManagedFields(nil)
 	}
-	o.SetManagedFields(nil)
-	if t.DropLabels {
+	if t.DropLabels && o.GetLabels() != nil {
 		o.SetLabels(nil)
 	}
 	// kubectl's last-applied copy holds the whole content again: a Secret's values in the
 	// clear, a ConfigMap's bytes. No decision reads it.
 	workload.DropLastApplied(o)
-	t.Intern.Meta(o)
+	if !done {
+		t.Intern.Meta(o)
+	}
 	return o, nil
+}
+
+// dropContent clears what a ConfigMap or a Secret holds of its content, writing only the
+// fields that hold some.
+func dropContent(o client.Object) {
+	switch v := o.(type) {
+	case *corev1.ConfigMap:
+		if v.Data != nil {
+			v.Data = nil
+		}
+		if v.BinaryData != nil {
+			v.BinaryData = nil
+		}
+	case *corev1.Secret:
+		if v.Data != nil {
+			v.Data = nil
+		}
+		if v.StringData != nil {
+			v.StringData = nil
+		}
+	}
 }
 
 // packed is what the cache keeps of a source's content. Its string form is space-separated:

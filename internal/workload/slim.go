@@ -53,14 +53,21 @@ func DropLastApplied(o client.Object) {
 // (slimTemplate): such a patch merges containers, env and volumes by name and carries only
 // what differs between the cached copy and the changed one, so fields absent from both are
 // never written. A merge patch (custom kinds) replaces whole lists, and keeps its template.
+//
+// The informer may hand the transform an object its cache already holds (the shard streams
+// pass on a stored object as its deletion when a shard is handed over) while handlers read
+// it without a copy: a map written while read is fatal, and the status and template would be
+// rebuilt under them. The first pass marks the object (slimMark), and an object so marked
+// is returned untouched.
 func SlimTransform(kind Kind, followed func(client.Object) bool, dropLabels bool, tables *intern.Tables) toolscache.TransformFunc {
 	_, progressing := kind.(Progressing)
 	strategic := kind.PatchFrom(kind.NewObject()).Type() == types.StrategicMergePatchType
 	return func(in any) (any, error) {
 		obj, ok := in.(client.Object)
-		if !ok {
+		if !ok || obj.GetSelfLink() == slimMark {
 			return in, nil
 		}
+		obj.SetSelfLink(slimMark)
 		obj.SetManagedFields(nil)
 		if progressing {
 			if dropLabels {
@@ -83,6 +90,13 @@ func SlimTransform(kind Kind, followed func(client.Object) bool, dropLabels bool
 		return obj, nil
 	}
 }
+
+// slimMark is the selfLink of a workload SlimTransform has been through. The API server has
+// left selfLink unset on every object since v1.20 (RemoveSelfLink, GA in v1.24) and drops one
+// a client sends (controller's TestServerNeverSendsSelfLink), so no object from it is marked;
+// and a patch made from a cached copy carries no field both sides hold alike. The mark costs
+// no memory (a constant) and reaches no request.
+const slimMark = "reloader-slim"
 
 // slimTemplate keeps of a pod template what decisions and reloads read: its annotations
 // (rules, the annotations strategy), its volumes (references, used keys), and of each

@@ -89,7 +89,7 @@ func TestSlimDeploymentKeepsWhatDecisionsRead(t *testing.T) {
 		t.Errorf("status kept: %+v", got.Status)
 	}
 	want := full.DeepCopy()
-	want.ManagedFields, want.Status = nil, appsv1.DeploymentStatus{ObservedGeneration: dropped}
+	want.SelfLink, want.ManagedFields, want.Status = slimMark, nil, appsv1.DeploymentStatus{ObservedGeneration: dropped}
 	delete(want.Annotations, LastAppliedAnnotation)
 	want.Spec.Selector, want.Spec.Template.Labels = nil, nil
 	app, sidecar := &want.Spec.Template.Spec.Containers[0], &want.Spec.Template.Spec.Containers[1]
@@ -128,12 +128,13 @@ func TestSlimKeepsTheStatusTheFollowerReads(t *testing.T) {
 		t.Errorf("status of a followed rollout dropped: %+v", got.Status)
 	}
 
-	r := &extapi.Rollout{ObjectMeta: metav1.ObjectMeta{Name: "r", Generation: 2}, Status: extapi.RolloutStatus{ObservedGeneration: "1", Replicas: 2}}
-	if got := transform(t, Rollout(), nil, r).(*extapi.Rollout); got.Status.Replicas != 2 {
+	rollout := func(observed string) *extapi.Rollout {
+		return &extapi.Rollout{ObjectMeta: metav1.ObjectMeta{Name: "r", Generation: 2}, Status: extapi.RolloutStatus{ObservedGeneration: observed, Replicas: 2}}
+	}
+	if got := transform(t, Rollout(), nil, rollout("1")).(*extapi.Rollout); got.Status.Replicas != 2 {
 		t.Errorf("Rollout status of generation 1 < 2 dropped: %+v", got.Status)
 	}
-	r.Status.ObservedGeneration = "2"
-	if got := transform(t, Rollout(), nil, r).(*extapi.Rollout); !StatusDropped(got) {
+	if got := transform(t, Rollout(), nil, rollout("2")).(*extapi.Rollout); !StatusDropped(got) {
 		t.Errorf("Rollout status of an observed generation kept: %+v", got.Status)
 	}
 

@@ -8,6 +8,7 @@
 package intern
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -46,17 +47,26 @@ func New() *Tables {
 //
 // A shared label map is never written again, so it must be read only, as every object in an
 // informer's cache must be.
+//
+// Only what is not shared yet is written: an object the cache already holds may be read
+// meanwhile by handlers without a copy (a map written while read is fatal), so Meta writes
+// nothing to an object it interned before, as long as the tables still hold its strings.
+// (The cache's transforms do not call it again on an object they transformed: past the
+// tables' bounds an entry may have aged out.)
 func (t *Tables) Meta(o metav1.Object) {
 	if t == nil {
 		return
 	}
-	o.SetNamespace(t.String(o.GetNamespace()))
-	if labels := o.GetLabels(); len(labels) > 0 {
-		o.SetLabels(t.labelSet(labels))
+	if ns := o.GetNamespace(); ns != "" {
+		if shared := t.String(ns); unsafe.StringData(shared) != unsafe.StringData(ns) {
+			o.SetNamespace(shared)
+		}
 	}
-	// Only a key not shared yet is stored again: an object the transform sees a second time
-	// (a shard taken re-lists what the store may already hold) may be read meanwhile by
-	// handlers listing the cache without a copy, and a map written while read is fatal.
+	if labels := o.GetLabels(); len(labels) > 0 {
+		if shared := t.labelSet(labels); !sameMap(shared, labels) {
+			o.SetLabels(shared)
+		}
+	}
 	annotations := o.GetAnnotations()
 	for k, v := range annotations {
 		// Storing under an equal key also replaces the key: the map now holds the shared copy.
@@ -64,6 +74,11 @@ func (t *Tables) Meta(o metav1.Object) {
 			annotations[shared] = v
 		}
 	}
+}
+
+// sameMap reports whether a and b are the same map, not only equal ones.
+func sameMap(a, b map[string]string) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 // MaxStrings and MaxLabelSets bound the tables: each holds at most that many entries in each

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"unsafe"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/reloader-operator/reloader/internal/cachemem/intern"
+	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
 // decoded returns metadata whose every string is a copy of its own, as a decoder makes them.
@@ -176,5 +178,20 @@ func TestTablesAreOwned(t *testing.T) {
 	}
 	if want := decoded(); c.Namespace != want.Namespace || c.Labels["app.kubernetes.io/managed-by"] != "Helm" {
 		t.Errorf("nil tables changed the metadata: %+v", c)
+	}
+}
+
+// TestMetaAgainWritesNothing: Meta over an object it interned, while the tables still hold its
+// strings, writes nothing to it (its namespace, label map and annotation keys are the shared
+// ones already), as handlers may be reading it meanwhile. make test runs this under -race.
+func TestMetaAgainWritesNothing(t *testing.T) {
+	tables := intern.New()
+	meta := func(o any) (any, error) {
+		tables.Meta(o.(*corev1.ConfigMap))
+		return o, nil
+	}
+	got := testutil.SecondPass(t, meta, &corev1.ConfigMap{ObjectMeta: *decoded()})
+	if !same(got.Namespace, tables.String("team-a")) {
+		t.Error("namespace not interned on the first pass")
 	}
 }

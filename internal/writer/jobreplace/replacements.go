@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -60,18 +61,51 @@ func ReplacementRecords() (client.Object, cache.ByObject) {
 // other labels and annotations, owner references, finalizers and managed fields go: anyone
 // who may write ControllerRevisions could fill each with up to 256 KiB. (This Transform
 // replaces the cache's default one, which drops the managed fields.)
+//
+// Each field is written only where something is left to drop: the informer may hand the
+// transform a record its cache already holds (a re-list, a shard hand-over's deletes) while
+// the controller reads it without a copy, and a map written while read is fatal.
 func dropRecordData(o any) (any, error) {
 	rec, ok := o.(*appsv1.ControllerRevision)
 	if !ok {
 		return o, nil
 	}
-	rec.Data = runtime.RawExtension{}
-	rec.ManagedFields = nil
-	rec.OwnerReferences = nil
-	rec.Finalizers = nil
-	rec.Labels = keep(rec.Labels, ReplacementLabel)
-	rec.Annotations = keep(rec.Annotations, replacesUIDAnnotation, replacesNameAnnotation, recordMACAnnotation)
+	if rec.Data.Raw != nil || rec.Data.Object != nil {
+		rec.Data = runtime.RawExtension{}
+	}
+	if rec.ManagedFields != nil {
+		rec.ManagedFields = nil
+	}
+	if rec.OwnerReferences != nil {
+		rec.OwnerReferences = nil
+	}
+	if rec.Finalizers != nil {
+		rec.Finalizers = nil
+	}
+	if labels := []string{ReplacementLabel}; !kept(rec.Labels, labels) {
+		rec.Labels = keep(rec.Labels, labels...)
+	}
+	if annotations := []string{replacesUIDAnnotation, replacesNameAnnotation, recordMACAnnotation}; !kept(rec.Annotations, annotations) {
+		rec.Annotations = keep(rec.Annotations, annotations...)
+	}
 	return rec, nil
+}
+
+// kept reports whether m is as keep(m, keys...) leaves it: nil, or not empty and of keys
+// only.
+func kept(m map[string]string, keys []string) bool {
+	if m == nil {
+		return true
+	}
+	if len(m) == 0 {
+		return false
+	}
+	for k := range m {
+		if !slices.Contains(keys, k) {
+			return false
+		}
+	}
+	return true
 }
 
 // keep returns the entries of m under keys, nil if none.
