@@ -46,9 +46,12 @@ lint:
 # the four packages or modules that start control planes, side by side (most of their time is
 # waiting on the API server and on the subjects' own pacing, not CPU; each test waits on
 # reloader's signals, not on a share of the machine). -Otarget keeps each one's output together.
+# The cache transforms' packages run again under the race detector: the informer hands a
+# transform objects the cache's readers share, and their tests fail only there (cgo: gcc).
 test: kube-binaries lint
 	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" $(GO) test -count=1 -timeout 20m \
 		$$($(GO) list ./... | grep -v -x -e '.*/internal/controller' -e '.*/test/e2e')
+	$(GO) test -race -count=1 ./internal/cachemem/intern/ ./internal/sourcecache/ ./internal/workload/ ./internal/writer/jobreplace/
 	$(MAKE) --no-print-directory -j4 -Otarget test-controller test-e2e test-tools test-deployments
 
 # The controller package's envtests (a shared API server, a manager per test).
