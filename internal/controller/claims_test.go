@@ -98,7 +98,7 @@ func TestAReloadIsOneWrite(t *testing.T) {
 func writesTo(t *testing.T, obj client.Object) func() int {
 	t.Helper()
 	last, writes, started := "", 0, false
-	f := watchObjects(t, &appsv1.DeploymentList{}, obj.GetNamespace(), obj.GetName(), func(_ watch.EventType, o client.Object) {
+	f := followObjects(t, &appsv1.DeploymentList{}, followConfig{gaps: gapNone}, func(_ watch.EventType, o client.Object) {
 		b, _ := json.Marshal(unpoked(t, o))
 		if string(b) != last {
 			if started {
@@ -106,7 +106,7 @@ func writesTo(t *testing.T, obj client.Object) func() int {
 			}
 			last, started = string(b), true
 		}
-	})
+	}, inNamespace(obj.GetNamespace(), obj.GetName())...)
 	return func() int {
 		f.caughtUp(t)
 		f.mu.Lock()

@@ -48,7 +48,8 @@ func rollTimes(t *testing.T, ns string) func() map[string][]time.Time {
 func watchRolls(t *testing.T, ns string) (*follower, func() map[string][]time.Time) {
 	t.Helper()
 	last, rolls := map[string]string{}, map[string][]time.Time{}
-	f := watchObjects(t, &appsv1.DeploymentList{}, ns, "", func(_ watch.EventType, o client.Object) {
+	// Every write counts: a roll missed while the watch was down has no time.
+	f := followObjects(t, &appsv1.DeploymentList{}, followConfig{gaps: gapNone}, func(_ watch.EventType, o client.Object) {
 		d, ok := o.(*appsv1.Deployment)
 		if !ok {
 			return
@@ -58,8 +59,9 @@ func watchRolls(t *testing.T, ns string) (*follower, func() map[string][]time.Ti
 			rolls[d.Name] = append(rolls[d.Name], time.Now())
 		}
 		last[d.Name] = string(b)
-	})
+	}, client.InNamespace(ns))
 	return f, func() map[string][]time.Time {
+		f.check(t)
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		out := make(map[string][]time.Time, len(rolls))
