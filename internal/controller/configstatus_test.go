@@ -16,6 +16,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -368,32 +369,33 @@ func TestReloaderConfigStatusWritesOncePerChange(t *testing.T) {
 	}
 	handledAll(t, ds) // recorded: the writes of the start are over
 
-	wc, err := client.NewWithWatch(restConfig, client.Options{Scheme: k8s.Scheme()})
-	testutil.Must(t, err)
-	w, err := wc.Watch(context.Background(), &v1alpha1.ReloaderConfigList{}, client.InNamespace(ns))
-	testutil.Must(t, err)
-	defer w.Stop()
-	changeData(t, cm, "k", "v2")
 	writes, reloaded := 0, 0
-	timeout := time.After(20 * time.Second)
-	for reloaded < targets {
-		select {
-		case ev := <-w.ResultChan():
-			c, ok := ev.Object.(*v1alpha1.ReloaderConfig)
-			if !ok || ev.Type != "MODIFIED" {
-				continue
-			}
-			writes++
-			reloaded = 0
-			for _, tgt := range c.Status.Targets {
-				if tgt.LastReload != nil {
-					reloaded++
-				}
-			}
-		case <-timeout:
-			t.Fatalf("%d of %d targets show their reload after %d status writes", reloaded, targets, writes)
+	// Every write counts: one missed while the watch was down fails the test.
+	f := followObjects(t, &v1alpha1.ReloaderConfigList{}, followConfig{gaps: gapNone}, func(typ watch.EventType, o client.Object) {
+		c, ok := o.(*v1alpha1.ReloaderConfig)
+		if !ok || typ != watch.Modified {
+			return
 		}
-	}
+		writes++
+		reloaded = 0
+		for _, tgt := range c.Status.Targets {
+			if tgt.LastReload != nil {
+				reloaded++
+			}
+		}
+	}, client.InNamespace(ns))
+	changeData(t, cm, "k", "v2")
+	testutil.EventuallyWithin(t, 20*time.Second, "every target shows its reload", func() error {
+		f.check(t)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if reloaded < targets {
+			return fmt.Errorf("%d of %d targets show their reload after %d status writes", reloaded, targets, writes)
+		}
+		return nil
+	})
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	t.Logf("%d targets reloaded, %d status writes", targets, writes)
 	if writes > 2 {
 		t.Errorf("%d status writes for one change reloading %d targets, want 1 (2 if the reloads straddle the delay)", writes, targets)

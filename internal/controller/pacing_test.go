@@ -346,29 +346,26 @@ func TestFirstRecordsArePaced(t *testing.T) {
 	for i := range n {
 		create(t, deployment(ns, fmt.Sprintf("web-%02d", i), map[string]string{auto: "true"}, podSpec("cfg")))
 	}
-	wc, err := client.NewWithWatch(restConfig, client.Options{Scheme: k8s.Scheme()})
-	testutil.Must(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	w, err := wc.Watch(ctx, &appsv1.DeploymentList{}, client.InNamespace(ns))
-	testutil.Must(t, err)
-	defer w.Stop()
+	recordedAt := map[string]time.Time{}
+	// Every write counts: one missed while the watch was down has no time.
+	f := followObjects(t, &appsv1.DeploymentList{}, followConfig{gaps: gapNone}, func(_ watch.EventType, o client.Object) {
+		if _, ok := o.GetAnnotations()[reload.RecordAnnotation]; ok && recordedAt[o.GetName()].IsZero() {
+			recordedAt[o.GetName()] = time.Now()
+		}
+	}, client.InNamespace(ns))
 	idleControlPlane(t)
 	startReloader(t, ns, func(o *options.Options) { o.FirstSightRate = rate })
-	recordedAt := map[string]time.Time{}
-	deadline := time.After(30 * time.Second)
-	for len(recordedAt) < n {
-		select {
-		case ev := <-w.ResultChan():
-			if d, ok := ev.Object.(*appsv1.Deployment); ok {
-				if _, ok := d.Annotations[reload.RecordAnnotation]; ok && recordedAt[d.Name].IsZero() {
-					recordedAt[d.Name] = time.Now()
-				}
-			}
-		case <-deadline:
-			t.Fatalf("%d of %d recorded in 30s", len(recordedAt), n)
+	testutil.EventuallyWithin(t, 30*time.Second, "every Deployment recorded", func() error {
+		f.check(t)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if len(recordedAt) < n {
+			return fmt.Errorf("%d of %d recorded", len(recordedAt), n)
 		}
-	}
+		return nil
+	})
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	var times []time.Time
 	for _, at := range recordedAt {
 		times = append(times, at)

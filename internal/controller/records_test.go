@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -360,29 +360,18 @@ func noRecords(t *testing.T, ns string) {
 // signed one seen; the test fails if there is none by then.
 func signedRecords(t *testing.T, ns string) func() *appsv1.ControllerRevision {
 	t.Helper()
-	wc, err := client.NewWithWatch(restConfig, client.Options{Scheme: k8s.Scheme()})
-	testutil.Must(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := wc.Watch(ctx, &appsv1.ControllerRevisionList{}, client.InNamespace(ns), client.HasLabels{controller.ReplacementLabel})
-	testutil.Must(t, err)
-	var mu sync.Mutex
 	var last *appsv1.ControllerRevision
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			if rec, ok := ev.Object.(*appsv1.ControllerRevision); ok && rec.Annotations["reloader.dev/record-mac"] != "" {
-				mu.Lock()
-				last = rec.DeepCopy()
-				mu.Unlock()
-			}
+	// The last state is all this keeps: a list made again after a gap in the watch has it.
+	f := followObjects(t, &appsv1.ControllerRevisionList{}, followConfig{gaps: gapLatest}, func(_ watch.EventType, o client.Object) {
+		if rec, ok := o.(*appsv1.ControllerRevision); ok && rec.Annotations["reloader.dev/record-mac"] != "" {
+			last = rec.DeepCopy()
 		}
-	}()
-	t.Cleanup(func() { w.Stop(); cancel(); <-done })
+	}, client.InNamespace(ns), client.HasLabels{controller.ReplacementLabel})
 	return func() *appsv1.ControllerRevision {
 		t.Helper()
-		mu.Lock()
-		defer mu.Unlock()
+		f.check(t)
+		f.mu.Lock()
+		defer f.mu.Unlock()
 		if last == nil {
 			t.Fatal("no signed record seen")
 		}

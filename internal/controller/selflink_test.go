@@ -36,15 +36,23 @@ func TestServerNeverSendsSelfLink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A watch without a resourceVersion starts with the objects there now: one the API server
+	// ends early (under load) is opened again, and starts again.
 	watcher, err := w.Watch(ctx, &corev1.ConfigMapList{}, client.InNamespace(ns))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer watcher.Stop()
+	defer func() { watcher.Stop() }()
 	timeout := time.After(30 * time.Second)
 	for {
 		select {
-		case ev := <-watcher.ResultChan():
+		case ev, open := <-watcher.ResultChan():
+			if !open {
+				if watcher, err = w.Watch(ctx, &corev1.ConfigMapList{}, client.InNamespace(ns)); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
 			o, ok := ev.Object.(*corev1.ConfigMap)
 			if !ok {
 				t.Fatalf("WATCH sends %T %+v", ev.Object, ev.Object)
