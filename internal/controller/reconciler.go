@@ -76,6 +76,8 @@ type WorkloadReconciler struct {
 	Now    func() time.Time
 
 	parts writeParts
+	// echoes are the writes not yet heard back through the watch (echo.go).
+	echoes echoes
 }
 
 // Settings are the flags that shape a reconciler's decisions and writes.

@@ -50,10 +50,10 @@ import (
 // guarded: an annotation other than reloader's added meanwhile to a kind other than
 // Deployment (no decision reads one), and labels added where the copy read had none.
 
-// revisionAnnotation is written by the Deployment controller through the status as each
+// RevisionAnnotation is written by the Deployment controller through the status as each
 // rollout starts; no decision reads it, so it is not tested (a test would conflict with the
-// rollout a reload has just started).
-const revisionAnnotation = "deployment.kubernetes.io/revision"
+// rollout a reload has just started), and a change of it alone reconciles nothing.
+const RevisionAnnotation = "deployment.kubernetes.io/revision"
 
 // guardKeys are the annotations whose absence a decision reads: reloader's own and the rules.
 func guardKeys(k reload.Keys) []string {
@@ -102,7 +102,7 @@ func guardedPatch(obj, updated client.Object, absent []string) (client.Patch, bo
 		jsonOp{Op: "test", Path: "/metadata/generation", Value: obj.GetGeneration()})
 	ann := obj.GetAnnotations()
 	for _, k := range slices.Sorted(maps.Keys(ann)) {
-		if k == revisionAnnotation {
+		if k == RevisionAnnotation {
 			continue
 		}
 		ops = append(ops, jsonOp{Op: "test", Path: "/metadata/annotations/" + pointerEscape(k), Value: ann[k]})

@@ -78,11 +78,9 @@ func (p *Patch) Write(ctx context.Context, obj, updated client.Object, in Input)
 			return fmt.Errorf("patch workloadRef Deployment %s: %w", tw.Owner.Name, GuardFailed(err, schema.GroupResource{Group: "apps", Resource: "deployments"}, tw.Owner.Name))
 		}
 	}
-	_, recorded := obj.GetAnnotations()[reload.RecordAnnotation]
 	patch := p.Kind.PatchFrom(obj)
-	if locked := patch.Type() != types.StrategicMergePatchType; locked || len(in.Changes) > 0 || !recorded {
-		// Custom kinds' merge patches replace whole lists, and so are guarded always.
-		if !locked {
+	if p.guarded(obj, patch, in) {
+		if patch.Type() == types.StrategicMergePatchType {
 			patch = client.StrategicMergeFrom(obj, client.MergeFromWithOptimisticLock{})
 		}
 		var err error
@@ -92,4 +90,18 @@ func (p *Patch) Write(ctx context.Context, obj, updated client.Object, in Input)
 	}
 	err := p.Client.Patch(ctx, updated, patch, client.FieldOwner(FieldOwner))
 	return GuardFailed(err, schema.GroupResource{Resource: p.Kind.Name()}, obj.GetName())
+}
+
+// Guarded reports whether Write writes obj's changes in only onto the copy obj itself (the
+// guarded patch, or its resourceVersion): then the object it returns is obj with only those
+// changes, and a status write meanwhile.
+func (p *Patch) Guarded(obj client.Object, in Input) bool {
+	return p.guarded(obj, p.Kind.PatchFrom(obj), in)
+}
+
+// guarded reports whether patch, obj's patch, is guarded: a reload or a first record is;
+// custom kinds' merge patches replace whole lists, and so are guarded always.
+func (p *Patch) guarded(obj client.Object, patch client.Patch, in Input) bool {
+	_, recorded := obj.GetAnnotations()[reload.RecordAnnotation]
+	return patch.Type() != types.StrategicMergePatchType || len(in.Changes) > 0 || !recorded
 }
