@@ -144,10 +144,7 @@ func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen,
 		return reconcile.Result{}, "", err
 	}
 	if d.Plan.Wait > 0 {
-		log.FromContext(ctx).V(1).Info("waiting for changes to settle", "wait", d.Plan.Wait.String())
-		rep.Waiting(k, reload.WaitCoalesce)
-		// When the window closes, the reload goes ahead of first records (priority.go).
-		return reconcile.Result{RequeueAfter: d.Requeue, Priority: new(reloadPriority)}, metrics.OutcomeWaiting, nil
+		return r.coalescing(ctx, k, d.Requeue)
 	}
 	dn := report.Outcome{Kind: r.Kind.Name(), Related: r.related(w, d.Plan)}
 	rep.Invalid(ctx, obj, res.Invalid...)
@@ -194,6 +191,15 @@ func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen,
 		}
 	}
 	return r.settle(ctx, obj, d, dn, k, f.Now)
+}
+
+// coalescing is the result of a reconcile of k that waits for the coalescing window to
+// close, in wait.
+func (r *WorkloadReconciler) coalescing(ctx context.Context, k string, wait time.Duration) (reconcile.Result, string, error) {
+	log.FromContext(ctx).V(1).Info("waiting for changes to settle", "wait", wait.String())
+	r.Report.Waiting(k, reload.WaitCoalesce)
+	// When the window closes, the reload goes ahead of first records (priority.go).
+	return reconcile.Result{RequeueAfter: wait, Priority: new(reloadPriority)}, metrics.OutcomeWaiting, nil
 }
 
 // rateNotice is the announcement of a rate-limit hold (the rate step's, as for every kind).

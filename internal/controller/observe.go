@@ -13,6 +13,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/coalesce"
 	"github.com/reloader-operator/reloader/internal/lookup"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/whatchanged"
@@ -44,15 +45,20 @@ func (r *WorkloadReconciler) observer() observer {
 // observe reads the pod template of obj and the sources that concern it; when weighed is not
 // nil, it collects each source the decision looked at (explain).
 func (ob observer) observe(ctx context.Context, obj client.Object, weighed *[]lookup.Weighed) (seen, error) {
+	configs, err := ob.lookup().ConfigsFor(ctx, ob.kind, obj)
+	if err != nil {
+		return seen{}, err
+	}
+	return ob.observeWith(ctx, obj, configs, weighed)
+}
+
+// observeWith is observe with the ReloaderConfigs that target obj, merged (configs).
+func (ob observer) observeWith(ctx context.Context, obj client.Object, configs reloaderconfig.Merged, weighed *[]lookup.Weighed) (seen, error) {
 	tw, err := writer.TemplateOf(ctx, ob.client, ob.kind, obj)
 	if err != nil {
 		return seen{}, err
 	}
 	rules, errs := ob.Policy.ParseRules(obj.GetAnnotations(), tw.Tpl.Annotations)
-	configs, err := ob.lookup().ConfigsFor(ctx, ob.kind, obj)
-	if err != nil {
-		return seen{}, err
-	}
 	rules.Configs = configs.Rules
 	sources, err := ob.lookup().Concerned(ctx, obj.GetNamespace(), tw.Tpl, &rules, weighed)
 	if err != nil {
@@ -68,10 +74,7 @@ func (ob observer) input(ctx context.Context, obj client.Object, w seen, k strin
 		Sources: make(map[source.ID]reload.Observed, len(w.sources)),
 		Events:  ob.Behaviour.Events,
 		Skip:    ob.skip(obj, w.settings),
-		Wait:    ob.window.Wait(k),
-	}
-	if w.settings.window != nil {
-		in.Wait = ob.window.WaitFor(k, *w.settings.window)
+		Wait:    ob.windowWait(k, w.settings.window),
 	}
 	for id, o := range w.sources {
 		in.Sources[id] = reload.Observed{Hash: o.Hash(), Containers: reload.TargetContainers(o.Ref, &w.tw.Tpl.Spec)}
@@ -91,6 +94,15 @@ func (ob observer) input(ctx context.Context, obj client.Object, w seen, k strin
 		})
 	}
 	return in
+}
+
+// windowWait is how long the coalescing window still holds k's changes back, with the
+// window of a ReloaderConfig when one sets it (nil: the flag's).
+func (ob observer) windowWait(k string, window *time.Duration) time.Duration {
+	if window != nil {
+		return ob.window.WaitFor(k, *window)
+	}
+	return ob.window.Wait(k)
 }
 
 // facts gathers what reload.Decide decides from before the gates and the pacer answer: the

@@ -222,7 +222,17 @@ func (r *WorkloadReconciler) reconcileCopy(ctx context.Context, obj client.Objec
 		// a change made meanwhile; they catch up within moments of the caches' sync.
 		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, metrics.OutcomeWaiting, nil
 	}
-	w, err := r.observer().observe(ctx, obj, nil)
+	configs, err := r.observer().lookup().ConfigsFor(ctx, r.Kind, obj)
+	if err != nil {
+		return reconcile.Result{}, "", err
+	}
+	if wait := r.observer().windowWait(k, configs.Overrides.CoalesceWindow); wait > 0 && recorded {
+		// A source that concerns it changed within the window (mapping.go touches it only
+		// then): the plan would wait for it, so the sources are read when it closes. A first
+		// sighting reads them now, to note its baseline.
+		return r.coalescing(ctx, k, wait)
+	}
+	w, err := r.observer().observeWith(ctx, obj, configs, nil)
 	if err != nil {
 		return reconcile.Result{}, "", err
 	}
