@@ -93,6 +93,7 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 	}
 	m := metrics.New(crmetrics.Registry, conf.MetricsCountByNamespace)
 	metrics.RegisterClientLatency()
+	metrics.SlimGoCollector(crmetrics.Registry)
 	reader, err := degraded.client(mgr, read)
 	if err != nil {
 		return nil, err
