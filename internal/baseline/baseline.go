@@ -351,9 +351,6 @@ func (b *Baselines) changedFrom(ctx context.Context, wt Watcher, st sourcecache.
 	}
 	id := source.ID{Kind: st.Kind, Name: o.GetName()}
 	note := func(w client.Object) {
-		if _, recorded := w.GetAnnotations()[reload.RecordAnnotation]; recorded {
-			return
-		}
 		if old == nil && wt.Live && !w.GetCreationTimestamp().Time.Before(o.GetCreationTimestamp().Time) {
 			// A live list, taken after the event, also shows workloads created since: one
 			// created with the source or after it did not see it absent (the times are in
@@ -374,12 +371,18 @@ func (b *Baselines) changedFrom(ctx context.Context, wt Watcher, st sourcecache.
 		defer cancel()
 	}
 	for delay := noteRetryFirst; ; delay *= 2 {
-		_, failed := wt.Lookup().FindAffected(ctx, wt.Kind, o.GetNamespace(), id, o.GetAnnotations(), o.GetLabels(), note)
+		_, failed := wt.Lookup().FindAffectedOf(ctx, wt.Kind, o.GetNamespace(), id, o.GetAnnotations(), o.GetLabels(), unrecorded, note)
 		if failed == nil || delay > noteRetryLast {
 			return
 		}
 		time.Sleep(delay)
 	}
+}
+
+// unrecorded reports whether w has no record: only such a workload is noted a baseline.
+func unrecorded(w client.Object) bool {
+	_, recorded := w.GetAnnotations()[reload.RecordAnnotation]
+	return !recorded
 }
 
 // A failed live lookup of the workloads to note a change on is made again after 100, 200 and

@@ -103,6 +103,13 @@ func (l Lookup) Affected(ctx context.Context, kind workload.Kind, ns string, id 
 // template) is decided once; and the targets of the configs with a rule for the source are
 // listed once per distinct target, not once per config.
 func (l Lookup) FindAffected(ctx context.Context, kind workload.Kind, ns string, id source.ID, annotations, labels map[string]string, fn func(client.Object)) (scanned int, failed error) {
+	return l.FindAffectedOf(ctx, kind, ns, id, annotations, labels, nil, fn)
+}
+
+// FindAffectedOf is FindAffected among the workloads keep accepts (nil: all), asked before
+// the rules of each are weighed: the baselines look among the workloads without record, and
+// a source used by hundreds of recorded ones costs them no parse of their rules.
+func (l Lookup) FindAffectedOf(ctx context.Context, kind workload.Kind, ns string, id source.ID, annotations, labels map[string]string, keep func(client.Object) bool, fn func(client.Object)) (scanned int, failed error) {
 	if l.Policy.Ignores(id.Kind, annotations) {
 		// Concerns would refuse it for every workload: nothing to look up.
 		return 0, nil
@@ -127,6 +134,9 @@ func (l Lookup) FindAffected(ctx context.Context, kind workload.Kind, ns string,
 			return
 		}
 		decided[name+"/"+via] = true
+		if keep != nil && !keep(w) {
+			return
+		}
 		if l.concerns(ctx, w, tpl, plan, c) {
 			found[name] = true
 			fn(w)

@@ -93,6 +93,22 @@ func TestMappingASourceEventWeighsEachDistinctTargetOncePerWorkload(t *testing.T
 			}
 		})
 	}
+
+	// The baselines look among the workloads without record: the rules of the others are not
+	// weighed.
+	weighed.Store(0)
+	l.Policy = reload.Policy{Keys: keys}
+	found := 0
+	keep := func(w client.Object) bool { return w.GetName() < "web-010" }
+	if _, failed := l.FindAffectedOf(context.Background(), kind, ns, id, nil, nil, keep, func(client.Object) { found++ }); failed != nil {
+		t.Fatal(failed)
+	}
+	if found != 10 {
+		t.Errorf("%d Deployments kept and concerned, want 10", found)
+	}
+	if got := weighed.Load(); got == 0 || got > 10 {
+		t.Errorf("%d targets weighed, want 10 at most: those of the workloads kept", got)
+	}
 }
 
 // A config's targets: the distinct ones weighed once, a workload targeted through any of
