@@ -12,9 +12,11 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/flap"
+	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/rbac"
 	"github.com/reloader-operator/reloader/internal/testutil"
@@ -57,8 +59,10 @@ func TestQuarantineSurvivesARestart(t *testing.T) {
 // A reloader that can't load the install key yet (here it may not get the key's Secret, so
 // the loader retries) can't check a quarantine record: the reload waits, and is retried,
 // rather than going ahead as if there were no record. Before, after a second without the key
-// the record was passed over and web rolled at once. Once the key can be read, the record is
-// taken over and web rolls once, when the source has been quiet.
+// the record was passed over and web rolled at once. The wait is a wait, retried at a steady
+// pace: as a failure, its backoff grew while the key was refused (10 s after a dozen tries,
+// minutes later), and web's reload waited that long after the key loaded. Once the key can be
+// read, the record is taken over and web rolls once, when the source has been quiet.
 func TestQuarantineRecordWaitsForTheKey(t *testing.T) {
 	t.Parallel()
 	const quiet = 15 * time.Second
@@ -70,7 +74,19 @@ func TestQuarantineRecordWaitsForTheKey(t *testing.T) {
 	cfg, grant := keylessUser(t, ns)
 	startReloaderAs(t, cfg, ns, configure, func(o *options.Options) { o.ResourcesToIgnore = []string{"secrets"} })
 	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "C" })
+	changed := time.Now()
 	waitedOn(t, d, cm)
+	const waits = 4
+	testutil.Eventually(t, fmt.Sprintf("%d reconciles of web waiting for the key", waits), func() error {
+		got := reloaders.in(ns).outcomesSince("Deployment", client.ObjectKeyFromObject(d), changed)
+		if slices.Contains(got, metrics.OutcomeError) {
+			t.Fatalf("a reconcile of web waiting for the install key failed, to be retried with backoff (outcomes: %v)", got)
+		}
+		if len(got) < waits {
+			return fmt.Errorf("outcomes %v", got)
+		}
+		return nil
+	})
 	if got := len(rolls()["web"]); got != before {
 		t.Fatalf("web rolled %d times for a change to a source quarantined on record, the key not loaded", got-before)
 	}

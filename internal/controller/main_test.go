@@ -299,6 +299,20 @@ func (r *running) endedSince(kind string, nn types.NamespacedName, since time.Ti
 	return fmt.Errorf("no reconcile of %s %s begun since %s has decided (outcomes since: %v)", kind, nn, since.Format(time.StampMilli), last)
 }
 
+// outcomesSince are the outcomes of the reconciles of the workload that began after since and
+// have ended, in the order they ended.
+func (r *running) outcomesSince(kind string, nn types.NamespacedName, since time.Time) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, rec := range r.log {
+		if rec.Kind == kind && rec.Namespace == nn.Namespace && rec.Name == nn.Name && rec.Started.After(since) {
+			out = append(out, rec.Outcome)
+		}
+	}
+	return out
+}
+
 // reloaders are the running reloaders by namespace watched: a test's own, in its namespaces.
 var reloaders = runningSet{by: map[string]*running{}}
 

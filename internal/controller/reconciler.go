@@ -4,6 +4,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +19,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/controller/rollout"
 	"github.com/reloader-operator/reloader/internal/flap"
 	"github.com/reloader-operator/reloader/internal/gate"
+	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/lookup"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/pace"
@@ -168,6 +170,13 @@ func (r *WorkloadReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 			logger.V(1).Info("write met a newer version; planning again from it", "error", err.Error())
 		}
 		res, outcome, err = retry, metrics.OutcomeConflict, nil
+	}
+	if errors.Is(err, hashkey.ErrNotLoaded) {
+		// A wait for the install key (a quarantine record to read, a record to sign), at a
+		// steady pace: as a failure, its backoff grew while the key was refused and kept the
+		// reload waiting as long after the key loaded.
+		log.FromContext(ctx).V(1).Info("waiting for the install key", "retryIn", hashkey.RetryEvery.String(), "error", err.Error())
+		res, outcome, err = reconcile.Result{RequeueAfter: hashkey.RetryEvery}, metrics.OutcomeWaiting, nil
 	}
 	if err != nil {
 		outcome = metrics.OutcomeError

@@ -192,13 +192,18 @@ func fallbackEvent(ns string, o Options, note string) *eventsv1.Event {
 // FallbackReason is the reason of the Warning Event written when the key can't be loaded.
 const FallbackReason = "HashKeyFallback"
 
-// Wait blocks until the key is loaded, or fails when ctx or the context of Setup ends first.
+// ErrNotLoaded is the error of Wait, and so of Signing, when ctx ends before the key has
+// loaded.
+var ErrNotLoaded = errors.New("Secret hash key not loaded yet")
+
+// Wait blocks until the key is loaded, or fails when ctx or the context of Setup ends first
+// (ErrNotLoaded for ctx).
 func (l *Loader) Wait(ctx context.Context) error {
 	select {
 	case <-l.done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("Secret hash key not loaded yet: %w", ctx.Err())
+		return fmt.Errorf("%w: %w", ErrNotLoaded, ctx.Err())
 	case <-l.ctx.Done():
 		return fmt.Errorf("Secret hash key not loaded: %w", l.ctx.Err())
 	}

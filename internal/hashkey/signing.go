@@ -2,6 +2,8 @@ package hashkey
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/reloader-operator/reloader/internal/hash"
@@ -15,8 +17,14 @@ type Source interface {
 }
 
 // SigningWait bounds how long a reconcile waits for the install key to load before it is
-// retried with backoff, rather than holding a worker.
+// retried, rather than holding a worker.
 const SigningWait = time.Second
+
+// RetryEvery is how soon a reconcile that found the key not loaded (ErrNotLoaded) comes back:
+// a wait at a steady pace, not a failure. A failure's exponential backoff grew past a minute
+// while the key's Secret was refused, and the reload it held then waited that long after the
+// key loaded.
+const RetryEvery = time.Second
 
 // owner is a Source that tells whether the key lives in reloader's own namespace (Loader).
 type owner interface{ Own() bool }
@@ -25,8 +33,8 @@ type owner interface{ Own() bool }
 // records, quarantine records), once loaded; not Valid when there is none (nil src), or when
 // it lives outside reloader's own namespace (a run with --kubeconfig): whoever may read or
 // create Secrets there could read it or plant one of their choosing, and sign a record that
-// reloader would act on. An error when the key has not loaded within SigningWait or ctx: the
-// caller is retried, not held.
+// reloader would act on. ErrNotLoaded when the key has not loaded within SigningWait or ctx:
+// the caller is retried (RetryEvery), not held.
 func Signing(ctx context.Context, src Source) (hash.Key, error) {
 	if src == nil {
 		return hash.Key{}, nil
@@ -37,6 +45,9 @@ func Signing(ctx context.Context, src Source) (hash.Key, error) {
 	wait, cancel := context.WithTimeout(ctx, SigningWait)
 	defer cancel()
 	if err := src.Wait(wait); err != nil {
+		if !errors.Is(err, ErrNotLoaded) {
+			err = fmt.Errorf("%w: %w", ErrNotLoaded, err)
+		}
 		return hash.Key{}, err
 	}
 	return src.Key(), nil

@@ -3,6 +3,7 @@ package hashkey
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -24,18 +25,19 @@ func (l loaded) Key() hash.Key            { return l.key }
 func (loaded) Own() bool                  { return false }
 
 // A key that never loads holds a reconcile no longer than its context (and SigningWait): it is
-// retried, not blocked. A key outside reloader's own namespace signs and trusts nothing.
+// retried (ErrNotLoaded: a wait, not a failure), not blocked. A key outside reloader's own
+// namespace signs and trusts nothing.
 func TestSigning(t *testing.T) {
 	var src Source = neverLoads{own: true}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	if _, err := Signing(ctx, src); err == nil || time.Since(start) > SigningWait {
-		t.Errorf("key that never loads: %v after %s; want an error when the context ends", err, time.Since(start))
+	if _, err := Signing(ctx, src); !errors.Is(err, ErrNotLoaded) || time.Since(start) > SigningWait {
+		t.Errorf("key that never loads: %v after %s; want ErrNotLoaded when the context ends", err, time.Since(start))
 	}
 	start = time.Now()
-	if _, err := Signing(context.Background(), src); err == nil || time.Since(start) > 3*SigningWait {
-		t.Errorf("key that never loads, no deadline: %v after %s; want an error after %s", err, time.Since(start), SigningWait)
+	if _, err := Signing(context.Background(), src); !errors.Is(err, ErrNotLoaded) || time.Since(start) > 3*SigningWait {
+		t.Errorf("key that never loads, no deadline: %v after %s; want ErrNotLoaded after %s", err, time.Since(start), SigningWait)
 	}
 	src = neverLoads{own: false}
 	if k, err := Signing(ctx, src); err != nil || k.Valid() {

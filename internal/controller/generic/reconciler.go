@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -28,6 +29,7 @@ import (
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/gate"
 	"github.com/reloader-operator/reloader/internal/gate/rate"
+	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/lookup"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/pace"
@@ -189,6 +191,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		}
 		seen = append(seen, targetKey(cfg, t))
 		wait, err := r.apply(ctx, cfg, c, t, in)
+		if errors.Is(err, hashkey.ErrNotLoaded) {
+			// Waiting for the install key (a quarantine record): at a steady pace, as the
+			// workload reconcilers do, and without holding up the config's other targets.
+			log.FromContext(ctx).V(1).Info("waiting for the install key", "target", t.Describe(), "error", err.Error())
+			wait, err = hashkey.RetryEvery, nil
+		}
 		if err != nil {
 			return reconcile.Result{}, err
 		}
