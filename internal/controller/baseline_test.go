@@ -159,9 +159,9 @@ func templateChangesIn(t *testing.T, ns string) func(name string) int {
 		last[d.Name] = string(b)
 	})
 	return func(name string) int {
-		f.caughtUpOn(t, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
-		f.mu.Lock()
-		defer f.mu.Unlock()
+		f.CaughtUpOn(t, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
+		f.Lock()
+		defer f.Unlock()
 		return changes[name]
 	}
 }

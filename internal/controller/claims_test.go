@@ -13,6 +13,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/testutil"
+	"github.com/reloader-operator/reloader/internal/testutil/follower"
 )
 
 // README: "Work per change grows with the workloads affected": a change is mapped to
@@ -98,7 +99,7 @@ func TestAReloadIsOneWrite(t *testing.T) {
 func writesTo(t *testing.T, obj client.Object) func() int {
 	t.Helper()
 	last, writes, started := "", 0, false
-	f := followObjects(t, &appsv1.DeploymentList{}, followConfig{gaps: gapNone}, func(_ watch.EventType, o client.Object) {
+	f := followObjects(t, &appsv1.DeploymentList{}, follower.Config{Gaps: follower.GapNone}, func(_ watch.EventType, o client.Object) {
 		b, _ := json.Marshal(unpoked(t, o))
 		if string(b) != last {
 			if started {
@@ -108,9 +109,9 @@ func writesTo(t *testing.T, obj client.Object) func() int {
 		}
 	}, inNamespace(obj.GetNamespace(), obj.GetName())...)
 	return func() int {
-		f.caughtUp(t)
-		f.mu.Lock()
-		defer f.mu.Unlock()
+		f.CaughtUp(t)
+		f.Lock()
+		defer f.Unlock()
 		return writes
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/controller/configstatus"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/testutil"
+	"github.com/reloader-operator/reloader/internal/testutil/follower"
 )
 
 // configStatus waits until the status of config name satisfies check.
@@ -371,7 +372,7 @@ func TestReloaderConfigStatusWritesOncePerChange(t *testing.T) {
 
 	writes, reloaded := 0, 0
 	// Every write counts: one missed while the watch was down fails the test.
-	f := followObjects(t, &v1alpha1.ReloaderConfigList{}, followConfig{gaps: gapNone}, func(typ watch.EventType, o client.Object) {
+	f := followObjects(t, &v1alpha1.ReloaderConfigList{}, follower.Config{Gaps: follower.GapNone}, func(typ watch.EventType, o client.Object) {
 		c, ok := o.(*v1alpha1.ReloaderConfig)
 		if !ok || typ != watch.Modified {
 			return
@@ -386,16 +387,16 @@ func TestReloaderConfigStatusWritesOncePerChange(t *testing.T) {
 	}, client.InNamespace(ns))
 	changeData(t, cm, "k", "v2")
 	testutil.EventuallyWithin(t, 20*time.Second, "every target shows its reload", func() error {
-		f.check(t)
-		f.mu.Lock()
-		defer f.mu.Unlock()
+		f.Check(t)
+		f.Lock()
+		defer f.Unlock()
 		if reloaded < targets {
 			return fmt.Errorf("%d of %d targets show their reload after %d status writes", reloaded, targets, writes)
 		}
 		return nil
 	})
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Lock()
+	defer f.Unlock()
 	t.Logf("%d targets reloaded, %d status writes", targets, writes)
 	if writes > 2 {
 		t.Errorf("%d status writes for one change reloading %d targets, want 1 (2 if the reloads straddle the delay)", writes, targets)

@@ -730,9 +730,9 @@ func templateChanges(t *testing.T, obj client.Object, path ...string) func() int
 		last = string(b)
 	})
 	return func() int {
-		f.caughtUp(t)
-		f.mu.Lock()
-		defer f.mu.Unlock()
+		f.CaughtUp(t)
+		f.Lock()
+		defer f.Unlock()
 		return changes
 	}
 }

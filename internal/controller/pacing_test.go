@@ -29,6 +29,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/report"
 	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/testutil"
+	"github.com/reloader-operator/reloader/internal/testutil/follower"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
@@ -38,18 +39,18 @@ func rollTimes(t *testing.T, ns string) func() map[string][]time.Time {
 	t.Helper()
 	f, read := watchRolls(t, ns)
 	return func() map[string][]time.Time {
-		f.caughtUp(t)
+		f.CaughtUp(t)
 		return read()
 	}
 }
 
 // watchRolls is rollTimes with the watch's reading as it is (for the polls of a positive
 // wait, which need not catch up), and its follower.
-func watchRolls(t *testing.T, ns string) (*follower, func() map[string][]time.Time) {
+func watchRolls(t *testing.T, ns string) (*follower.Follower, func() map[string][]time.Time) {
 	t.Helper()
 	last, rolls := map[string]string{}, map[string][]time.Time{}
 	// Every write counts: a roll missed while the watch was down has no time.
-	f := followObjects(t, &appsv1.DeploymentList{}, followConfig{gaps: gapNone}, func(_ watch.EventType, o client.Object) {
+	f := followObjects(t, &appsv1.DeploymentList{}, follower.Config{Gaps: follower.GapNone}, func(_ watch.EventType, o client.Object) {
 		d, ok := o.(*appsv1.Deployment)
 		if !ok {
 			return
@@ -61,9 +62,9 @@ func watchRolls(t *testing.T, ns string) (*follower, func() map[string][]time.Ti
 		last[d.Name] = string(b)
 	}, client.InNamespace(ns))
 	return f, func() map[string][]time.Time {
-		f.check(t)
-		f.mu.Lock()
-		defer f.mu.Unlock()
+		f.Check(t)
+		f.Lock()
+		defer f.Unlock()
 		out := make(map[string][]time.Time, len(rolls))
 		for k, v := range rolls {
 			out[k] = slices.Clone(v)
@@ -348,7 +349,7 @@ func TestFirstRecordsArePaced(t *testing.T) {
 	}
 	recordedAt := map[string]time.Time{}
 	// Every write counts: one missed while the watch was down has no time.
-	f := followObjects(t, &appsv1.DeploymentList{}, followConfig{gaps: gapNone}, func(_ watch.EventType, o client.Object) {
+	f := followObjects(t, &appsv1.DeploymentList{}, follower.Config{Gaps: follower.GapNone}, func(_ watch.EventType, o client.Object) {
 		if _, ok := o.GetAnnotations()[reload.RecordAnnotation]; ok && recordedAt[o.GetName()].IsZero() {
 			recordedAt[o.GetName()] = time.Now()
 		}
@@ -356,16 +357,16 @@ func TestFirstRecordsArePaced(t *testing.T) {
 	idleControlPlane(t)
 	startReloader(t, ns, func(o *options.Options) { o.FirstSightRate = rate })
 	testutil.EventuallyWithin(t, 30*time.Second, "every Deployment recorded", func() error {
-		f.check(t)
-		f.mu.Lock()
-		defer f.mu.Unlock()
+		f.Check(t)
+		f.Lock()
+		defer f.Unlock()
 		if len(recordedAt) < n {
 			return fmt.Errorf("%d of %d recorded", len(recordedAt), n)
 		}
 		return nil
 	})
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Lock()
+	defer f.Unlock()
 	var times []time.Time
 	for _, at := range recordedAt {
 		times = append(times, at)

@@ -24,6 +24,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/testutil"
+	"github.com/reloader-operator/reloader/internal/testutil/follower"
 )
 
 const refusedRecords = "reloader_replacement_records_refused_total"
@@ -362,16 +363,16 @@ func signedRecords(t *testing.T, ns string) func() *appsv1.ControllerRevision {
 	t.Helper()
 	var last *appsv1.ControllerRevision
 	// The last state is all this keeps: a list made again after a gap in the watch has it.
-	f := followObjects(t, &appsv1.ControllerRevisionList{}, followConfig{gaps: gapLatest}, func(_ watch.EventType, o client.Object) {
+	f := followObjects(t, &appsv1.ControllerRevisionList{}, follower.Config{Gaps: follower.GapLatest}, func(_ watch.EventType, o client.Object) {
 		if rec, ok := o.(*appsv1.ControllerRevision); ok && rec.Annotations["reloader.dev/record-mac"] != "" {
 			last = rec.DeepCopy()
 		}
 	}, client.InNamespace(ns), client.HasLabels{controller.ReplacementLabel})
 	return func() *appsv1.ControllerRevision {
 		t.Helper()
-		f.check(t)
-		f.mu.Lock()
-		defer f.mu.Unlock()
+		f.Check(t)
+		f.Lock()
+		defer f.Unlock()
 		if last == nil {
 			t.Fatal("no signed record seen")
 		}
