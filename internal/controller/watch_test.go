@@ -153,17 +153,20 @@ func TestFollowerCountsThroughTheWatchEnding(t *testing.T) {
 
 	t.Run("lost", func(t *testing.T) {
 		h, reopen := heldAt(2, true)
-		f, _ := counted(t, follower.Config{Timeout: time.Second, Reopen: reopen})
+		told := make(chan error, 1)
+		f, _ := counted(t, follower.Config{Timeout: time.Second, Reopen: reopen, OnLost: func(err error) { told <- err }})
 		whileHeld(h, func() { roll(); roll() })
-		testutil.Eventually(t, "the follower listed again", func() error {
-			if _, relists := f.Stats(); relists != 1 {
-				return fmt.Errorf("listed again %d times", relists)
-			}
-			return nil
-		})
-		err := f.Err()
-		if err == nil || !strings.Contains(err.Error(), "web changed while the watch was down") {
+		var err error
+		select {
+		case err = <-told:
+		case <-time.After(testutil.Timeout()):
+			t.Fatal("the follower never said it lost track of two changes unseen")
+		}
+		if !strings.Contains(err.Error(), "web changed while the watch was down") {
 			t.Errorf("after two changes unseen: %v, want the watch lost", err)
+		}
+		if err := f.Err(); err == nil {
+			t.Error("Err is nil after the follower lost track")
 		}
 	})
 }

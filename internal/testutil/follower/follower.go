@@ -51,6 +51,9 @@ type Config struct {
 	// follower's own tests: a re-open held back, or refused as expired (the API server of the
 	// tests has its history since it started: etcd is not compacted that early).
 	Reopen func(ctx context.Context, n int, rv string) error
+	// OnLost, if set, hears (from the Follower's goroutine, once) that it lost track; by
+	// default the test fails at once (t.Errorf), whether or not it reads a count after.
+	OnLost func(error)
 }
 
 // Follower watches the objects of one list type in a namespace (one of them when name is
@@ -61,8 +64,9 @@ type Config struct {
 // The API server ends watches (their timeout, or a watcher too slow for it under load, which
 // it drops): the follower then watches again from the last resourceVersion it saw, and misses
 // nothing. If that version is gone too (410), it lists again under its GapRule; when that
-// cannot tell what happened meanwhile, or the watch stops for good, the next read of the
-// Follower (CaughtUp, Check) fails the test saying so, rather than count short.
+// cannot tell what happened meanwhile, or the watch stops for good, the test fails saying so
+// (Config.OnLost), and the next read of the Follower (CaughtUp, Check) stops it, rather than
+// count short.
 type Follower struct {
 	mu   sync.Mutex
 	c    client.WithWatch
@@ -73,6 +77,7 @@ type Follower struct {
 	each func(watch.EventType, client.Object)
 	seen map[string]seenAs // by name
 	lost []string          // what the follower could not make up for
+	told bool              // OnLost heard of it; the Follower's goroutine's
 	// opens and relists count the watches opened and the lists made again.
 	opens, relists int
 }
@@ -115,12 +120,12 @@ func Start(t testing.TB, c client.WithWatch, list client.ObjectList, cfg Config,
 		defer close(done)
 		f.run(ctx, initial.GetResourceVersion())
 	}()
+	if f.cfg.OnLost == nil {
+		f.cfg.OnLost = func(err error) { t.Error(err) }
+	}
 	t.Cleanup(func() {
 		cancel()
 		<-done
-		if err := f.Err(); err != nil {
-			t.Log(err)
-		}
 	})
 	return f
 }
@@ -157,6 +162,7 @@ func (f *Follower) run(ctx context.Context, rv string) {
 	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 		return f.open(ctx, o)
 	}}
+	defer f.tell()
 	for {
 		w, err := watchtools.NewRetryWatcherWithContext(ctx, rv, lw)
 		if err != nil {
@@ -178,6 +184,15 @@ func (f *Follower) run(ctx context.Context, rv string) {
 			}
 			return
 		}
+		f.tell()
+	}
+}
+
+// tell has OnLost hear, once, that the Follower lost track, if it has.
+func (f *Follower) tell() {
+	if err := f.Err(); err != nil && !f.told {
+		f.told = true
+		f.cfg.OnLost(err)
 	}
 }
 
