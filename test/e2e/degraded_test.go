@@ -16,6 +16,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -26,6 +27,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/testenv"
 	"github.com/reloader-operator/reloader/internal/testenv/proc"
 	"github.com/reloader-operator/reloader/internal/testutil"
+	"github.com/reloader-operator/reloader/internal/testutil/follower"
 )
 
 // upstreamRules are the ClusterRole upstream's chart (stakater/Reloader v1.4.21) renders
@@ -121,32 +123,27 @@ func countTemplates(t *testing.T, ctx context.Context, cfg *rest.Config, ns stri
 	testutil.Must(t, err)
 	c := &templateCounter{current: map[string]string{}, changes: map[string]int{}}
 	for _, list := range []client.ObjectList{&appsv1.DeploymentList{}, &appsv1.StatefulSetList{}, &appsv1.DaemonSetList{}} {
-		w, err := wc.Watch(ctx, list, client.InNamespace(ns))
-		testutil.Must(t, err)
-		t.Cleanup(w.Stop)
-		go func() {
-			for ev := range w.ResultChan() {
-				var key string
-				var tpl corev1.PodTemplateSpec
-				switch o := ev.Object.(type) {
-				case *appsv1.Deployment:
-					key, tpl = "Deployment/"+o.Name, o.Spec.Template
-				case *appsv1.StatefulSet:
-					key, tpl = "StatefulSet/"+o.Name, o.Spec.Template
-				case *appsv1.DaemonSet:
-					key, tpl = "DaemonSet/"+o.Name, o.Spec.Template
-				default:
-					continue
-				}
-				b, _ := json.Marshal(tpl)
-				c.mu.Lock()
-				if prev, ok := c.current[key]; ok && prev != string(b) {
-					c.changes[key]++
-				}
-				c.current[key] = string(b)
-				c.mu.Unlock()
+		follower.Start(t, wc, list, follower.Config{}, func(_ watch.EventType, o client.Object) {
+			var key string
+			var tpl corev1.PodTemplateSpec
+			switch o := o.(type) {
+			case *appsv1.Deployment:
+				key, tpl = "Deployment/"+o.Name, o.Spec.Template
+			case *appsv1.StatefulSet:
+				key, tpl = "StatefulSet/"+o.Name, o.Spec.Template
+			case *appsv1.DaemonSet:
+				key, tpl = "DaemonSet/"+o.Name, o.Spec.Template
+			default:
+				return
 			}
-		}()
+			b, _ := json.Marshal(tpl)
+			c.mu.Lock()
+			if prev, ok := c.current[key]; ok && prev != string(b) {
+				c.changes[key]++
+			}
+			c.current[key] = string(b)
+			c.mu.Unlock()
+		}, client.InNamespace(ns))
 	}
 	return c
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/testenv"
 	"github.com/reloader-operator/reloader/internal/testenv/proc"
 	"github.com/reloader-operator/reloader/internal/testutil"
+	"github.com/reloader-operator/reloader/internal/testutil/follower"
 	"github.com/reloader-operator/reloader/internal/testutil/objects"
 )
 
@@ -195,31 +196,28 @@ func watchPods(t *testing.T, ctx context.Context, cluster *testenv.Cluster, ns, 
 	t.Helper()
 	wc, err := client.NewWithWatch(cluster.Config, client.Options{})
 	testutil.Must(t, err)
-	w, err := wc.Watch(ctx, &corev1.PodList{}, client.InNamespace(ns), client.MatchingLabels{"app": name})
-	testutil.Must(t, err)
 	l := &podLog{pods: map[types.UID]corev1.Pod{}, deletes: map[types.UID]int{}, minAvail: -1, replicas: replicas}
-	go func() {
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				continue
-			}
-			l.mu.Lock()
-			if _, known := l.pods[p.UID]; !known {
-				l.order = append(l.order, p.UID)
-			}
-			l.pods[p.UID] = *p
-			if ev.Type == watch.Deleted {
-				l.deletes[p.UID]++
-				l.delOrder = append(l.delOrder, p.UID)
-			}
-			if avail := l.available(); l.minAvail >= 0 && avail < l.minAvail || l.minAvail < 0 && avail == l.replicas {
-				l.minAvail = avail
-			}
-			l.mu.Unlock()
+	// Every state counts (the least available is between two): one missed while the watch
+	// was down fails the test.
+	follower.Start(t, wc, &corev1.PodList{}, follower.Config{Gaps: follower.GapNone}, func(typ watch.EventType, o client.Object) {
+		p, ok := o.(*corev1.Pod)
+		if !ok {
+			return
 		}
-	}()
+		l.mu.Lock()
+		if _, known := l.pods[p.UID]; !known {
+			l.order = append(l.order, p.UID)
+		}
+		l.pods[p.UID] = *p
+		if typ == watch.Deleted {
+			l.deletes[p.UID]++
+			l.delOrder = append(l.delOrder, p.UID)
+		}
+		if avail := l.available(); l.minAvail >= 0 && avail < l.minAvail || l.minAvail < 0 && avail == l.replicas {
+			l.minAvail = avail
+		}
+		l.mu.Unlock()
+	}, client.InNamespace(ns), client.MatchingLabels{"app": name})
 	return l
 }
 

@@ -34,6 +34,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/testenv/audit"
 	"github.com/reloader-operator/reloader/internal/testenv/proc"
 	"github.com/reloader-operator/reloader/internal/testutil"
+	"github.com/reloader-operator/reloader/internal/testutil/follower"
 	"github.com/reloader-operator/reloader/internal/testutil/objects"
 )
 
@@ -263,26 +264,18 @@ func watchCreations(t *testing.T, ctx context.Context, cluster *testenv.Cluster,
 	t.Helper()
 	wc, err := client.NewWithWatch(cluster.Config, client.Options{})
 	testutil.Must(t, err)
-	w, err := wc.Watch(ctx, list, client.InNamespace(ns))
-	testutil.Must(t, err)
-	t.Cleanup(w.Stop)
 	c := &creations{uids: map[string][]types.UID{}}
-	go func() {
-		seen := map[types.UID]bool{}
-		for ev := range w.ResultChan() {
-			o, ok := ev.Object.(client.Object)
-			if !ok || ev.Type != watch.Added {
-				continue
-			}
-			if seen[o.GetUID()] {
-				continue
-			}
-			seen[o.GetUID()] = true
-			c.mu.Lock()
-			c.uids[o.GetName()] = append(c.uids[o.GetName()], o.GetUID())
-			c.mu.Unlock()
+	seen := map[types.UID]bool{}
+	// Every creation counts: one missed while the watch was down fails the test.
+	follower.Start(t, wc, list, follower.Config{Gaps: follower.GapNone}, func(typ watch.EventType, o client.Object) {
+		if typ != watch.Added || seen[o.GetUID()] {
+			return
 		}
-	}()
+		seen[o.GetUID()] = true
+		c.mu.Lock()
+		c.uids[o.GetName()] = append(c.uids[o.GetName()], o.GetUID())
+		c.mu.Unlock()
+	}, client.InNamespace(ns))
 	return c
 }
 

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/testenv"
 	"github.com/reloader-operator/reloader/internal/testenv/proc"
 	"github.com/reloader-operator/reloader/internal/testutil"
+	"github.com/reloader-operator/reloader/internal/testutil/follower"
 	"github.com/reloader-operator/reloader/internal/testutil/objects"
 )
 
@@ -181,24 +183,20 @@ func watchTemplates(t *testing.T, ctx context.Context, cfg *rest.Config, ns stri
 	t.Helper()
 	wc, err := client.NewWithWatch(cfg, client.Options{})
 	testutil.Must(t, err)
-	w, err := wc.Watch(ctx, &appsv1.DeploymentList{}, client.InNamespace(ns))
-	testutil.Must(t, err)
-	t.Cleanup(w.Stop)
 	l := &templateLog{current: map[string]string{}, changes: map[string][]templateChange{}}
-	go func() {
-		for ev := range w.ResultChan() {
-			d, ok := ev.Object.(*appsv1.Deployment)
-			if !ok {
-				continue
-			}
-			b, _ := json.Marshal(d.Spec.Template)
-			l.mu.Lock()
-			if prev, ok := l.current[d.Name]; ok && prev != string(b) {
-				l.changes[d.Name] = append(l.changes[d.Name], templateChange{uid: d.UID, tpl: string(b)})
-			}
-			l.current[d.Name] = string(b)
-			l.mu.Unlock()
+	// Every template counts, in order: one missed while the watch was down fails the test.
+	follower.Start(t, wc, &appsv1.DeploymentList{}, follower.Config{Gaps: follower.GapNone}, func(_ watch.EventType, o client.Object) {
+		d, ok := o.(*appsv1.Deployment)
+		if !ok {
+			return
 		}
-	}()
+		b, _ := json.Marshal(d.Spec.Template)
+		l.mu.Lock()
+		if prev, ok := l.current[d.Name]; ok && prev != string(b) {
+			l.changes[d.Name] = append(l.changes[d.Name], templateChange{uid: d.UID, tpl: string(b)})
+		}
+		l.current[d.Name] = string(b)
+		l.mu.Unlock()
+	}, client.InNamespace(ns))
 	return l
 }
