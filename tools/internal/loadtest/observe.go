@@ -3,13 +3,18 @@ package loadtest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -35,6 +40,9 @@ type Observer struct {
 	// (TemplateSignature) when first seen, and after each of its changes.
 	first map[string]string
 	after map[string][]string
+	// gaps counts the lists made again after a watch could not resume (410): the changes
+	// made meanwhile were seen once each, late.
+	gaps int
 }
 
 // manualJobOf returns the CronJob a Job was made from by hand, "" for any other Job.
@@ -71,51 +79,88 @@ func Observe(ctx context.Context, c client.WithWatch) (*Observer, error) {
 }
 
 func (o *Observer) watch(ctx context.Context, c client.WithWatch, kind string, gvk schema.GroupVersionKind, started chan<- error) {
-	first := true
-	for ctx.Err() == nil {
+	newList := func() *unstructured.UnstructuredList {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		w, err := c.Watch(ctx, list, client.MatchingLabels{"loadtest": "true"})
+		return list
+	}
+	selector := client.MatchingLabels{"loadtest": "true"}
+	// The watch resumes from the last version seen when the API server ends it (a timeout, a
+	// watcher too slow for it under load); only when that version is gone (410) is there a
+	// new list, whose changes since are one each at the list's time: a gap, counted.
+	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+		w, err := c.Watch(ctx, newList(), selector, &client.ListOptions{Raw: &opts})
+		var status apierrors.APIStatus
+		if (apierrors.IsResourceExpired(err) || apierrors.IsGone(err)) && errors.As(err, &status) {
+			// Refused outright, the RetryWatcher would ask again for the same version for
+			// ever; as an event, it stops and hands it over.
+			ch := make(chan watch.Event, 1)
+			st := status.Status()
+			ch <- watch.Event{Type: watch.Error, Object: &st}
+			close(ch)
+			return watch.NewProxyWatcher(ch), nil
+		}
+		return w, err
+	}}
+	first := true
+	for ctx.Err() == nil {
+		list := newList()
+		err := c.List(ctx, list, selector)
 		if first {
 			started <- err
 			first = false
 			if err != nil {
 				return
 			}
+		} else if err == nil {
+			o.mu.Lock()
+			o.gaps++
+			o.mu.Unlock()
 		}
 		if err != nil {
 			time.Sleep(time.Second)
+			continue
+		}
+		for i := range list.Items {
+			o.event(kind, &list.Items[i])
+		}
+		w, err := watchtools.NewRetryWatcherWithContext(ctx, list.GetResourceVersion(), lw)
+		if err != nil {
 			continue
 		}
 		for ev := range w.ResultChan() {
 			if ev.Type != watch.Added && ev.Type != watch.Modified {
 				continue
 			}
-			u, ok := ev.Object.(*unstructured.Unstructured)
-			if !ok {
-				continue
+			if u, ok := ev.Object.(*unstructured.Unstructured); ok {
+				o.event(kind, u)
 			}
-			if kind == Job {
-				if cronJob := manualJobOf(u); cronJob != "" {
-					o.mu.Lock()
-					// A watch started again lists the Jobs that exist: each counts once.
-					if !o.manualJobs[string(u.GetUID())] {
-						o.manualJobs[string(u.GetUID())] = true
-						key := CronJob + "/" + u.GetNamespace() + "/" + cronJob
-						o.changes[key] = append(o.changes[key], time.Now())
-						// A Job made by hand is a run of its own: never the same as another.
-						o.after[key] = append(o.after[key], "job "+string(u.GetUID()))
-					}
-					o.mu.Unlock()
-					continue
-				}
+		}
+		w.Stop()
+	}
+}
+
+// event records what one watch event (or list item) of kind carried.
+func (o *Observer) event(kind string, u *unstructured.Unstructured) {
+	if kind == Job {
+		if cronJob := manualJobOf(u); cronJob != "" {
+			o.mu.Lock()
+			// A list made again has the Jobs that exist: each counts once.
+			if !o.manualJobs[string(u.GetUID())] {
+				o.manualJobs[string(u.GetUID())] = true
+				key := CronJob + "/" + u.GetNamespace() + "/" + cronJob
+				o.changes[key] = append(o.changes[key], time.Now())
+				// A Job made by hand is a run of its own: never the same as another.
+				o.after[key] = append(o.after[key], "job "+string(u.GetUID()))
 			}
-			tpl, _, _ := unstructured.NestedMap(u.Object, TemplatePath(kind)...)
-			b, _ := json.Marshal(tpl)
-			key := kind + "/" + u.GetNamespace() + "/" + u.GetName()
-			o.saw(key, string(b), time.Now())
+			o.mu.Unlock()
+			return
 		}
 	}
+	tpl, _, _ := unstructured.NestedMap(u.Object, TemplatePath(kind)...)
+	b, _ := json.Marshal(tpl)
+	key := kind + "/" + u.GetNamespace() + "/" + u.GetName()
+	o.saw(key, string(b), time.Now())
 }
 
 // saw records the template a watch event carried for key, seen at t.
@@ -155,6 +200,14 @@ func (o *Observer) Changes() map[string][]time.Time {
 		out[k] = append([]time.Time(nil), v...)
 	}
 	return out
+}
+
+// Gaps counts the times a watch could not resume and the workloads were listed again: the
+// changes made while it was down are counted once each, at the time of the list.
+func (o *Observer) Gaps() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.gaps
 }
 
 // Seen reports how many workloads the observer has seen.

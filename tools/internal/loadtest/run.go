@@ -21,6 +21,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
@@ -308,6 +309,9 @@ func (c *cell) run(ctx context.Context, r *Result) error {
 		}
 	}
 	r.Checks = append(r.Checks, d.Figures()...)
+	// A watch of the observer that could not resume counted the changes made meanwhile once
+	// each and late: the figures of such a run are not reloader's alone.
+	r.Checks = append(r.Checks, CheckFigure{Name: "observer watch gaps", Value: float64(obs.Gaps()), Max: ptr.To(0.0)})
 	ctl.Stop()
 	runEnd := time.Now()
 	stopWatch()
