@@ -176,11 +176,10 @@ func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen,
 		rep.Waiting(k, "")
 	}
 	if !equality.Semantic.DeepEqual(obj, updated) || w.tw.Changed() {
-		echo := r.beginEcho(obj, updated, w, dn.Reloaded)
-		dn.Failed = r.write(ctx, obj, updated, w, dn.Reloaded, d.Plan.Record)
-		r.endEcho(echo, updated, dn.Failed)
-		if dn.Failed == nil {
+		echo := r.wantEcho(obj, updated, w, dn.Reloaded)
+		if dn.Failed = r.write(ctx, obj, updated, w, dn.Reloaded, d.Plan.Record); dn.Failed == nil {
 			dn.Wrote = true
+			r.expectEcho(echo, updated)
 			if w.restart != evict.Evict {
 				// An evict restart reports its own progress (evict.Restarter); no rollout follows.
 				r.Rollouts.Follow(r.Kind, updated, dn.Reloaded)

@@ -3,7 +3,6 @@ package controller
 import (
 	"maps"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,9 +18,9 @@ import (
 
 // Each write of a workload comes back through the watch as an update, and reconciling it
 // found nothing to do after a full read of the workload's sources: a third of the reconciles
-// of a reload. echoes keeps, per workload being written, the resourceVersion of the copy the
-// write was planned from (from) and of the object it returned (to); the update from one to
-// the other is the write alone, and is not queued.
+// of a reload. echoes keeps, per workload written, the resourceVersion of the copy the write
+// was planned from (from) and of the object it returned (to); the update from one to the
+// other is the write alone, and is not queued.
 //
 // Only a write applied onto the copy read itself is kept (writer.Patch.Guarded: it tests the
 // uid, the generation, the annotations and labels read, and the absence of reloader's own),
@@ -30,79 +29,33 @@ import (
 // reconciler nothing it has not decided from. Any other update, one in between included, is
 // queued as before; the watch delivers each version in turn, so an echo that is not the next
 // update of its workload (from a copy the handlers had not heard of yet) is simply queued.
-//
-// The echo may arrive before the write's answer: an update from the copy written from, while
-// the write is in flight, waits for the answer (echoWait at most, then it is queued), and is
-// the echo only if it is the version the write returned.
 type echoes struct {
 	mu sync.Mutex
-	m  map[types.UID]*echo
+	m  map[types.UID]echo
 }
 
-// echo is one write of a workload: to is empty until it returns, done closed when it has.
-type echo struct {
-	from, to string
-	done     chan struct{}
-}
+type echo struct{ from, to string }
 
-// echoWait bounds how long the update of a workload being written waits for the write's
-// answer; past it, the update is queued.
-const echoWait = time.Second
-
-// begin notes that uid is being written from resourceVersion from; end must follow.
-func (e *echoes) begin(uid types.UID, from string) *echo {
-	w := &echo{from: from, done: make(chan struct{})}
+// expect notes that uid was written from resourceVersion from to to.
+func (e *echoes) expect(uid types.UID, from, to string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.m == nil {
-		e.m = map[types.UID]*echo{}
+		e.m = map[types.UID]echo{}
 	}
-	e.m[uid] = w
-	return w
+	e.m[uid] = echo{from: from, to: to}
 }
 
-// end notes the version w's write returned; "" when it failed, or holds more than was
-// written: then its echo is queued.
-func (e *echoes) end(uid types.UID, w *echo, to string) {
-	e.mu.Lock()
-	w.to = to
-	if to == "" && e.m[uid] == w {
-		shrink.Delete(&e.m, uid)
-	}
-	e.mu.Unlock()
-	close(w.done)
-}
-
-// heard reports whether the update from old to updated is a write's echo, and forgets the
-// write once its version is heard.
+// heard reports whether the update from old to updated is a write noted by expect, and
+// forgets the write once its version is heard.
 func (e *echoes) heard(old, updated client.Object) bool {
-	uid := updated.GetUID()
-	e.mu.Lock()
-	w, ok := e.m[uid]
-	e.mu.Unlock()
-	if !ok {
-		return false
-	}
-	select {
-	case <-w.done:
-	default:
-		if old.GetResourceVersion() != w.from {
-			return false
-		}
-		t := time.NewTimer(echoWait)
-		defer t.Stop()
-		select {
-		case <-w.done:
-		case <-t.C:
-			return false
-		}
-	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.m[uid] != w || w.to != updated.GetResourceVersion() {
+	w, ok := e.m[updated.GetUID()]
+	if !ok || w.to != updated.GetResourceVersion() {
 		return false
 	}
-	shrink.Delete(&e.m, uid)
+	shrink.Delete(&e.m, updated.GetUID())
 	return w.from == old.GetResourceVersion()
 }
 
@@ -142,43 +95,38 @@ func (r *WorkloadReconciler) echoFilter() predicate.Predicate {
 	}
 }
 
-// echoWant is what a write of a workload is meant to leave on it, for endEcho.
+// echoWant is what a write of a workload is meant to leave on it, for expectEcho.
 type echoWant struct {
 	uid         types.UID
+	from        string
 	annotations map[string]string
 	labels      map[string]string
-	write       *echo
 }
 
-// beginEcho says, before updated (planned from obj) is written, whether its echo may be
+// wantEcho says, before updated (planned from obj) is written, whether its echo may be
 // dropped: a plain patch (not a re-created Job, a CronJob's run, a workloadRef's
 // Deployment, an evict restart), guarded, of a watched kind. nil: the echo is queued.
-func (r *WorkloadReconciler) beginEcho(obj, updated client.Object, w seen, changes []reload.Change) *echoWant {
+func (r *WorkloadReconciler) wantEcho(obj, updated client.Object, w seen, changes []reload.Change) *echoWant {
 	p, ok := r.writeParts().write.(*writer.Patch)
 	if !ok || w.tw.Owner != nil || w.restart != evict.Rollout || r.observer().live() ||
 		!p.Guarded(obj, writer.Input{Changes: changes}) {
 		return nil
 	}
-	want := &echoWant{uid: obj.GetUID(), annotations: maps.Clone(updated.GetAnnotations())}
+	want := &echoWant{uid: obj.GetUID(), from: obj.GetResourceVersion(), annotations: maps.Clone(updated.GetAnnotations())}
 	if r.Configs != nil {
 		// Labels choose the targets of ReloaderConfigs; the cache keeps them only then.
 		want.labels = obj.GetLabels()
 	}
-	want.write = r.echoes.begin(want.uid, obj.GetResourceVersion())
 	return want
 }
 
-// endEcho notes the end of the write begun with want: written is what it returned, unless
-// it failed (err). Its echo is dropped only when written holds what was meant and no more.
-func (r *WorkloadReconciler) endEcho(want *echoWant, written client.Object, err error) {
-	if want == nil {
+// expectEcho notes the write that returned written, when it holds what was meant (want)
+// and no more.
+func (r *WorkloadReconciler) expectEcho(want *echoWant, written client.Object) {
+	if want == nil || written.GetUID() != want.uid || !written.GetDeletionTimestamp().IsZero() ||
+		!sameBesides(want.annotations, written.GetAnnotations(), writer.RevisionAnnotation, corev1.LastAppliedConfigAnnotation) ||
+		r.Configs != nil && !maps.Equal(want.labels, written.GetLabels()) {
 		return
 	}
-	to := ""
-	if err == nil && written.GetUID() == want.uid && written.GetDeletionTimestamp().IsZero() &&
-		sameBesides(want.annotations, written.GetAnnotations(), writer.RevisionAnnotation, corev1.LastAppliedConfigAnnotation) &&
-		(r.Configs == nil || maps.Equal(want.labels, written.GetLabels())) {
-		to = written.GetResourceVersion()
-	}
-	r.echoes.end(want.uid, want.write, to)
+	r.echoes.expect(want.uid, want.from, written.GetResourceVersion())
 }

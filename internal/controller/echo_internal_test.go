@@ -2,7 +2,6 @@ package controller
 
 import (
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -22,7 +21,7 @@ func deploymentAt(rv string, annotations, labels map[string]string) *appsv1.Depl
 // nothing else: an update in between, or to a later version, is queued.
 func TestEchoesHeard(t *testing.T) {
 	var e echoes
-	e.end("u1", e.begin("u1", "5"), "7")
+	e.expect("u1", "5", "7")
 	if e.heard(deploymentAt("6", nil, nil), deploymentAt("8", nil, nil)) {
 		t.Fatal("an update to another version was taken for the write")
 	}
@@ -35,67 +34,26 @@ func TestEchoesHeard(t *testing.T) {
 	if e.len() != 0 {
 		t.Fatal("the write's version heard is still kept")
 	}
-	e.end("u1", e.begin("u1", "5"), "7")
+	e.expect("u1", "5", "7")
 	if !e.heard(deploymentAt("5", nil, nil), deploymentAt("7", nil, nil)) {
 		t.Fatal("the write alone was not heard as its echo")
 	}
 	if e.heard(deploymentAt("5", nil, nil), deploymentAt("7", nil, nil)) {
 		t.Fatal("one write was heard twice")
 	}
-	e.end("u1", e.begin("u1", "5"), "")
-	if e.len() != 0 || e.heard(deploymentAt("5", nil, nil), deploymentAt("7", nil, nil)) {
-		t.Fatal("a write that failed is kept")
-	}
-	e.end("u1", e.begin("u1", "5"), "7")
+	e.expect("u1", "5", "7")
 	e.forget("u1")
 	if e.len() != 0 {
 		t.Fatal("forget kept the write")
 	}
 }
 
-// The echo may come before the write's answer: an update from the copy written from waits
-// for it, and is the echo only when it is the version the write returned; any other update
-// is queued at once.
-func TestEchoesHeardBeforeTheWriteReturns(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		old, new string
-		returned string
-		want     bool
-	}{
-		{"the write's version", "5", "7", "7", true},
-		{"another writer's version, the write's applied after it", "5", "6", "7", false},
-		{"the write failed", "5", "7", "", false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var e echoes
-			w := e.begin("u1", "5")
-			heard := make(chan bool)
-			go func() { heard <- e.heard(deploymentAt(tc.old, nil, nil), deploymentAt(tc.new, nil, nil)) }()
-			select {
-			case got := <-heard:
-				t.Fatalf("heard %v before the write returned", got)
-			case <-time.After(20 * time.Millisecond):
-			}
-			e.end("u1", w, tc.returned)
-			if got := <-heard; got != tc.want {
-				t.Fatalf("heard = %v, want %v", got, tc.want)
-			}
-		})
-	}
-	var e echoes
-	e.begin("u1", "5")
-	if e.heard(deploymentAt("4", nil, nil), deploymentAt("5", nil, nil)) {
-		t.Fatal("an update from a copy before the one written from was taken for the write")
-	}
-}
-
 // A write is noted only when the object it returned holds what was written and no more:
 // the guard lets an annotation or a label added meanwhile through.
-func TestAWriteIsNotedOnlyWhenItHoldsWhatWasWritten(t *testing.T) {
+func TestExpectEchoOnlyOfWhatWasWritten(t *testing.T) {
 	written := map[string]string{"reloader.dev/source-hashes": "h"}
-	want := func(e *echoes) *echoWant {
-		return &echoWant{uid: "u1", annotations: written, labels: map[string]string{"app": "web"}, write: e.begin("u1", "5")}
+	want := func() *echoWant {
+		return &echoWant{uid: "u1", from: "5", annotations: written, labels: map[string]string{"app": "web"}}
 	}
 	with := func(m map[string]string, k, v string) map[string]string {
 		out := map[string]string{k: v}
@@ -128,7 +86,7 @@ func TestAWriteIsNotedOnlyWhenItHoldsWhatWasWritten(t *testing.T) {
 			if tc.configs {
 				r.Configs = &reloaderconfig.Cache{}
 			}
-			r.endEcho(want(&r.echoes), tc.got, nil)
+			r.expectEcho(want(), tc.got)
 			if noted := r.echoes.len() == 1; noted != tc.noted {
 				t.Fatalf("noted = %v, want %v", noted, tc.noted)
 			}
