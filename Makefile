@@ -3,7 +3,7 @@
 SHELL := bash
 GO    ?= go
 
-.PHONY: all build tools kube-binaries test test-controller test-e2e test-tools unit demo lint clean generate loadtest-quick loadtest loadtest-full bench-vs-upstream upstream-binary figures image manifests test-deployments bench-10k bench-mem bench-100k bench-100k-sharded bench-rss-floor bench-failover soak bench-fairness dist sbom lint-workflows
+.PHONY: all build tools kube-binaries test test-race test-controller test-e2e test-tools unit demo lint clean generate loadtest-quick loadtest loadtest-full bench-vs-upstream upstream-binary figures image manifests test-deployments bench-10k bench-mem bench-100k bench-100k-sharded bench-rss-floor bench-failover soak bench-fairness dist sbom lint-workflows
 
 all: build
 
@@ -51,8 +51,11 @@ lint:
 test: kube-binaries lint
 	RELOADER_KUBE_BIN_DIR="$$(bash hack/kube-binaries.sh)" $(GO) test -count=1 -timeout 20m \
 		$$($(GO) list ./... | grep -v -x -e '.*/internal/controller' -e '.*/test/e2e')
+	$(MAKE) --no-print-directory -j5 -Otarget test-race test-controller test-e2e test-tools test-deployments
+
+# The cache transforms' packages under the race detector.
+test-race:
 	$(GO) test -race -count=1 ./internal/cachemem/intern/ ./internal/sourcecache/ ./internal/workload/ ./internal/writer/jobreplace/
-	$(MAKE) --no-print-directory -j4 -Otarget test-controller test-e2e test-tools test-deployments
 
 # The controller package's envtests (a shared API server, a manager per test).
 test-controller: kube-binaries
