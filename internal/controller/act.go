@@ -175,11 +175,13 @@ func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen,
 		// A hold without end (an approval) waits for a person, not for time: not counted.
 		rep.Waiting(k, "")
 	}
+	requeue := false
 	if !equality.Semantic.DeepEqual(obj, updated) || w.tw.Changed() {
 		echo := r.wantEcho(obj, updated, w, dn.Reloaded)
-		if dn.Failed = r.write(ctx, obj, updated, w, dn.Reloaded, d.Plan.Record); dn.Failed == nil {
+		dn.Failed = r.write(ctx, obj, updated, w, dn.Reloaded, d.Plan.Record)
+		requeue = r.endEcho(echo, updated, dn.Failed != nil)
+		if dn.Failed == nil {
 			dn.Wrote = true
-			r.expectEcho(echo, updated)
 			if w.restart != evict.Evict {
 				// An evict restart reports its own progress (evict.Restarter); no rollout follows.
 				r.Rollouts.Follow(r.Kind, updated, dn.Reloaded)
@@ -190,8 +192,17 @@ func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen,
 			rep.SayWritten(ctx, obj, dn.Related, res.Notices) // mode notify's, once its record is written
 		}
 	}
-	return r.settle(ctx, obj, d, dn, k, f.Now)
+	res2, outcome, err := r.settle(ctx, obj, d, dn, k, f.Now)
+	if requeue && err == nil && (res2.RequeueAfter <= 0 || res2.RequeueAfter > echoRequeue) {
+		// An update dropped while the write was in flight was not its echo.
+		res2.RequeueAfter = echoRequeue
+	}
+	return res2, outcome, err
 }
+
+// echoRequeue is how soon a workload whose update was dropped on trust, and was not the
+// write's echo, is reconciled again.
+const echoRequeue = time.Millisecond
 
 // coalescing is the result of a reconcile of k that waits for the coalescing window to
 // close, in wait.

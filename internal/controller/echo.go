@@ -29,33 +29,75 @@ import (
 // reconciler nothing it has not decided from. Any other update, one in between included, is
 // queued as before; the watch delivers each version in turn, so an echo that is not the next
 // update of its workload (from a copy the handlers had not heard of yet) is simply queued.
+//
+// The echo may arrive before the write's answer. The handler never waits for it (it is shared
+// by every namespace): the first update from the copy written from, heard while the write is in
+// flight, is dropped on trust and kept (held); when the answer comes, a held update that is not
+// the version the write returned (or any, when the write failed or returned more than was
+// written) has the writing reconcile requeue the workload, so nothing heard is lost.
 type echoes struct {
 	mu sync.Mutex
 	m  map[types.UID]echo
 }
 
-type echo struct{ from, to string }
+// echo is one write of a workload: from the version written from, to the version it
+// returned (once it has: inFlight false), held the version of an update dropped on trust while
+// it was in flight.
+type echo struct {
+	from, to, held string
+	inFlight       bool
+}
 
-// expect notes that uid was written from resourceVersion from to to.
-func (e *echoes) expect(uid types.UID, from, to string) {
+// begin notes that uid is being written from resourceVersion from; end must follow.
+func (e *echoes) begin(uid types.UID, from string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.m == nil {
 		e.m = map[types.UID]echo{}
 	}
-	e.m[uid] = echo{from: from, to: to}
+	e.m[uid] = echo{from: from, inFlight: true}
 }
 
-// heard reports whether the update from old to updated is a write noted by expect, and
-// forgets the write once its version is heard.
+// end notes the version uid's write returned: "" when it failed, or holds more than was
+// written. It reports whether an update dropped while the write was in flight turned out not
+// to be its echo: the workload must be reconciled again.
+func (e *echoes) end(uid types.UID, to string) (requeue bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	w, ok := e.m[uid]
+	if !ok || !w.inFlight {
+		return false
+	}
+	if w.held != "" || to == "" {
+		shrink.Delete(&e.m, uid)
+		return w.held != "" && w.held != to
+	}
+	w.inFlight, w.to = false, to
+	e.m[uid] = w
+	return false
+}
+
+// heard reports whether the update from old to updated is a write's echo (or, while the write
+// is in flight, may be: end settles it), and forgets the write once its version is heard.
 func (e *echoes) heard(old, updated client.Object) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	w, ok := e.m[updated.GetUID()]
-	if !ok || w.to != updated.GetResourceVersion() {
+	uid := updated.GetUID()
+	w, ok := e.m[uid]
+	switch {
+	case !ok:
+		return false
+	case w.inFlight:
+		if w.held != "" || old.GetResourceVersion() != w.from {
+			return false
+		}
+		w.held = updated.GetResourceVersion()
+		e.m[uid] = w
+		return true
+	case w.to != updated.GetResourceVersion():
 		return false
 	}
-	shrink.Delete(&e.m, updated.GetUID())
+	shrink.Delete(&e.m, uid)
 	return w.from == old.GetResourceVersion()
 }
 
@@ -95,7 +137,7 @@ func (r *WorkloadReconciler) echoFilter() predicate.Predicate {
 	}
 }
 
-// echoWant is what a write of a workload is meant to leave on it, for expectEcho.
+// echoWant is what a write of a workload is meant to leave on it, for endEcho.
 type echoWant struct {
 	uid         types.UID
 	from        string
@@ -117,16 +159,22 @@ func (r *WorkloadReconciler) wantEcho(obj, updated client.Object, w seen, change
 		// Labels choose the targets of ReloaderConfigs; the cache keeps them only then.
 		want.labels = obj.GetLabels()
 	}
+	r.echoes.begin(want.uid, want.from)
 	return want
 }
 
-// expectEcho notes the write that returned written, when it holds what was meant (want)
-// and no more.
-func (r *WorkloadReconciler) expectEcho(want *echoWant, written client.Object) {
-	if want == nil || written.GetUID() != want.uid || !written.GetDeletionTimestamp().IsZero() ||
-		!sameBesides(want.annotations, written.GetAnnotations(), writer.RevisionAnnotation, corev1.LastAppliedConfigAnnotation) ||
-		r.Configs != nil && !maps.Equal(want.labels, written.GetLabels()) {
-		return
+// endEcho notes the end of the write begun for want: written is what it returned, unless it
+// failed (failed). Its echo is dropped only when written holds what was meant and no more.
+// It reports whether the workload must be reconciled again (echoes.end).
+func (r *WorkloadReconciler) endEcho(want *echoWant, written client.Object, failed bool) bool {
+	if want == nil {
+		return false
 	}
-	r.echoes.expect(want.uid, want.from, written.GetResourceVersion())
+	to := ""
+	if !failed && written.GetUID() == want.uid && written.GetDeletionTimestamp().IsZero() &&
+		sameBesides(want.annotations, written.GetAnnotations(), writer.RevisionAnnotation, corev1.LastAppliedConfigAnnotation) &&
+		(r.Configs == nil || maps.Equal(want.labels, written.GetLabels())) {
+		to = written.GetResourceVersion()
+	}
+	return r.echoes.end(want.uid, to)
 }

@@ -17,11 +17,17 @@ func deploymentAt(rv string, annotations, labels map[string]string) *appsv1.Depl
 		ResourceVersion: rv, Annotations: annotations, Labels: labels}}
 }
 
+// written notes a write of u1 from from that returned to.
+func (e *echoes) written(from, to string) bool {
+	e.begin("u1", from)
+	return e.end("u1", to)
+}
+
 // An echo is the update from the copy written from to the object the write returned, and
 // nothing else: an update in between, or to a later version, is queued.
 func TestEchoesHeard(t *testing.T) {
 	var e echoes
-	e.expect("u1", "5", "7")
+	e.written("5", "7")
 	if e.heard(deploymentAt("6", nil, nil), deploymentAt("8", nil, nil)) {
 		t.Fatal("an update to another version was taken for the write")
 	}
@@ -34,23 +40,66 @@ func TestEchoesHeard(t *testing.T) {
 	if e.len() != 0 {
 		t.Fatal("the write's version heard is still kept")
 	}
-	e.expect("u1", "5", "7")
+	e.written("5", "7")
 	if !e.heard(deploymentAt("5", nil, nil), deploymentAt("7", nil, nil)) {
 		t.Fatal("the write alone was not heard as its echo")
 	}
 	if e.heard(deploymentAt("5", nil, nil), deploymentAt("7", nil, nil)) {
 		t.Fatal("one write was heard twice")
 	}
-	e.expect("u1", "5", "7")
+	e.written("5", "7")
 	e.forget("u1")
 	if e.len() != 0 {
 		t.Fatal("forget kept the write")
+	}
+	if e.written("5", "") || e.len() != 0 {
+		t.Fatal("a failed write was kept, or asked for a requeue with nothing dropped")
+	}
+}
+
+// An update heard while the write is in flight never waits: the first from the copy written
+// from is dropped on trust, and the write's answer settles it. Not the echo (another version,
+// or the write failed): the workload is requeued.
+func TestEchoesHeardBeforeTheAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name, heard, to string
+		requeue         bool
+	}{
+		{"the echo, early", "7", "7", false},
+		{"another writer's update, then the write onto it", "6", "7", true},
+		{"the write failed", "6", "", true},
+		{"the write returned more than was written", "7", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var e echoes
+			e.begin("u1", "5")
+			if !e.heard(deploymentAt("5", nil, nil), deploymentAt(tc.heard, nil, nil)) {
+				t.Fatal("the first update from the copy written from was queued while the write was in flight")
+			}
+			if e.heard(deploymentAt(tc.heard, nil, nil), deploymentAt("9", nil, nil)) {
+				t.Fatal("a second update while the write was in flight was dropped")
+			}
+			if got := e.end("u1", tc.to); got != tc.requeue {
+				t.Fatalf("requeue = %v, want %v", got, tc.requeue)
+			}
+			if e.len() != 0 {
+				t.Fatal("the write is still kept after its echo was settled")
+			}
+		})
+	}
+	var e echoes
+	e.begin("u1", "5")
+	if e.heard(deploymentAt("4", nil, nil), deploymentAt("5", nil, nil)) {
+		t.Fatal("an update to the copy written from (not from it) was dropped")
+	}
+	if e.end("u1", "6") {
+		t.Fatal("requeued with nothing dropped")
 	}
 }
 
 // A write is noted only when the object it returned holds what was written and no more:
 // the guard lets an annotation or a label added meanwhile through.
-func TestExpectEchoOnlyOfWhatWasWritten(t *testing.T) {
+func TestEchoOnlyOfWhatWasWritten(t *testing.T) {
 	written := map[string]string{"reloader.dev/source-hashes": "h"}
 	want := func() *echoWant {
 		return &echoWant{uid: "u1", from: "5", annotations: written, labels: map[string]string{"app": "web"}}
@@ -86,7 +135,9 @@ func TestExpectEchoOnlyOfWhatWasWritten(t *testing.T) {
 			if tc.configs {
 				r.Configs = &reloaderconfig.Cache{}
 			}
-			r.expectEcho(want(), tc.got)
+			w := want()
+			r.echoes.begin(w.uid, w.from)
+			r.endEcho(w, tc.got, false)
 			if noted := r.echoes.len() == 1; noted != tc.noted {
 				t.Fatalf("noted = %v, want %v", noted, tc.noted)
 			}
