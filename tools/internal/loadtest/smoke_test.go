@@ -149,7 +149,9 @@ func TestSmokeFaultsAndChecks(t *testing.T) {
 			for _, c := range r.Checks {
 				figures[c.Name] = c.Value
 			}
-			if len(figures) != 4 || figures["rollouts (new ReplicaSets)"] >= figures["template changes"] || figures["Deployments left paused"] != 0 {
+			_, gaps := figures["observer watch gaps"]
+			if len(figures) != 5 || !gaps || figures["observer watch gaps"] != 0 ||
+				figures["rollouts (new ReplicaSets)"] >= figures["template changes"] || figures["Deployments left paused"] != 0 {
 				t.Errorf("S12 checks: %v", r.Checks)
 			}
 		}
