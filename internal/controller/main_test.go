@@ -55,6 +55,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/testenv"
 	"github.com/reloader-operator/reloader/internal/testutil"
+	"github.com/reloader-operator/reloader/internal/testutil/follower"
 )
 
 // One real kube-apiserver + etcd for the package; each test gets its own namespace and its
@@ -542,7 +543,7 @@ func (r *running) holds(t *testing.T, obj client.Object) {
 			return errors.New("still cached")
 		case err != nil:
 			return err
-		case !atLeast(in.GetResourceVersion(), cur.GetResourceVersion()):
+		case !follower.AtLeast(in.GetResourceVersion(), cur.GetResourceVersion()):
 			return fmt.Errorf("cached at resourceVersion %s, written %s", in.GetResourceVersion(), cur.GetResourceVersion())
 		}
 		return nil
@@ -584,16 +585,6 @@ func unpoked(t *testing.T, obj client.Object) map[string]any {
 // namespaceObj names namespace ns, for handled.
 func namespaceObj(ns string) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
-}
-
-// atLeast compares resourceVersions: an envtest's are etcd revisions, numbers that grow.
-func atLeast(rv, want string) bool {
-	a, errA := strconv.ParseUint(rv, 10, 64)
-	b, errB := strconv.ParseUint(want, 10, 64)
-	if errA != nil || errB != nil {
-		return rv == want
-	}
-	return a >= b
 }
 
 func configMap(ns, name string, data map[string]string) *corev1.ConfigMap {

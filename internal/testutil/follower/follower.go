@@ -214,10 +214,16 @@ func (f *Follower) open(ctx context.Context, o metav1.ListOptions) (watch.Interf
 	if err == nil {
 		w, err = f.c.Watch(ctx, f.list.DeepCopyObject().(client.ObjectList), append(slices.Clone(f.opts), &client.ListOptions{Raw: &o})...)
 	}
+	return ExpiredAsEvent(w, err)
+}
+
+// ExpiredAsEvent returns a watch refused outright because its resourceVersion is gone (410) as
+// a watch whose one event is that error, as the API server's watch cache sends it: a
+// RetryWatcher then stops and hands it over, where it would ask again for the same version for
+// ever. Any other result is returned as it is.
+func ExpiredAsEvent(w watch.Interface, err error) (watch.Interface, error) {
 	var status apierrors.APIStatus
 	if (apierrors.IsResourceExpired(err) || apierrors.IsGone(err)) && errors.As(err, &status) {
-		// Refused outright, the RetryWatcher would ask again for the same version for ever;
-		// sent as the API server's watch cache sends it, it stops and hands it over.
 		ch := make(chan watch.Event, 1)
 		st := status.Status()
 		ch <- watch.Event{Type: watch.Error, Object: &st}
@@ -328,7 +334,7 @@ func (f *Follower) CaughtUpOn(t testing.TB, obj client.Object) {
 		f.Check(t)
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		if seen := f.seen[cur.GetName()].rv; !atLeast(seen, cur.GetResourceVersion()) {
+		if seen := f.seen[cur.GetName()].rv; !AtLeast(seen, cur.GetResourceVersion()) {
 			return fmt.Errorf("%s seen at %q, now %s", cur.GetName(), seen, cur.GetResourceVersion())
 		}
 		return nil
@@ -350,7 +356,7 @@ func (f *Follower) CaughtUp(t testing.TB) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		for _, o := range now.Items {
-			if seen := f.seen[o.GetName()].rv; !atLeast(seen, o.GetResourceVersion()) {
+			if seen := f.seen[o.GetName()].rv; !AtLeast(seen, o.GetResourceVersion()) {
 				return fmt.Errorf("%s seen at %q, now %s", o.GetName(), seen, o.GetResourceVersion())
 			}
 		}
@@ -358,9 +364,9 @@ func (f *Follower) CaughtUp(t testing.TB) {
 	})
 }
 
-// atLeast reports whether resourceVersion rv is want or later (they are numbers in etcd; the
+// AtLeast reports whether resourceVersion rv is want or later (they are numbers in etcd; the
 // API server does not promise it, so other strings are compared for equality).
-func atLeast(rv, want string) bool {
+func AtLeast(rv, want string) bool {
 	a, errA := strconv.ParseUint(rv, 10, 64)
 	b, errB := strconv.ParseUint(want, 10, 64)
 	if errA != nil || errB != nil {

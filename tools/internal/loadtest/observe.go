@@ -3,12 +3,10 @@ package loadtest
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"maps"
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -16,6 +14,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reloader-operator/reloader/internal/testutil/follower"
 )
 
 var workloadGVKs = map[string]schema.GroupVersionKind{
@@ -89,18 +89,7 @@ func (o *Observer) watch(ctx context.Context, c client.WithWatch, kind string, g
 	// watcher too slow for it under load); only when that version is gone (410) is there a
 	// new list, whose changes since are one each at the list's time: a gap, counted.
 	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-		w, err := c.Watch(ctx, newList(), selector, &client.ListOptions{Raw: &opts})
-		var status apierrors.APIStatus
-		if (apierrors.IsResourceExpired(err) || apierrors.IsGone(err)) && errors.As(err, &status) {
-			// Refused outright, the RetryWatcher would ask again for the same version for
-			// ever; as an event, it stops and hands it over.
-			ch := make(chan watch.Event, 1)
-			st := status.Status()
-			ch <- watch.Event{Type: watch.Error, Object: &st}
-			close(ch)
-			return watch.NewProxyWatcher(ch), nil
-		}
-		return w, err
+		return follower.ExpiredAsEvent(c.Watch(ctx, newList(), selector, &client.ListOptions{Raw: &opts}))
 	}}
 	first := true
 	for ctx.Err() == nil {
