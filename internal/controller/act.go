@@ -144,7 +144,7 @@ func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen,
 		return reconcile.Result{}, "", err
 	}
 	if d.Plan.Wait > 0 {
-		return r.coalescing(ctx, k, d.Requeue)
+		return coalescing(ctx, rep, k, d.Requeue)
 	}
 	dn := report.Outcome{Kind: r.Kind.Name(), Related: r.related(w, d.Plan)}
 	rep.Invalid(ctx, obj, res.Invalid...)
@@ -177,9 +177,12 @@ func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen,
 	}
 	requeue := false
 	if !equality.Semantic.DeepEqual(obj, updated) || w.tw.Changed() {
-		echo := r.wantEcho(obj, updated, w, dn.Reloaded)
+		var echo *echoWant
+		if echoable(r.writeParts().write, obj, w, dn.Reloaded, r.observer().live()) {
+			echo = r.echoes.expect(obj, updated, r.Configs != nil)
+		}
 		dn.Failed = r.write(ctx, obj, updated, w, dn.Reloaded, d.Plan.Record)
-		requeue = r.endEcho(echo, updated, dn.Failed != nil)
+		requeue = r.echoes.settle(echo, updated, dn.Failed != nil)
 		if dn.Failed == nil {
 			dn.Wrote = true
 			if w.restart != evict.Evict {
@@ -205,10 +208,10 @@ func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen,
 const echoRequeue = time.Millisecond
 
 // coalescing is the result of a reconcile of k that waits for the coalescing window to
-// close, in wait.
-func (r *WorkloadReconciler) coalescing(ctx context.Context, k string, wait time.Duration) (reconcile.Result, string, error) {
+// close, in wait; rep counts the wait.
+func coalescing(ctx context.Context, rep *report.Reporter, k string, wait time.Duration) (reconcile.Result, string, error) {
 	log.FromContext(ctx).V(1).Info("waiting for changes to settle", "wait", wait.String())
-	r.Report.Waiting(k, reload.WaitCoalesce)
+	rep.Waiting(k, reload.WaitCoalesce)
 	// When the window closes, the reload goes ahead of first records (priority.go).
 	return reconcile.Result{RequeueAfter: wait, Priority: new(reloadPriority)}, metrics.OutcomeWaiting, nil
 }

@@ -115,66 +115,71 @@ func (e *echoes) len() int {
 	return len(e.m)
 }
 
-// predicate drops the echoes of the reconciler's writes; the baselines of a workload whose
-// first record comes back are dropped, as its reconcile would have.
-func (r *WorkloadReconciler) echoFilter() predicate.Predicate {
+// filter is the predicate that drops the echoes of the reconciler's writes; the baselines of
+// a workload whose first record comes back are dropped (dropBaseline), as its reconcile would
+// have.
+func (e *echoes) filter(dropBaseline func(types.UID)) predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(ev event.UpdateEvent) bool {
-			if ev.ObjectOld == nil || ev.ObjectNew == nil || !r.echoes.heard(ev.ObjectOld, ev.ObjectNew) {
+			if ev.ObjectOld == nil || ev.ObjectNew == nil || !e.heard(ev.ObjectOld, ev.ObjectNew) {
 				return true
 			}
 			if _, ok := ev.ObjectNew.GetAnnotations()[reload.RecordAnnotation]; ok {
-				r.Baselines.Drop(ev.ObjectNew.GetUID())
+				dropBaseline(ev.ObjectNew.GetUID())
 			}
 			return false
 		},
 		DeleteFunc: func(ev event.DeleteEvent) bool {
 			if ev.Object != nil {
-				r.echoes.forget(ev.Object.GetUID())
+				e.forget(ev.Object.GetUID())
 			}
 			return true
 		},
 	}
 }
 
-// echoWant is what a write of a workload is meant to leave on it, for endEcho.
+// echoWant is what a write of a workload is meant to leave on it, for settle.
 type echoWant struct {
 	uid         types.UID
 	from        string
 	annotations map[string]string
+	// labels are compared when checkLabels: ReloaderConfigs choose their targets by them, and
+	// the cache keeps them only then.
 	labels      map[string]string
+	checkLabels bool
 }
 
-// wantEcho says, before updated (planned from obj) is written, whether its echo may be
-// dropped: a plain patch (not a re-created Job, a CronJob's run, a workloadRef's
-// Deployment, an evict restart), guarded, of a watched kind. nil: the echo is queued.
-func (r *WorkloadReconciler) wantEcho(obj, updated client.Object, w seen, changes []reload.Change) *echoWant {
-	p, ok := r.writeParts().write.(*writer.Patch)
-	if !ok || w.tw.Owner != nil || w.restart != evict.Rollout || r.observer().live() ||
-		!p.Guarded(obj, writer.Input{Changes: changes}) {
-		return nil
-	}
-	want := &echoWant{uid: obj.GetUID(), from: obj.GetResourceVersion(), annotations: maps.Clone(updated.GetAnnotations())}
-	if r.Configs != nil {
-		// Labels choose the targets of ReloaderConfigs; the cache keeps them only then.
+// echoable says whether the echo of a write of obj with write, the kind's writer, may be
+// dropped: a plain patch (not a re-created Job, a CronJob's run, a workloadRef's Deployment,
+// an evict restart), guarded, of a watched kind (live: read from the API server, not watched).
+func echoable(write writer.Writer, obj client.Object, w seen, changes []reload.Change, live bool) bool {
+	p, ok := write.(*writer.Patch)
+	return ok && w.tw.Owner == nil && w.restart == evict.Rollout && !live && p.Guarded(obj, writer.Input{Changes: changes})
+}
+
+// expect notes, before updated (planned from obj) is written, what the write is meant to
+// leave; settle must follow.
+func (e *echoes) expect(obj, updated client.Object, checkLabels bool) *echoWant {
+	want := &echoWant{uid: obj.GetUID(), from: obj.GetResourceVersion(), annotations: maps.Clone(updated.GetAnnotations()), checkLabels: checkLabels}
+	if checkLabels {
 		want.labels = obj.GetLabels()
 	}
-	r.echoes.begin(want.uid, want.from)
+	e.begin(want.uid, want.from)
 	return want
 }
 
-// endEcho notes the end of the write begun for want: written is what it returned, unless it
-// failed (failed). Its echo is dropped only when written holds what was meant and no more.
-// It reports whether the workload must be reconciled again (echoes.end).
-func (r *WorkloadReconciler) endEcho(want *echoWant, written client.Object, failed bool) bool {
+// settle notes the end of the write expected as want (nil: none): written is what it
+// returned, unless it failed. Its echo is dropped only when written holds what was meant and
+// no more. It reports whether the workload must be reconciled again (end).
+func (e *echoes) settle(want *echoWant, written client.Object, failed bool) bool {
 	if want == nil {
 		return false
 	}
 	to := ""
 	if !failed && written.GetUID() == want.uid && written.GetDeletionTimestamp().IsZero() &&
 		sameBesides(want.annotations, written.GetAnnotations(), writer.RevisionAnnotation, corev1.LastAppliedConfigAnnotation) &&
-		(r.Configs == nil || maps.Equal(want.labels, written.GetLabels())) {
+		(!want.checkLabels || maps.Equal(want.labels, written.GetLabels())) {
 		to = written.GetResourceVersion()
 	}
-	return r.echoes.end(want.uid, to)
+	return e.end(want.uid, to)
 }

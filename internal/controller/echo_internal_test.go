@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
-	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 	"github.com/reloader-operator/reloader/internal/writer"
 )
 
@@ -131,14 +130,12 @@ func TestEchoOnlyOfWhatWasWritten(t *testing.T) {
 		}(), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &WorkloadReconciler{}
-			if tc.configs {
-				r.Configs = &reloaderconfig.Cache{}
-			}
+			var e echoes
 			w := want()
-			r.echoes.begin(w.uid, w.from)
-			r.endEcho(w, tc.got, false)
-			if noted := r.echoes.len() == 1; noted != tc.noted {
+			w.checkLabels = tc.configs
+			e.begin(w.uid, w.from)
+			e.settle(w, tc.got, false)
+			if noted := e.len() == 1; noted != tc.noted {
 				t.Fatalf("noted = %v, want %v", noted, tc.noted)
 			}
 		})

@@ -239,7 +239,7 @@ func (r *WorkloadReconciler) reconcileCopy(ctx context.Context, obj client.Objec
 		// A source that concerns it changed within the window (mapping.go touches it only
 		// then): the plan would wait for it, so the sources are read when it closes. A first
 		// sighting reads them now, to note its baseline.
-		return r.coalescing(ctx, k, wait)
+		return coalescing(ctx, r.Report, k, wait)
 	}
 	w, err := r.observer().observeWith(ctx, obj, configs, nil)
 	if err != nil {
