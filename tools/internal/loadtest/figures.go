@@ -83,10 +83,6 @@ func Figures(w io.Writer, runs []FigureRun) {
 	}
 	fmt.Fprintln(w)
 
-	type cells struct {
-		row     SummaryRow
-		section Section
-	}
 	var order []string
 	titles := map[string]string{}
 	per := make([]map[string]cells, len(runs))
@@ -132,6 +128,71 @@ func Figures(w io.Writer, runs []FigureRun) {
 		}
 		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
 	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Totals over the scenarios each run holds, as the judge counted them (a side whose run failed counts nothing), and the scenarios each side FAILs:")
+	fmt.Fprintln(w)
+	for i, r := range runs {
+		fmt.Fprintf(w, "- `%s`: this build %s; the baseline %s.\n", r.Label(), sideTotals(order, per[i], true), sideTotals(order, per[i], false))
+	}
+}
+
+// sideTotals sums one side's missed, duplicate and unexpected reloads over the scenarios of
+// one run, in the order of ids, naming the scenarios that count each, and those it FAILs.
+func sideTotals(ids []string, cs map[string]cells, isNew bool) string {
+	type count struct {
+		n     int
+		where []string
+	}
+	var missed, dups, unexpected count
+	var failed []string
+	for _, id := range ids {
+		c, ok := cs[id]
+		if !ok {
+			continue
+		}
+		s := c.section
+		res, v := s.Old, s.OldVerdict
+		if isNew {
+			res, v = s.New, s.NewVerdict
+		}
+		if v.Ran && !v.Pass {
+			failed = append(failed, id)
+		}
+		if res == nil || res.Error != "" {
+			continue
+		}
+		for _, x := range []struct {
+			c *count
+			n int
+		}{{&missed, res.Missed}, {&dups, res.Duplicates}, {&unexpected, res.Unexpected}} {
+			if x.n > 0 {
+				x.c.n += x.n
+				x.c.where = append(x.c.where, fmt.Sprintf("%s %s", id, groupDigits(fmt.Sprint(x.n))))
+			}
+		}
+	}
+	say := func(c count, what string) string {
+		s := groupDigits(fmt.Sprint(c.n)) + " " + what
+		if len(c.where) > 0 {
+			s += " (" + strings.Join(c.where, ", ") + ")"
+		}
+		return s
+	}
+	dup := "duplicates"
+	if dups.n == 1 {
+		dup = "duplicate"
+	}
+	out := say(missed, "missed") + ", " + say(dups, dup) + ", " + say(unexpected, "unexpected")
+	if len(failed) > 0 {
+		return out + "; FAIL in " + strings.Join(failed, ", ")
+	}
+	return out + "; no FAIL"
+}
+
+// cells are one scenario's summary row and section in one run.
+type cells struct {
+	row     SummaryRow
+	section Section
 }
 
 // thisBuild is this build's verdict cell: with one run, its verdict; with more, one verdict

@@ -170,3 +170,38 @@ func TestLoadAverage(t *testing.T) {
 		t.Error("a missing file gave a load average")
 	}
 }
+
+// The totals under the table are summed from the results, never written by hand: each side's
+// missed, duplicate and unexpected reloads with the scenarios that count them, and the
+// scenarios it FAILs; a side whose run failed counts nothing.
+func TestFiguresTotals(t *testing.T) {
+	root := t.TempDir()
+	dir := "docs/results/base"
+	testutil.Must(t, os.MkdirAll(filepath.Join(root, dir), 0o755))
+	res := func(id, side string, reloads, missed, dups, unexpected int) Result {
+		return Result{Scenario: id, Title: "t", Side: side, Scale: 1, Cores: 2, Workloads: 100, Writes: 100,
+			ExpectedMin: 100, ExpectedMax: 100, Reloads: reloads, Missed: missed, Duplicates: dups, Unexpected: unexpected,
+			API: &API{Total: 100, Writes: 100}, PeakRSSMiB: 10, CPUSeconds: 1}
+	}
+	broken := res("S3", "new", 0, 0, 0, 0)
+	broken.Error = "control plane did not start"
+	brokenOld := res("S3", "old", 0, 1234, 0, 0)
+	brokenOld.Error = "did not start"
+	for _, r := range []Result{
+		res("S1", "old", 60, 40, 0, 0), res("S1", "new", 100, 0, 0, 0),
+		res("S2", "old", 101, 0, 1, 0), res("S2", "new", 100, 0, 0, 0),
+		broken, brokenOld,
+		res("S10", "old", 100, 1200, 0, 0), res("S10", "new", 100, 0, 0, 2),
+	} {
+		testutil.Must(t, writeJSON(filepath.Join(root, dir, r.Scenario+"-"+r.Side+".json"), r))
+	}
+	runs, err := LoadFigureRuns(root, []string{dir})
+	testutil.Must(t, err)
+	var b strings.Builder
+	Figures(&b, runs)
+	want := "- `base`: this build 0 missed, 0 duplicates, 2 unexpected (S10 2); FAIL in S3, S10; " +
+		"the baseline 1,240 missed (S1 40, S10 1,200), 1 duplicate (S2 1), 0 unexpected; FAIL in S1, S2, S3, S10.\n"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("no %q in\n%s", want, b.String())
+	}
+}
