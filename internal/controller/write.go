@@ -89,6 +89,8 @@ func (w writerReport) RecordRefused(kind, reason string) {
 // write stores the updated copy of obj (planned from it, with w's template), as the reload of
 // changes recording next, through the kind's writer.
 func (r *WorkloadReconciler) write(ctx context.Context, obj, updated client.Object, w seen, changes []reload.Change, next reload.Record) error {
+	ctx, cancel := writer.Carried(ctx) // a write begun is finished, and reported, on stopping too
+	defer cancel()
 	return r.writeParts().write.Write(ctx, obj, updated, writer.Input{Changes: changes, Record: next, Template: w.tw, RunCronJobs: w.settings.runCronJobs})
 }
 

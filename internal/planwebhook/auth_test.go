@@ -394,7 +394,7 @@ func TestOnlyTheAPIServerIsAnsweredByToken(t *testing.T) {
 // TestRenewedClientCA: a new client-ca.crt in the cert dir is read without a restart: the
 // old CA's certificate is refused, the new one's answered.
 func TestRenewedClientCA(t *testing.T) {
-	ns := "hook-auth-renewed"
+	ns := fmt.Sprintf("hook-auth-renewed-%d", time.Now().UnixNano()%1000000)
 	s := serve(t, ns)
 	live := secretInUse(t, s, ns)
 	c := newCaller(t, s)

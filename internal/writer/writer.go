@@ -75,3 +75,17 @@ func OptedIn(obj client.Object, key string, dflt bool) bool {
 	}
 	return dflt
 }
+
+// Carried is the context a write begun runs in: ctx without its cancellation, with its
+// deadline. A reconcile's context is cancelled at the stop signal; a write cut then may land
+// on the API server with its answer lost, and the rollout it starts would be neither counted
+// nor reported (the next process finds the workload recorded, and has nothing to do). So a
+// write begun is carried through, within the reconcile's deadline (--reconcile-timeout) and
+// the process's own grace on stopping.
+func Carried(ctx context.Context) (context.Context, context.CancelFunc) {
+	out := context.WithoutCancel(ctx)
+	if deadline, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(out, deadline)
+	}
+	return out, func() {}
+}

@@ -334,6 +334,8 @@ func (r *Reconciler) write(ctx context.Context, obj *unstructured.Unstructured, 
 	if err != nil {
 		return err
 	}
+	ctx, cancel := writer.Carried(ctx) // a write begun is finished, and reported, on stopping too
+	defer cancel()
 	return r.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, body), client.FieldOwner(writer.FieldOwner))
 }
 

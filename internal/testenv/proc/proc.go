@@ -62,6 +62,9 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 // Stop sends SIGTERM and waits for the exit; ProcessState then tells how it went.
 func (p *Process) Stop() { p.end(syscall.SIGTERM) }
 
+// Terminate sends SIGTERM and returns at once; Stop then waits for the exit.
+func (p *Process) Terminate() { _ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM) }
+
 // Kill ends the process at once, as a crash or a lost node would.
 func (p *Process) Kill() { p.end(syscall.SIGKILL) }
 

@@ -49,7 +49,7 @@ type Controller struct {
 	CPUSeconds float64
 	PeakRSS    int64
 	Starts     int
-	// Metrics is the last /metrics scraped before a stop.
+	// Metrics is the last /metrics scraped as the process stopped (during its shutdown, after SIGTERM).
 	Metrics string
 
 	// The sampler reads /proc every second and /metrics every other second, across restarts:
@@ -218,7 +218,8 @@ func get(url string) int {
 	return resp.StatusCode
 }
 
-// Stop samples the process, scrapes /metrics and stops it with SIGTERM.
+// Stop samples the process, scrapes /metrics and stops it with SIGTERM, scraping on until
+// /metrics no longer answers.
 func (c *Controller) Stop() { c.stop(false) }
 
 // Kill samples the process, scrapes /metrics and kills it with SIGKILL: no shutdown, as when
@@ -237,6 +238,19 @@ func (c *Controller) stop(kill bool) {
 		c.PeakRSS = max(c.PeakRSS, rss)
 	}
 	text, ok := c.scrape(5 * time.Second)
+	if !kill {
+		// A reconcile in flight at SIGTERM finishes during the shutdown, after the scrape
+		// above: scrape on while /metrics answers (controller-runtime stops its HTTP servers
+		// after the controllers), so that the last scrape counts what the shutdown finished.
+		c.p.Terminate()
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+			later, answered := c.scrape(time.Second)
+			if !answered {
+				break
+			}
+			text, ok = later, true
+		}
+	}
 	c.mu.Lock()
 	if ok {
 		c.Metrics = text
