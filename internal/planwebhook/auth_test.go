@@ -406,6 +406,10 @@ func TestRenewedClientCA(t *testing.T) {
 	before := refusals(t, "unauthenticated")
 	refused(t, "the old CA's certificate", c.post(guess(t, live, "wrong"), &apiServerID.cert, ""), http.StatusUnauthorized, "unauthenticated", before)
 	if w := answered(t, c.post(guess(t, live, "wrong"), &renewed.tls, "")); len(w) != 1 {
-		t.Errorf("the new CA's certificate: warnings %q, want the plan", w)
+		// What the plan read, to tell the cause when it happens (seen once under load).
+		d := &appsv1.Deployment{}
+		err := s.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "a"}, d)
+		again := answered(t, c.post(guess(t, live, "wrong"), &renewed.tls, ""))
+		t.Errorf("the new CA's certificate: warnings %q, want the plan (the Deployment's annotations now %v, %v; asked again: %q)", w, d.Annotations, err, again)
 	}
 }
