@@ -75,9 +75,10 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	c := &Cluster{Dir: dir, env: &envtest.Environment{
-		BinaryAssetsDirectory: binDir,
-		CRDDirectoryPaths:     opts.CRDDirectoryPaths,
-		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory:    binDir,
+		CRDDirectoryPaths:        opts.CRDDirectoryPaths,
+		ErrorIfCRDPathMissing:    true,
+		ControlPlaneStartTimeout: startTimeout(os.Getenv),
 	}}
 	defer func() {
 		if err != nil {
@@ -328,4 +329,16 @@ func moduleRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// startTimeout is how long etcd and kube-apiserver each get to start: envtest's
+// KUBEBUILDER_CONTROLPLANE_START_TIMEOUT when set, else 90 s. envtest's own 20 s was too short on
+// 2 cores running make test's five groups and three busy loops: each of its five attempts
+// started over from scratch and none finished, failing every test of the package (seen in the
+// loaded runs of make test). One longer wait does the work once.
+func startTimeout(getenv func(string) string) time.Duration {
+	if getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") != "" {
+		return 0 // envtest reads it
+	}
+	return 90 * time.Second
 }
