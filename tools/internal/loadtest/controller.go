@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/reloader-operator/reloader/internal/testenv/proc"
@@ -160,14 +161,74 @@ func (c *Controller) sample(ctx context.Context, pid int) {
 }
 
 func (c *Controller) scrape(timeout time.Duration) (string, bool) {
+	text, err := c.scrapeErr(timeout)
+	return text, err == nil
+}
+
+// lastScrapers is how many scrape a stopping process at once: the last counts land moments
+// before its HTTP server closes, and a scrape begun in that window is what shows them.
+const lastScrapers = 3
+
+// lastScrape scrapes a process told to stop until its /metrics refuses connections (or for
+// at most limit), and returns the answer of the scrape begun last that got one. Only a
+// refused connection ends it: a scrape that times out while the process drains (a loaded
+// machine) is not the server gone, and stopping there lost the last counts.
+func (c *Controller) lastScrape(limit time.Duration) (string, bool) {
+	var (
+		mu     sync.Mutex
+		text   string
+		begun  time.Time
+		wg     sync.WaitGroup
+		closed = make(chan struct{})
+		once   sync.Once
+	)
+	deadline := time.Now().Add(limit)
+	for i := range lastScrapers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Duration(i) * time.Millisecond) // staggered
+			for time.Now().Before(deadline) {
+				select {
+				case <-closed:
+					return
+				default:
+				}
+				start := time.Now()
+				got, err := c.scrapeErr(5 * time.Second)
+				switch {
+				case err == nil:
+					mu.Lock()
+					if start.After(begun) {
+						text, begun = got, start
+					}
+					mu.Unlock()
+				case errors.Is(err, syscall.ECONNREFUSED):
+					once.Do(func() { close(closed) })
+					return
+				default:
+					time.Sleep(10 * time.Millisecond) // reset or timed out: still draining
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return text, !begun.IsZero()
+}
+
+// scrapeErr is scrape saying why it got nothing.
+func (c *Controller) scrapeErr(timeout time.Duration) (string, error) {
 	cl := http.Client{Timeout: timeout}
 	resp, err := cl.Get(c.metricsURL + "/metrics")
 	if err != nil {
-		return "", false
+		return "", err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	return string(b), err == nil && resp.StatusCode == http.StatusOK
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("/metrics: status %d", resp.StatusCode)
+	}
+	return string(b), err
 }
 
 // Samples returns what the sampler recorded.
@@ -243,12 +304,8 @@ func (c *Controller) stop(kill bool) {
 		// above: scrape on while /metrics answers (controller-runtime stops its HTTP servers
 		// after the controllers), so that the last scrape counts what the shutdown finished.
 		c.p.Terminate()
-		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
-			later, answered := c.scrape(time.Second)
-			if !answered {
-				break
-			}
-			text, ok = later, true
+		if last, answered := c.lastScrape(30 * time.Second); answered {
+			text, ok = last, true
 		}
 	}
 	c.mu.Lock()
