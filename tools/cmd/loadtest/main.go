@@ -185,7 +185,7 @@ instead (make bench-vs-upstream): each figure of its four scenarios, per run the
 this build's, and whether this build meets its target against the last run's baseline.
 
 With --update, rewrite in place every block of the given Markdown files between
-<!-- figures:begin [vs-upstream] DIR [DIR...] --> and <!-- figures:end -->, from the results
+<!-- figures:begin [vs-upstream | guardrails] DIR [DIR...] --> and <!-- figures:end -->, from the results
 directories the begin marker names (relative to the current directory): what make figures does.`,
 		RunE: func(_ *cobra.Command, args []string) error {
 			if update {

@@ -325,7 +325,8 @@ func sortScenarioIDs(ids []string) {
 // Marker comments around a generated block: `<!-- figures:begin DIR [DIR...] -->` names the
 // results directories (relative to the repository's root) whose table the block holds, up to
 // `<!-- figures:end -->`; `<!-- figures:begin vs-upstream DIR [DIR...] -->` holds VsUpstream's
-// table of them instead of Figures'.
+// table of them instead of Figures', `<!-- figures:begin guardrails DIR [DIR...] -->`
+// Guardrails' lines.
 const (
 	figuresBegin = "<!-- figures:begin "
 	figuresEnd   = "<!-- figures:end -->"
@@ -363,8 +364,11 @@ func UpdateFigures(doc, root string) (out string, blocks int, err error) {
 			return "", blocks, fmt.Errorf("line %d: no %s after it", i+1, figuresEnd)
 		}
 		table := Figures
-		if dirs[0] == figuresVsUpstream {
+		switch dirs[0] {
+		case figuresVsUpstream:
 			table, dirs = VsUpstream, dirs[1:]
+		case figuresGuardrails:
+			table, dirs = Guardrails, dirs[1:]
 		}
 		runs, err := LoadFigureRuns(root, dirs)
 		if err != nil {

@@ -205,3 +205,32 @@ func TestFiguresTotals(t *testing.T) {
 		t.Errorf("no %q in\n%s", want, b.String())
 	}
 }
+
+// TestUpdateFiguresGuardrails: a guardrails block quotes each run's guardrail lines as the
+// report prints them, re-rendered from the results; a run without guardrail scenarios says so.
+func TestUpdateFiguresGuardrails(t *testing.T) {
+	root := figureResults(t)
+	flapped := func(side string, most float64) Result {
+		return Result{Scenario: "S18", Title: "flapping Secret", Side: side, Reloads: int(most) * 5, ExpectedMin: 5, ExpectedMax: 155,
+			API: &API{Total: 100, Writes: 50}, Checks: []CheckFigure{{Name: "rollouts per workload while two writers flapped its Secret (most)", Value: most, Max: limit(flapHandful), Summary: true}}}
+	}
+	dir := filepath.Join(root, "docs/results/guarded")
+	testutil.Must(t, os.MkdirAll(dir, 0o755))
+	for _, r := range []Result{flapped("old", 30), flapped("new", 4)} {
+		testutil.Must(t, writeJSON(filepath.Join(dir, "S18-"+r.Side+".json"), r))
+	}
+	doc := "<!-- figures:begin guardrails docs/results/guarded docs/results/v1-full -->\n    S18 pasted by hand: old 1, new 1\n<!-- figures:end -->\n"
+	out, n, err := UpdateFigures(doc, root)
+	testutil.Must(t, err)
+	for _, want := range []string{
+		"`docs/results/guarded`:\n\n    S18 rollouts (template changes, all workloads): old 150, new 20; API writes: old 50, new 50\n    S18 rollouts per workload while two writers flapped its Secret (most): old 30 FAIL, new 4\n",
+		"`docs/results/v1-full`:\n\n    (no guardrail scenario in these results)\n",
+	} {
+		if n != 1 || !strings.Contains(out, want) {
+			t.Errorf("%d blocks; got\n%s\nwant it to hold\n%s", n, out, want)
+		}
+	}
+	if strings.Contains(out, "pasted by hand") {
+		t.Errorf("the pasted line was kept:\n%s", out)
+	}
+}
