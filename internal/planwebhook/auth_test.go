@@ -313,10 +313,16 @@ func TestOnlyTheAPIServerIsAnsweredByCertificate(t *testing.T) {
 
 	w := answered(t, c.post(guess(t, live, "wrong"), &apiServerID.cert, ""))
 	if len(w) != 1 || !strings.HasPrefix(w[0], "this update will roll 1 workload") {
-		t.Errorf("the API server's certificate, a wrong guess: warnings %q, want the plan", w)
+		t.Errorf("the API server's certificate, a wrong guess: warnings %q, want the plan; the plans logged:\n%s", w, s.log)
 	}
 	if w := answered(t, c.post(guess(t, live, "hunter2"), &apiServerID.cert, "")); len(w) != 0 {
 		t.Errorf("the API server's certificate, the right guess: warnings %q, want none", w)
+	}
+	// At --log-level=debug the webhook says what each plan found, a plan that rolls nothing too.
+	for _, want := range []string{`"rolls"=true`, `"workload"="Deployment/a" "action"="none" "rolls"=false`} {
+		if !strings.Contains(s.log.String(), want) {
+			t.Errorf("the debug log does not hold %s:\n%s", want, s.log)
+		}
 	}
 }
 
@@ -333,7 +339,7 @@ func TestClientCertificateNames(t *testing.T) {
 	r := c.post(guess(t, live, "wrong"), &node.tls, "")
 	refused(t, "another name of the client CA", r, http.StatusForbidden, "forbidden", before)
 	if w := answered(t, c.post(guess(t, live, "wrong"), &apiServerID.cert, "")); len(w) != 1 {
-		t.Errorf("the API server's certificate: warnings %q, want the plan", w)
+		t.Errorf("the API server's certificate: warnings %q, want the plan; the plans logged:\n%s", w, s.log)
 	}
 }
 
@@ -384,7 +390,7 @@ func TestOnlyTheAPIServerIsAnsweredByToken(t *testing.T) {
 
 	w := answered(t, c.post(guess(t, live, "wrong"), nil, apiServerID.token))
 	if len(w) != 1 || !strings.HasPrefix(w[0], "this update will roll 1 workload") {
-		t.Errorf("the API server's token, a wrong guess: warnings %q, want the plan", w)
+		t.Errorf("the API server's token, a wrong guess: warnings %q, want the plan; the plans logged:\n%s", w, s.log)
 	}
 	if w := answered(t, c.post(guess(t, live, "hunter2"), nil, apiServerID.token)); len(w) != 0 {
 		t.Errorf("the API server's token, the right guess: warnings %q, want none", w)
@@ -410,6 +416,6 @@ func TestRenewedClientCA(t *testing.T) {
 		d := &appsv1.Deployment{}
 		err := s.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "a"}, d)
 		again := answered(t, c.post(guess(t, live, "wrong"), &renewed.tls, ""))
-		t.Errorf("the new CA's certificate: warnings %q, want the plan (the Deployment's annotations now %v, %v; asked again: %q)", w, d.Annotations, err, again)
+		t.Errorf("the new CA's certificate: warnings %q, want the plan (the Deployment's annotations now %v, %v; asked again: %q); the plans logged:\n%s", w, d.Annotations, err, again, s.log)
 	}
 }

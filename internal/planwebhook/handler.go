@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -55,6 +56,9 @@ type Handler struct {
 	Shard func(namespace string) (own, ready bool)
 	// Timeout bounds one plan; 0 is DefaultTimeout.
 	Timeout time.Duration
+	// Log, at V(1) (--log-level=debug), says what each plan found: why a write is answered
+	// with no warning. The zero Logger logs nothing.
+	Log logr.Logger
 
 	once     sync.Once
 	inFlight chan struct{}
@@ -136,6 +140,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		return notPlanned(res.err.Error())
 	}
 	plan := res.plan
+	h.logPlan(req, plan)
 	if !plan.Rolls() {
 		return admission.Allowed("")
 	}
@@ -149,6 +154,27 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		return admission.Denied(fmt.Sprintf("%s, over the %d its %s label allows (`reloader plan` lists them)", msg, limit, MaxRollsLabel))
 	}
 	return admission.Allowed("").WithWarnings(msg)
+}
+
+// maxLogged bounds the workloads one plan's debug log names.
+const maxLogged = 10
+
+// logPlan logs, at V(1), the plan of a request: its summary, then each workload it lists
+// (up to maxLogged) with its action and the reason.
+func (h *Handler) logPlan(req admission.Request, plan *explain.Plan) {
+	log := h.Log.V(1)
+	if !log.Enabled() {
+		return
+	}
+	log = log.WithValues("namespace", req.Namespace, "source", req.Kind.Kind+"/"+req.Name, "uid", req.UID)
+	log.Info("planned", "workloads", plan.Summary.Workloads, "listed", len(plan.Workloads), "notes", plan.Notes)
+	for i, w := range plan.Workloads {
+		if i == maxLogged {
+			log.Info("planned: more workloads not logged", "more", len(plan.Workloads)-maxLogged)
+			break
+		}
+		log.Info("planned workload", "workload", w.Kind+"/"+w.Name, "action", w.Action, "rolls", w.Rolls, "reason", w.Reason, "next", w.Next.Action)
+	}
 }
 
 type planned struct {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -121,6 +122,35 @@ type served struct {
 	addr string
 	hook string // the ValidatingWebhookConfiguration's name
 	stop func()
+	log  *planLog
+}
+
+// planLog keeps the webhook's "planned" debug lines (V(1)), to say on a failure what the
+// plans found.
+type planLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *planLog) logger() logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		if !strings.Contains(prefix, "plan-webhook") {
+			return
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.lines = append(l.lines, args)
+		if len(l.lines) > 100 {
+			l.lines = l.lines[len(l.lines)-100:]
+		}
+	}, funcr.Options{Verbosity: 1})
+}
+
+// String is the lines logged so far, the last ten.
+func (l *planLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines[max(0, len(l.lines)-10):], "\n")
 }
 
 // serve runs reloader's manager with --plan-webhook-addr and a self-signed certificate, and
@@ -137,7 +167,7 @@ func serveWith(t *testing.T, ns string, with app.With, opts ...func(*options.Opt
 	ctx := context.Background()
 	scheme, err := app.NewScheme()
 	testutil.Must(t, err)
-	s := &served{seen: &warnings{}, dir: t.TempDir(), hook: "reloader-plan-" + ns}
+	s := &served{seen: &warnings{}, dir: t.TempDir(), hook: "reloader-plan-" + ns, log: &planLog{}}
 	cfg := rest.CopyConfig(cluster.Config)
 	cfg.WarningHandler = s.seen
 	s.c, err = client.New(cfg, client.Options{Scheme: scheme})
@@ -167,7 +197,7 @@ func serveWith(t *testing.T, ns string, with app.With, opts ...func(*options.Opt
 	if with != nil {
 		withs = append(withs, with)
 	}
-	mgr, err := app.New(mctx, cluster.Config, conf, logr.Discard(), withs...)
+	mgr, err := app.New(mctx, cluster.Config, conf, s.log.logger(), withs...)
 	testutil.Must(t, err)
 	stopped := make(chan error, 1)
 	go func() { stopped <- mgr.Start(mctx) }()

@@ -60,6 +60,7 @@ func NewHandler(p app.Parts) *Handler {
 		Conf:       p.Conf,
 		Ready:      p.Ready,
 		Shard:      p.Shard,
+		Log:        p.Manager.GetLogger().WithName("plan-webhook"),
 	}
 }
 
