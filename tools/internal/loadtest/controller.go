@@ -169,14 +169,22 @@ func (c *Controller) scrape(timeout time.Duration) (string, bool) {
 // before its HTTP server closes, and a scrape begun in that window is what shows them.
 const lastScrapers = 3
 
+// lastScrapePause is how long a scraper of a stopping process waits between its scrapes:
+// short beside the seconds a shutdown takes, long beside a scrape, so that three scrapers
+// do not load the process they wait for.
+const lastScrapePause = 20 * time.Millisecond
+
 // lastScrape scrapes a process told to stop until its /metrics refuses connections (or for
-// at most limit), and returns the answer of the scrape begun last that got one. Only a
-// refused connection ends it: a scrape that times out while the process drains (a loaded
-// machine) is not the server gone, and stopping there lost the last counts.
+// at most limit), and returns the answer that counted most: counters only grow, so the
+// answer with the highest sum of counters (`*_total`) was read last (of equal sums, the
+// scrape begun last). Only a refused connection ends it: a scrape that times out while the
+// process drains (a loaded machine) is not the server gone, and stopping there lost the last
+// counts.
 func (c *Controller) lastScrape(limit time.Duration) (string, bool) {
 	var (
 		mu     sync.Mutex
 		text   string
+		best   = -1.0
 		begun  time.Time
 		wg     sync.WaitGroup
 		closed = make(chan struct{})
@@ -187,7 +195,7 @@ func (c *Controller) lastScrape(limit time.Duration) (string, bool) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			time.Sleep(time.Duration(i) * time.Millisecond) // staggered
+			time.Sleep(time.Duration(i) * lastScrapePause / lastScrapers) // staggered
 			for time.Now().Before(deadline) {
 				select {
 				case <-closed:
@@ -198,22 +206,49 @@ func (c *Controller) lastScrape(limit time.Duration) (string, bool) {
 				got, err := c.scrapeErr(5 * time.Second)
 				switch {
 				case err == nil:
+					sum := counterSum(got)
 					mu.Lock()
-					if start.After(begun) {
-						text, begun = got, start
+					if sum > best || sum == best && start.After(begun) {
+						text, best, begun = got, sum, start
 					}
 					mu.Unlock()
 				case errors.Is(err, syscall.ECONNREFUSED):
 					once.Do(func() { close(closed) })
 					return
-				default:
-					time.Sleep(10 * time.Millisecond) // reset or timed out: still draining
 				}
+				time.Sleep(lastScrapePause) // reset or timed out: still draining
 			}
 		}()
 	}
 	wg.Wait()
-	return text, !begun.IsZero()
+	return text, best >= 0
+}
+
+// counterSum adds the values of an exposition's counters (series whose name ends in
+// `_total`).
+func counterSum(text string) float64 {
+	sum := 0.0
+	for _, line := range strings.Split(text, "\n") {
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, rest, _ := strings.Cut(line, " ")
+		if i := strings.IndexByte(name, '{'); i >= 0 {
+			// A label value may hold a space: the value is after the closing brace.
+			name, rest = line[:i], line[strings.LastIndexByte(line, '}')+1:]
+		}
+		if !strings.HasSuffix(name, "_total") {
+			continue
+		}
+		fields := strings.Fields(rest)
+		if len(fields) == 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(fields[0], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
 }
 
 // scrapeErr is scrape saying why it got nothing.

@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -12,7 +13,7 @@ import (
 // TestLastScrapeSeesWhatTheShutdownFinished: a stopping process counts its last reload moments
 // before its HTTP server closes, after scrapes that took longer than a second (a loaded
 // machine). lastScrape keeps scraping until the connection is refused and returns the answer
-// of the scrape begun last: the final count, not the one before it.
+// that counted most: the final count, not the one before it.
 func TestLastScrapeSeesWhatTheShutdownFinished(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -57,7 +58,9 @@ func TestLastScrapeSeesWhatTheShutdownFinished(t *testing.T) {
 		count = 2
 		mu.Unlock()
 		<-counted
-		_ = srv.Close()
+		// As controller-runtime stops its servers: no new connection, the answers in flight
+		// sent.
+		_ = srv.Shutdown(context.Background())
 	}()
 
 	c := &Controller{metricsURL: "http://" + l.Addr().String()}
@@ -67,5 +70,12 @@ func TestLastScrapeSeesWhatTheShutdownFinished(t *testing.T) {
 	}
 	if v, _ := MetricValue(text, "reloader_reload_executed_total"); v != 2 {
 		t.Errorf("last scrape counted %v, want 2 (the count the shutdown finished): %q", v, text)
+	}
+}
+
+func TestCounterSum(t *testing.T) {
+	text := "# HELP a_total x\n# TYPE a_total counter\na_total 2\nb_total{k=\"v w\"} 3.5\ngauge 100\nc_total{x=\"1\",y=\"}\"} 1\n"
+	if got := counterSum(text); got != 6.5 {
+		t.Errorf("counterSum = %v, want 6.5 (2 + 3.5 + 1; the gauge left out)", got)
 	}
 }
