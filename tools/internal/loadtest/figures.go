@@ -229,12 +229,16 @@ func (r FigureRun) line() string {
 		r.Dir, quoteVersion(old), quoteVersion(nu), nu.Scale, duration, nu.Cores, loadLine(r.Results))
 }
 
+// quoteVersion names a build by its version and the start of its binary's SHA-256 (a
+// baseline built from a branch reports no version of its own).
 func quoteVersion(b BuildLine) string {
 	switch {
 	case b.Side == "":
 		return "(none ran)"
 	case b.Version == "":
 		return "(no version) sha256 " + b.SHA256
+	case len(b.SHA256) >= 12:
+		return "`" + b.Version + "` (SHA-256 `" + b.SHA256[:12] + "…`)"
 	}
 	return "`" + b.Version + "`"
 }
