@@ -228,24 +228,9 @@ func (c *Controller) lastScrape(limit time.Duration) (string, bool) {
 // `_total`).
 func counterSum(text string) float64 {
 	sum := 0.0
-	for _, line := range strings.Split(text, "\n") {
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name, rest, _ := strings.Cut(line, " ")
-		if i := strings.IndexByte(name, '{'); i >= 0 {
-			// A label value may hold a space: the value is after the closing brace.
-			name, rest = line[:i], line[strings.LastIndexByte(line, '}')+1:]
-		}
-		if !strings.HasSuffix(name, "_total") {
-			continue
-		}
-		fields := strings.Fields(rest)
-		if len(fields) == 0 {
-			continue
-		}
-		if v, err := strconv.ParseFloat(fields[0], 64); err == nil {
-			sum += v
+	for _, m := range parseExposition(text) {
+		if strings.HasSuffix(m.Name, "_total") {
+			sum += m.Value
 		}
 	}
 	return sum

@@ -164,10 +164,18 @@ func (rep Report) summaryText(w io.Writer) {
 	}
 }
 
-// guardLines quote the guardrail scenarios' figures, each side's own: their rollouts and API
-// writes, then each guardrail figure ("S18 rollouts per workload ...: old 31 FAIL, new 4");
-// none when no scenario has them.
+// guardLines are guardFigures under a heading; none when no scenario has them.
 func (rep Report) guardLines() []string {
+	out := rep.guardFigures()
+	if len(out) > 0 {
+		out = append([]string{"Guardrails (each side's own figures):"}, out...)
+	}
+	return out
+}
+
+// guardFigures quote the guardrail scenarios' figures, each side's own: their rollouts and
+// API writes, then each guardrail figure ("S18 rollouts per workload ...: old 31 FAIL, new 4").
+func (rep Report) guardFigures() []string {
 	var out []string
 	for _, s := range rep.Summary() {
 		if len(s.Guards) == 0 {
@@ -178,9 +186,6 @@ func (rep Report) guardLines() []string {
 		for _, g := range s.Guards {
 			out = append(out, fmt.Sprintf("%s %s: %s", s.Scenario, g.Name, g.Sides()))
 		}
-	}
-	if len(out) > 0 {
-		out = append([]string{"Guardrails (each side's own figures):"}, out...)
 	}
 	return out
 }
