@@ -9,6 +9,8 @@ package coreevents
 import (
 	"context"
 	"encoding/json"
+	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -46,7 +48,46 @@ func componentOf(kind string) string {
 // NewBroadcaster returns a broadcaster that writes through core, the core/v1 Events client.
 // It sends nothing until StartRecordingToSinkWithContext.
 func NewBroadcaster(core corev1client.EventsGetter) events.EventBroadcaster {
-	return events.NewBroadcaster(sink{core})
+	b, _ := NewTrackedBroadcaster(core)
+	return b
+}
+
+// NewTrackedBroadcaster is NewBroadcaster, with the Writes of its sink: what a stopping
+// process waits for (Writes.Settle) so that the Events of its last actions are written.
+func NewTrackedBroadcaster(core corev1client.EventsGetter) (events.EventBroadcaster, *Writes) {
+	w := &Writes{}
+	return events.NewBroadcaster(sink{core: core, writes: w}), w
+}
+
+// Writes counts the Event writes in flight through a sink, and when the last one began.
+type Writes struct {
+	inFlight atomic.Int64
+	began    atomic.Int64 // UnixNano
+}
+
+func (w *Writes) start() func() {
+	w.began.Store(time.Now().UnixNano())
+	w.inFlight.Add(1)
+	return func() { w.inFlight.Add(-1) }
+}
+
+// Settle waits until no write is in flight and none began for quiet, or ctx ends: the
+// broadcaster hands each Event to a goroutine of its own, which writes it moments later, so
+// a quiet spell, not a count of Events, tells that the writes are done. It reports whether
+// they settled.
+func (w *Writes) Settle(ctx context.Context, quiet time.Duration) bool {
+	tick := time.NewTicker(max(quiet/10, time.Millisecond))
+	defer tick.Stop()
+	for {
+		if w.inFlight.Load() == 0 && time.Since(time.Unix(0, w.began.Load())) >= quiet {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
 }
 
 // NewRecorder returns a recorder whose Events are reported by the component their related
@@ -92,12 +133,14 @@ func (r byComponent) AnnotatedEventf(regarding, related runtime.Object, annotati
 	r.pick(related).AnnotatedEventf(regarding, related, annotations, eventtype, reason, action, note, args...)
 }
 
-// sink writes events.k8s.io Events through the core/v1 API.
+// sink writes events.k8s.io Events through the core/v1 API, counted in writes.
 type sink struct {
-	core corev1client.EventsGetter
+	core   corev1client.EventsGetter
+	writes *Writes
 }
 
 func (s sink) Create(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
+	defer s.writes.start()()
 	out, err := s.core.Events(e.Namespace).Create(ctx, ToCore(e), metav1.CreateOptions{})
 	if err != nil {
 		return nil, err
@@ -106,6 +149,7 @@ func (s sink) Create(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, e
 }
 
 func (s sink) Update(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
+	defer s.writes.start()()
 	out, err := s.core.Events(e.Namespace).Update(ctx, ToCore(e), metav1.UpdateOptions{})
 	if err != nil {
 		return nil, err
@@ -117,6 +161,7 @@ func (s sink) Update(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, e
 // lastTimestamp as upstream's recorder keeps them. The events.k8s.io patch client-go made
 // (data) carries the series only, so it is made again here.
 func (s sink) Patch(ctx context.Context, e *eventsv1.Event, _ []byte) (*eventsv1.Event, error) {
+	defer s.writes.start()()
 	patch := map[string]any{}
 	if e.Series != nil {
 		last := metav1.NewTime(e.Series.LastObservedTime.Time)
