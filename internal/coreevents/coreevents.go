@@ -71,15 +71,17 @@ func (w *Writes) start() func() {
 	return func() { w.inFlight.Add(-1) }
 }
 
-// Settle waits until no write is in flight and none began for quiet, or ctx ends: the
-// broadcaster hands each Event to a goroutine of its own, which writes it moments later, so
-// a quiet spell, not a count of Events, tells that the writes are done. It reports whether
-// they settled.
+// Settle waits until no write is in flight and none began for quiet, counted from the call
+// at the earliest, or until ctx ends: the broadcaster hands each Event to a goroutine of its
+// own, which writes it moments later (after its Shutdown too), so a quiet spell, not a count
+// of Events, tells that the writes are done. It reports whether they settled.
 func (w *Writes) Settle(ctx context.Context, quiet time.Duration) bool {
+	called := time.Now()
 	tick := time.NewTicker(max(quiet/10, time.Millisecond))
 	defer tick.Stop()
 	for {
-		if w.inFlight.Load() == 0 && time.Since(time.Unix(0, w.began.Load())) >= quiet {
+		last := max(called.UnixNano(), w.began.Load())
+		if w.inFlight.Load() == 0 && time.Since(time.Unix(0, last)) >= quiet {
 			return true
 		}
 		select {
