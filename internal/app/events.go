@@ -55,7 +55,7 @@ func eventRecorder(ctx context.Context, mgr manager.Manager) (recorder.EventReco
 			shutdown()
 		}
 	}()
-	return coreevents.NewRecorder(b, mgr.GetScheme()), nil
+	return writes.Stamping(coreevents.NewRecorder(b, mgr.GetScheme())), nil
 }
 
 // Writing the last Events takes at most eventsFlushTimeout, well within the 15 s the process

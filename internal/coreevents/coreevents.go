@@ -59,10 +59,12 @@ func NewTrackedBroadcaster(core corev1client.EventsGetter) (events.EventBroadcas
 	return events.NewBroadcaster(sink{core: core, writes: w}), w
 }
 
-// Writes counts the Event writes in flight through a sink, and when the last one began.
+// Writes counts the Event writes in flight through a sink, and when the last one began and
+// the last Event was recorded (through a recorder from Stamping).
 type Writes struct {
 	inFlight atomic.Int64
 	began    atomic.Int64 // UnixNano
+	recorded atomic.Int64 // UnixNano
 }
 
 func (w *Writes) start() func() {
@@ -71,16 +73,36 @@ func (w *Writes) start() func() {
 	return func() { w.inFlight.Add(-1) }
 }
 
-// Settle waits until no write is in flight and none began for quiet, counted from the call
-// at the earliest, or until ctx ends: the broadcaster hands each Event to a goroutine of its
-// own, which writes it moments later (after its Shutdown too), so a quiet spell, not a count
-// of Events, tells that the writes are done. It reports whether they settled.
+// Stamping returns rec, noting in w when each Event is recorded.
+func (w *Writes) Stamping(rec recorder.EventRecorder) recorder.EventRecorder {
+	return stamping{rec: rec, w: w}
+}
+
+type stamping struct {
+	rec recorder.EventRecorder
+	w   *Writes
+}
+
+func (s stamping) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	s.w.recorded.Store(time.Now().UnixNano())
+	s.rec.Eventf(regarding, related, eventtype, reason, action, note, args...)
+}
+
+func (s stamping) AnnotatedEventf(regarding, related runtime.Object, annotations map[string]string, eventtype, reason, action, note string, args ...any) {
+	s.w.recorded.Store(time.Now().UnixNano())
+	s.rec.AnnotatedEventf(regarding, related, annotations, eventtype, reason, action, note, args...)
+}
+
+// Settle waits until no write is in flight and none began, and no Event was recorded, for
+// quiet, or until ctx ends: the broadcaster hands each Event to a goroutine of its own, which
+// writes it moments later (after its Shutdown too), so a quiet spell, not a count of Events,
+// tells that the writes are done; with nothing recorded lately it returns at once. It reports
+// whether they settled.
 func (w *Writes) Settle(ctx context.Context, quiet time.Duration) bool {
-	called := time.Now()
 	tick := time.NewTicker(max(quiet/10, time.Millisecond))
 	defer tick.Stop()
 	for {
-		last := max(called.UnixNano(), w.began.Load())
+		last := max(w.recorded.Load(), w.began.Load())
 		if w.inFlight.Load() == 0 && time.Since(time.Unix(0, last)) >= quiet {
 			return true
 		}

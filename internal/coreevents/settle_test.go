@@ -47,7 +47,7 @@ func TestSettledWritesHoldTheEventsRecordedBeforeTheStop(t *testing.T) {
 	if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rec := coreevents.NewRecorder(b, clientgoscheme.Scheme)
+	rec := writes.Stamping(coreevents.NewRecorder(b, clientgoscheme.Scheme))
 	const n = 20
 	for i := range n {
 		d := &appsv1.Deployment{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
