@@ -34,10 +34,12 @@ func eventRecorder(ctx context.Context, mgr manager.Manager) (recorder.EventReco
 	var once sync.Once
 	shutdown := func() {
 		once.Do(func() {
-			b.Shutdown()
+			// Before Shutdown: the recorder hands each Event to the broadcaster from a
+			// goroutine of its own, and a broadcaster shut down drops what comes after.
 			settle, stop := context.WithTimeout(rec, eventsFlushTimeout)
 			writes.Settle(settle, eventsQuiet)
 			stop()
+			b.Shutdown()
 			cancel()
 		})
 	}

@@ -94,10 +94,11 @@ func (s stamping) AnnotatedEventf(regarding, related runtime.Object, annotations
 }
 
 // Settle waits until no write is in flight and none began, and no Event was recorded, for
-// quiet, or until ctx ends: the broadcaster hands each Event to a goroutine of its own, which
-// writes it moments later (after its Shutdown too), so a quiet spell, not a count of Events,
-// tells that the writes are done; with nothing recorded lately it returns at once. It reports
-// whether they settled.
+// quiet, or until ctx ends: the recorder hands each Event to the broadcaster from a goroutine
+// of its own, and the broadcaster each to a writer goroutine, so a quiet spell, not a count of
+// Events, tells that the writes are done; with nothing recorded lately it returns at once.
+// Call it before the broadcaster's Shutdown, which drops the Events handed over after it. It
+// reports whether the writes settled.
 func (w *Writes) Settle(ctx context.Context, quiet time.Duration) bool {
 	tick := time.NewTicker(max(quiet/10, time.Millisecond))
 	defer tick.Stop()

@@ -36,9 +36,10 @@ func (e slowEvents) Create(ctx context.Context, ev *corev1.Event, _ metav1.Creat
 	return ev, nil
 }
 
-// TestSettledWritesHoldTheEventsRecordedBeforeTheStop: the broadcaster writes each Event on
-// a goroutine of its own, after Eventf returned; Events recorded just before a stop are still
-// being written when the broadcaster shuts down. Writes.Settle waits for them.
+// TestSettledWritesHoldTheEventsRecordedBeforeTheStop: the recorder and the broadcaster each
+// hand an Event on from a goroutine of their own, after Eventf returned; Events recorded just
+// before a stop are not written yet, and a broadcaster shut down then drops them (0 of 20
+// written). Writes.Settle, before the Shutdown, waits for them.
 func TestSettledWritesHoldTheEventsRecordedBeforeTheStop(t *testing.T) {
 	var created atomic.Int64
 	b, writes := coreevents.NewTrackedBroadcaster(slowCore{delay: 300 * time.Millisecond, created: &created})
@@ -54,15 +55,15 @@ func TestSettledWritesHoldTheEventsRecordedBeforeTheStop(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "d", UID: types.UID("uid-" + string(rune('a'+i)))}}
 		rec.Eventf(d, nil, corev1.EventTypeNormal, "Reloaded", "Reload", "Reloaded Deployment d (%d)", i)
 	}
-	b.Shutdown()
 	if early := created.Load(); early == n {
-		t.Fatalf("all %d Events written before the shutdown returned: the writes are not slow enough to tell", n)
+		t.Fatalf("all %d Events written as they were recorded: the writes are not slow enough to tell", n)
 	}
 	settle, stop := context.WithTimeout(context.Background(), 10*time.Second)
 	defer stop()
 	if !writes.Settle(settle, 500*time.Millisecond) {
 		t.Fatal("the writes did not settle within 10 s")
 	}
+	b.Shutdown()
 	if got := created.Load(); got != n {
 		t.Errorf("%d Events written once settled, want %d", got, n)
 	}
