@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -45,5 +46,30 @@ func TestOwnWriteComingBackIsNotReconciled(t *testing.T) {
 	// The reload, then the poke's reconcile; the write's echo between them was dropped.
 	if len(outcomes) != 2 || outcomes[0] != metrics.OutcomeReloaded {
 		t.Fatalf("reconciles of %s since the change: %v, want [%s %s]", client.ObjectKeyFromObject(d), outcomes, metrics.OutcomeReloaded, metrics.OutcomeUnchanged)
+	}
+}
+
+// A source change reaches a recorded workload when its coalescing window closes: one
+// reconcile, the reload, and not first a reconcile that only finds the window open and
+// comes back (mapping.go queues it for the window's end).
+func TestAChangeIsReconciledOnceItsWindowCloses(t *testing.T) {
+	t.Parallel()
+	ns, cm, d, _ := autoDeployment(t)
+	rel := reloaders.in(ns)
+	handled(t, d)
+	nn := client.ObjectKeyFromObject(d)
+	since := time.Now()
+	update(t, cm, func(c *corev1.ConfigMap) { c.Data["k"] = "v2" })
+	var outcomes []string
+	testutil.Eventually(t, "the reload's reconcile ended", func() error {
+		outcomes = rel.outcomesSince("Deployment", nn, since)
+		if !slices.Contains(outcomes, metrics.OutcomeReloaded) {
+			return fmt.Errorf("outcomes since the change: %v", outcomes)
+		}
+		return nil
+	})
+	before := outcomes[:slices.Index(outcomes, metrics.OutcomeReloaded)]
+	if slices.Contains(before, metrics.OutcomeWaiting) {
+		t.Errorf("reconciles of %s since the change: %v, want the reload with no wait before it", nn, outcomes)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/fair"
 	"github.com/reloader-operator/reloader/internal/lookup"
 	"github.com/reloader-operator/reloader/internal/metrics"
+	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 	"github.com/reloader-operator/reloader/internal/report"
 	"github.com/reloader-operator/reloader/internal/source"
@@ -44,8 +45,13 @@ func (m mapping) newQueue(name string, rl workqueue.TypedRateLimiter[reconcile.R
 // informer's handler (lookup.SourceMapper). Other workloads in the namespace are never
 // looked at. A lookup that fails (a live one, in degraded mode) hands the event to retry,
 // which brings it back here later (lookup.LiveRetry); nil retry: lookups read the cache.
-func (m mapping) mapSource(st sourcecache.SourceType, retry *lookup.LiveRetry) handler.MapFunc {
-	return func(ctx context.Context, src client.Object) []reconcile.Request {
+//
+// A recorded workload is queued when its window closes, at the priority a reload has then
+// (its reconcile would only see the window open and come back then: one reconcile per
+// change, not two), unless a ReloaderConfig of the namespace may give it a window of its own:
+// those are queued at once, and their reconcile weighs the window they have.
+func (m mapping) mapSource(st sourcecache.SourceType, retry *lookup.LiveRetry) lookup.MapFunc {
+	return func(ctx context.Context, src client.Object) []lookup.Queued {
 		id := source.ID{Kind: st.Kind, Name: st.SourceName(src)}
 		if id.Name == "" {
 			return nil
@@ -54,14 +60,22 @@ func (m mapping) mapSource(st sourcecache.SourceType, retry *lookup.LiveRetry) h
 		if st.Pool == nil {
 			annotations, labels = src.GetAnnotations(), src.GetLabels()
 		}
-		var reqs []reconcile.Request
+		later := m.windowAlike(ctx, src.GetNamespace())
+		var reqs []lookup.Queued
 		// A live lookup (degraded mode) sees at least the cluster of this change: every
 		// workload created before it.
 		ctx = clientindex.AtLeast(ctx, src.GetResourceVersion())
 		scanned, failed := m.lookup().FindAffected(ctx, m.kind, src.GetNamespace(), id, annotations, labels, func(w client.Object) {
 			nn := client.ObjectKeyFromObject(w)
-			m.window.Touch(m.key(nn))
-			reqs = append(reqs, reconcile.Request{NamespacedName: nn})
+			k := m.key(nn)
+			m.window.Touch(k)
+			q := lookup.Queued{Request: reconcile.Request{NamespacedName: nn}}
+			if _, recorded := w.GetAnnotations()[reload.RecordAnnotation]; recorded && later {
+				if q.After = m.window.Wait(k); q.After > 0 {
+					q.Priority = new(reloadPriority)
+				}
+			}
+			reqs = append(reqs, q)
 		})
 		if retry != nil {
 			// What was found is queued now; the lookup is made again in full later.
@@ -75,6 +89,17 @@ func (m mapping) mapSource(st sourcecache.SourceType, retry *lookup.LiveRetry) h
 		m.report.Metrics.Upstream.WorkloadsMatched.WithLabelValues(m.kind.Name()).Add(float64(len(reqs)))
 		return reqs
 	}
+}
+
+// windowAlike reports whether every workload of namespace ns has the flags' coalescing
+// window: no ReloaderConfig there may set one of its own (none served, or none in ns). Not
+// asked where the workloads are read live (degraded mode): the reconcile weighs it there.
+func (m mapping) windowAlike(ctx context.Context, ns string) bool {
+	if m.window.Quiet <= 0 || m.live() {
+		return false
+	}
+	configs, err := m.lookup().NamespaceConfigs(ctx, ns)
+	return err == nil && len(configs) == 0
 }
 
 // mapNamespace enqueues every workload of m.kind in a namespace whose labels changed, so that

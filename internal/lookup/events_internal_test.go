@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/reloader-operator/reloader/internal/sourcecache"
 )
@@ -31,7 +30,7 @@ func TestOneSourceEventIsObservedOnce(t *testing.T) {
 			DeleteFunc: func(event.DeleteEvent) bool { deleted++; return true },
 		}
 	})
-	noMapping := func(context.Context, client.Object) []reconcile.Request { return nil }
+	noMapping := func(context.Context, client.Object) []Queued { return nil }
 	var mappers []*SourceMapper
 	for _, kind := range []string{"Deployment", "StatefulSet", "DaemonSet", "CronJob", "Job"} {
 		m := NewSourceMapper(MapQueueName(kind, sourcecache.ConfigMaps), noMapping)

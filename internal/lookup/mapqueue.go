@@ -5,6 +5,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -37,7 +38,7 @@ const (
 // namespaces, map each object held and queue the workloads found. A source queued again
 // before its lookup is looked up once, with its latest objects.
 type SourceMapper struct {
-	mapping handler.MapFunc
+	mapping MapFunc
 	queue   workqueue.TypedRateLimitingInterface[mapKey]
 	mu      sync.Mutex
 	pending map[mapKey]*mapPending
@@ -53,8 +54,30 @@ type mapPending struct {
 	low  bool
 }
 
+// MapFunc maps a source object to the workloads it concerns, each with how it is queued.
+type MapFunc func(context.Context, client.Object) []Queued
+
+// Queued is a workload request a lookup found, and how it goes into the controller's queue.
+type Queued struct {
+	reconcile.Request
+	// After, when positive, queues it that much later: a workload whose reconcile would only
+	// wait for its coalescing window comes when the window closes, not twice.
+	After time.Duration
+	// Priority, when set, is its priority in a priority queue (a plain add otherwise).
+	Priority *int
+}
+
+// Plain makes Queued of requests added at once.
+func Plain(reqs []reconcile.Request) []Queued {
+	out := make([]Queued, len(reqs))
+	for i, r := range reqs {
+		out[i] = Queued{Request: r}
+	}
+	return out
+}
+
 // NewSourceMapper returns a mapper through mapping; name names its queue (workqueue metrics).
-func NewSourceMapper(name string, mapping handler.MapFunc) *SourceMapper {
+func NewSourceMapper(name string, mapping MapFunc) *SourceMapper {
 	return &SourceMapper{mapping: mapping, pending: map[mapKey]*mapPending{},
 		queue: fair.NewQueue(name, workqueue.DefaultTypedControllerRateLimiter[mapKey](),
 			func(k mapKey) string { return k.Namespace })}
@@ -145,19 +168,28 @@ func (m *SourceMapper) work(ctx context.Context, q WorkqueueOfRequests) {
 }
 
 // lookup maps the objects of one source and queues each workload found once, as
-// controller-runtime's handler would have.
+// controller-runtime's handler would have, or later when the mapping says so. A resync's
+// (low priority) requests go in at once, at low priority.
 func (m *SourceMapper) lookup(ctx context.Context, q WorkqueueOfRequests, p *mapPending) {
 	queued, lowPriority := map[reconcile.Request]bool{}, handler.LowPriority
 	pq, prioritized := q.(priorityqueue.PriorityQueue[reconcile.Request])
 	for _, o := range p.objs {
-		for _, req := range m.mapping(ctx, o) {
+		for _, in := range m.mapping(ctx, o) {
+			req := in.Request
 			if queued[req] {
 				continue
 			}
 			queued[req] = true
-			if p.low && prioritized {
+			switch {
+			case p.low && prioritized:
 				pq.AddWithOpts(priorityqueue.AddOpts{Priority: &lowPriority}, req)
-			} else {
+			case p.low || in.After <= 0 && in.Priority == nil:
+				q.Add(req)
+			case prioritized:
+				pq.AddWithOpts(priorityqueue.AddOpts{After: in.After, Priority: in.Priority}, req)
+			case in.After > 0:
+				q.AddAfter(req, in.After)
+			default:
 				q.Add(req)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/reloader-operator/reloader/internal/fair"
 	"github.com/reloader-operator/reloader/internal/testutil"
 )
 
@@ -28,7 +30,7 @@ func TestSourceMapperMapsEachVariantOnce(t *testing.T) {
 	var mu sync.Mutex
 	var mapped []string
 	gate := make(chan struct{})
-	m := NewSourceMapper("", func(_ context.Context, o client.Object) []reconcile.Request {
+	m := NewSourceMapper("", func(_ context.Context, o client.Object) []Queued {
 		<-gate
 		mu.Lock()
 		mapped = append(mapped, o.GetNamespace()+"@"+o.GetResourceVersion())
@@ -38,7 +40,7 @@ func TestSourceMapperMapsEachVariantOnce(t *testing.T) {
 		if o.GetLabels()["team"] != "" {
 			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: "api"}})
 		}
-		return reqs
+		return Plain(reqs)
 	})
 	h := m.Events()
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
@@ -95,4 +97,45 @@ func TestKeepVariantIsBounded(t *testing.T) {
 		}
 		t.Errorf("held %v, want the first %d and the latest last", rvs, mapVariants-1)
 	}
+}
+
+// A workload the mapping queues later (its coalescing window) is not in the queue before,
+// comes after, at its priority; one queued at once is there at once; a resync goes in at once
+// at low priority whatever the mapping says.
+func TestQueuedLaterComesWhenAsked(t *testing.T) {
+	prio := 100
+	m := NewSourceMapper("", func(_ context.Context, o client.Object) []Queued {
+		return []Queued{
+			{Request: reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: "later"}}, After: 300 * time.Millisecond, Priority: &prio},
+			{Request: reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: "now"}}},
+		}
+	})
+	q := fair.NewQueue("later", workqueue.DefaultTypedControllerRateLimiter[reconcile.Request](), func(r reconcile.Request) string { return r.Namespace })
+	defer q.ShutDown()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := m.Source().Start(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "cfg", ResourceVersion: "1"}}
+	begun := time.Now()
+	m.Events().Create(ctx, event.CreateEvent{Object: cm}, nil)
+	first, prioFirst, _ := q.GetWithPriority()
+	q.Done(first)
+	if first.Name != "now" || prioFirst != 0 {
+		t.Errorf("first out: %v at priority %d, want now at 0", first, prioFirst)
+	}
+	second, prioSecond, _ := q.GetWithPriority()
+	q.Done(second)
+	if took := time.Since(begun); second.Name != "later" || prioSecond != prio || took < 300*time.Millisecond {
+		t.Errorf("second out: %v at priority %d after %v, want later at %d after 300ms", second, prioSecond, took, prio)
+	}
+	// A resync (the same resourceVersion) queues both at once, low.
+	m.Events().Update(ctx, event.UpdateEvent{ObjectOld: cm, ObjectNew: cm}, nil)
+	testutil.Eventually(t, "the resync's workloads queued", func() error {
+		if q.Len() < 2 {
+			return fmt.Errorf("%d queued", q.Len())
+		}
+		return nil
+	})
 }
