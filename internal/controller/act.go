@@ -179,10 +179,10 @@ func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen,
 	if !equality.Semantic.DeepEqual(obj, updated) || w.tw.Changed() {
 		var echo *echoWant
 		if echoable(r.writeParts().write, obj, w, dn.Reloaded, r.observer().live()) {
-			echo = r.echoes.expect(obj, updated, r.Configs != nil)
+			echo = r.parts.echoes.expect(obj, updated, r.Configs != nil)
 		}
 		dn.Failed = r.write(ctx, obj, updated, w, dn.Reloaded, d.Plan.Record)
-		requeue = r.echoes.settle(echo, updated, dn.Failed != nil)
+		requeue = r.parts.echoes.settle(echo, updated, dn.Failed != nil)
 		if dn.Failed == nil {
 			dn.Wrote = true
 			if w.restart != evict.Evict {

@@ -77,9 +77,8 @@ type WorkloadReconciler struct {
 	Report *report.Reporter
 	Now    func() time.Time
 
+	// parts are the kind's writers, made once, and what they keep between reconciles.
 	parts writeParts
-	// echoes are the writes not yet heard back through the watch (echo.go).
-	echoes echoes
 }
 
 // Settings are the flags that shape a reconciler's decisions and writes.

@@ -43,7 +43,7 @@ func (r *WorkloadReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// No watch: one list at start; later, only source changes bring a workload in.
 		b = b.WatchesRawSource(m.firstList())
 	} else {
-		b = b.For(r.Kind.NewObject(), builder.WithPredicates(r.echoes.filter(r.Baselines.Drop), r.Baselines.NotingCreations(), workloadChanged()))
+		b = b.For(r.Kind.NewObject(), builder.WithPredicates(r.parts.echoes.filter(r.Baselines.Drop), r.Baselines.NotingCreations(), workloadChanged()))
 	}
 	if r.SourceEvents == nil {
 		r.SourceEvents = lookup.NewSourceEvents(r.Changes.Observe, ObserveFlaps(r.Flaps, r.Now))

@@ -51,6 +51,9 @@ type writeParts struct {
 	report writer.Reporter
 	// conflicts count the reconciles in a row that met a conflict, per workload.
 	conflicts writer.Conflicts
+	// echoes are the writes not yet heard back through the watch (echo.go); usable before
+	// the writers are made.
+	echoes echoes
 }
 
 // writeParts makes, once, the writers of r.Kind: a Job is re-created, a CronJob may start a Job
