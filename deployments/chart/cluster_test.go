@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -74,10 +75,16 @@ func TestCRDLeftAloneWhenOwnedElsewhere(t *testing.T) {
 
 	own := func(rel, ns string) {
 		t.Helper()
-		testutil.Must(t, c.Get(ctx, client.ObjectKeyFromObject(crd), crd))
-		crd.Annotations = map[string]string{"meta.helm.sh/release-name": rel, "meta.helm.sh/release-namespace": ns}
-		crd.Labels = map[string]string{"app.kubernetes.io/managed-by": "Helm"}
-		testutil.Must(t, c.Update(ctx, crd))
+		// The API server's CRD controllers write its status meanwhile (names accepted,
+		// established): a conflict reads it again.
+		testutil.Must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(crd), crd); err != nil {
+				return err
+			}
+			crd.Annotations = map[string]string{"meta.helm.sh/release-name": rel, "meta.helm.sh/release-namespace": ns}
+			crd.Labels = map[string]string{"app.kubernetes.io/managed-by": "Helm"}
+			return c.Update(ctx, crd)
+		}))
 	}
 	own("another", namespace)
 	if rendersCRD() {
