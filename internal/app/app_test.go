@@ -70,6 +70,20 @@ func startLogged(t *testing.T, opts options.Options, logger logr.Logger) manager
 	return mgr
 }
 
+// autoDeployment is Deployment name of ns, annotated auto, its container's environment taken
+// from ConfigMap cm.
+func autoDeployment(ns, name, cm string) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{"reloader.stakater.com/auto": "true"}},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox",
+				EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}}}}},
+		}},
+	}
+}
+
 func httpGet(addr, path string) (int, string) {
 	resp, err := http.Get("http://" + addr + path)
 	if err != nil {
@@ -145,16 +159,7 @@ func TestFiltersShrinkTheCache(t *testing.T) {
 		if p.labelled {
 			cm.Labels = map[string]string{"reload": "yes"}
 		}
-		labels := map[string]string{"app": p.name}
-		d := &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: p.name, Annotations: map[string]string{"reloader.stakater.com/auto": "true"}},
-			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox",
-					EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: p.name}}}}}}},
-			}},
-		}
-		for _, o := range []client.Object{cm, d} {
+		for _, o := range []client.Object{cm, autoDeployment(p.ns, p.name, p.name)} {
 			testutil.Must(t, k8s.Create(ctx, o))
 		}
 	}

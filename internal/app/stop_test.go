@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -31,16 +30,8 @@ func TestMetricsAnswerUntilTheLastEventsAreWritten(t *testing.T) {
 	testutil.Must(t, err)
 	ns := fmt.Sprintf("stop-metrics-%d", time.Now().UnixNano()%1e6)
 	testutil.Must(t, k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
-	labels := map[string]string{"app": "web"}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Data: map[string]string{"k": "v1"}}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", Annotations: map[string]string{"reloader.stakater.com/auto": "true"}},
-		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{Labels: labels},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox",
-				EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "web"}}}}}}},
-		}},
-	}
+	d := autoDeployment(ns, "web", "web")
 	for _, o := range []client.Object{cm, d} {
 		testutil.Must(t, k8s.Create(ctx, o))
 	}
@@ -96,8 +87,8 @@ func TestMetricsAnswerUntilTheLastEventsAreWritten(t *testing.T) {
 		t.Errorf("manager: %v", err)
 	}
 	done <- nil // for the cleanup
-	if was, is := executed(before), executed(body); is != was+1 {
-		t.Errorf("the last answer before the port closed counts %v reloads, %v before the change:\n%s", is, was, grepLines(body, "reloader_reload_executed_total"))
+	if was, is := executed(t, before), executed(t, body); is != was+1 {
+		t.Errorf("the last answer before the port closed counts %v reloads, %v before the change", is, was)
 	}
 	// The quiet spell is 250 ms from the Event, recorded at most a poll before seen.
 	if after := last.Sub(seen); after < 150*time.Millisecond {
@@ -106,23 +97,14 @@ func TestMetricsAnswerUntilTheLastEventsAreWritten(t *testing.T) {
 }
 
 // executed is the count of successful reloads in a /metrics answer.
-func executed(body string) float64 {
-	const prefix = `reloader_reload_executed_total{success="true"} `
-	for _, l := range strings.Split(body, "\n") {
-		if v, ok := strings.CutPrefix(l, prefix); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
+func executed(t *testing.T, body string) float64 {
+	t.Helper()
+	for _, s := range parseExposition(t, body) {
+		if s.name == "reloader_reload_executed_total" && s.labels["success"] == "true" {
+			v, err := strconv.ParseFloat(s.value, 64)
+			testutil.Must(t, err)
+			return v
 		}
 	}
 	return 0
-}
-
-func grepLines(s, sub string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, sub) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
 }
