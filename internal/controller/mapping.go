@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -60,8 +61,9 @@ func (m mapping) mapSource(st sourcecache.SourceType, retry *lookup.LiveRetry) l
 		if st.Pool == nil {
 			annotations, labels = src.GetAnnotations(), src.GetLabels()
 		}
-		later := m.windowAlike(ctx, src.GetNamespace())
 		var reqs []lookup.Queued
+		// Asked once, and only of a source that concerns a recorded workload: most concern none.
+		later := sync.OnceValue(func() bool { return m.windowAlike(ctx, src.GetNamespace()) })
 		// A live lookup (degraded mode) sees at least the cluster of this change: every
 		// workload created before it.
 		ctx = clientindex.AtLeast(ctx, src.GetResourceVersion())
@@ -70,7 +72,7 @@ func (m mapping) mapSource(st sourcecache.SourceType, retry *lookup.LiveRetry) l
 			k := m.key(nn)
 			m.window.Touch(k)
 			q := lookup.Queued{Request: reconcile.Request{NamespacedName: nn}}
-			if _, recorded := w.GetAnnotations()[reload.RecordAnnotation]; recorded && later {
+			if _, recorded := w.GetAnnotations()[reload.RecordAnnotation]; recorded && later() {
 				if q.After = m.window.Wait(k); q.After > 0 {
 					q.Priority = new(reloadPriority)
 				}
