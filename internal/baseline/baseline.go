@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/cachemem/shrink"
@@ -81,6 +82,9 @@ type Watcher struct {
 	Lookup func() lookup.Lookup
 	// Live is true when Kind is read without watch (degraded mode, lookup.Unwatched).
 	Live bool
+	// unrecordedIn reports whether Kind's cache holds a workload without record in a
+	// namespace (Watch sets it from the informer's index; nil: not known, look up).
+	unrecordedIn func(ns string) bool
 }
 
 // watches reports whether kind is among w's sources.
@@ -242,6 +246,16 @@ func (b *Baselines) Drop(uid types.UID) {
 // on the workloads of every kind that joined it.
 func (b *Baselines) Watch(mgr ctrl.Manager, w Watcher) error {
 	ctx := context.Background() // informer handlers outlive any caller's context
+	var informer cache.Informer
+	if !w.Live {
+		var err error
+		if informer, err = mgr.GetCache().GetInformer(ctx, w.Kind.NewObject()); err != nil {
+			return fmt.Errorf("watch %ss for baselines: %w", w.Kind.Name(), err)
+		}
+		if w.unrecordedIn, err = indexUnrecorded(informer); err != nil {
+			return fmt.Errorf("index %ss without record: %w", w.Kind.Name(), err)
+		}
+	}
 	b.mu.Lock()
 	b.watchers = append(b.watchers, w)
 	var unwatched []sourcecache.SourceType
@@ -266,11 +280,7 @@ func (b *Baselines) Watch(mgr ctrl.Manager, w Watcher) error {
 		// does (they are kept only for workloads without record whose sources changed).
 		return nil
 	}
-	informer, err := mgr.GetCache().GetInformer(ctx, w.Kind.NewObject())
-	if err != nil {
-		return fmt.Errorf("watch %ss for baselines: %w", w.Kind.Name(), err)
-	}
-	_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	_, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj any) {
 			if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 				obj = tomb.Obj
@@ -346,6 +356,12 @@ func (b *Baselines) watchSource(ctx context.Context, mgr ctrl.Manager, st source
 // changedFrom notes, on each workload of wt without record that source object o concerns,
 // the object the source was before this change (nil: it did not exist).
 func (b *Baselines) changedFrom(ctx context.Context, wt Watcher, st sourcecache.SourceType, o, old client.Object) {
+	if wt.unrecordedIn != nil && !wt.unrecordedIn(o.GetNamespace()) {
+		// Every workload of the kind there has a record: the lookup would find none to
+		// note on (it reads the same cache), and costs a list of the namespace's
+		// ReloaderConfigs and two index lists per source event and kind.
+		return
+	}
 	if selected, err := wt.Lookup().NamespaceSelected(ctx, o.GetNamespace()); err != nil || !selected {
 		return // a workload there is first seen when its namespace is selected
 	}
