@@ -17,6 +17,7 @@ import (
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/cachemem/intern"
+	"github.com/reloader-operator/reloader/internal/cachemem/nsindex"
 	"github.com/reloader-operator/reloader/internal/controller/rollout"
 	"github.com/reloader-operator/reloader/internal/extapi"
 	"github.com/reloader-operator/reloader/internal/hashkey"
@@ -94,13 +95,17 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 	m := metrics.New(crmetrics.Registry, conf.MetricsCountByNamespace)
 	metrics.RegisterClientLatency()
 	metrics.SlimGoCollector(crmetrics.Registry)
-	reader, err := degraded.client(mgr, read)
+	cached, err := degraded.client(mgr, read)
 	if err != nil {
 		return nil, err
 	}
-	if err := watch(ctx, mgr, conf, sources, read, configs != nil, m, degraded); err != nil {
+	indexer := nsindex.New(mgr.GetCache())
+	if err := watch(ctx, mgr, indexer, conf, sources, read, configs != nil, m, degraded); err != nil {
 		return nil, err
 	}
+	// The lookups by source read the cache's indexes in place: a List would make a new object
+	// to name the informer and copy each workload found into the list, on every source event.
+	reader := nsindex.Reading{Client: cached, Indexer: indexer}
 	events, err := eventRecorder(ctx, mgr)
 	if err != nil {
 		return nil, err

@@ -21,9 +21,9 @@ import (
 // sync, and so readiness, covers them all; controllers would otherwise add theirs only once
 // they start. Upstream's events_received_total counts sources and namespaces as they arrive.
 // Kinds read without watch (degraded) get no informer: their index is applied to live lists.
-func watch(ctx context.Context, mgr manager.Manager, conf options.Config, sources []sourcecache.SourceType, read []workload.Kind, configs bool, m *metrics.Metrics, degraded *degradedMode) error {
-	// Every lookup by index is within a namespace: nsindex keeps one key per value, not two.
-	indexer := nsindex.Indexer{Cache: mgr.GetCache()}
+// Every lookup by index is within a namespace: indexer (nsindex) keeps one key per value, not
+// two.
+func watch(ctx context.Context, mgr manager.Manager, indexer nsindex.Indexer, conf options.Config, sources []sourcecache.SourceType, read []workload.Kind, configs bool, m *metrics.Metrics, degraded *degradedMode) error {
 	for _, st := range sources {
 		if st.Pool != nil {
 			if err := lookup.IndexPooled(ctx, indexer, st); err != nil {

@@ -178,7 +178,21 @@ func (l Lookup) Users(ctx context.Context, kinds []workload.Kind, ns string, id 
 	}
 }
 
+// IndexReader is a client.Reader that can also read its indexes in place
+// (nsindex.Indexer.Each): ok is false for a type it has no index of.
+type IndexReader interface {
+	Each(list client.ObjectList, ns, field, value string, fn func(client.Object)) (ok bool, err error)
+}
+
 func (l Lookup) byIndex(ctx context.Context, kind string, list client.ObjectList, ns, value string, fn func(client.Object)) error {
+	if ir, ok := l.Client.(IndexReader); ok {
+		if read, err := ir.Each(list, ns, IndexSources, value, fn); read {
+			if err != nil {
+				log.FromContext(ctx).Error(err, "reading the source index", "kind", kind, "value", value)
+			}
+			return err
+		}
+	}
 	if err := l.Client.List(ctx, list, client.InNamespace(ns), client.MatchingFields{IndexSources: value}, client.UnsafeDisableDeepCopy); err != nil {
 		log.FromContext(ctx).Error(err, "listing by source index", "kind", kind, "value", value)
 		return err

@@ -148,3 +148,62 @@ func TestTargetPlanMatchesTheConfigsTargets(t *testing.T) {
 		t.Errorf("%d targets weighed, want the 4 distinct ones once", got)
 	}
 }
+
+// inPlace answers lookups by index in place, as nsindex.Reading does, by a List of its own
+// client (so that the answers are the List's), and counts them; it has no index of kinds
+// but Deployments.
+type inPlace struct {
+	client.Client
+	answered int
+}
+
+func (c *inPlace) Each(list client.ObjectList, ns, field, value string, fn func(client.Object)) (bool, error) {
+	if _, ok := list.(*appsv1.DeploymentList); !ok {
+		return false, nil
+	}
+	c.answered++
+	l := &appsv1.DeploymentList{}
+	if err := c.List(context.Background(), l, client.InNamespace(ns), client.MatchingFields{field: value}); err != nil {
+		return true, err
+	}
+	for i := range l.Items {
+		fn(&l.Items[i])
+	}
+	return true, nil
+}
+
+// A client that reads its indexes in place answers the lookups by source, and they find what
+// the List finds.
+func TestLookupsReadTheIndexInPlaceWhereTheClientCan(t *testing.T) {
+	kind, keys := workload.Deployment(), reload.DefaultKeys()
+	var objs []client.Object
+	for i := range 5 {
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("web-%d", i),
+			Annotations: map[string]string{keys.Auto: "true"}}}
+		cm := "cfg"
+		if i%2 == 1 {
+			cm = "other"
+		}
+		d.Spec.Template.Spec.Containers = []corev1.Container{{Name: "c", EnvFrom: []corev1.EnvFromSource{
+			{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}}}}
+		objs = append(objs, d)
+	}
+	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(objs...).
+		WithIndex(&appsv1.Deployment{}, IndexSources, sourceIndexer(kind, keys)).Build()
+	id := source.ID{Kind: source.ConfigMap, Name: "cfg"}
+	find := func(r client.Reader) []string {
+		got := []string{}
+		for _, w := range (Lookup{Client: r, Policy: reload.Policy{Keys: keys}}).Affected(context.Background(), kind, "ns", id, nil, nil) {
+			got = append(got, w.GetName())
+		}
+		return got
+	}
+	in := &inPlace{Client: c}
+	listed, read := find(c), find(in)
+	if fmt.Sprint(listed) != "[web-0 web-2 web-4]" || fmt.Sprint(read) != fmt.Sprint(listed) {
+		t.Errorf("found %v in place, %v by List; want [web-0 web-2 web-4] both", read, listed)
+	}
+	if in.answered == 0 {
+		t.Error("the lookups listed instead of reading the index in place")
+	}
+}

@@ -11,7 +11,10 @@ package nsindex
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"sync"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,11 +22,18 @@ import (
 
 // Indexer is a client.FieldIndexer whose indexes answer a List with client.InNamespace and
 // client.MatchingFields exactly as IndexField's do, and a List across namespaces by nothing.
+// Made by New, it also answers the same lookups in place (Each).
 type Indexer struct {
 	Cache cache.Informers
+	// stores are the informers' stores of the types indexed here, by the type of the items
+	// of their lists (a struct type, such as appsv1.Deployment); nil: Each answers nothing.
+	stores *sync.Map
 }
 
 var _ client.FieldIndexer = Indexer{}
+
+// New returns an Indexer of c's informers that also answers lookups in place.
+func New(c cache.Informers) Indexer { return Indexer{Cache: c, stores: &sync.Map{}} }
 
 // IndexField registers extract under the name and key form controller-runtime's cache reader
 // looks up ("field:<field>", "<namespace>/<value>"); a cluster-scoped object is indexed under
@@ -33,7 +43,7 @@ func (i Indexer) IndexField(ctx context.Context, obj client.Object, field string
 	if err != nil {
 		return fmt.Errorf("index %s: %w", field, err)
 	}
-	return informer.AddIndexers(toolscache.Indexers{IndexName(field): func(raw any) ([]string, error) {
+	if err := informer.AddIndexers(toolscache.Indexers{IndexName(field): func(raw any) ([]string, error) {
 		o, ok := raw.(client.Object)
 		if !ok {
 			return nil, fmt.Errorf("index %s: %T is no object", field, raw)
@@ -48,7 +58,73 @@ func (i Indexer) IndexField(ctx context.Context, obj client.Object, field string
 			keys[k] = ns + "/" + v
 		}
 		return keys, nil
-	}})
+	}}); err != nil {
+		return err
+	}
+	if _, generic := obj.(runtime.Unstructured); generic {
+		return nil // one Go type for every kind: not told apart by type
+	}
+	if store, ok := informer.(interface{ GetIndexer() toolscache.Indexer }); ok && i.stores != nil {
+		i.stores.Store(reflect.TypeOf(obj).Elem(), indexedStore{store.GetIndexer(), informer.HasSynced})
+	}
+	return nil
+}
+
+// Each calls fn with each object of the type of list's items in namespace ns whose index
+// field holds value, as a List with client.InNamespace(ns), client.MatchingFields{field:
+// value} and client.UnsafeDisableDeepCopy would find them, without that List's cost (a new
+// object to name the informer, each item copied into the list): the objects are the cache's
+// own and must not be modified. ok is false when the type has no index here (read it with a
+// List instead).
+func (i Indexer) Each(list client.ObjectList, ns, field, value string, fn func(client.Object)) (ok bool, err error) {
+	if i.stores == nil {
+		return false, nil
+	}
+	item, known := itemType(list)
+	if !known {
+		return false, nil
+	}
+	s, found := i.stores.Load(item)
+	if !found || !s.(indexedStore).synced() {
+		// Before its first list is in, a List waits for it; so must a lookup.
+		return false, nil
+	}
+	objs, err := s.(indexedStore).ByIndex(IndexName(field), ns+"/"+value)
+	if err != nil {
+		return true, fmt.Errorf("index %s: %w", field, err)
+	}
+	for _, o := range objs {
+		if co, isObj := o.(client.Object); isObj {
+			fn(co)
+		}
+	}
+	return true, nil
+}
+
+// indexedStore is an informer's store, and whether its first list is in.
+type indexedStore struct {
+	toolscache.Indexer
+	synced func() bool
+}
+
+// itemTypes caches the type of a list type's items.
+var itemTypes sync.Map
+
+// itemType is the type of the items of list (a pointer to a struct with an Items slice).
+func itemType(list client.ObjectList) (reflect.Type, bool) {
+	t := reflect.TypeOf(list)
+	if it, ok := itemTypes.Load(t); ok {
+		return it.(reflect.Type), true
+	}
+	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		return nil, false
+	}
+	f, ok := t.Elem().FieldByName("Items")
+	if !ok || f.Type.Kind() != reflect.Slice || f.Type.Elem().Kind() != reflect.Struct {
+		return nil, false // unstructured lists and lists of pointers: not indexed here
+	}
+	itemTypes.Store(t, f.Type.Elem())
+	return f.Type.Elem(), true
 }
 
 // IndexName is the informer index controller-runtime's cache reader consults for field.
@@ -56,3 +132,10 @@ func IndexName(field string) string { return "field:" + field }
 
 // allNamespaces is the reader's namespace for a List across namespaces.
 const allNamespaces = "__all_namespaces"
+
+// Reading is a client that reads Indexer's indexes in place where it can (Each); every other
+// read and every write goes to Client.
+type Reading struct {
+	client.Client
+	Indexer
+}
