@@ -48,7 +48,7 @@ func watch(ctx context.Context, mgr manager.Manager, indexer nsindex.Indexer, co
 		}
 	}
 	if configs {
-		if _, err := mgr.GetCache().GetInformer(ctx, &v1alpha1.ReloaderConfig{}); err != nil {
+		if err := indexer.Track(ctx, &v1alpha1.ReloaderConfig{}); err != nil {
 			return fmt.Errorf("watch ReloaderConfigs: %w", err)
 		}
 	}

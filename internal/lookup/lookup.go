@@ -179,9 +179,12 @@ func (l Lookup) Users(ctx context.Context, kinds []workload.Kind, ns string, id 
 }
 
 // IndexReader is a client.Reader that can also read its indexes in place
-// (nsindex.Indexer.Each): ok is false for a type it has no index of.
+// (nsindex.Indexer.Each): ok is false for a type it has no index of, or whose first list is
+// not in yet (a List waits for it).
 type IndexReader interface {
 	Each(list client.ObjectList, ns, field, value string, fn func(client.Object)) (ok bool, err error)
+	// EachIn reads a namespace's objects in place, as a List in it would find them.
+	EachIn(list client.ObjectList, ns string, fn func(client.Object)) (ok bool, err error)
 }
 
 func (l Lookup) byIndex(ctx context.Context, kind string, list client.ObjectList, ns, value string, fn func(client.Object)) error {
@@ -341,13 +344,28 @@ func (l Lookup) EveryNamespaceConfig(ctx context.Context, ns string) (kept, left
 	if l.Configs == nil {
 		return nil, nil, nil
 	}
+	var out []*reloaderconfig.Compiled
+	add := func(o client.Object) {
+		if cfg, ok := o.(*v1alpha1.ReloaderConfig); ok {
+			out = append(out, l.Configs.Get(cfg))
+		}
+	}
 	list := &v1alpha1.ReloaderConfigList{}
+	if ir, ok := l.Client.(IndexReader); ok {
+		// Asked on each source event and reconcile: read in place.
+		if read, err := ir.EachIn(list, ns, add); read {
+			if err != nil {
+				return nil, nil, fmt.Errorf("list ReloaderConfigs in %s: %w", ns, err)
+			}
+			kept, left = reloaderconfig.Considered(out)
+			return kept, left, nil
+		}
+	}
 	if err := l.Client.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, fmt.Errorf("list ReloaderConfigs in %s: %w", ns, err)
 	}
-	out := make([]*reloaderconfig.Compiled, len(list.Items))
 	for i := range list.Items {
-		out[i] = l.Configs.Get(&list.Items[i])
+		add(&list.Items[i])
 	}
 	kept, left = reloaderconfig.Considered(out)
 	return kept, left, nil

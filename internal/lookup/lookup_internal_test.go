@@ -172,6 +172,10 @@ func (c *inPlace) Each(list client.ObjectList, ns, field, value string, fn func(
 	return true, nil
 }
 
+func (c *inPlace) EachIn(client.ObjectList, string, func(client.Object)) (bool, error) {
+	return false, nil
+}
+
 // A client that reads its indexes in place answers the lookups by source, and they find what
 // the List finds.
 func TestLookupsReadTheIndexInPlaceWhereTheClientCan(t *testing.T) {

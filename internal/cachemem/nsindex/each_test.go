@@ -2,6 +2,7 @@ package nsindex_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -57,7 +58,9 @@ func TestEachFindsWhatTheListWould(t *testing.T) {
 			return watch.NewFake(), nil
 		},
 	}
-	informer := toolscache.NewSharedIndexInformer(listOnly{lw}, &appsv1.Deployment{}, 0, toolscache.Indexers{})
+	// As controller-runtime's informers are: indexed by namespace.
+	informer := toolscache.NewSharedIndexInformer(listOnly{lw}, &appsv1.Deployment{}, 0,
+		toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
 	idx := nsindex.New(informers{informer: informer})
 	const field = "sources"
 	if err := idx.IndexField(context.Background(), &appsv1.Deployment{}, field, func(o client.Object) []string {
@@ -99,6 +102,16 @@ func TestEachFindsWhatTheListWould(t *testing.T) {
 		if !ok || !slices.Equal(got, tc.want) {
 			t.Errorf("Each in %s by %s=%s: %v (answered %v), want %v", tc.ns, field, tc.value, got, ok, tc.want)
 		}
+	}
+	for ns, want := range map[string]string{"a": "[api db web]", "b": "[web]", "c": "[]"} {
+		var names []string
+		ok, err := idx.EachIn(&appsv1.DeploymentList{}, ns, func(o client.Object) { names = append(names, o.GetName()) })
+		if slices.Sort(names); !ok || err != nil || fmt.Sprint(names) != want {
+			t.Errorf("EachIn %s: %v (answered %v, %v), want %s", ns, names, ok, err, want)
+		}
+	}
+	if ok, _ := idx.Each(&appsv1.DeploymentList{}, "a", "no-such-field", "cfg", func(client.Object) {}); ok {
+		t.Error("answered by a field with no index: a List would fail, and says why")
 	}
 	for _, list := range []client.ObjectList{&corev1.PodList{}, &unstructured.UnstructuredList{}} {
 		if _, ok := each(list, "a", "cfg"); ok {

@@ -61,12 +61,7 @@ func (i Indexer) IndexField(ctx context.Context, obj client.Object, field string
 	}}); err != nil {
 		return err
 	}
-	if _, generic := obj.(runtime.Unstructured); generic {
-		return nil // one Go type for every kind: not told apart by type
-	}
-	if store, ok := informer.(interface{ GetIndexer() toolscache.Indexer }); ok && i.stores != nil {
-		i.stores.Store(reflect.TypeOf(obj).Elem(), indexedStore{store.GetIndexer(), informer.HasSynced})
-	}
+	i.keep(obj, informer)
 	return nil
 }
 
@@ -77,6 +72,38 @@ func (i Indexer) IndexField(ctx context.Context, obj client.Object, field string
 // own and must not be modified. ok is false when the type has no index here (read it with a
 // List instead).
 func (i Indexer) Each(list client.ObjectList, ns, field, value string, fn func(client.Object)) (ok bool, err error) {
+	return i.each(list, IndexName(field), ns+"/"+value, fn)
+}
+
+// Track keeps the store of obj's informer for EachIn, as IndexField keeps those it indexes.
+func (i Indexer) Track(ctx context.Context, obj client.Object) error {
+	informer, err := i.Cache.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+	if err != nil {
+		return err
+	}
+	i.keep(obj, informer)
+	return nil
+}
+
+// EachIn calls fn with each object of the type of list's items in namespace ns, as a List
+// with client.InNamespace(ns) and client.UnsafeDisableDeepCopy would find them, in place (see
+// Each); ok is false when the type's store is not kept here.
+func (i Indexer) EachIn(list client.ObjectList, ns string, fn func(client.Object)) (ok bool, err error) {
+	return i.each(list, toolscache.NamespaceIndex, ns, fn)
+}
+
+// keep keeps the store of informer, the informer of obj's type.
+func (i Indexer) keep(obj client.Object, informer cache.Informer) {
+	if _, generic := obj.(runtime.Unstructured); generic || i.stores == nil {
+		return // one Go type for every kind: not told apart by type
+	}
+	if store, ok := informer.(interface{ GetIndexer() toolscache.Indexer }); ok {
+		i.stores.Store(reflect.TypeOf(obj).Elem(), indexedStore{store.GetIndexer(), informer.HasSynced})
+	}
+}
+
+// each calls fn with each object of list's item type whose index holds value, in place.
+func (i Indexer) each(list client.ObjectList, index, value string, fn func(client.Object)) (ok bool, err error) {
 	if i.stores == nil {
 		return false, nil
 	}
@@ -89,9 +116,9 @@ func (i Indexer) Each(list client.ObjectList, ns, field, value string, fn func(c
 		// Before its first list is in, a List waits for it; so must a lookup.
 		return false, nil
 	}
-	objs, err := s.(indexedStore).ByIndex(IndexName(field), ns+"/"+value)
+	objs, err := s.(indexedStore).ByIndex(index, value)
 	if err != nil {
-		return true, fmt.Errorf("index %s: %w", field, err)
+		return false, nil // no such index (its only error): a List answers
 	}
 	for _, o := range objs {
 		if co, isObj := o.(client.Object); isObj {
