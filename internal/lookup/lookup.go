@@ -182,19 +182,14 @@ func (l Lookup) Users(ctx context.Context, kinds []workload.Kind, ns string, id 
 // (nsindex.Indexer.Each): ok is false for a type it has no index of, or whose first list is
 // not in yet (a List waits for it).
 type IndexReader interface {
-	Each(list client.ObjectList, ns, field, value string, fn func(client.Object)) (ok bool, err error)
+	Each(list client.ObjectList, ns, field, value string, fn func(client.Object)) (ok bool)
 	// EachIn reads a namespace's objects in place, as a List in it would find them.
-	EachIn(list client.ObjectList, ns string, fn func(client.Object)) (ok bool, err error)
+	EachIn(list client.ObjectList, ns string, fn func(client.Object)) (ok bool)
 }
 
 func (l Lookup) byIndex(ctx context.Context, kind string, list client.ObjectList, ns, value string, fn func(client.Object)) error {
-	if ir, ok := l.Client.(IndexReader); ok {
-		if read, err := ir.Each(list, ns, IndexSources, value, fn); read {
-			if err != nil {
-				log.FromContext(ctx).Error(err, "reading the source index", "kind", kind, "value", value)
-			}
-			return err
-		}
+	if ir, ok := l.Client.(IndexReader); ok && ir.Each(list, ns, IndexSources, value, fn) {
+		return nil
 	}
 	if err := l.Client.List(ctx, list, client.InNamespace(ns), client.MatchingFields{IndexSources: value}, client.UnsafeDisableDeepCopy); err != nil {
 		log.FromContext(ctx).Error(err, "listing by source index", "kind", kind, "value", value)
@@ -350,22 +345,15 @@ func (l Lookup) EveryNamespaceConfig(ctx context.Context, ns string) (kept, left
 			out = append(out, l.Configs.Get(cfg))
 		}
 	}
-	list := &v1alpha1.ReloaderConfigList{}
-	if ir, ok := l.Client.(IndexReader); ok {
-		// Asked on each source event and reconcile: read in place.
-		if read, err := ir.EachIn(list, ns, add); read {
-			if err != nil {
-				return nil, nil, fmt.Errorf("list ReloaderConfigs in %s: %w", ns, err)
-			}
-			kept, left = reloaderconfig.Considered(out)
-			return kept, left, nil
+	// Asked on each source event and reconcile: read in place where the client can.
+	if ir, ok := l.Client.(IndexReader); !ok || !ir.EachIn((*v1alpha1.ReloaderConfigList)(nil), ns, add) {
+		list := &v1alpha1.ReloaderConfigList{}
+		if err := l.Client.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+			return nil, nil, fmt.Errorf("list ReloaderConfigs in %s: %w", ns, err)
 		}
-	}
-	if err := l.Client.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, fmt.Errorf("list ReloaderConfigs in %s: %w", ns, err)
-	}
-	for i := range list.Items {
-		add(&list.Items[i])
+		for i := range list.Items {
+			add(&list.Items[i])
+		}
 	}
 	kept, left = reloaderconfig.Considered(out)
 	return kept, left, nil

@@ -157,24 +157,22 @@ type inPlace struct {
 	answered int
 }
 
-func (c *inPlace) Each(list client.ObjectList, ns, field, value string, fn func(client.Object)) (bool, error) {
+func (c *inPlace) Each(list client.ObjectList, ns, field, value string, fn func(client.Object)) bool {
 	if _, ok := list.(*appsv1.DeploymentList); !ok {
-		return false, nil
+		return false
 	}
-	c.answered++
 	l := &appsv1.DeploymentList{}
 	if err := c.List(context.Background(), l, client.InNamespace(ns), client.MatchingFields{field: value}); err != nil {
-		return true, err
+		return false
 	}
+	c.answered++
 	for i := range l.Items {
 		fn(&l.Items[i])
 	}
-	return true, nil
+	return true
 }
 
-func (c *inPlace) EachIn(client.ObjectList, string, func(client.Object)) (bool, error) {
-	return false, nil
-}
+func (c *inPlace) EachIn(client.ObjectList, string, func(client.Object)) bool { return false }
 
 // A client that reads its indexes in place answers the lookups by source, and they find what
 // the List finds.

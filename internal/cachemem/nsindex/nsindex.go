@@ -69,9 +69,9 @@ func (i Indexer) IndexField(ctx context.Context, obj client.Object, field string
 // field holds value, as a List with client.InNamespace(ns), client.MatchingFields{field:
 // value} and client.UnsafeDisableDeepCopy would find them, without that List's cost (a new
 // object to name the informer, each item copied into the list): the objects are the cache's
-// own and must not be modified. ok is false when the type has no index here (read it with a
-// List instead).
-func (i Indexer) Each(list client.ObjectList, ns, field, value string, fn func(client.Object)) (ok bool, err error) {
+// own and must not be modified. ok is false when the type has no such index here, or its
+// first list is not in yet (read it with a List instead).
+func (i Indexer) Each(list client.ObjectList, ns, field, value string, fn func(client.Object)) (ok bool) {
 	return i.each(list, IndexName(field), ns+"/"+value, fn)
 }
 
@@ -88,7 +88,7 @@ func (i Indexer) Track(ctx context.Context, obj client.Object) error {
 // EachIn calls fn with each object of the type of list's items in namespace ns, as a List
 // with client.InNamespace(ns) and client.UnsafeDisableDeepCopy would find them, in place (see
 // Each); ok is false when the type's store is not kept here.
-func (i Indexer) EachIn(list client.ObjectList, ns string, fn func(client.Object)) (ok bool, err error) {
+func (i Indexer) EachIn(list client.ObjectList, ns string, fn func(client.Object)) (ok bool) {
 	return i.each(list, toolscache.NamespaceIndex, ns, fn)
 }
 
@@ -103,29 +103,29 @@ func (i Indexer) keep(obj client.Object, informer cache.Informer) {
 }
 
 // each calls fn with each object of list's item type whose index holds value, in place.
-func (i Indexer) each(list client.ObjectList, index, value string, fn func(client.Object)) (ok bool, err error) {
+func (i Indexer) each(list client.ObjectList, index, value string, fn func(client.Object)) (ok bool) {
 	if i.stores == nil {
-		return false, nil
+		return false
 	}
 	item, known := itemType(list)
 	if !known {
-		return false, nil
+		return false
 	}
 	s, found := i.stores.Load(item)
 	if !found || !s.(indexedStore).synced() {
 		// Before its first list is in, a List waits for it; so must a lookup.
-		return false, nil
+		return false
 	}
 	objs, err := s.(indexedStore).ByIndex(index, value)
 	if err != nil {
-		return false, nil // no such index (its only error): a List answers
+		return false // no such index (its only error): a List answers, or says why not
 	}
 	for _, o := range objs {
 		if co, isObj := o.(client.Object); isObj {
 			fn(co)
 		}
 	}
-	return true, nil
+	return true
 }
 
 // indexedStore is an informer's store, and whether its first list is in.
