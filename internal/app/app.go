@@ -105,7 +105,9 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 	}
 	// The lookups by source read the cache's indexes in place: a List would make a new object
 	// to name the informer and copy each workload found into the list, on every source event.
-	reader := nsindex.Reading{Client: cached, Indexer: indexer}
+	// (With --namespaces the cache's informers span several namespaces and have no single
+	// store: the lookups then List, as before.)
+	reader := nsindex.Reading{Client: cached, Indexes: indexer}
 	events, err := eventRecorder(ctx, mgr)
 	if err != nil {
 		return nil, err

@@ -357,9 +357,9 @@ func (b *Baselines) watchSource(ctx context.Context, mgr ctrl.Manager, st source
 // the object the source was before this change (nil: it did not exist).
 func (b *Baselines) changedFrom(ctx context.Context, wt Watcher, st sourcecache.SourceType, o, old client.Object) {
 	if wt.unrecordedIn != nil && !wt.unrecordedIn(o.GetNamespace()) {
-		// Every workload of the kind there has a record: the lookup would find none to
-		// note on (it reads the same cache), and costs a list of the namespace's
-		// ReloaderConfigs and two index lists per source event and kind.
+		// Every workload of the kind there has a record, in the cache the lookup reads
+		// (whose first list is in): it would find none to note on, and costs a list of
+		// the namespace's ReloaderConfigs and two index lists per source event and kind.
 		return
 	}
 	if selected, err := wt.Lookup().NamespaceSelected(ctx, o.GetNamespace()); err != nil || !selected {

@@ -3,11 +3,14 @@ package baseline
 import (
 	"context"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,6 +23,11 @@ import (
 	"github.com/reloader-operator/reloader/internal/workload"
 )
 
+// listOnly is a ListWatch whose first list is a LIST: its watch sends no initial events.
+type listOnly struct{ *toolscache.ListWatch }
+
+func (listOnly) IsWatchListSemanticsUnSupported() bool { return true }
+
 // capturedIndex is a client.FieldIndexer that keeps the index function registered, for a fake
 // client to index by.
 type capturedIndex struct{ extract client.IndexerFunc }
@@ -31,7 +39,8 @@ func (c *capturedIndex) IndexField(_ context.Context, _ client.Object, _ string,
 
 // A source change is looked up only in a namespace where a workload of the kind has no record:
 // the index answers as the cache's store holds the workloads, through a record written and
-// one removed; where there is one, the change is noted on it as before.
+// one removed, and before the first list is in says to look up; where there is one, the
+// change is noted on it as before.
 func TestChangesAreLookedUpOnlyWhereAWorkloadHasNoRecord(t *testing.T) {
 	keys := reload.DefaultKeys()
 	deployment := func(ns, name string, recorded bool) *appsv1.Deployment {
@@ -44,21 +53,40 @@ func TestChangesAreLookedUpOnlyWhereAWorkloadHasNoRecord(t *testing.T) {
 			{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}}}
 		return d
 	}
-	informer := toolscache.NewSharedIndexInformer(&toolscache.ListWatch{}, &appsv1.Deployment{}, 0, toolscache.Indexers{})
+	recordedA, unrecordedB := deployment("a", "web", true), deployment("b", "web", false)
+	listed := &appsv1.DeploymentList{Items: []appsv1.Deployment{*recordedA.DeepCopy(), *unrecordedB.DeepCopy()}}
+	listed.ResourceVersion = "5"
+	release := make(chan struct{})
+	lw := &toolscache.ListWatch{
+		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+			<-release
+			return listed.DeepCopy(), nil
+		},
+		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+			return watch.NewFake(), nil
+		},
+	}
+	informer := toolscache.NewSharedIndexInformer(listOnly{lw}, &appsv1.Deployment{}, 0, toolscache.Indexers{})
 	unrecordedIn, err := indexUnrecorded(informer)
 	if err != nil || unrecordedIn == nil {
 		t.Fatalf("indexUnrecorded: nil %v, %v", unrecordedIn == nil, err)
 	}
 	if again, err := indexUnrecorded(informer); err != nil || again == nil {
-		t.Fatalf("a second kind's watch of the same informer: %v", err)
+		t.Fatalf("the same informer indexed again (another Baselines of the kind): %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go informer.RunWithContext(ctx)
+	if !unrecordedIn("a") || !unrecordedIn("c") {
+		t.Error("before the first list is in, a namespace is said to hold no workload without record: the lookup, which waits for that list, is skipped")
+	}
+	close(release)
+	synced, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	if !toolscache.WaitForCacheSync(synced.Done(), informer.HasSynced) {
+		t.Fatal("the informer did not sync")
 	}
 	store := informer.GetIndexer()
-	recordedA, unrecordedB := deployment("a", "web", true), deployment("b", "web", false)
-	for _, d := range []client.Object{recordedA, unrecordedB} {
-		if err := store.Add(d); err != nil {
-			t.Fatal(err)
-		}
-	}
 	want := func(step string, a, b bool) {
 		t.Helper()
 		if got := unrecordedIn("a"); got != a {

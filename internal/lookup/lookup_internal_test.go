@@ -2,20 +2,28 @@ package lookup
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
+	"github.com/reloader-operator/reloader/internal/cachemem/nsindex"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
 	"github.com/reloader-operator/reloader/internal/source"
@@ -149,38 +157,50 @@ func TestTargetPlanMatchesTheConfigsTargets(t *testing.T) {
 	}
 }
 
-// inPlace answers lookups by index in place, as nsindex.Reading does, by a List of its own
-// client (so that the answers are the List's), and counts them; it has no index of kinds
-// but Deployments.
-type inPlace struct {
+// listsRefused is a client whose every List fails: a lookup that lists shows.
+type listsRefused struct {
 	client.Client
-	answered int
+	lists int
 }
 
-func (c *inPlace) Each(list client.ObjectList, ns, field, value string, fn func(client.Object)) bool {
-	if _, ok := list.(*appsv1.DeploymentList); !ok {
-		return false
-	}
-	l := &appsv1.DeploymentList{}
-	if err := c.List(context.Background(), l, client.InNamespace(ns), client.MatchingFields{field: value}); err != nil {
-		return false
-	}
-	c.answered++
-	for i := range l.Items {
-		fn(&l.Items[i])
-	}
-	return true
+func (c *listsRefused) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	c.lists++
+	return errors.New("listed")
 }
 
-func (c *inPlace) EachIn(client.ObjectList, string, func(client.Object)) bool { return false }
+// informersOf is a cache.Informers of one informer per Go type.
+type informersOf struct {
+	cache.Informers
+	by map[reflect.Type]toolscache.SharedIndexInformer
+}
 
-// A client that reads its indexes in place answers the lookups by source, and they find what
-// the List finds.
+func (i informersOf) GetInformer(_ context.Context, obj client.Object, _ ...cache.InformerGetOption) (cache.Informer, error) {
+	return i.by[reflect.TypeOf(obj)], nil
+}
+
+// listOnly is a ListWatch whose first list is a LIST: its watch sends no initial events.
+type listOnly struct{ *toolscache.ListWatch }
+
+func (listOnly) IsWatchListSemanticsUnSupported() bool { return true }
+
+// informerOf runs an informer, indexed by namespace as controller-runtime's are, over list.
+func informerOf(obj, list runtime.Object) toolscache.SharedIndexInformer {
+	lw := &toolscache.ListWatch{
+		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) { return list.DeepCopyObject(), nil },
+		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+			return watch.NewFake(), nil
+		},
+	}
+	return toolscache.NewSharedIndexInformer(listOnly{lw}, obj, 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+}
+
+// Through a client that reads the cache's indexes in place (nsindex.Reading), the lookups by
+// source and of a namespace's ReloaderConfigs find what the cache holds without a List.
 func TestLookupsReadTheIndexInPlaceWhereTheClientCan(t *testing.T) {
 	kind, keys := workload.Deployment(), reload.DefaultKeys()
-	var objs []client.Object
+	deployments := &appsv1.DeploymentList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}
 	for i := range 5 {
-		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("web-%d", i),
+		d := appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("web-%d", i),
 			Annotations: map[string]string{keys.Auto: "true"}}}
 		cm := "cfg"
 		if i%2 == 1 {
@@ -188,24 +208,58 @@ func TestLookupsReadTheIndexInPlaceWhereTheClientCan(t *testing.T) {
 		}
 		d.Spec.Template.Spec.Containers = []corev1.Container{{Name: "c", EnvFrom: []corev1.EnvFromSource{
 			{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}}}}
-		objs = append(objs, d)
+		deployments.Items = append(deployments.Items, d)
 	}
-	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(objs...).
-		WithIndex(&appsv1.Deployment{}, IndexSources, sourceIndexer(kind, keys)).Build()
-	id := source.ID{Kind: source.ConfigMap, Name: "cfg"}
-	find := func(r client.Reader) []string {
-		got := []string{}
-		for _, w := range (Lookup{Client: r, Policy: reload.Policy{Keys: keys}}).Affected(context.Background(), kind, "ns", id, nil, nil) {
-			got = append(got, w.GetName())
+	configs := &v1alpha1.ReloaderConfigList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}
+	for _, at := range []struct{ ns, name string }{{"ns", "b-config"}, {"ns", "a-config"}, {"elsewhere", "c-config"}} {
+		cfg := v1alpha1.ReloaderConfig{ObjectMeta: metav1.ObjectMeta{Namespace: at.ns, Name: at.name, UID: types.UID(at.name), Generation: 1}}
+		cfg.Spec.Sources = []v1alpha1.Source{{Kind: "ConfigMap", Name: "unused"}}
+		cfg.Spec.Targets = []v1alpha1.Target{{Kind: "Deployment", Name: "web-0"}}
+		configs.Items = append(configs.Items, cfg)
+	}
+	byType := map[reflect.Type]toolscache.SharedIndexInformer{
+		reflect.TypeOf(&appsv1.Deployment{}):       informerOf(&appsv1.Deployment{}, deployments),
+		reflect.TypeOf(&v1alpha1.ReloaderConfig{}): informerOf(&v1alpha1.ReloaderConfig{}, configs),
+	}
+	idx := nsindex.New(informersOf{by: byType})
+	ctx := context.Background()
+	if err := IndexWorkloads(ctx, idx, kind, keys); err != nil {
+		t.Fatal(err)
+	}
+	if err := idx.Track(ctx, &v1alpha1.ReloaderConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	run, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for _, inf := range byType {
+		go inf.RunWithContext(run)
+	}
+	synced, stop := context.WithTimeout(run, 10*time.Second)
+	defer stop()
+	for _, inf := range byType {
+		if !toolscache.WaitForCacheSync(synced.Done(), inf.HasSynced) {
+			t.Fatal("an informer did not sync")
 		}
-		return got
 	}
-	in := &inPlace{Client: c}
-	listed, read := find(c), find(in)
-	if fmt.Sprint(listed) != "[web-0 web-2 web-4]" || fmt.Sprint(read) != fmt.Sprint(listed) {
-		t.Errorf("found %v in place, %v by List; want [web-0 web-2 web-4] both", read, listed)
+
+	refused := &listsRefused{}
+	l := Lookup{Client: nsindex.Reading{Client: refused, Indexes: idx}, Policy: reload.Policy{Keys: keys}, Configs: &reloaderconfig.Cache{}}
+	var found []string
+	for _, w := range l.Affected(ctx, kind, "ns", source.ID{Kind: source.ConfigMap, Name: "cfg"}, nil, nil) {
+		found = append(found, w.GetName())
 	}
-	if in.answered == 0 {
-		t.Error("the lookups listed instead of reading the index in place")
+	if slices.Sort(found); fmt.Sprint(found) != "[web-0 web-2 web-4]" {
+		t.Errorf("found %v, want [web-0 web-2 web-4]", found)
+	}
+	kept, err := l.NamespaceConfigs(ctx, "ns")
+	var names []string
+	for _, c := range kept {
+		names = append(names, c.Name)
+	}
+	if err != nil || fmt.Sprint(names) != "[a-config b-config]" {
+		t.Errorf("the namespace's ReloaderConfigs: %v, %v; want [a-config b-config], in name order", names, err)
+	}
+	if refused.lists > 0 {
+		t.Errorf("%d Lists made: the lookups did not read the cache in place", refused.lists)
 	}
 }

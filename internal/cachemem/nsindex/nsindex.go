@@ -14,6 +14,7 @@ import (
 	"reflect"
 	"sync"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -65,11 +66,12 @@ func (i Indexer) IndexField(ctx context.Context, obj client.Object, field string
 	return nil
 }
 
-// Each calls fn with each object of the type of list's items in namespace ns whose index
-// field holds value, as a List with client.InNamespace(ns), client.MatchingFields{field:
-// value} and client.UnsafeDisableDeepCopy would find them, without that List's cost (a new
-// object to name the informer, each item copied into the list): the objects are the cache's
-// own and must not be modified. ok is false when the type has no such index here, or its
+// Each calls fn with each object of the type of list's items in namespace ns (not "": a
+// lookup within a namespace) whose index field holds value, as a List with
+// client.InNamespace(ns), client.MatchingFields{field: value} and client.UnsafeDisableDeepCopy
+// would find them, without that List's cost (a new object to name the informer, each item
+// copied into the list): the objects are the cache's own and must not be modified. list only
+// names the type: it may be a typed nil pointer, and is not filled. ok is false when the type has no such index here, or its
 // first list is not in yet (read it with a List instead).
 func (i Indexer) Each(list client.ObjectList, ns, field, value string, fn func(client.Object)) (ok bool) {
 	return i.each(list, IndexName(field), ns+"/"+value, fn)
@@ -94,7 +96,11 @@ func (i Indexer) EachIn(list client.ObjectList, ns string, fn func(client.Object
 
 // keep keeps the store of informer, the informer of obj's type.
 func (i Indexer) keep(obj client.Object, informer cache.Informer) {
-	if _, generic := obj.(runtime.Unstructured); generic || i.stores == nil {
+	if i.stores == nil {
+		return
+	}
+	switch obj.(type) {
+	case runtime.Unstructured, *metav1.PartialObjectMetadata:
 		return // one Go type for every kind: not told apart by type
 	}
 	if store, ok := informer.(interface{ GetIndexer() toolscache.Indexer }); ok {
@@ -148,7 +154,7 @@ func itemType(list client.ObjectList) (reflect.Type, bool) {
 	}
 	f, ok := t.Elem().FieldByName("Items")
 	if !ok || f.Type.Kind() != reflect.Slice || f.Type.Elem().Kind() != reflect.Struct {
-		return nil, false // unstructured lists and lists of pointers: not indexed here
+		return nil, false // a list of pointers or of no struct: no store is kept by such a type
 	}
 	itemTypes.Store(t, f.Type.Elem())
 	return f.Type.Elem(), true
@@ -160,9 +166,20 @@ func IndexName(field string) string { return "field:" + field }
 // allNamespaces is the reader's namespace for a List across namespaces.
 const allNamespaces = "__all_namespaces"
 
-// Reading is a client that reads Indexer's indexes in place where it can (Each); every other
-// read and every write goes to Client.
+// Reading is a client that reads Indexer's indexes in place where it can (Each, EachIn);
+// every other read and every write goes to Client. It registers no index: in degraded mode
+// an index registered on the cache would start an informer for a kind reloader may not watch.
 type Reading struct {
 	client.Client
-	Indexer
+	Indexes Indexer
+}
+
+// Each is Indexes.Each.
+func (r Reading) Each(list client.ObjectList, ns, field, value string, fn func(client.Object)) bool {
+	return r.Indexes.Each(list, ns, field, value, fn)
+}
+
+// EachIn is Indexes.EachIn.
+func (r Reading) EachIn(list client.ObjectList, ns string, fn func(client.Object)) bool {
+	return r.Indexes.EachIn(list, ns, fn)
 }

@@ -155,7 +155,8 @@ type Target struct {
 
 type member struct {
 	kind workload.Kind
-	obj  client.Object
+	// obj is the cache's own object, as the lookup found it: read, never modified.
+	obj client.Object
 	// stale: obj was found by an earlier look; its state is read from the cache again.
 	stale bool
 }
