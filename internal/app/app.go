@@ -17,10 +17,10 @@ import (
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/cachemem/intern"
-	"github.com/reloader-operator/reloader/internal/cachemem/nsindex"
 	"github.com/reloader-operator/reloader/internal/controller/rollout"
 	"github.com/reloader-operator/reloader/internal/extapi"
 	"github.com/reloader-operator/reloader/internal/hashkey"
+	"github.com/reloader-operator/reloader/internal/lookup"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
@@ -99,15 +99,15 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 	if err != nil {
 		return nil, err
 	}
-	indexer := nsindex.New(mgr.GetCache())
-	if err := watch(ctx, mgr, indexer, conf, sources, read, configs != nil, m, degraded); err != nil {
+	stores := &lookup.Stores{}
+	if err := watch(ctx, mgr, stores, conf, sources, read, configs != nil, m, degraded); err != nil {
 		return nil, err
 	}
 	// The lookups by source read the cache's indexes in place: a List would make a new object
 	// to name the informer and copy each workload found into the list, on every source event.
 	// (With --namespaces the cache's informers span several namespaces and have no single
 	// store: the lookups then List, as before.)
-	reader := nsindex.Reading{Client: cached, Indexes: indexer}
+	reader := lookup.Reading{Client: cached, Stores: stores}
 	events, err := eventRecorder(ctx, mgr)
 	if err != nil {
 		return nil, err

@@ -21,9 +21,11 @@ import (
 // sync, and so readiness, covers them all; controllers would otherwise add theirs only once
 // they start. Upstream's events_received_total counts sources and namespaces as they arrive.
 // Kinds read without watch (degraded) get no informer: their index is applied to live lists.
-// Every lookup by index is within a namespace: indexer (nsindex) keeps one key per value, not
-// two.
-func watch(ctx context.Context, mgr manager.Manager, indexer nsindex.Indexer, conf options.Config, sources []sourcecache.SourceType, read []workload.Kind, configs bool, m *metrics.Metrics, degraded *degradedMode) error {
+// The stores of the informers indexed, and the ReloaderConfigs', are kept in stores for the
+// lookups to read in place.
+func watch(ctx context.Context, mgr manager.Manager, stores *lookup.Stores, conf options.Config, sources []sourcecache.SourceType, read []workload.Kind, configs bool, m *metrics.Metrics, degraded *degradedMode) error {
+	// Every lookup by index is within a namespace: nsindex keeps one key per value, not two.
+	indexer := nsindex.Indexer{Cache: mgr.GetCache(), Kept: stores.Keep}
 	for _, st := range sources {
 		if st.Pool != nil {
 			if err := lookup.IndexPooled(ctx, indexer, st); err != nil {
@@ -48,9 +50,11 @@ func watch(ctx context.Context, mgr manager.Manager, indexer nsindex.Indexer, co
 		}
 	}
 	if configs {
-		if err := indexer.Track(ctx, &v1alpha1.ReloaderConfig{}); err != nil {
+		informer, err := mgr.GetCache().GetInformer(ctx, &v1alpha1.ReloaderConfig{})
+		if err != nil {
 			return fmt.Errorf("watch ReloaderConfigs: %w", err)
 		}
+		stores.Keep(&v1alpha1.ReloaderConfig{}, informer)
 	}
 	for _, kind := range read {
 		if degraded.unwatched.Has(kind.Name()) {

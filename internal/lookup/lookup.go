@@ -178,8 +178,7 @@ func (l Lookup) Users(ctx context.Context, kinds []workload.Kind, ns string, id 
 	}
 }
 
-// IndexReader is what a Lookup's Client may also do: read its indexes in place
-// (nsindex.Reading). ok is false for a type it has no index of, or whose first list is not in
+// IndexReader is what a Lookup's Client may also do: read its indexes in place (Reading). ok is false for a type it has no index of, or whose first list is not in
 // yet (a List, which waits for it, answers then). The list only names the type: it may be a
 // typed nil pointer, and is not filled; the objects are the cache's own, not to be modified.
 type IndexReader interface {

@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -194,8 +195,9 @@ func informerOf(obj, list runtime.Object) toolscache.SharedIndexInformer {
 	return toolscache.NewSharedIndexInformer(listOnly{lw}, obj, 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
 }
 
-// Through a client that reads the cache's indexes in place (nsindex.Reading), the lookups by
-// source and of a namespace's ReloaderConfigs find what the cache holds without a List.
+// Through a client that reads the cache's indexes in place (Reading), once the informers'
+// first lists are in, the lookups by source and of a namespace's ReloaderConfigs find what
+// the cache holds without a List; before, and for types or indexes not kept, it declines.
 func TestLookupsReadTheIndexInPlaceWhereTheClientCan(t *testing.T) {
 	kind, keys := workload.Deployment(), reload.DefaultKeys()
 	deployments := &appsv1.DeploymentList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}
@@ -221,14 +223,18 @@ func TestLookupsReadTheIndexInPlaceWhereTheClientCan(t *testing.T) {
 		reflect.TypeOf(&appsv1.Deployment{}):       informerOf(&appsv1.Deployment{}, deployments),
 		reflect.TypeOf(&v1alpha1.ReloaderConfig{}): informerOf(&v1alpha1.ReloaderConfig{}, configs),
 	}
-	idx := nsindex.New(informersOf{by: byType})
+	stores := &Stores{}
 	ctx := context.Background()
-	if err := IndexWorkloads(ctx, idx, kind, keys); err != nil {
+	if err := IndexWorkloads(ctx, nsindex.Indexer{Cache: informersOf{by: byType}, Kept: stores.Keep}, kind, keys); err != nil {
 		t.Fatal(err)
 	}
-	if err := idx.Track(ctx, &v1alpha1.ReloaderConfig{}); err != nil {
-		t.Fatal(err)
+	stores.Keep(&v1alpha1.ReloaderConfig{}, byType[reflect.TypeOf(&v1alpha1.ReloaderConfig{})])
+	refused := &listsRefused{}
+	reading := Reading{Client: refused, Stores: stores}
+	if reading.Each(&appsv1.DeploymentList{}, "ns", IndexSources, "configmap/cfg", func(client.Object) {}) {
+		t.Error("read in place before the informer's first list was in: a List would wait for it")
 	}
+
 	run, cancel := context.WithCancel(ctx)
 	defer cancel()
 	for _, inf := range byType {
@@ -241,9 +247,20 @@ func TestLookupsReadTheIndexInPlaceWhereTheClientCan(t *testing.T) {
 			t.Fatal("an informer did not sync")
 		}
 	}
+	for _, declined := range []struct {
+		list  client.ObjectList
+		field string
+	}{
+		{&corev1.PodList{}, IndexSources},                // no store kept
+		{&unstructured.UnstructuredList{}, IndexSources}, // one type for every kind: never kept
+		{&appsv1.DeploymentList{}, "no-such-field"},      // no such index
+	} {
+		if reading.Each(declined.list, "ns", declined.field, "configmap/cfg", func(client.Object) {}) {
+			t.Errorf("read %T by %s in place: it has no such store or index, and a List answers", declined.list, declined.field)
+		}
+	}
 
-	refused := &listsRefused{}
-	l := Lookup{Client: nsindex.Reading{Client: refused, Indexes: idx}, Policy: reload.Policy{Keys: keys}, Configs: &reloaderconfig.Cache{}}
+	l := Lookup{Client: reading, Policy: reload.Policy{Keys: keys}, Configs: &reloaderconfig.Cache{}}
 	var found []string
 	for _, w := range l.Affected(ctx, kind, "ns", source.ID{Kind: source.ConfigMap, Name: "cfg"}, nil, nil) {
 		found = append(found, w.GetName())
