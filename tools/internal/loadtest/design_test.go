@@ -100,8 +100,14 @@ go_gc_duration_seconds{quantile="1"} 0.004
 rest_client_requests_total{code="200",host="x",method="GET"} 7
 rest_client_requests_total{code="409",host="x",method="PATCH"} 1
 go_goroutines 42
+reloader_workload_reconcile_total{kind="Deployment",outcome="reloaded"} 4
+reloader_workload_reconcile_total{kind="StatefulSet",outcome="reloaded"} 1
+reloader_workload_reconcile_total{kind="Deployment",outcome="waiting"} 6
 `
 	s := newScrape(text)
+	if s.Sums[outcomeMetric] != 11 || s.Sums[outcomeSeries("reloaded")] != 5 || s.Sums[outcomeSeries("waiting")] != 6 {
+		t.Errorf("reconciles by outcome: %v", s.Sums)
+	}
 	if s.Sums["reloader_errors_total"] != 5 || s.Sums["go_goroutines"] != 42 || s.Sums[`go_gc_duration_seconds{quantile="1"}`] != 0.004 {
 		t.Errorf("sums %v", s.Sums)
 	}
@@ -131,7 +137,7 @@ func TestUsageAndReconcileReturn(t *testing.T) {
 	for i := range 40 {
 		// CPU grows 0.5 s a second for the first 20 s, then 0.1; reconciles 10/s for 20 s, then none.
 		cpu, rec := 0.5*float64(min(i, 20))+0.1*float64(max(i-20, 0)), 10*float64(min(i, 20))
-		sc := Scrape{Sums: map[string]float64{"reloader_reconcile_total": rec, "go_goroutines": float64(100 + i)}}
+		sc := Scrape{Sums: map[string]float64{"reloader_reconcile_total": rec, "go_goroutines": float64(100 + i), outcomeSeries("waiting"): rec / 2}}
 		samples = append(samples, Sample{At: t0.Add(time.Duration(i) * time.Second), CPU: cpu, RSS: int64(i) << 20, Metrics: &sc})
 	}
 	u := usage(samples, 6, 50<<20, window{t0, t0.Add(40 * time.Second)}, window{t0.Add(10 * time.Second), t0.Add(20 * time.Second)}, t0.Add(4500*time.Millisecond))
@@ -150,6 +156,9 @@ func TestUsageAndReconcileReturn(t *testing.T) {
 		t.Errorf("CPU %v, RSS %v at start-up with no sample before the load, want none", u.CPUStartupSeconds, u.RSSStartupMiB)
 	}
 	rt := runtimeFigures(samples, *samples[len(samples)-1].Metrics, window{t0, t0.Add(20 * time.Second)}, window{t0.Add(10 * time.Second), t0.Add(20 * time.Second)})
+	if got := rt.Counters[outcomeSeries("waiting")]; got != 100 {
+		t.Errorf("reconciles waiting: %v, want 100 (the last sample's count)", got)
+	}
 	if rt.Reconciles == nil || *rt.Reconciles != 200 || *rt.ReconcilesPerSecond != 10 || *rt.GoroutinesPeak != 139 || rt.Errors != nil {
 		t.Errorf("runtime %+v", rt)
 	}

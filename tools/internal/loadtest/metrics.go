@@ -88,9 +88,16 @@ func parseLabels(s string, labels map[string]string) (string, bool) {
 	}
 }
 
+// outcomeMetric counts this project's reconciles by kind and outcome; Scrape keeps it by
+// outcome too (outcomeSeries).
+const outcomeMetric = "reloader_workload_reconcile_total"
+
+// outcomeSeries names the sum of outcomeMetric over kinds for one outcome.
+func outcomeSeries(outcome string) string { return outcomeMetric + `{outcome="` + outcome + `"}` }
+
 // Scrape is the figures the load test keeps of one /metrics scrape: every sample summed over
-// its labels by name, histogram buckets by upper bound, and rest_client_requests_total by
-// HTTP method and code.
+// its labels by name, histogram buckets by upper bound, rest_client_requests_total by HTTP
+// method and code, and reloader_workload_reconcile_total by outcome as well.
 type Scrape struct {
 	Sums map[string]float64
 	// Buckets: histogram name (without _bucket) -> upper bound -> cumulative count.
@@ -116,6 +123,10 @@ func newScrape(text string) Scrape {
 			continue
 		case m.Name == "rest_client_requests_total":
 			s.Client[m.Labels["method"]+" "+m.Labels["code"]] += m.Value
+		case m.Name == outcomeMetric && m.Labels["outcome"] != "":
+			// What the reconciles came to (reloaded, waiting, unchanged, ...): where a build's
+			// reconciles per rollout go.
+			s.Sums[outcomeSeries(m.Labels["outcome"])] += m.Value
 		case m.Labels["quantile"] != "":
 			// Summaries: keep the maximum (quantile 1) under name{quantile="1"}.
 			if m.Labels["quantile"] == "1" {

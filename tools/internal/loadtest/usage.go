@@ -2,6 +2,7 @@ package loadtest
 
 import (
 	"math"
+	"strings"
 	"time"
 )
 
@@ -177,6 +178,11 @@ func runtimeFigures(samples []Sample, totals Scrape, load, steady window) Runtim
 	r.Counters = map[string]float64{}
 	for _, n := range counterMetrics {
 		if v, ok := totals.Sums[n]; ok {
+			r.Counters[n] = v
+		}
+	}
+	for n, v := range totals.Sums {
+		if strings.HasPrefix(n, outcomeMetric+"{") {
 			r.Counters[n] = v
 		}
 	}
