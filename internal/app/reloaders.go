@@ -58,6 +58,11 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 	// the install, each replica taking its share by the shards it owns.
 	pacer := pace.New(conf.ReloadRate, conf.ReloadBurst, conf.FirstSightRate)
 	shards.share(pacer)
+	// One ledger of first records for every kind.
+	led, err := newLedger(mgr, conf, pacer, logger)
+	if err != nil {
+		return nil, err
+	}
 	// One set of baselines for every kind: the sources' handlers run once per event.
 	baselines := baseline.New()
 	baselines.Relisted = shards.relisted()
@@ -87,6 +92,7 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 		}
 		r.Shard, r.Pacer, r.Baselines, r.Changes, r.Flaps = shard, pacer, baselines, changes, flaps
 		r.SourceEvents = sourceEvents
+		r.Ledger = led
 		if key != nil {
 			// A nil *Loader in the interface would not read as "no key".
 			r.RecordKey = key

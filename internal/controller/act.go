@@ -63,7 +63,8 @@ func (r *WorkloadReconciler) decide(ctx context.Context, obj client.Object, w se
 			}
 		case d.AskFirstSight:
 			wait := time.Duration(0)
-			if !dry {
+			if !dry && !r.Ledger.Room(r.Kind.Name(), obj.GetNamespace(), obj.GetName()) {
+				// The ledger writes its records within the budget, a namespace at a time.
 				wait = r.Pacer.FirstSight(k, f.Now)
 			}
 			f.FirstSightWait = &wait
@@ -132,6 +133,16 @@ func settle(in *reload.Input, changes []reload.Change) {
 	*target = rec
 }
 
+// ledgered keeps the record d writes in the ledger of first records, when obj has no record
+// annotation and d rolls nothing (a first record, or a record advanced without a reload): the
+// workload is then not written for it. A reload writes its record onto the workload.
+func (r *WorkloadReconciler) ledgered(obj client.Object, d reload.Decision) bool {
+	if _, annotated := obj.GetAnnotations()[reload.RecordAnnotation]; annotated || len(d.Reload) > 0 {
+		return false
+	}
+	return r.Ledger.Put(r.Kind.Name(), obj.GetNamespace(), obj.GetName(), obj.GetUID(), d.Plan.Record.Encode())
+}
+
 // act runs the pipeline on obj, the copy of the workload read, and carries its decision out on
 // a copy of it: one write when it differs, then one report (settle). A held reload is not
 // written, record included, and comes back when the hold ends, to reload with the content of
@@ -161,8 +172,10 @@ func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen,
 	if d.Plan.Reloads() && d.Hold.Reason == "" && d.WriteRecord {
 		annotate(updated, res.Spend) // what the gates spend with the reload
 	}
-	if d.WriteRecord {
+	annotated := false
+	if d.WriteRecord && !r.ledgered(obj, d) {
 		setAnnotation(updated, reload.RecordAnnotation, d.Plan.Record.Encode())
+		annotated = true
 	}
 	r.writeParts().evict.Mark(updated, w.restart, dn.Reloaded, d.Plan.Record)
 	r.pause(ctx, updated, d.Pause)
@@ -185,6 +198,10 @@ func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen,
 		requeue = r.parts.echoes.settle(echo, updated, dn.Failed != nil)
 		if dn.Failed == nil {
 			dn.Wrote = true
+			if annotated {
+				// The workload holds its record now; a ledger entry would only shadow it.
+				r.Ledger.Drop(r.Kind.Name(), obj.GetNamespace(), obj.GetName())
+			}
 			if w.restart != evict.Evict {
 				// An evict restart reports its own progress (evict.Restarter); no rollout follows.
 				r.Rollouts.Follow(r.Kind, updated, dn.Reloaded)

@@ -11,6 +11,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/approval"
 	"github.com/reloader-operator/reloader/internal/baseline"
 	"github.com/reloader-operator/reloader/internal/coalesce"
+	"github.com/reloader-operator/reloader/internal/ledger"
 	"github.com/reloader-operator/reloader/internal/lookup"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
@@ -34,12 +35,13 @@ type observer struct {
 	baselines *baseline.Baselines
 	changes   *track.Changes
 	window    *coalesce.Window
+	ledger    *ledger.Ledger
 }
 
 // observer is what r reads through.
 func (r *WorkloadReconciler) observer() observer {
 	return observer{client: r.Client, kind: r.Kind, Settings: r.Settings, Reads: r.Reads,
-		baselines: r.Baselines, changes: r.Changes, window: r.Window}
+		baselines: r.Baselines, changes: r.Changes, window: r.Window, ledger: r.Ledger}
 }
 
 // observe reads the pod template of obj and the sources that concern it; when weighed is not
@@ -108,7 +110,7 @@ func (ob observer) windowWait(k string, window *time.Duration) time.Duration {
 // facts gathers what reload.Decide decides from before the gates and the pacer answer: the
 // plan's input in, the record, and the workload's pause settings, at now.
 func (ob observer) facts(obj client.Object, w seen, in reload.Input, now time.Time) reload.Facts {
-	_, recorded := obj.GetAnnotations()[reload.RecordAnnotation]
+	_, recorded, _ := ob.recordOf(obj)
 	f := reload.Facts{Input: in, Recorded: recorded, Keys: ob.Policy.Keys, Now: now}
 	if _, s, ok := ob.pauseState(obj, w.settings.pausePeriod); ok {
 		f.Pause = &s
@@ -116,10 +118,20 @@ func (ob observer) facts(obj client.Object, w seen, in reload.Input, now time.Ti
 	return f
 }
 
+// recordOf is the workload's record as written: its record annotation, else its entry in
+// the ledger of first records; ok is false for neither. The error is the ledger's
+// ErrNotLoaded while its first list has not come.
+func (ob observer) recordOf(obj client.Object) (v string, ok bool, err error) {
+	if v, ok := obj.GetAnnotations()[reload.RecordAnnotation]; ok {
+		return v, true, nil
+	}
+	return ob.ledger.Record(ob.kind.Name(), obj.GetNamespace(), obj.GetName(), obj.GetUID())
+}
+
 // record reads the hashes last applied to the workload. An unreadable record counts as none:
 // the workload is re-recorded without a reload rather than reloaded on a guess.
 func (ob observer) record(ctx context.Context, obj client.Object) (reload.Record, bool) {
-	v, ok := obj.GetAnnotations()[reload.RecordAnnotation]
+	v, ok, _ := ob.recordOf(obj)
 	if !ok {
 		return nil, false
 	}
@@ -180,7 +192,8 @@ func (ob observer) settingsFor(o reload.Overrides) settings {
 // recorded) is reported with all its keys added, a deleted one with no keys.
 func (ob observer) whatChanged(w seen, obj client.Object, changes []reload.Change) []whatchanged.Report {
 	// Parsed again, quietly: the plan reads the record, and logs it when unreadable.
-	last, _ := reload.ParseRecord(obj.GetAnnotations()[reload.RecordAnnotation])
+	v, _, _ := ob.recordOf(obj)
+	last, _ := reload.ParseRecord(v)
 	out := make([]whatchanged.Report, len(changes))
 	for i, ch := range changes {
 		o, ok := w.sources[ch.ID]

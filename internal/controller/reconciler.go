@@ -20,6 +20,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/flap"
 	"github.com/reloader-operator/reloader/internal/gate"
 	"github.com/reloader-operator/reloader/internal/hashkey"
+	"github.com/reloader-operator/reloader/internal/ledger"
 	"github.com/reloader-operator/reloader/internal/lookup"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/pace"
@@ -125,6 +126,10 @@ type Writes struct {
 	RecordKey sourcecache.KeySource
 	// Rollouts follows the rollout after each reload; nil follows none.
 	Rollouts *rollout.Rollouts
+	// Ledger keeps first records apart from the workloads (internal/ledger): a workload
+	// reloader has not reloaded is not written for its record. nil writes them onto the
+	// workloads.
+	Ledger *ledger.Ledger
 }
 
 // Observers are fed by the source watches and shared by the reconcilers of one manager.
@@ -209,6 +214,9 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Reques
 		return res, metrics.OutcomeReloaded, err
 	}
 	if err != nil || !obj.GetDeletionTimestamp().IsZero() {
+		if err != nil {
+			r.Ledger.Drop(r.Kind.Name(), req.Namespace, req.Name) // gone: its entry goes too
+		}
 		r.forget(k, started)
 		return reconcile.Result{}, metrics.OutcomeUnchanged, nil
 	}
@@ -224,7 +232,12 @@ func (r *WorkloadReconciler) reconcile(ctx context.Context, req reconcile.Reques
 // reconcileCopy decides from obj, the copy of the workload read, and acts on the decision:
 // read -> reload.Decide -> act -> one report.
 func (r *WorkloadReconciler) reconcileCopy(ctx context.Context, obj client.Object, k string, started time.Time) (reconcile.Result, string, error) {
-	_, recorded := obj.GetAnnotations()[reload.RecordAnnotation]
+	_, recorded, err := r.observer().recordOf(obj)
+	if errors.Is(err, ledger.ErrNotLoaded) {
+		// Its record may be in the ledger, not listed yet: a first sighting now could take
+		// a change made while reloader was down as the record.
+		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, metrics.OutcomeWaiting, nil
+	}
 	if !recorded && !r.Baselines.Synced() {
 		// A first record taken before the baseline handlers heard the first list could miss
 		// a change made meanwhile; they catch up within moments of the caches' sync.

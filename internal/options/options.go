@@ -93,6 +93,9 @@ type Options struct {
 	ReloadBurst int
 	// FirstSightRate caps the first records of workloads per second when ReloadRate is 0.
 	FirstSightRate float64
+	// FirstRecordLedger keeps first records in a ConfigMap per namespace in reloader's own
+	// namespace (internal/ledger) instead of patching each workload.
+	FirstRecordLedger bool
 	// MinReloadInterval is the least time between two reloads of one workload, by default.
 	MinReloadInterval time.Duration
 	// FlapMaxChanges, FlapWindow and FlapQuiet are the flap breaker's limits (flap.Limits).
@@ -173,6 +176,9 @@ func Default() Options {
 		// A write budget for the install: first records cost a patch each, which upstream
 		// does not write; 20/s keeps 2,000 new workloads under 2 minutes.
 		FirstSightRate: 20,
+		// One write per namespace at install, and no write to a workload reloader has not
+		// reloaded (internal/ledger).
+		FirstRecordLedger: true,
 		// A reconcile's time is mostly its write's round trip to the API server: 16 keep a
 		// fan-out's patches going while each waits for its answer.
 		Workers: 16,
@@ -273,6 +279,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.ReloadRate, "reload-rate", o.ReloadRate, "reloads per second across this replica (with --shards: across the install, each replica taking its share by the shards it owns), so that a change used by many workloads rolls them spread out; 0 turns it off")
 	fs.IntVar(&o.ReloadBurst, "reload-burst", o.ReloadBurst, "reloads at once before --reload-rate spreads them")
 	fs.Float64Var(&o.FirstSightRate, "first-sight-rate", o.FirstSightRate, "first records of workloads per second when --reload-rate is 0 (with it, first records take the tokens reloads leave; with --shards: across the install, as --reload-rate); 0 turns it off")
+	fs.BoolVar(&o.FirstRecordLedger, "first-record-ledger", o.FirstRecordLedger, "keep first records of workloads in a ConfigMap per namespace in reloader's own namespace, written once a second within --first-sight-rate, instead of patching each workload; false patches each workload")
 	fs.IntVar(&o.FlapMaxChanges, "flap-max-changes", o.FlapMaxChanges, "flap breaker: a source changed in more bursts than this within --flap-window (or oscillating, or written alternately by different field managers) is quarantined: its reloads wait until it is quiet for --flap-quiet, or an operator releases it (per source: annotation "+flap.MaxChangesAnnotation+"); 0 turns the breaker off")
 	fs.DurationVar(&o.FlapWindow, "flap-window", o.FlapWindow, "flap breaker: how far back a source's changes count (per source: annotation "+flap.WindowAnnotation+")")
 	fs.DurationVar(&o.FlapQuiet, "flap-quiet", o.FlapQuiet, "flap breaker: how long a quarantined source must go without change before its workloads reload, once, on its latest content (per source: annotation "+flap.QuietAnnotation+")")

@@ -36,7 +36,6 @@ import (
 	"github.com/reloader-operator/reloader/internal/metainfo"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/rbac"
-	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/testenv"
 	"github.com/reloader-operator/reloader/internal/testenv/clustertest"
 	"github.com/reloader-operator/reloader/internal/testutil"
@@ -148,8 +147,9 @@ func TestTableSufficesOnARealAPIServer(t *testing.T) {
 			for _, w := range workloads {
 				testutil.Eventually(t, "record on "+w.GetName(), func() error {
 					testutil.Must(t, admin.Get(ctx, client.ObjectKeyFromObject(w), w))
-					if _, ok := w.GetAnnotations()[reload.RecordAnnotation]; !ok {
-						return fmt.Errorf("not recorded yet")
+					// Recorded on the workload, or in the ledger of first records.
+					if ok, err := testutil.Recorded(ctx, admin, own, w); err != nil || !ok {
+						return fmt.Errorf("not recorded yet (%v)", err)
 					}
 					return nil
 				})

@@ -117,6 +117,12 @@ func For(opts options.Config, p Platform) Rules {
 		r.Own = append(r.Own, named(rule("", "secrets", "get", "create", "patch"), hashkey.SecretName),
 			rule("", "events", "create"))
 	}
+	if writes && opts.FirstRecordLedger && opts.ReloaderNamespace != "" {
+		// The ledger of first records (internal/ledger): a ConfigMap per workload namespace,
+		// listed and watched by label, created and updated by reloader alone (names come and
+		// go with namespaces, so they cannot be named here).
+		r.Own = append(r.Own, rule("", "configmaps", "get", "list", "watch", "create", "update"))
+	}
 	if opts.ReloaderNamespace != "" {
 		// Server-side apply of one ConfigMap: a patch, and a create the first time, both
 		// authorised by name.

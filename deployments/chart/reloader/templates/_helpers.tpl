@@ -377,6 +377,10 @@ Watched rules apply where reloader watches: a ClusterRole, or a Role per watched
 {{- $rules = append $rules (dict "apiGroups" (list "coordination.k8s.io") "resources" (list "leases") "verbs" (list "get" "list" "watch" "create" "update" "delete")) -}}
 {{- end -}}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "configmaps") "resourceNames" (list "reloader-meta-info") "verbs" (list "create" "patch")) -}}
+{{- if not (include "reloader.webhook" .) }}
+{{- /* The ledger of first records (--first-record-ledger): a ConfigMap per workload namespace, listed by label, created and updated by reloader alone. */ -}}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "configmaps") "verbs" (list "get" "list" "watch" "create" "update")) -}}
+{{- end -}}
 {{- if include "reloader.usesHashKey" . }}
 {{- /* The install key (Secret hashes, Job replacement records), by name only: created by a server-side apply (create and patch by name), then read. */ -}}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "secrets") "resourceNames" (list "reloader-hash-key") "verbs" (list "get" "create" "patch")) -}}

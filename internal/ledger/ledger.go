@@ -1,0 +1,403 @@
+// Package ledger keeps the first records of workloads apart from the workloads: one ConfigMap
+// per workload namespace, in reloader's own namespace, holding the record of each workload
+// reloader has seen there and not reloaded yet.
+//
+// A first record is what makes a change made while reloader is down reload when it comes
+// back: without it, the content found at start-up would be taken as the one the pods run.
+// Written onto each workload it costs one patch per workload at install (2,000 Deployments:
+// 2,000 patches, and as many rollout-free updates that GitOps tools see as drift). The
+// ledger writes it as one ConfigMap update per namespace per flush (a second), within the
+// first-record write budget (--first-sight-rate), and never touches a workload reloader has
+// not reloaded. A workload's own record annotation, written with its first reload, wins over
+// its ledger entry, which is dropped then.
+//
+// What a crash loses: the entries not flushed yet (at most a flush's worth). Those workloads
+// are first seen again at the next start, as they would be had their turn to be patched not
+// come yet; a change made meanwhile is taken as the content they run (docs/guarantees.md).
+//
+// Trust: the ConfigMaps live in reloader's namespace, which tenants do not write; only the
+// ConfigMap named for a namespace (Name) and labelled Label counts for it, and an entry
+// counts only for the workload of the UID it names. Each namespace's ConfigMap is capped at
+// MaxBytes: a namespace past it has its further first records patched onto the workloads,
+// as without a ledger (Room), so its cost to reloader is bounded.
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+const (
+	// Label marks the ledger's ConfigMaps; its value is the workload namespace.
+	Label = "reloader.dev/first-records"
+	// Prefix starts the name of a namespace's ConfigMap: Prefix + namespace.
+	Prefix = "reloader-first-records."
+	// MaxBytes caps the data of one namespace's ConfigMap (etcd takes objects up to 1.5 MiB,
+	// the API server's default request limit is 3 MiB): about 5,000 workloads.
+	MaxBytes = 900 << 10
+	// FlushEvery is how often the entries kept since the last flush are written.
+	FlushEvery = time.Second
+)
+
+// ErrNotLoaded is returned while the ledger's ConfigMaps have not been listed yet: a record
+// asked for then might be there.
+var ErrNotLoaded = errors.New("the ledger of first records is not loaded yet")
+
+// Name is the ConfigMap holding namespace's first records.
+func Name(namespace string) string { return Prefix + namespace }
+
+// Key names a workload's entry: its kind and name (ConfigMap keys allow both).
+func Key(kind, name string) string { return kind + "." + name }
+
+var keyChars = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
+
+// Ledger keeps the first records of the workloads of every namespace reloader handles. Its
+// zero value is not usable: New.
+type Ledger struct {
+	cs        kubernetes.Interface
+	namespace string
+	informer  toolscache.SharedIndexInformer
+	log       logr.Logger
+	// Budget waits for a write slot of the first-record budget; nil writes at once.
+	Budget func(ctx context.Context) error
+	// Refused, when set, is told once that the ledger may not be written (RBAC): first
+	// records go onto the workloads from then on.
+	Refused func(err error)
+
+	mu sync.Mutex
+	// pending are the entries kept since the last flush, by workload namespace and key; an
+	// empty value drops the key.
+	pending map[string]map[string]string
+	// sizes are the bytes each namespace's ConfigMap holds with its pending entries, as last
+	// counted (Room).
+	sizes map[string]int
+	off   bool
+}
+
+// New returns the ledger kept in namespace (reloader's own), read through an informer on
+// its labelled ConfigMaps and written through cs.
+func New(cs kubernetes.Interface, namespace string, logger logr.Logger) *Ledger {
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = Label }))
+	l := &Ledger{cs: cs, namespace: namespace, informer: f.Core().V1().ConfigMaps().Informer(), log: logger,
+		pending: map[string]map[string]string{}, sizes: map[string]int{}}
+	_ = l.informer.SetWatchErrorHandler(func(_ *toolscache.Reflector, err error) {
+		if apierrors.IsForbidden(err) {
+			// Never listed, the ledger would hold every first sighting back.
+			l.refuse(err)
+			return
+		}
+		l.log.V(1).Info("the ledger's watch failed; retrying", "error", err.Error())
+	})
+	return l
+}
+
+// Namespace is where the ledger lives.
+func (l *Ledger) Namespace() string { return l.namespace }
+
+// Start runs the ledger until ctx ends: its informer, and a flush of the pending entries
+// every FlushEvery (and once more when ctx ends, within a few seconds).
+func (l *Ledger) Start(ctx context.Context) error {
+	// A create, dry: refused, the ledger is off before any record is kept in it.
+	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: Prefix + "probe", Namespace: l.namespace, Labels: map[string]string{Label: ""}}}
+	if _, err := l.cs.CoreV1().ConfigMaps(l.namespace).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
+		l.refuse(err)
+	}
+	go l.informer.Run(ctx.Done())
+	t := time.NewTicker(FlushEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			final, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			l.Flush(final)
+			return nil
+		case <-t.C:
+			l.Flush(ctx)
+		}
+	}
+}
+
+// NeedLeaderElection is false: every replica reads the ledger; only the one reconciling a
+// namespace writes its entries.
+func (l *Ledger) NeedLeaderElection() bool { return false }
+
+// Synced reports whether the ConfigMaps have been listed.
+func (l *Ledger) Synced() bool { return l.informer.HasSynced() }
+
+// Off reports whether the ledger was refused and first records go onto the workloads.
+func (l *Ledger) Off() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.off
+}
+
+// Record returns the record the ledger holds for the workload of kind, namespace, name and
+// uid: the encoded record, as its annotation would hold it. ErrNotLoaded until the first list.
+func (l *Ledger) Record(kind, namespace, name string, uid types.UID) (string, bool, error) {
+	if l == nil {
+		return "", false, nil
+	}
+	k := Key(kind, name)
+	l.mu.Lock()
+	off := l.off
+	v, pending := l.pending[namespace][k]
+	l.mu.Unlock()
+	if off {
+		return "", false, nil
+	}
+	if !pending {
+		if !l.informer.HasSynced() {
+			return "", false, ErrNotLoaded
+		}
+		cm := l.stored(namespace)
+		if cm == nil {
+			return "", false, nil
+		}
+		v = cm.Data[k]
+	}
+	return parse(v, uid)
+}
+
+// Room reports whether the ledger takes the record of a workload of kind and name in
+// namespace: false when it is off, the key is not a ConfigMap key, or the namespace's
+// ConfigMap is at its cap (the record is then written onto the workload).
+func (l *Ledger) Room(kind, namespace, name string) bool {
+	if l == nil {
+		return false
+	}
+	k := Key(kind, name)
+	if len(k) > 253 || !keyChars.MatchString(k) {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.off && l.size(namespace) < MaxBytes-1024
+}
+
+// Put keeps rec as the record of the workload of kind, namespace, name and uid, written with
+// the next flush. It returns false, keeping nothing, where Room would.
+func (l *Ledger) Put(kind, namespace, name string, uid types.UID, rec string) bool {
+	if !l.Room(kind, namespace, name) {
+		return false
+	}
+	l.set(namespace, Key(kind, name), string(uid)+" "+rec)
+	return true
+}
+
+// Drop forgets the entry of the workload of kind, namespace and name, if there is one: its
+// own record annotation holds its record now, or it is gone.
+func (l *Ledger) Drop(kind, namespace, name string) {
+	if l == nil {
+		return
+	}
+	k := Key(kind, name)
+	l.mu.Lock()
+	_, pending := l.pending[namespace][k]
+	l.mu.Unlock()
+	if !pending {
+		cm := l.stored(namespace)
+		if cm == nil {
+			return
+		}
+		if _, ok := cm.Data[k]; !ok {
+			return
+		}
+	}
+	l.set(namespace, k, "")
+}
+
+func (l *Ledger) set(namespace, k, v string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.off {
+		return
+	}
+	p := l.pending[namespace]
+	if p == nil {
+		p = map[string]string{}
+		l.pending[namespace] = p
+	}
+	l.sizes[namespace] = l.size(namespace) + len(k) + len(v) - len(p[k])
+	p[k] = v
+}
+
+// size is what namespace's ConfigMap would hold with the pending entries, counted at most
+// once per flush (l.mu held).
+func (l *Ledger) size(namespace string) int {
+	if n, ok := l.sizes[namespace]; ok {
+		return n
+	}
+	n := 0
+	if cm := l.stored(namespace); cm != nil {
+		for k, v := range cm.Data {
+			n += len(k) + len(v)
+		}
+	}
+	l.sizes[namespace] = n
+	return n
+}
+
+// stored is namespace's ConfigMap as the informer holds it; nil when there is none.
+func (l *Ledger) stored(namespace string) *corev1.ConfigMap {
+	o, ok, err := l.informer.GetStore().GetByKey(l.namespace + "/" + Name(namespace))
+	if err != nil || !ok {
+		return nil
+	}
+	cm, ok := o.(*corev1.ConfigMap)
+	if !ok || cm.Labels[Label] != namespace {
+		return nil
+	}
+	return cm
+}
+
+// Flush writes the pending entries: one write per namespace that has any, each within the
+// budget. Entries whose write fails stay pending for the next flush; a refusal (RBAC) turns
+// the ledger off.
+func (l *Ledger) Flush(ctx context.Context) {
+	l.mu.Lock()
+	batch := l.pending
+	l.pending, l.sizes = map[string]map[string]string{}, map[string]int{}
+	l.mu.Unlock()
+	for ns, entries := range batch {
+		if ctx.Err() != nil || l.Budget != nil && l.Budget(ctx) != nil {
+			l.requeue(ns, entries)
+			continue
+		}
+		err := l.write(ctx, ns, entries)
+		switch {
+		case err == nil:
+		case apierrors.IsForbidden(err):
+			l.refuse(err)
+			return
+		default:
+			l.log.Info("could not write the first records of a namespace; retrying with the next flush", "namespace", ns, "entries", len(entries), "error", err.Error())
+			l.requeue(ns, entries)
+		}
+	}
+}
+
+// requeue puts entries back under the ones kept since (newer win).
+func (l *Ledger) requeue(ns string, entries map[string]string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.off {
+		return
+	}
+	p := l.pending[ns]
+	if p == nil {
+		l.pending[ns] = entries
+	} else {
+		for k, v := range entries {
+			if _, newer := p[k]; !newer {
+				p[k] = v
+			}
+		}
+	}
+	delete(l.sizes, ns)
+}
+
+func (l *Ledger) refuse(err error) {
+	l.mu.Lock()
+	was := l.off
+	l.off, l.pending, l.sizes = true, map[string]map[string]string{}, map[string]int{}
+	l.mu.Unlock()
+	if was {
+		return
+	}
+	l.log.Info("may not write the ledger of first records; writing first records onto the workloads instead", "namespace", l.namespace,
+		"grant", "configmaps get, list, watch, create, update in "+l.namespace, "error", err.Error())
+	if l.Refused != nil {
+		l.Refused(err)
+	}
+}
+
+// write applies entries to namespace's ConfigMap: an update of the version last read (a
+// create when there is none), read again from the API server and retried once on a conflict
+// (another replica, or the one that held the namespace's shard before, wrote it meanwhile).
+func (l *Ledger) write(ctx context.Context, ns string, entries map[string]string) error {
+	cms := l.cs.CoreV1().ConfigMaps(l.namespace)
+	cur := l.stored(ns)
+	for try := 0; ; try++ {
+		var err error
+		if cur == nil {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: Name(ns), Namespace: l.namespace,
+				Labels: map[string]string{Label: ns, "app.kubernetes.io/managed-by": "reloader"}}, Data: apply(nil, entries)}
+			if len(cm.Data) == 0 {
+				return nil
+			}
+			_, err = cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: "reloader"})
+		} else {
+			cm := cur.DeepCopy()
+			cm.Data = apply(cm.Data, entries)
+			if cm.Labels[Label] != ns {
+				return fmt.Errorf("%s/%s is not labelled %s=%s", l.namespace, cm.Name, Label, ns)
+			}
+			if maps.Equal(cm.Data, cur.Data) {
+				return nil
+			}
+			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: "reloader"})
+		}
+		if err == nil || try > 0 || !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		got, gerr := cms.Get(ctx, Name(ns), metav1.GetOptions{})
+		if gerr != nil {
+			return gerr
+		}
+		cur = got
+	}
+}
+
+// apply returns data with entries set (an empty value deletes its key).
+func apply(data, entries map[string]string) map[string]string {
+	out := maps.Clone(data)
+	if out == nil {
+		out = map[string]string{}
+	}
+	for k, v := range entries {
+		if v == "" {
+			delete(out, k)
+		} else {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// parse reads an entry "uid record": the record when uid is the workload's.
+func parse(v string, uid types.UID) (string, bool, error) {
+	u, rec, ok := strings.Cut(v, " ")
+	if !ok || u != string(uid) || rec == "" {
+		return "", false, nil
+	}
+	return rec, true, nil
+}
+
+// Holds reports whether cm, a namespace's ledger ConfigMap, holds a record of the workload
+// of uid: what a test or a tool reads to learn that reloader has seen a workload it keeps no
+// annotation on.
+func Holds(cm *corev1.ConfigMap, uid types.UID) bool {
+	for _, v := range cm.Data {
+		if u, _, ok := strings.Cut(v, " "); ok && u == string(uid) {
+			return true
+		}
+	}
+	return false
+}

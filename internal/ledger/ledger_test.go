@@ -1,0 +1,231 @@
+package ledger_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/reloader-operator/reloader/internal/ledger"
+)
+
+const own = "reloader"
+
+// started runs a ledger over cs until the test ends, and waits for its first list.
+func started(t *testing.T, cs *fake.Clientset) *ledger.Ledger {
+	t.Helper()
+	l := ledger.New(cs, own, logr.Discard())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = l.Start(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	deadline := time.Now().Add(10 * time.Second)
+	for !l.Synced() && !l.Off() {
+		if time.Now().After(deadline) {
+			t.Fatal("the ledger did not list its ConfigMaps")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return l
+}
+
+func stored(t *testing.T, cs *fake.Clientset, ns string) *corev1.ConfigMap {
+	t.Helper()
+	cm, err := cs.CoreV1().ConfigMaps(own).Get(context.Background(), ledger.Name(ns), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cm
+}
+
+func TestARecordKeptIsReadAtOnceWrittenWithTheFlushAndReadAgainAfterARestart(t *testing.T) {
+	cs := fake.NewClientset()
+	l := started(t, cs)
+	if _, ok, err := l.Record("Deployment", "team", "web", "uid-1"); ok || err != nil {
+		t.Fatalf("an empty ledger holds a record: ok %v, err %v", ok, err)
+	}
+	if !l.Put("Deployment", "team", "web", "uid-1", "configmap/cfg=abc") {
+		t.Fatal("the ledger refused a record with room for it")
+	}
+	if rec, ok, _ := l.Record("Deployment", "team", "web", "uid-1"); !ok || rec != "configmap/cfg=abc" {
+		t.Fatalf("the record kept is not read back before the flush: %q, %v", rec, ok)
+	}
+	if stored(t, cs, "team") != nil {
+		t.Fatal("the ledger wrote before its flush")
+	}
+	l.Flush(context.Background())
+	cm := stored(t, cs, "team")
+	if cm == nil || cm.Data["Deployment.web"] != "uid-1 configmap/cfg=abc" || cm.Labels[ledger.Label] != "team" {
+		t.Fatalf("the flush did not write the entry: %+v", cm)
+	}
+
+	again := started(t, cs) // a restart
+	if rec, ok, err := again.Record("Deployment", "team", "web", "uid-1"); !ok || err != nil || rec != "configmap/cfg=abc" {
+		t.Fatalf("a restarted ledger does not read the record written: %q, %v, %v", rec, ok, err)
+	}
+	if _, ok, _ := again.Record("Deployment", "team", "web", "uid-2"); ok {
+		t.Fatal("a workload of the same name and another UID (re-created) takes the old one's record")
+	}
+	if _, ok, _ := again.Record("StatefulSet", "team", "web", "uid-1"); ok {
+		t.Fatal("a workload of another kind takes the record")
+	}
+}
+
+func TestOneWritePerNamespacePerFlushEachWithinTheBudget(t *testing.T) {
+	cs := fake.NewClientset()
+	l := started(t, cs)
+	budget := 0
+	l.Budget = func(context.Context) error { budget++; return nil }
+	for i := range 50 {
+		for _, ns := range []string{"a", "b"} {
+			l.Put("Deployment", ns, "w"+strings.Repeat("x", i), "u", "r")
+		}
+	}
+	cs.ClearActions()
+	l.Flush(context.Background())
+	writes := 0
+	for _, a := range cs.Actions() {
+		if a.GetVerb() == "create" || a.GetVerb() == "update" {
+			writes++
+		}
+	}
+	if writes != 2 || budget != 2 {
+		t.Fatalf("100 records in 2 namespaces took %d writes and %d budget slots; want 2 and 2", writes, budget)
+	}
+	if n := len(stored(t, cs, "a").Data); n != 50 {
+		t.Fatalf("namespace a's ConfigMap holds %d entries, want 50", n)
+	}
+}
+
+func TestADroppedEntryLeavesWithTheNextFlush(t *testing.T) {
+	cs := fake.NewClientset()
+	l := started(t, cs)
+	l.Put("Deployment", "team", "web", "u", "r")
+	l.Put("Deployment", "team", "api", "u", "r")
+	l.Flush(context.Background())
+	waitStored(t, l, "team", "Deployment", "api")
+	l.Drop("Deployment", "team", "web")
+	if _, ok, _ := l.Record("Deployment", "team", "web", "u"); ok {
+		t.Fatal("a dropped entry is still read")
+	}
+	l.Flush(context.Background())
+	cm := stored(t, cs, "team")
+	if _, ok := cm.Data["Deployment.web"]; ok || cm.Data["Deployment.api"] == "" {
+		t.Fatalf("after the flush the ConfigMap holds %v; want api only", cm.Data)
+	}
+}
+
+// waitStored waits until the ledger's informer has the entry (its own write's echo).
+func waitStored(t *testing.T, l *ledger.Ledger, ns, kind, name string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l.Flush(context.Background()) // nothing pending: writes nothing
+		if _, ok, _ := l.Record(kind, ns, name, "u"); ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the informer did not bring the ledger's write")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestANamespaceAtItsCapHasNoRoom(t *testing.T) {
+	cs := fake.NewClientset(&corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: ledger.Name("big"), Namespace: own, Labels: map[string]string{ledger.Label: "big"}},
+		Data:       map[string]string{"Deployment.huge": "u " + strings.Repeat("h", ledger.MaxBytes)},
+	})
+	l := started(t, cs)
+	if l.Room("Deployment", "big", "web") || l.Put("Deployment", "big", "web", "u", "r") {
+		t.Fatal("a namespace whose ConfigMap is at the cap takes another record")
+	}
+	if !l.Room("Deployment", "small", "web") {
+		t.Fatal("another namespace has no room because one is full")
+	}
+	if l.Room("Deployment", "small", strings.Repeat("n", 250)) || l.Room("Deployment", "small", "bad:name") {
+		t.Fatal("a key a ConfigMap cannot hold has room")
+	}
+}
+
+func TestAConfigMapNotLabelledForTheNamespaceIsNotRead(t *testing.T) {
+	cs := fake.NewClientset(&corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: ledger.Name("team"), Namespace: own, Labels: map[string]string{ledger.Label: "other"}},
+		Data:       map[string]string{"Deployment.web": "u r"},
+	})
+	l := started(t, cs)
+	if _, ok, _ := l.Record("Deployment", "team", "web", "u"); ok {
+		t.Fatal("a ConfigMap labelled for another namespace is read as this one's ledger")
+	}
+}
+
+func TestAWriteMeetingAnotherWritersVersionKeepsBothEntries(t *testing.T) {
+	cs := fake.NewClientset()
+	l := started(t, cs)
+	l.Put("Deployment", "team", "web", "u", "r1")
+	l.Flush(context.Background())
+	waitStored(t, l, "team", "Deployment", "web")
+	// Another replica (the namespace's shard holder before) writes meanwhile, straight into
+	// the store; this ledger's update of the version it read then meets a conflict.
+	cm := stored(t, cs, "team")
+	cm.Data["Deployment.api"] = "u r2"
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	if err := cs.Tracker().Update(gvr, cm, own); err != nil {
+		t.Fatal(err)
+	}
+	conflicts := 0
+	cs.PrependReactor("update", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if conflicts == 0 {
+			conflicts++
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, cm.Name, nil)
+		}
+		return false, nil, nil
+	})
+	l.Put("Deployment", "team", "db", "u", "r3")
+	l.Flush(context.Background())
+	got := stored(t, cs, "team").Data
+	if conflicts != 1 || got["Deployment.web"] == "" || got["Deployment.api"] == "" || got["Deployment.db"] == "" {
+		t.Fatalf("after a conflict (%d met) the ConfigMap holds %v; want web, api and db", conflicts, got)
+	}
+}
+
+func TestARefusedLedgerTurnsOffAndKeepsNothing(t *testing.T) {
+	cs := fake.NewClientset()
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", nil)
+	l := started(t, cs)
+	told := 0
+	l.Refused = func(error) { told++ }
+	cs.PrependReactor("create", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, forbidden })
+	if !l.Put("Deployment", "team", "web", "u", "r") {
+		t.Fatal("refused before any write")
+	}
+	l.Flush(context.Background())
+	if !l.Off() || told != 1 {
+		t.Fatalf("a refused write leaves the ledger on (off %v, told %d)", l.Off(), told)
+	}
+	if _, ok, _ := l.Record("Deployment", "team", "web", "u"); ok {
+		t.Fatal("a record never written is still read after the refusal: it would never be written")
+	}
+	if l.Put("Deployment", "team", "api", "u", "r") {
+		t.Fatal("a ledger that is off takes records")
+	}
+
+	// Refused at start (the dry create): off before anything is kept.
+	cs2 := fake.NewClientset()
+	cs2.PrependReactor("create", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, forbidden })
+	if l2 := started(t, cs2); !l2.Off() || l2.Room("Deployment", "team", "web") {
+		t.Fatal("a ledger refused at start takes records")
+	}
+}
