@@ -59,6 +59,7 @@ func TestUpstreamValuesRenderFlags(t *testing.T) {
 		{values: `reloader: {pacing: {reloadRate: 20, reloadBurst: 5, firstSightRate: 0, minReloadInterval: 10m}}`,
 			args: []string{"--reload-rate=20", "--reload-burst=5", "--first-sight-rate=0", "--min-reload-interval=10m"}},
 		{values: `reloader: {pacing: {reloadRate: 0.5}}`, args: []string{"--reload-rate=0.5"}},
+		{values: `reloader: {pacing: {firstRecordLedger: false}}`, args: []string{"--first-record-ledger=false"}},
 		{values: `reloader: {flapBreaker: {maxChanges: 20, window: 30m, quiet: 10m}}`,
 			args: []string{"--flap-max-changes=20", "--flap-window=30m", "--flap-quiet=10m"}},
 		{values: `reloader: {flapBreaker: {maxChanges: 0}}`, args: []string{"--flap-max-changes=0"}},

@@ -28,6 +28,7 @@ var matrix = []struct{ name, values string }{
 	{"OpenShift", `reloader: {isOpenshift: true}`},
 	{"Job reloads", `reloader: {reloadJobs: true}`},
 	{"Jobs left alone (least privilege)", `reloader: {reloadJobs: false}`},
+	{"first records on the workloads", `reloader: {pacing: {firstRecordLedger: false}}`},
 	{"Job reloads, namespaced", `reloader: {reloadJobs: true, watchGlobally: false, namespaces: [a]}`},
 	{"Job reloads and CronJobs run on reload", `reloader: {reloadJobs: true, runCronJobsOnReload: true}`},
 	{"Jobs and CronJobs ignored", `reloader: {ignoreJobs: true, ignoreCronJobs: true}`},

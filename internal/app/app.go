@@ -115,7 +115,7 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 	if err := degraded.announce(mgr, conf, read, events, logger); err != nil {
 		return nil, err
 	}
-	baselines, err := addReloaders(mgr, reader, conf, sources, kinds, key, configs, configStatus, rollouts, m, shards, events, degraded, parsed, logger)
+	baselines, led, err := addReloaders(mgr, reader, conf, sources, kinds, key, configs, configStatus, rollouts, m, shards, events, degraded, parsed, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +123,7 @@ func New(ctx context.Context, cfg *rest.Config, conf options.Config, logger logr
 		return nil, err
 	}
 	parts := Parts{Manager: mgr, Conf: conf, Sources: sources, Kinds: degraded.watched(kinds), Configs: configs, Caches: parsed,
-		Baselines: baselines, Ready: ready.Load, Shard: shards.ready(), Metrics: m}
+		Baselines: baselines, Ledger: led, Ready: ready.Load, Shard: shards.ready(), Metrics: m}
 	for _, w := range with {
 		if err := w(parts); err != nil {
 			return nil, err

@@ -4,6 +4,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/reloader-operator/reloader/internal/baseline"
+	"github.com/reloader-operator/reloader/internal/ledger"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
@@ -30,6 +31,8 @@ type Parts struct {
 	// Baselines are the reconcilers' notes of the changes their workloads without record
 	// missed; nil when nothing reloads (--webhook-url).
 	Baselines *baseline.Baselines
+	// Ledger is the reconcilers' ledger of first records; nil when they keep none.
+	Ledger *ledger.Ledger
 	// Ready reports whether the caches have synced.
 	Ready func() bool
 	// Shard, with --shards, reports whether this replica holds a namespace; nil without.

@@ -18,6 +18,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/controller/rollout"
 	"github.com/reloader-operator/reloader/internal/controller/webhook"
 	"github.com/reloader-operator/reloader/internal/hashkey"
+	"github.com/reloader-operator/reloader/internal/ledger"
 	"github.com/reloader-operator/reloader/internal/lookup"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/notify"
@@ -40,15 +41,15 @@ import (
 // reconcilers read through reader: the manager's client, or, in degraded mode, one that
 // reads the unwatched kinds from the API server. It returns the baselines the reconcilers
 // share (nil with --webhook-url), for a plan made beside them.
-func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config, sources []sourcecache.SourceType, kinds []workload.Kind, key *hashkey.Loader, configs *reloaderconfig.Cache, configStatus bool, rollouts *rollout.Rollouts, m *metrics.Metrics, shards *sharding, events recorder.EventRecorder, degraded *degradedMode, parsed *reload.Caches, logger logr.Logger) (*baseline.Baselines, error) {
+func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config, sources []sourcecache.SourceType, kinds []workload.Kind, key *hashkey.Loader, configs *reloaderconfig.Cache, configStatus bool, rollouts *rollout.Rollouts, m *metrics.Metrics, shards *sharding, events recorder.EventRecorder, degraded *degradedMode, parsed *reload.Caches, logger logr.Logger) (*baseline.Baselines, *ledger.Ledger, error) {
 	shard := shards.ready()
 	alerts, err := newAlerter(conf, m, logger)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if alerts != nil {
 		if err := mgr.Add(alerts); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	window := coalesce.New(conf.CoalesceWindow)
@@ -61,7 +62,7 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 	// One ledger of first records for every kind.
 	led, err := newLedger(mgr, conf, pacer, logger)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// One set of baselines for every kind: the sources' handlers run once per event.
 	baselines := baseline.New()
@@ -72,7 +73,7 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 	// One flap table for every kind: a source flaps whatever kind uses it.
 	flaps, err := newFlaps(mgr, conf, m)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// One handler per source type for every kind: the change table and the flap breaker
 	// observe each source event once, before any kind maps it.
@@ -114,13 +115,13 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 	if conf.WebhookURL != "" && len(reconcilers) > 0 {
 		poster, err := notify.NewPoster(conf.WebhookTimeout, conf.WebhookRetries, "")
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		hook := &notify.Webhook{URL: conf.WebhookURL, Poster: poster}
 		n := &webhook.Notifier{Lookup: NewLookup(conf, reader, sources, configs), Kinds: kinds,
 			Events: reconcilers[0].Behaviour.Events, Send: hook.Send, Metrics: m, Changes: changes, Now: time.Now}
 		// Nothing reloads, nothing notes a baseline.
-		return nil, n.SetupWithManager(mgr)
+		return nil, nil, n.SetupWithManager(mgr)
 	}
 	if configStatus {
 		status := &configstatus.Reconciler{Client: reader, Lookup: NewLookup(conf, reader, sources, configs),
@@ -137,7 +138,7 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 		}
 		rollouts.OnOutcome = status.RolloutEnded
 		if err := status.SetupWithManager(mgr); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		// The workloads' pipeline: the same gates in the same chain, the same pacer, a
 		// reporter of the same kind, and the same namespace selector.
@@ -147,7 +148,7 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 			Kinds: conf.GenericKinds, Namespaces: conf.NamespaceLabels, Gates: gates,
 			Pacer: pacer, Workers: max(conf.Workers/2, 2), Metrics: m}
 		if err := generic.SetupWithManager(mgr); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	// The end of a rollout wakes the workloads a wave holds for it.
@@ -160,10 +161,10 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 	}
 	for _, r := range reconcilers {
 		if err := r.SetupWithManager(mgr); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return baselines, rollouts.SetupWithManager(mgr, degraded.watched(kinds))
+	return baselines, led, rollouts.SetupWithManager(mgr, degraded.watched(kinds))
 }
 
 // NewReconciler returns the reconciler of one kind as conf configures its decisions, reading

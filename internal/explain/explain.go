@@ -26,6 +26,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/hash"
 	"github.com/reloader-operator/reloader/internal/hashkey"
+	"github.com/reloader-operator/reloader/internal/ledger"
 	"github.com/reloader-operator/reloader/internal/lookup"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
@@ -50,6 +51,8 @@ type Explainer struct {
 	// baselines are the controller's notes of the changes its workloads without record
 	// missed (Controller.Baselines); nil: a plan from outside, which knows none.
 	baselines *baseline.Baselines
+	// ledger holds the first records reloader keeps apart from the workloads; nil: none read.
+	ledger *ledger.Ledger
 	// unknownHash are the source kinds whose hashes can't be computed here.
 	unknownHash map[source.Kind]bool
 	// secretsHidden: Secrets may not be read in the namespace, so they are left out.
@@ -92,6 +95,9 @@ func newExplainer(ctx context.Context, cfg *rest.Config, conf options.Config, ns
 		return nil, err
 	}
 	if err := e.addConfigs(ctx, c); err != nil {
+		return nil, err
+	}
+	if err := e.readLedger(ctx, c, keyNamespace); err != nil {
 		return nil, err
 	}
 	for _, kind := range allKinds() {
@@ -182,6 +188,29 @@ func (e *Explainer) readKey(ctx context.Context, c client.Reader, ns string) (ha
 	return hash.Key{}, nil
 }
 
+// readLedger reads the namespace's first records from reloader's ledger in ns (reloader's own
+// namespace, where its key lives): a workload reloader has seen but not reloaded has its record
+// there, not on itself. A user who may not read it is told that such workloads are explained as
+// not recorded yet.
+func (e *Explainer) readLedger(ctx context.Context, c client.Reader, ns string) error {
+	if !e.conf.FirstRecordLedger {
+		return nil
+	}
+	cm := &corev1.ConfigMap{}
+	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: ledger.Name(e.namespace)}, cm)
+	switch {
+	case err == nil:
+		e.ledger = ledger.Static(ns, cm)
+	case apierrors.IsNotFound(err):
+		e.ledger = ledger.Static(ns)
+	case apierrors.IsForbidden(err):
+		e.notes = append(e.notes, "first records kept in reloader's ledger ("+ns+"/"+ledger.Name(e.namespace)+") can't be read: a workload without a record annotation is explained as not recorded yet")
+	default:
+		return fmt.Errorf("read reloader's ledger of first records %s/%s: %w", ns, ledger.Name(e.namespace), err)
+	}
+	return nil
+}
+
 // unknown stands for a hash that can't be computed here.
 const unknown = "unknown"
 
@@ -194,7 +223,7 @@ func (e *Explainer) reconciler(kind workload.Kind) *controller.WorkloadReconcile
 // bare is the reconciler of kind as the controller builds it, without its gates.
 func (e *Explainer) bare(kind workload.Kind) *controller.WorkloadReconciler {
 	r := app.NewReconciler(e.conf, e.client, kind, e.sources, e.configs, coalesce.New(e.conf.CoalesceWindow))
-	r.Now, r.Policy.Caches, r.Baselines = e.now, e.caches, e.baselines
+	r.Now, r.Policy.Caches, r.Baselines, r.Ledger = e.now, e.caches, e.baselines, e.ledger
 	return r
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/baseline"
 	"github.com/reloader-operator/reloader/internal/clientindex"
+	"github.com/reloader-operator/reloader/internal/ledger"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
@@ -34,6 +35,8 @@ type Controller struct {
 	// Baselines are the controller's notes of the changes its workloads without record missed
 	// (its sources' handlers hear the planned write too, and note it on them); nil: none.
 	Baselines *baseline.Baselines
+	// Ledger holds the controller's first records kept apart from the workloads; nil: none.
+	Ledger *ledger.Ledger
 }
 
 // NewControllerPlanner returns a Planner of one proposed ConfigMap or Secret of namespace ns,
@@ -48,7 +51,7 @@ func NewControllerPlanner(ctx context.Context, c Controller, conf options.Config
 		}
 		// No index is registered on the wrapper: lists by index go to the cache, which has them.
 		return &Explainer{conf: conf, namespace: ns, client: clientindex.New(scopeCached(read, conf)),
-			sources: c.Sources, kinds: c.Kinds, configs: c.Configs, caches: c.Caches, baselines: c.Baselines,
+			sources: c.Sources, kinds: c.Kinds, configs: c.Configs, caches: c.Caches, baselines: c.Baselines, ledger: c.Ledger,
 			unknownHash: map[source.Kind]bool{}, now: time.Now}, nil
 	}
 	l, _ := explainer(nil)

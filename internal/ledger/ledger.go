@@ -69,9 +69,11 @@ var keyChars = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
 // Ledger keeps the first records of the workloads of every namespace reloader handles. Its
 // zero value is not usable: New.
 type Ledger struct {
-	cs        kubernetes.Interface
+	cs        kubernetes.Interface // nil: read-only (Static)
 	namespace string
 	informer  toolscache.SharedIndexInformer
+	store     toolscache.Store
+	synced    func() bool
 	log       logr.Logger
 	// Budget waits for a write slot of the first-record budget; nil writes at once.
 	Budget func(ctx context.Context) error
@@ -94,7 +96,8 @@ type Ledger struct {
 func New(cs kubernetes.Interface, namespace string, logger logr.Logger) *Ledger {
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = Label }))
-	l := &Ledger{cs: cs, namespace: namespace, informer: f.Core().V1().ConfigMaps().Informer(), log: logger,
+	inf := f.Core().V1().ConfigMaps().Informer()
+	l := &Ledger{cs: cs, namespace: namespace, informer: inf, store: inf.GetStore(), synced: inf.HasSynced, log: logger,
 		pending: map[string]map[string]string{}, sizes: map[string]int{}}
 	_ = l.informer.SetWatchErrorHandler(func(_ *toolscache.Reflector, err error) {
 		if apierrors.IsForbidden(err) {
@@ -105,6 +108,17 @@ func New(cs kubernetes.Interface, namespace string, logger logr.Logger) *Ledger 
 		l.log.V(1).Info("the ledger's watch failed; retrying", "error", err.Error())
 	})
 	return l
+}
+
+// Static returns a read-only ledger of the ConfigMaps given, read from namespace: what
+// `reloader explain` reads, once. It takes no record (Room is false).
+func Static(namespace string, cms ...*corev1.ConfigMap) *Ledger {
+	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
+	for _, cm := range cms {
+		_ = store.Add(cm)
+	}
+	return &Ledger{namespace: namespace, store: store, synced: func() bool { return true }, log: logr.Discard(),
+		pending: map[string]map[string]string{}, sizes: map[string]int{}}
 }
 
 // Namespace is where the ledger lives.
@@ -139,7 +153,7 @@ func (l *Ledger) Start(ctx context.Context) error {
 func (l *Ledger) NeedLeaderElection() bool { return false }
 
 // Synced reports whether the ConfigMaps have been listed.
-func (l *Ledger) Synced() bool { return l.informer.HasSynced() }
+func (l *Ledger) Synced() bool { return l.synced() }
 
 // Off reports whether the ledger was refused and first records go onto the workloads.
 func (l *Ledger) Off() bool {
@@ -163,7 +177,7 @@ func (l *Ledger) Record(kind, namespace, name string, uid types.UID) (string, bo
 		return "", false, nil
 	}
 	if !pending {
-		if !l.informer.HasSynced() {
+		if !l.synced() {
 			return "", false, ErrNotLoaded
 		}
 		cm := l.stored(namespace)
@@ -179,7 +193,7 @@ func (l *Ledger) Record(kind, namespace, name string, uid types.UID) (string, bo
 // namespace: false when it is off, the key is not a ConfigMap key, or the namespace's
 // ConfigMap is at its cap (the record is then written onto the workload).
 func (l *Ledger) Room(kind, namespace, name string) bool {
-	if l == nil {
+	if l == nil || l.cs == nil {
 		return false
 	}
 	k := Key(kind, name)
@@ -256,7 +270,7 @@ func (l *Ledger) size(namespace string) int {
 
 // stored is namespace's ConfigMap as the informer holds it; nil when there is none.
 func (l *Ledger) stored(namespace string) *corev1.ConfigMap {
-	o, ok, err := l.informer.GetStore().GetByKey(l.namespace + "/" + Name(namespace))
+	o, ok, err := l.store.GetByKey(l.namespace + "/" + Name(namespace))
 	if err != nil || !ok {
 		return nil
 	}

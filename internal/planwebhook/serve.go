@@ -56,7 +56,7 @@ func Serve(p app.Parts) error {
 // types, kinds, ReloaderConfigs and baselines.
 func NewHandler(p app.Parts) *Handler {
 	return &Handler{
-		Controller: explain.Controller{Reader: p.Manager.GetClient(), Sources: p.Sources, Kinds: p.Kinds, Configs: p.Configs, Caches: p.Caches, Baselines: p.Baselines},
+		Controller: explain.Controller{Reader: p.Manager.GetClient(), Sources: p.Sources, Kinds: p.Kinds, Configs: p.Configs, Caches: p.Caches, Baselines: p.Baselines, Ledger: p.Ledger},
 		Conf:       p.Conf,
 		Ready:      p.Ready,
 		Shard:      p.Shard,

@@ -272,6 +272,7 @@ rolloutStrategy: rollout-strategy-annotation
 {{- if not (kindIs "invalid" .reloadRate) }}{{ $args = append $args (printf "--reload-rate=%v" .reloadRate) }}{{ end -}}
 {{- if not (kindIs "invalid" .reloadBurst) }}{{ $args = append $args (printf "--reload-burst=%d" (int .reloadBurst)) }}{{ end -}}
 {{- if not (kindIs "invalid" .firstSightRate) }}{{ $args = append $args (printf "--first-sight-rate=%v" .firstSightRate) }}{{ end -}}
+{{- if eq .firstRecordLedger false }}{{ $args = append $args "--first-record-ledger=false" }}{{ end -}}
 {{- with .minReloadInterval }}{{ $args = append $args (printf "--min-reload-interval=%s" .) }}{{ end -}}
 {{- end -}}
 {{- with $r.mode }}{{ $args = append $args (printf "--mode=%s" .) }}{{ end -}}
@@ -377,7 +378,7 @@ Watched rules apply where reloader watches: a ClusterRole, or a Role per watched
 {{- $rules = append $rules (dict "apiGroups" (list "coordination.k8s.io") "resources" (list "leases") "verbs" (list "get" "list" "watch" "create" "update" "delete")) -}}
 {{- end -}}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "configmaps") "resourceNames" (list "reloader-meta-info") "verbs" (list "create" "patch")) -}}
-{{- if not (include "reloader.webhook" .) }}
+{{- if and (not (include "reloader.webhook" .)) (not (eq (($r.pacing | default dict).firstRecordLedger) false)) }}
 {{- /* The ledger of first records (--first-record-ledger): a ConfigMap per workload namespace, listed by label, created and updated by reloader alone. */ -}}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "configmaps") "verbs" (list "get" "list" "watch" "create" "update")) -}}
 {{- end -}}

@@ -1,4 +1,5 @@
-package testutil
+// Package records tells tests whether reloader has recorded a workload, on it or in its ledger.
+package records
 
 import (
 	"context"
