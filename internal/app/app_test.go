@@ -17,11 +17,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/reloader-operator/reloader/internal/app"
+	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/testenv"
 	"github.com/reloader-operator/reloader/internal/testenv/clustertest"
 	"github.com/reloader-operator/reloader/internal/testenv/proc"
 	"github.com/reloader-operator/reloader/internal/testutil"
+	"github.com/reloader-operator/reloader/internal/testutil/records"
 )
 
 // This package's reloaders watch every namespace, so it has a control plane of its own.
@@ -196,8 +198,11 @@ func TestFiltersShrinkTheCache(t *testing.T) {
 
 	testutil.Eventually(t, "keep/labelled recorded", testutil.Cond(func() (bool, error) {
 		var d appsv1.Deployment
-		_ = k8s.Get(ctx, client.ObjectKey{Namespace: keep, Name: "labelled"}, &d)
-		return d.Annotations["reloader.dev/source-hashes"] != "", nil
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: keep, Name: "labelled"}, &d); err != nil {
+			return false, err
+		}
+		// Outside a cluster, the ledger of first records lives beside the install key.
+		return records.Recorded(ctx, k8s, hashkey.FallbackNamespace, &d)
 	}))
 	for _, p := range pairs {
 		var cm corev1.ConfigMap

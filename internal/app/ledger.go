@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/reloader-operator/reloader/internal/hashkey"
@@ -30,7 +30,7 @@ func newLedger(mgr manager.Manager, conf options.Config, pacer *pace.Pacer, logg
 		logger.Info("first records are written onto the workloads: no namespace of reloader's own (RELOADER_NAMESPACE, POD_NAMESPACE) to keep their ledger in")
 		return nil, nil
 	}
-	cs, err := kubernetes.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	cs, err := corev1client.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
 	if err != nil {
 		return nil, err
 	}

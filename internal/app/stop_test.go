@@ -15,8 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/app"
+	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/testutil"
+	"github.com/reloader-operator/reloader/internal/testutil/records"
 )
 
 // A reload counted just before the stop (or carried through it) is still there to scrape:
@@ -56,7 +58,9 @@ func TestMetricsAnswerUntilTheLastEventsAreWritten(t *testing.T) {
 		return out
 	}
 	testutil.Eventually(t, "web recorded", testutil.Cond(func() (bool, error) {
-		return get().Annotations["reloader.dev/source-hashes"] != "", nil
+		d := get()
+		// Outside a cluster, the ledger of first records lives beside the install key.
+		return records.Recorded(ctx, k8s, hashkey.FallbackNamespace, &d)
 	}))
 	_, before := httpGet(opts.MetricsAddr, "/metrics") // managers in one process share the registry
 	testutil.Must(t, k8s.Get(ctx, client.ObjectKeyFromObject(cm), cm))

@@ -61,7 +61,10 @@ type Explainer struct {
 	// the hash key could not be read.
 	notes   []string
 	keyNote string
-	now     func() time.Time
+	// ledgerNote, shown for a workload without record annotation, says why the ledger of
+	// first records could not be read.
+	ledgerNote string
+	now        func() time.Time
 	// guardrails are made once, on first use (guardrailsOf).
 	guardrails *app.Guardrails
 }
@@ -204,7 +207,7 @@ func (e *Explainer) readLedger(ctx context.Context, c client.Reader, ns string) 
 	case apierrors.IsNotFound(err):
 		e.ledger = ledger.Static(ns)
 	case apierrors.IsForbidden(err):
-		e.notes = append(e.notes, "first records kept in reloader's ledger ("+ns+"/"+ledger.Name(e.namespace)+") can't be read: a workload without a record annotation is explained as not recorded yet")
+		e.ledgerNote = "first records kept in reloader's ledger (" + ns + "/" + ledger.Name(e.namespace) + ") can't be read here: the workload, without a record annotation, is explained as not recorded yet"
 	default:
 		return fmt.Errorf("read reloader's ledger of first records %s/%s: %w", ns, ledger.Name(e.namespace), err)
 	}

@@ -144,6 +144,9 @@ func (e *Explainer) workload(kind workload.Kind, obj client.Object, ex controlle
 	for _, err := range ex.Invalid {
 		w.Notes = append(w.Notes, "ignored: "+err.Error())
 	}
+	if _, annotated := obj.GetAnnotations()[reload.RecordAnnotation]; !annotated && e.ledgerNote != "" {
+		w.Notes = append(w.Notes, e.ledgerNote)
+	}
 	w.ReloaderConfigs = ex.Configs
 	w.Notes = append(w.Notes, ex.Conflicts...)
 	if ex.Restart != "" {

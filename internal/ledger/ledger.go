@@ -36,9 +36,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/watch"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 )
 
@@ -69,7 +70,7 @@ var keyChars = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
 // Ledger keeps the first records of the workloads of every namespace reloader handles. Its
 // zero value is not usable: New.
 type Ledger struct {
-	cs        kubernetes.Interface // nil: read-only (Static)
+	cs        corev1client.ConfigMapsGetter // nil: read-only (Static)
 	namespace string
 	informer  toolscache.SharedIndexInformer
 	store     toolscache.Store
@@ -92,11 +93,24 @@ type Ledger struct {
 }
 
 // New returns the ledger kept in namespace (reloader's own), read through an informer on
-// its labelled ConfigMaps and written through cs.
-func New(cs kubernetes.Interface, namespace string, logger logr.Logger) *Ledger {
-	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = Label }))
-	inf := f.Core().V1().ConfigMaps().Informer()
+// its labelled ConfigMaps and written through cs: the core client alone (a whole clientset
+// behind an interface would link every API group's client into the binary).
+func New(cs corev1client.ConfigMapsGetter, namespace string, logger logr.Logger) *Ledger {
+	// A ListWatch of its own: the informer factory would link every API group's informers
+	// into the binary (a megabyte of pages a small install maps).
+	cms := cs.ConfigMaps(namespace)
+	lw := &toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = Label
+			return cms.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = Label
+			return cms.Watch(ctx, o)
+		},
+	}
+	// The client says whether it streams lists (a fake does not), as the factory would ask.
+	inf := toolscache.NewSharedIndexInformer(toolscache.ToListWatcherWithWatchListSemantics(lw, cs), &corev1.ConfigMap{}, 0, toolscache.Indexers{})
 	l := &Ledger{cs: cs, namespace: namespace, informer: inf, store: inf.GetStore(), synced: inf.HasSynced, log: logger,
 		pending: map[string]map[string]string{}, sizes: map[string]int{}}
 	_ = l.informer.SetWatchErrorHandler(func(_ *toolscache.Reflector, err error) {
@@ -129,7 +143,7 @@ func (l *Ledger) Namespace() string { return l.namespace }
 func (l *Ledger) Start(ctx context.Context) error {
 	// A create, dry: refused, the ledger is off before any record is kept in it.
 	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: Prefix + "probe", Namespace: l.namespace, Labels: map[string]string{Label: ""}}}
-	if _, err := l.cs.CoreV1().ConfigMaps(l.namespace).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
+	if _, err := l.cs.ConfigMaps(l.namespace).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
 		l.refuse(err)
 	}
 	go l.informer.Run(ctx.Done())
@@ -346,7 +360,7 @@ func (l *Ledger) refuse(err error) {
 // create when there is none), read again from the API server and retried once on a conflict
 // (another replica, or the one that held the namespace's shard before, wrote it meanwhile).
 func (l *Ledger) write(ctx context.Context, ns string, entries map[string]string) error {
-	cms := l.cs.CoreV1().ConfigMaps(l.namespace)
+	cms := l.cs.ConfigMaps(l.namespace)
 	cur := l.stored(ns)
 	for try := 0; ; try++ {
 		var err error

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/reloader-operator/reloader/internal/ledger"
@@ -20,10 +21,16 @@ import (
 
 const own = "reloader"
 
+// fakeCore is the fake's core client, saying as the fake clientset does that it streams no
+// lists.
+type fakeCore struct{ corev1client.ConfigMapsGetter }
+
+func (fakeCore) IsWatchListSemanticsUnSupported() bool { return true }
+
 // started runs a ledger over cs until the test ends, and waits for its first list.
 func started(t *testing.T, cs *fake.Clientset) *ledger.Ledger {
 	t.Helper()
-	l := ledger.New(cs, own, logr.Discard())
+	l := ledger.New(fakeCore{cs.CoreV1()}, own, logr.Discard())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = l.Start(ctx); close(done) }()
