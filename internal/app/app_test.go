@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/reloader-operator/reloader/internal/app"
-	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/testenv"
 	"github.com/reloader-operator/reloader/internal/testenv/clustertest"
@@ -202,7 +201,7 @@ func TestFiltersShrinkTheCache(t *testing.T) {
 			return false, err
 		}
 		// Outside a cluster, the ledger of first records lives beside the install key.
-		return records.Recorded(ctx, k8s, hashkey.FallbackNamespace, &d)
+		return records.Recorded(ctx, k8s, &d)
 	}))
 	for _, p := range pairs {
 		var cm corev1.ConfigMap

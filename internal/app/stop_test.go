@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/app"
-	"github.com/reloader-operator/reloader/internal/hashkey"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/testutil/records"
@@ -60,7 +59,7 @@ func TestMetricsAnswerUntilTheLastEventsAreWritten(t *testing.T) {
 	testutil.Eventually(t, "web recorded", testutil.Cond(func() (bool, error) {
 		d := get()
 		// Outside a cluster, the ledger of first records lives beside the install key.
-		return records.Recorded(ctx, k8s, hashkey.FallbackNamespace, &d)
+		return records.Recorded(ctx, k8s, &d)
 	}))
 	_, before := httpGet(opts.MetricsAddr, "/metrics") // managers in one process share the registry
 	testutil.Must(t, k8s.Get(ctx, client.ObjectKeyFromObject(cm), cm))

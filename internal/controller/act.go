@@ -14,6 +14,7 @@ import (
 
 	"github.com/reloader-operator/reloader/internal/gate"
 	"github.com/reloader-operator/reloader/internal/gate/rate"
+	"github.com/reloader-operator/reloader/internal/ledger"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/report"
@@ -133,14 +134,15 @@ func settle(in *reload.Input, changes []reload.Change) {
 	*target = rec
 }
 
-// ledgered keeps the record d writes in the ledger of first records, when obj has no record
-// annotation and d rolls nothing (a first record, or a record advanced without a reload): the
-// workload is then not written for it. A reload writes its record onto the workload.
-func (r *WorkloadReconciler) ledgered(obj client.Object, d reload.Decision) bool {
+// ledgered keeps the record d writes in l, the ledger of first records, when obj, of kind, has
+// no record annotation and d rolls nothing (a first record, or a record advanced without a
+// reload): the workload is then not written for it. A reload writes its record onto the
+// workload.
+func ledgered(l *ledger.Ledger, kind string, obj client.Object, d reload.Decision) bool {
 	if _, annotated := obj.GetAnnotations()[reload.RecordAnnotation]; annotated || len(d.Reload) > 0 {
 		return false
 	}
-	return r.Ledger.Put(r.Kind.Name(), obj.GetNamespace(), obj.GetName(), obj.GetUID(), d.Plan.Record.Encode())
+	return l.Put(kind, obj.GetNamespace(), obj.GetName(), obj.GetUID(), d.Plan.Record.Encode())
 }
 
 // act runs the pipeline on obj, the copy of the workload read, and carries its decision out on
@@ -173,7 +175,7 @@ func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen,
 		annotate(updated, res.Spend) // what the gates spend with the reload
 	}
 	annotated := false
-	if d.WriteRecord && !r.ledgered(obj, d) {
+	if d.WriteRecord && !ledgered(r.Ledger, r.Kind.Name(), obj, d) {
 		setAnnotation(updated, reload.RecordAnnotation, d.Plan.Record.Encode())
 		annotated = true
 	}

@@ -56,6 +56,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/testenv"
 	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/testutil/follower"
+	"github.com/reloader-operator/reloader/internal/testutil/records"
 )
 
 // One real kube-apiserver + etcd for the package; each test gets its own namespace and its
@@ -646,13 +647,21 @@ func update[T client.Object](t *testing.T, obj T, change func(T)) {
 // recorded waits until reloader has recorded the workload's sources: it is then watching it.
 func recorded(t *testing.T, obj client.Object) {
 	t.Helper()
-	testutil.Eventually(t, "record annotation written", func() error {
-		o := get(t, obj)
-		if _, ok := o.GetAnnotations()[reload.RecordAnnotation]; !ok {
-			return fmt.Errorf("no %s on %s", reload.RecordAnnotation, o.GetName())
+	testutil.Eventually(t, "record written", func() error {
+		if _, ok := recordText(t, obj); !ok {
+			return fmt.Errorf("no %s on %s, and no entry in a ledger of first records", reload.RecordAnnotation, obj.GetName())
 		}
 		return nil
 	})
+}
+
+// recordText is the workload's record as reloader wrote it: on the workload, or in a ledger
+// of first records (records.Of).
+func recordText(t *testing.T, obj client.Object) (string, bool) {
+	t.Helper()
+	rec, ok, err := records.Of(context.Background(), k8s, get(t, obj))
+	testutil.Must(t, err)
+	return rec, ok
 }
 
 func envOf(tpl *corev1.PodTemplateSpec, container, name string) (string, bool) {

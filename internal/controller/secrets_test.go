@@ -50,7 +50,8 @@ func ownNamespace(ns string) func(*options.Options) {
 
 func recordOf(t *testing.T, d *appsv1.Deployment) reload.Record {
 	t.Helper()
-	rec, err := reload.ParseRecord(get(t, d).Annotations[reload.RecordAnnotation])
+	v, _ := recordText(t, d)
+	rec, err := reload.ParseRecord(v)
 	testutil.Must(t, err)
 	return rec
 }

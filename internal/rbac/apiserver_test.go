@@ -149,7 +149,7 @@ func TestTableSufficesOnARealAPIServer(t *testing.T) {
 				testutil.Eventually(t, "record on "+w.GetName(), func() error {
 					testutil.Must(t, admin.Get(ctx, client.ObjectKeyFromObject(w), w))
 					// Recorded on the workload, or in the ledger of first records.
-					if ok, err := records.Recorded(ctx, admin, own, w); err != nil || !ok {
+					if ok, err := records.Recorded(ctx, admin, w); err != nil || !ok {
 						return fmt.Errorf("not recorded yet (%v)", err)
 					}
 					return nil

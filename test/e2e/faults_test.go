@@ -36,6 +36,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/testutil/follower"
 	"github.com/reloader-operator/reloader/internal/testutil/objects"
+	"github.com/reloader-operator/reloader/internal/testutil/records"
 )
 
 // reloader SIGKILLed between the delete and the create of a Job replacement: the API server
@@ -172,9 +173,10 @@ func usingConfigMap(name string, restart corev1.RestartPolicy) corev1.PodSpec {
 func waitRecorded(t *testing.T, ctx context.Context, cl client.Client, o client.Object) {
 	t.Helper()
 	testutil.Eventually(t, o.GetName()+" recorded", testutil.Cond(func() (bool, error) {
-		err := cl.Get(ctx, client.ObjectKeyFromObject(o), o)
-		_, ok := o.GetAnnotations()[reload.RecordAnnotation]
-		return ok, err
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+			return false, err
+		}
+		return records.Recorded(ctx, cl, o) // on the workload, or in the ledger of first records
 	}))
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/testutil/follower"
 	"github.com/reloader-operator/reloader/internal/testutil/objects"
+	"github.com/reloader-operator/reloader/internal/testutil/records"
 )
 
 // Two replicas with --enable-ha against one control plane. The leader is killed (SIGKILL, no
@@ -91,9 +92,10 @@ func TestLeaderKilledDuringBurst(t *testing.T) {
 	for _, cm := range cms {
 		testutil.Eventually(t, cm.Name+" recorded", testutil.Cond(func() (bool, error) {
 			var d appsv1.Deployment
-			err := cl.Get(ctx, client.ObjectKeyFromObject(cm), &d)
-			_, ok := d.Annotations[reload.RecordAnnotation]
-			return ok, err
+			if err := cl.Get(ctx, client.ObjectKeyFromObject(cm), &d); err != nil {
+				return false, err
+			}
+			return records.Recorded(ctx, cl, &d)
 		}))
 	}
 

@@ -14,10 +14,10 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/testenv"
 	"github.com/reloader-operator/reloader/internal/testenv/proc"
 	"github.com/reloader-operator/reloader/internal/testutil"
+	"github.com/reloader-operator/reloader/internal/testutil/records"
 )
 
 // With the real Job, CronJob and Deployment controllers running: a Job is replaced and its
@@ -78,9 +78,10 @@ func TestJobsCronJobsAndPausePeriodWithRealControllers(t *testing.T) {
 	}
 	for _, o := range []client.Object{job, cron, d} {
 		testutil.Eventually(t, o.GetName()+" recorded", testutil.Cond(func() (bool, error) {
-			err := cl.Get(ctx, client.ObjectKeyFromObject(o), o)
-			_, ok := o.GetAnnotations()[reload.RecordAnnotation]
-			return ok, err
+			if err := cl.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+				return false, err
+			}
+			return records.Recorded(ctx, cl, o)
 		}))
 	}
 	oldJobUID := job.UID

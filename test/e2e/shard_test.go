@@ -25,6 +25,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/testenv/proc"
 	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/testutil/objects"
+	"github.com/reloader-operator/reloader/internal/testutil/records"
 )
 
 // Replicas with --shards over 30 namespaces, with the API server applying shard selectors
@@ -174,9 +175,10 @@ func testShardedReplicas(t *testing.T, bin string, gate bool) {
 	for _, cm := range cms {
 		testutil.Eventually(t, cm.Namespace+" recorded", testutil.Cond(func() (bool, error) {
 			var d appsv1.Deployment
-			err := cl.Get(ctx, client.ObjectKeyFromObject(cm), &d)
-			_, ok := d.Annotations[reload.RecordAnnotation]
-			return ok, err
+			if err := cl.Get(ctx, client.ObjectKeyFromObject(cm), &d); err != nil {
+				return false, err
+			}
+			return records.Recorded(ctx, cl, &d)
 		}))
 	}
 	cachedSlices("replica-a", "replica-b", "replica-c")

@@ -19,6 +19,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/testenv/proc"
 	"github.com/reloader-operator/reloader/internal/testutil"
 	"github.com/reloader-operator/reloader/internal/testutil/objects"
+	"github.com/reloader-operator/reloader/internal/testutil/records"
 )
 
 // get fetches url and returns the status code and body; 0 when unreachable.
@@ -105,8 +106,10 @@ func TestBinaryStartsWithUpstreamStyleArgs(t *testing.T) {
 		t.Errorf("ready, but reloader_caches_synced %q", syncedGauge(body))
 	}
 	testutil.Eventually(t, "web recorded", testutil.Cond(func() (bool, error) {
-		err := cl.Get(ctx, client.ObjectKeyFromObject(d), d)
-		return d.Annotations["reloader.dev/source-hashes"] != "", err
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+			return false, err
+		}
+		return records.Recorded(ctx, cl, d)
 	}))
 	cm.Data["k"] = "v2"
 	testutil.Must(t, cl.Update(ctx, cm))
@@ -192,8 +195,10 @@ func TestUpstreamLeaderKeepsReloaderFollowing(t *testing.T) {
 	// reloader sees for the first time is recorded, not rolled (upstream, as leader, owned
 	// that change). The next change rolls it.
 	testutil.Eventually(t, "web recorded", testutil.Cond(func() (bool, error) {
-		err := cl.Get(ctx, client.ObjectKeyFromObject(d), d)
-		return d.Annotations["reloader.dev/source-hashes"] != "", err
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+			return false, err
+		}
+		return records.Recorded(ctx, cl, d)
 	}))
 	cm.Data["k"] = "v3"
 	testutil.Must(t, cl.Update(ctx, cm))

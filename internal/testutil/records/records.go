@@ -1,28 +1,44 @@
-// Package records tells tests whether reloader has recorded a workload, on it or in its ledger.
+// Package records tells tests what record reloader keeps of a workload: on the workload, or
+// in its ledger of first records (internal/ledger), wherever that is kept.
 package records
 
 import (
 	"context"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/ledger"
 	"github.com/reloader-operator/reloader/internal/reload"
 )
 
-// Recorded reports whether reloader has recorded w, as read through c: its record annotation,
-// or its entry in the ledger of first records kept in ledgerNamespace (reloader's own; ""
-// looks at the annotation only).
-func Recorded(ctx context.Context, c client.Reader, ledgerNamespace string, w client.Object) (bool, error) {
-	if _, ok := w.GetAnnotations()[reload.RecordAnnotation]; ok || ledgerNamespace == "" {
-		return ok, nil
+// Of returns w's record as reloader wrote it, read through c: its record annotation, else
+// its entry in a ledger of first records (any namespace: reloader's own, or the fallback of
+// a run outside a cluster). w is as read last; ok is false when reloader has recorded none.
+func Of(ctx context.Context, c client.Reader, w client.Object) (rec string, ok bool, err error) {
+	if v, ok := w.GetAnnotations()[reload.RecordAnnotation]; ok {
+		return v, true, nil
 	}
-	cm := &corev1.ConfigMap{}
-	err := c.Get(ctx, client.ObjectKey{Namespace: ledgerNamespace, Name: ledger.Name(w.GetNamespace())}, cm)
-	if apierrors.IsNotFound(err) {
-		return false, nil
+	var cms corev1.ConfigMapList
+	if err := c.List(ctx, &cms, client.MatchingLabels{ledger.Label: w.GetNamespace()}); err != nil {
+		return "", false, err
 	}
-	return err == nil && ledger.Holds(cm, w.GetUID()), err
+	for _, cm := range cms.Items {
+		if cm.Name != ledger.Name(w.GetNamespace()) {
+			continue
+		}
+		for _, v := range cm.Data {
+			if uid, rec, ok := strings.Cut(v, " "); ok && uid == string(w.GetUID()) {
+				return rec, true, nil
+			}
+		}
+	}
+	return "", false, nil
+}
+
+// Recorded reports whether reloader has recorded w (Of).
+func Recorded(ctx context.Context, c client.Reader, w client.Object) (bool, error) {
+	_, ok, err := Of(ctx, c, w)
+	return ok, err
 }
