@@ -136,8 +136,8 @@ func settle(in *reload.Input, changes []reload.Change) {
 
 // ledgered keeps the record d writes in l, the ledger of first records, when obj, of kind, has
 // no record annotation and d rolls nothing (a first record, or a record advanced without a
-// reload): the workload is then not written for it. A reload writes its record onto the
-// workload.
+// reload, a notice's): the workload is then not written for it. A reload writes its record
+// onto the workload.
 func ledgered(l *ledger.Ledger, kind string, obj client.Object, d reload.Decision) bool {
 	if _, annotated := obj.GetAnnotations()[reload.RecordAnnotation]; annotated || len(d.Reload) > 0 {
 		return false
@@ -174,13 +174,18 @@ func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen,
 	if d.Plan.Reloads() && d.Hold.Reason == "" && d.WriteRecord {
 		annotate(updated, res.Spend) // what the gates spend with the reload
 	}
-	annotated := false
-	if d.WriteRecord && !ledgered(r.Ledger, r.Kind.Name(), obj, d) {
-		setAnnotation(updated, reload.RecordAnnotation, d.Plan.Record.Encode())
-		annotated = true
-	}
 	r.writeParts().evict.Mark(updated, w.restart, dn.Reloaded, d.Plan.Record)
 	r.pause(ctx, updated, d.Pause)
+	writes := !equality.Semantic.DeepEqual(obj, updated) || w.tw.Changed()
+	annotated, inLedger := false, false
+	if d.WriteRecord {
+		// A record that would be the whole write is kept in the ledger, when the workload
+		// has no record annotation and nothing rolls (ledgered); else it goes with the write.
+		if inLedger = !writes && ledgered(r.Ledger, r.Kind.Name(), obj, d); !inLedger {
+			setAnnotation(updated, reload.RecordAnnotation, d.Plan.Record.Encode())
+			annotated, writes = true, writes || !equality.Semantic.DeepEqual(obj, updated)
+		}
+	}
 	switch {
 	case d.Hold.Reason != "" && !d.Hold.Until.IsZero():
 		rep.Waiting(k, d.Hold.Reason)
@@ -191,7 +196,10 @@ func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen,
 		rep.Waiting(k, "")
 	}
 	requeue := false
-	if !equality.Semantic.DeepEqual(obj, updated) || w.tw.Changed() {
+	if inLedger {
+		rep.SayWritten(ctx, obj, dn.Related, res.Notices) // mode notify's, its record kept
+	}
+	if writes {
 		var echo *echoWant
 		if echoable(r.writeParts().write, obj, w, dn.Reloaded, r.observer().live()) {
 			echo = r.parts.echoes.expect(obj, updated, r.Configs != nil)
@@ -266,6 +274,10 @@ func (r *WorkloadReconciler) settle(ctx context.Context, obj client.Object, d re
 	rep := r.Report
 	held := d.Outcome == reload.OutcomeHeld
 	if dn.Failed != nil {
+		if what, ok := writer.RBACRefusal(dn.Failed); ok && len(dn.Reloaded) > 0 {
+			// The ReloadFail Event names what to grant, as a refused first record's does.
+			dn.Failed = fmt.Errorf("reloader's RBAC does not allow %s: %w", what, dn.Failed)
+		}
 		rep.Done(ctx, obj, dn)
 		if what, ok := writer.RBACRefusal(dn.Failed); ok {
 			return reconcile.Result{}, "", writer.Refused(ctx, r.writeParts().report, r.Kind.Name(), obj, len(dn.Reloaded) > 0, what, dn.Failed)
