@@ -26,6 +26,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/testenv"
 	"github.com/reloader-operator/reloader/internal/testenv/proc"
 	"github.com/reloader-operator/reloader/internal/testutil"
+	"github.com/reloader-operator/reloader/internal/testutil/records"
 )
 
 // TestImageRunsAndReloads runs the host architecture's image as a container runtime would,
@@ -96,7 +97,7 @@ func TestImageRunsAndReloads(t *testing.T) {
 		if err := cl.Get(ctx, client.ObjectKeyFromObject(dep), &d); err != nil {
 			return false, err
 		}
-		return d.Annotations["reloader.dev/source-hashes"] != "", nil
+		return records.Recorded(ctx, cl, &d) // on it, or in the ledger of first records
 	}))
 
 	cm.Data["greeting"] = "hello again"

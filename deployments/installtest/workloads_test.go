@@ -15,6 +15,7 @@ import (
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/extapi"
 	"github.com/reloader-operator/reloader/internal/reload"
+	"github.com/reloader-operator/reloader/internal/testutil/records"
 )
 
 // The workload kinds the proof creates. CSI is a Deployment whose only source is a
@@ -174,14 +175,14 @@ func state(ctx context.Context, w client.Object) (string, error) {
 	return string(b), err
 }
 
-// recorded tells whether reloader has seen the workload: it writes the hashes of its sources.
+// recorded tells whether reloader has seen the workload: it writes the hashes of its sources,
+// onto it or into its ledger of first records.
 func recorded(ctx context.Context, w client.Object) (bool, error) {
 	obj := w.DeepCopyObject().(client.Object)
 	if err := admin.Get(ctx, client.ObjectKeyFromObject(w), obj); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
-	_, ok := obj.GetAnnotations()[reload.RecordAnnotation]
-	return ok, nil
+	return records.Recorded(ctx, admin, obj)
 }
 
 // reloadedBy checks that the workload's current template carries what the strategy writes:
