@@ -26,6 +26,7 @@ import (
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/testenv"
 	"github.com/reloader-operator/reloader/internal/testenv/proc"
+	"github.com/reloader-operator/reloader/internal/testutil/records"
 )
 
 const (
@@ -141,8 +142,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		if err := cl.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
 			return false, err
 		}
-		_, ok := d.Annotations[reload.RecordAnnotation]
-		return ok, nil
+		return records.Recorded(ctx, cl, d) // on it, or in reloader's ledger of first records
 	}); err != nil {
 		return nil, err
 	}

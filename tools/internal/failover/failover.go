@@ -33,6 +33,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/reloader-operator/reloader/internal/hash"
+	"github.com/reloader-operator/reloader/internal/ledger"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/shard"
 	"github.com/reloader-operator/reloader/internal/source"
@@ -377,8 +378,8 @@ func (r *run) reloadedAll(ctx context.Context) (bool, error) {
 			if err != nil {
 				return false, err
 			}
-			if _, ok := d.Annotations[reload.RecordAnnotation]; !ok {
-				return false, nil // not seen yet by its owner
+			if seen, err := r.recorded(ctx, d); err != nil || !seen {
+				return false, err // not seen yet by its owner
 			}
 			continue
 		}
@@ -600,4 +601,21 @@ func (r *run) join(ctx context.Context) (Result, error) {
 	}
 	r.await(ctx, at, want, deadline, &res)
 	return res, nil
+}
+
+// recorded reports whether reloader has recorded d: on it, or in its ledger of first records.
+func (r *run) recorded(ctx context.Context, d *appsv1.Deployment) (bool, error) {
+	if _, ok := d.Annotations[reload.RecordAnnotation]; ok {
+		return true, nil
+	}
+	cms, err := r.cs.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{LabelSelector: ledger.Label + "=" + d.Namespace})
+	if err != nil {
+		return false, err
+	}
+	for i := range cms.Items {
+		if cms.Items[i].Name == ledger.Name(d.Namespace) && ledger.Holds(&cms.Items[i], d.UID) {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/testenv"
+	"github.com/reloader-operator/reloader/internal/testutil/records"
 	"github.com/reloader-operator/reloader/tools/internal/loadtest"
 )
 
@@ -160,7 +160,7 @@ func recordedAll(ctx context.Context, cl client.Client, ns string, n int) bool {
 	}
 	c := 0
 	for _, d := range list.Items {
-		if _, ok := d.Annotations[reload.RecordAnnotation]; ok {
+		if ok, _ := records.Recorded(ctx, cl, &d); ok { // on it, or in reloader's ledger
 			c++
 		}
 	}
