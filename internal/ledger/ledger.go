@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -86,10 +87,14 @@ type Ledger struct {
 	// pending are the entries kept since the last flush, by workload namespace and key; an
 	// empty value drops the key.
 	pending map[string]map[string]string
+	// stale are the entries dropped (Drop) that the namespace's next write removes.
+	stale map[string]map[string]bool
 	// sizes are the bytes each namespace's ConfigMap holds with its pending entries, as last
 	// counted (Room).
 	sizes map[string]int
-	off   bool
+	// off: the ledger may not be written (first records go onto the workloads); unread: it
+	// may not be listed either, so the records written in it before are out of reach too.
+	off, unread bool
 }
 
 // New returns the ledger kept in namespace (reloader's own), read through an informer on
@@ -112,10 +117,13 @@ func New(cs corev1client.ConfigMapsGetter, namespace string, logger logr.Logger)
 	// The client says whether it streams lists (a fake does not), as the factory would ask.
 	inf := toolscache.NewSharedIndexInformer(toolscache.ToListWatcherWithWatchListSemantics(lw, cs), &corev1.ConfigMap{}, 0, toolscache.Indexers{})
 	l := &Ledger{cs: cs, namespace: namespace, informer: inf, store: inf.GetStore(), synced: inf.HasSynced, log: logger,
-		pending: map[string]map[string]string{}, sizes: map[string]int{}}
+		pending: map[string]map[string]string{}, sizes: map[string]int{}, stale: map[string]map[string]bool{}}
 	_ = l.informer.SetWatchErrorHandler(func(_ *toolscache.Reflector, err error) {
 		if apierrors.IsForbidden(err) {
 			// Never listed, the ledger would hold every first sighting back.
+			l.mu.Lock()
+			l.unread = true
+			l.mu.Unlock()
 			l.refuse(err)
 			return
 		}
@@ -131,8 +139,8 @@ func Static(namespace string, cms ...*corev1.ConfigMap) *Ledger {
 	for _, cm := range cms {
 		_ = store.Add(cm)
 	}
-	return &Ledger{namespace: namespace, store: store, synced: func() bool { return true }, log: logr.Discard(),
-		pending: map[string]map[string]string{}, sizes: map[string]int{}}
+	return &Ledger{namespace: namespace, store: store, synced: func() bool { return true }, log: logr.Discard(), off: true,
+		pending: map[string]map[string]string{}, sizes: map[string]int{}, stale: map[string]map[string]bool{}}
 }
 
 // Namespace is where the ledger lives.
@@ -169,7 +177,8 @@ func (l *Ledger) NeedLeaderElection() bool { return false }
 // Synced reports whether the ConfigMaps have been listed.
 func (l *Ledger) Synced() bool { return l.synced() }
 
-// Off reports whether the ledger was refused and first records go onto the workloads.
+// Off reports whether the ledger was refused and first records go onto the workloads; the
+// records written in it before are still read while it may be listed.
 func (l *Ledger) Off() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -184,10 +193,10 @@ func (l *Ledger) Record(kind, namespace, name string, uid types.UID) (string, bo
 	}
 	k := Key(kind, name)
 	l.mu.Lock()
-	off := l.off
+	unread := l.unread
 	v, pending := l.pending[namespace][k]
 	l.mu.Unlock()
-	if off {
+	if unread {
 		return "", false, nil
 	}
 	if !pending {
@@ -230,25 +239,36 @@ func (l *Ledger) Put(kind, namespace, name string, uid types.UID, rec string) bo
 }
 
 // Drop forgets the entry of the workload of kind, namespace and name, if there is one: its
-// own record annotation holds its record now, or it is gone.
+// own record annotation holds its record now, or it is gone. An entry written already leaves
+// with the namespace's next write (its record annotation wins meanwhile, and a workload
+// re-created under the name has another UID): a reload costs no write of the ledger.
 func (l *Ledger) Drop(kind, namespace, name string) {
 	if l == nil {
 		return
 	}
 	k := Key(kind, name)
 	l.mu.Lock()
-	_, pending := l.pending[namespace][k]
+	v, pending := l.pending[namespace][k]
 	l.mu.Unlock()
-	if !pending {
-		cm := l.stored(namespace)
-		if cm == nil {
-			return
+	if pending {
+		if v != "" {
+			l.set(namespace, k, "")
 		}
-		if _, ok := cm.Data[k]; !ok {
-			return
-		}
+		return
 	}
-	l.set(namespace, k, "")
+	cm := l.stored(namespace)
+	if cm == nil {
+		return
+	}
+	if _, ok := cm.Data[k]; !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stale[namespace] == nil {
+		l.stale[namespace] = map[string]bool{}
+	}
+	l.stale[namespace][k] = true
 }
 
 func (l *Ledger) set(namespace, k, v string) {
@@ -301,6 +321,14 @@ func (l *Ledger) stored(namespace string) *corev1.ConfigMap {
 func (l *Ledger) Flush(ctx context.Context) {
 	l.mu.Lock()
 	batch := l.pending
+	for ns, entries := range batch {
+		for k := range l.stale[ns] {
+			if _, newer := entries[k]; !newer {
+				entries[k] = ""
+			}
+		}
+		delete(l.stale, ns)
+	}
 	l.pending, l.sizes = map[string]map[string]string{}, map[string]int{}
 	l.mu.Unlock()
 	for ns, entries := range batch {
@@ -422,10 +450,16 @@ func parse(v string, uid types.UID) (string, bool, error) {
 // of uid: what a test or a tool reads to learn that reloader has seen a workload it keeps no
 // annotation on.
 func Holds(cm *corev1.ConfigMap, uid types.UID) bool {
+	return slices.Contains(UIDs(cm), uid)
+}
+
+// UIDs are the UIDs of the workloads whose records cm, a ledger ConfigMap, holds.
+func UIDs(cm *corev1.ConfigMap) []types.UID {
+	out := make([]types.UID, 0, len(cm.Data))
 	for _, v := range cm.Data {
-		if u, _, ok := strings.Cut(v, " "); ok && u == string(uid) {
-			return true
+		if u, _, ok := strings.Cut(v, " "); ok {
+			out = append(out, types.UID(u))
 		}
 	}
-	return false
+	return out
 }

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reloader-operator/reloader/internal/testenv"
-	"github.com/reloader-operator/reloader/internal/testutil/records"
 	"github.com/reloader-operator/reloader/tools/internal/loadtest"
 )
 
@@ -152,19 +151,10 @@ func templateOf(ctx context.Context, cl client.Client, key types.NamespacedName)
 	return string(b), err
 }
 
-// recordedAll reports whether the n Deployments of ns carry reloader's record.
+// recordedAll reports whether reloader has recorded the n Deployments of ns.
 func recordedAll(ctx context.Context, cl client.Client, ns string, n int) bool {
-	var list appsv1.DeploymentList
-	if err := cl.List(ctx, &list, client.InNamespace(ns)); err != nil {
-		return false
-	}
-	c := 0
-	for _, d := range list.Items {
-		if ok, _ := records.Recorded(ctx, cl, &d); ok { // on it, or in reloader's ledger
-			c++
-		}
-	}
-	return c >= n
+	c, err := recordedDeployments(ctx, cl, ns)
+	return err == nil && c >= n
 }
 
 func printLatency(w io.Writer, rate float64, lat []time.Duration, timeouts int, cfg FairnessConfig) {

@@ -7,10 +7,17 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/reloader-operator/reloader/internal/ledger"
+	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/testenv/audit"
 	"github.com/reloader-operator/reloader/tools/internal/loadtest"
 )
@@ -147,14 +154,43 @@ func window(events []audit.Event, from, to time.Time) loadtest.API {
 	return loadtest.CountAPI(in)
 }
 
-// workloadWrites counts the writes to Deployments among events received in [from, to).
+// workloadWrites counts the first-record writes among events received in [from, to): to
+// Deployments, and to the ledger of first records.
 func workloadWrites(events []audit.Event, from, to time.Time) (n int, last time.Time) {
 	for _, e := range events {
-		if e.ObjectRef.Resource == "deployments" && slices.Contains([]string{"patch", "update"}, e.Verb) &&
+		ledgerWrite := e.ObjectRef.Resource == "configmaps" && strings.HasPrefix(e.ObjectRef.Name, ledger.Prefix) && slices.Contains([]string{"create", "update"}, e.Verb)
+		workloadWrite := e.ObjectRef.Resource == "deployments" && slices.Contains([]string{"patch", "update"}, e.Verb)
+		if (workloadWrite || ledgerWrite) &&
 			!e.Received.Before(from) && e.Received.Before(to) {
 			n++
 			last = e.Received
 		}
 	}
 	return n, last
+}
+
+// recordedDeployments counts the Deployments of ns ("": of every namespace) that reloader has
+// recorded: with a record annotation, or an entry in its ledger of first records.
+func recordedDeployments(ctx context.Context, cl client.Client, ns string) (int, error) {
+	var cms corev1.ConfigMapList
+	if err := cl.List(ctx, &cms, client.HasLabels{ledger.Label}); err != nil {
+		return 0, err
+	}
+	inLedger := map[types.UID]bool{}
+	for i := range cms.Items {
+		for _, uid := range ledger.UIDs(&cms.Items[i]) {
+			inLedger[uid] = true
+		}
+	}
+	var ds appsv1.DeploymentList
+	if err := cl.List(ctx, &ds, client.InNamespace(ns)); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, d := range ds.Items {
+		if _, ok := d.Annotations[reload.RecordAnnotation]; ok || inLedger[d.UID] {
+			n++
+		}
+	}
+	return n, nil
 }
