@@ -134,15 +134,15 @@ func settle(in *reload.Input, changes []reload.Change) {
 	*target = rec
 }
 
-// ledgered keeps the record d writes in l, the ledger of first records, when obj, of kind, has
+// ledgered keeps rec, the record d writes, in l, the ledger of first records, when obj, of kind, has
 // no record annotation and d rolls nothing (a first record, or a record advanced without a
 // reload, a notice's): the workload is then not written for it. A reload writes its record
 // onto the workload.
-func ledgered(l *ledger.Ledger, kind string, obj client.Object, d reload.Decision) bool {
+func ledgered(l *ledger.Ledger, kind string, obj client.Object, d reload.Decision, rec string) bool {
 	if _, annotated := obj.GetAnnotations()[reload.RecordAnnotation]; annotated || len(d.Reload) > 0 {
 		return false
 	}
-	return l.Put(kind, obj.GetNamespace(), obj.GetName(), obj.GetUID(), d.Plan.Record.Encode())
+	return l.Put(kind, obj.GetNamespace(), obj.GetName(), obj.GetUID(), rec)
 }
 
 // act runs the pipeline on obj, the copy of the workload read, and carries its decision out on
@@ -181,9 +181,11 @@ func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen,
 	if d.WriteRecord {
 		// A record that would be the whole write is kept in the ledger, when the workload
 		// has no record annotation and nothing rolls (ledgered); else it goes with the write.
-		if inLedger = !writes && ledgered(r.Ledger, r.Kind.Name(), obj, d); !inLedger {
-			setAnnotation(updated, reload.RecordAnnotation, d.Plan.Record.Encode())
-			annotated, writes = true, writes || !equality.Semantic.DeepEqual(obj, updated)
+		rec := d.Plan.Record.Encode()
+		if inLedger = !writes && ledgered(r.Ledger, r.Kind.Name(), obj, d, rec); !inLedger {
+			setAnnotation(updated, reload.RecordAnnotation, rec)
+			was, had := obj.GetAnnotations()[reload.RecordAnnotation]
+			annotated, writes = true, writes || !had || was != rec
 		}
 	}
 	switch {
@@ -274,12 +276,13 @@ func (r *WorkloadReconciler) settle(ctx context.Context, obj client.Object, d re
 	rep := r.Report
 	held := d.Outcome == reload.OutcomeHeld
 	if dn.Failed != nil {
-		if what, ok := writer.RBACRefusal(dn.Failed); ok && len(dn.Reloaded) > 0 {
+		what, refused := writer.RBACRefusal(dn.Failed)
+		if refused && len(dn.Reloaded) > 0 {
 			// The ReloadFail Event names what to grant, as a refused first record's does.
 			dn.Failed = fmt.Errorf("reloader's RBAC does not allow %s: %w", what, dn.Failed)
 		}
 		rep.Done(ctx, obj, dn)
-		if what, ok := writer.RBACRefusal(dn.Failed); ok {
+		if refused {
 			return reconcile.Result{}, "", writer.Refused(ctx, r.writeParts().report, r.Kind.Name(), obj, len(dn.Reloaded) > 0, what, dn.Failed)
 		}
 		return reconcile.Result{}, "", fmt.Errorf("write %s: %w", k, dn.Failed)

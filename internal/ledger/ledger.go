@@ -28,7 +28,6 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -209,7 +208,8 @@ func (l *Ledger) Record(kind, namespace, name string, uid types.UID) (string, bo
 		}
 		v = cm.Data[k]
 	}
-	return parse(v, uid)
+	rec, ok := parse(v, uid)
+	return rec, ok, nil
 }
 
 // Room reports whether the ledger takes the record of a workload of kind and name in
@@ -277,11 +277,7 @@ func (l *Ledger) set(namespace, k, v string) {
 	if l.off {
 		return
 	}
-	p := l.pending[namespace]
-	if p == nil {
-		p = map[string]string{}
-		l.pending[namespace] = p
-	}
+	p := l.pendingIn(namespace)
 	l.sizes[namespace] = l.size(namespace) + len(k) + len(v) - len(p[k])
 	p[k] = v
 }
@@ -356,17 +352,23 @@ func (l *Ledger) requeue(ns string, entries map[string]string) {
 	if l.off {
 		return
 	}
-	p := l.pending[ns]
-	if p == nil {
-		l.pending[ns] = entries
-	} else {
-		for k, v := range entries {
-			if _, newer := p[k]; !newer {
-				p[k] = v
-			}
+	p := l.pendingIn(ns)
+	for k, v := range entries {
+		if _, newer := p[k]; !newer {
+			p[k] = v
 		}
 	}
 	delete(l.sizes, ns)
+}
+
+// pendingIn is namespace's pending entries, made when it has none (l.mu held).
+func (l *Ledger) pendingIn(namespace string) map[string]string {
+	p := l.pending[namespace]
+	if p == nil {
+		p = map[string]string{}
+		l.pending[namespace] = p
+	}
+	return p
 }
 
 func (l *Ledger) refuse(err error) {
@@ -438,19 +440,30 @@ func apply(data, entries map[string]string) map[string]string {
 }
 
 // parse reads an entry "uid record": the record when uid is the workload's.
-func parse(v string, uid types.UID) (string, bool, error) {
+func parse(v string, uid types.UID) (string, bool) {
 	u, rec, ok := strings.Cut(v, " ")
 	if !ok || u != string(uid) || rec == "" {
-		return "", false, nil
+		return "", false
 	}
-	return rec, true, nil
+	return rec, true
 }
 
 // Holds reports whether cm, a namespace's ledger ConfigMap, holds a record of the workload
 // of uid: what a test or a tool reads to learn that reloader has seen a workload it keeps no
 // annotation on.
 func Holds(cm *corev1.ConfigMap, uid types.UID) bool {
-	return slices.Contains(UIDs(cm), uid)
+	_, ok := RecordIn(cm, uid)
+	return ok
+}
+
+// RecordIn is the record cm, a namespace's ledger ConfigMap, holds for the workload of uid.
+func RecordIn(cm *corev1.ConfigMap, uid types.UID) (string, bool) {
+	for _, v := range cm.Data {
+		if rec, ok := parse(v, uid); ok {
+			return rec, true
+		}
+	}
+	return "", false
 }
 
 // UIDs are the UIDs of the workloads whose records cm, a ledger ConfigMap, holds.

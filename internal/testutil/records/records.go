@@ -4,7 +4,6 @@ package records
 
 import (
 	"context"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,14 +23,12 @@ func Of(ctx context.Context, c client.Reader, w client.Object) (rec string, ok b
 	if err := c.List(ctx, &cms, client.MatchingLabels{ledger.Label: w.GetNamespace()}); err != nil {
 		return "", false, err
 	}
-	for _, cm := range cms.Items {
-		if cm.Name != ledger.Name(w.GetNamespace()) {
+	for i := range cms.Items {
+		if cms.Items[i].Name != ledger.Name(w.GetNamespace()) {
 			continue
 		}
-		for _, v := range cm.Data {
-			if uid, rec, ok := strings.Cut(v, " "); ok && uid == string(w.GetUID()) {
-				return rec, true, nil
-			}
+		if rec, ok := ledger.RecordIn(&cms.Items[i], w.GetUID()); ok {
+			return rec, true, nil
 		}
 	}
 	return "", false, nil
