@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/reloader-operator/reloader/internal/app"
+	"github.com/reloader-operator/reloader/internal/gcpolicy"
 	"github.com/reloader-operator/reloader/internal/options"
 	"github.com/reloader-operator/reloader/internal/planwebhook"
 	"github.com/reloader-operator/reloader/internal/version"
@@ -96,7 +97,7 @@ func run(_ context.Context, conf options.Config) error {
 	ctx := ctrl.SetupSignalHandler()
 	logger := newLogger(conf)
 	ctrl.SetLogger(logger)
-	gc := applyGCPolicy(os.Getenv)
+	gc := gcpolicy.Apply(os.Getenv)
 	for _, w := range conf.Warnings {
 		logger.Info("WARNING: " + w)
 	}
@@ -110,7 +111,8 @@ func run(_ context.Context, conf options.Config) error {
 	}
 	logger.Info("starting reloader", "namespaces", conf.Namespaces, "strategy", conf.ReloadStrategy,
 		"autoReloadAll", conf.AutoReloadAll, "coalesceWindow", conf.CoalesceWindow.String(), "ha", conf.EnableHA,
-		"gcPercent", gc.Percent, "gcPercentFromGOGC", gc.FromEnv, "gcMinHeadroomMiB", gc.MinHeadroom>>20)
+		"gcPercent", gc.Percent, "gcPercentFromGOGC", gc.FromEnv, "gcMinHeadroomMiB", gc.MinHeadroom>>20,
+		"gcStartupHeadroomMiB", gc.StartupHeadroom>>20)
 	return startUntilStopped(ctx, mgr.Start, shutdownGrace)
 }
 

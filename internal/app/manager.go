@@ -11,7 +11,9 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -29,8 +31,10 @@ import (
 	"github.com/reloader-operator/reloader/internal/controller"
 	"github.com/reloader-operator/reloader/internal/controller/rollout"
 	"github.com/reloader-operator/reloader/internal/gate/wave"
+	"github.com/reloader-operator/reloader/internal/ledger"
 	"github.com/reloader-operator/reloader/internal/metricsauth"
 	"github.com/reloader-operator/reloader/internal/options"
+	"github.com/reloader-operator/reloader/internal/source"
 	"github.com/reloader-operator/reloader/internal/sourcecache"
 	"github.com/reloader-operator/reloader/internal/workload"
 )
@@ -48,6 +52,11 @@ func cacheOptions(conf options.Config, sources []sourcecache.SourceType, kinds [
 		b := cache.ByObject{Transform: st.Transform, Field: and(st.Field, conf.NamespaceFilter)}
 		if st.Pool == nil {
 			b.Label = conf.SourceLabels
+		}
+		if st.Kind == source.ConfigMap {
+			// The ledger's ConfigMaps (reloader's own, in its namespace) are no source: the
+			// API server leaves them out, so a ledger write costs the source cache nothing.
+			b.Label = notLedger(b.Label)
 		}
 		byObject[st.NewObject()] = b
 	}
@@ -204,6 +213,18 @@ func identity(conf options.Config) (string, error) {
 }
 
 // and combines field selectors, any of which may be nil.
+// notLedger is sel (nil: every object) without the ledger's ConfigMaps.
+func notLedger(sel labels.Selector) labels.Selector {
+	if sel == nil {
+		sel = labels.Everything()
+	}
+	r, err := labels.NewRequirement(ledger.Label, selection.DoesNotExist, nil)
+	if err != nil {
+		panic(err) // a constant key: valid
+	}
+	return sel.Add(*r)
+}
+
 func and(sels ...fields.Selector) fields.Selector {
 	var set []fields.Selector
 	for _, s := range sels {

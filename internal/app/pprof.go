@@ -1,18 +1,17 @@
 package app
 
 import (
-	"context"
-	"errors"
-	"net"
 	"net/http"
 	"net/http/pprof"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
-// pprofServer serves Go's profiles on its own address, never on the metrics port, which is
-// often reachable by whole clusters. The address defaults to loopback: profiles show memory
-// contents (heap samples hold strings), so they are for `kubectl port-forward`, not the network.
-type pprofServer struct{ addr string }
+// Go's profiles are served on their own address, never on the metrics port, which is often
+// reachable by whole clusters. The address defaults to loopback: profiles show memory contents
+// (heap samples hold strings), so they are for `kubectl port-forward`, not the network. Any
+// replica serves them, leader or not.
 
 // pprofHandler serves the profiles. /debug/pprof/cmdline is left out on purpose: it prints
 // the command line, and --webhook-url carries a token in its path.
@@ -31,23 +30,14 @@ func pprofHandler() http.Handler {
 	return mux
 }
 
-func (p pprofServer) Start(ctx context.Context) error {
-	srv := &http.Server{Handler: pprofHandler(), ReadHeaderTimeout: 10 * time.Second}
-	l, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		return err
+// pprofServer is the profiles' server. It is a manager.Server so that the manager starts it
+// with its HTTP servers, before the caches: a profile taken at once covers their first list,
+// most of start-up's CPU.
+func pprofServer(addr string) *manager.Server {
+	timeout := 5 * time.Second
+	return &manager.Server{
+		Name:            "pprof",
+		Server:          &http.Server{Addr: addr, Handler: pprofHandler(), ReadHeaderTimeout: 10 * time.Second},
+		ShutdownTimeout: &timeout,
 	}
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdown)
-	}()
-	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
 }
-
-// NeedLeaderElection is false: profile any replica.
-func (pprofServer) NeedLeaderElection() bool { return false }

@@ -2,13 +2,13 @@ package app
 
 import (
 	"context"
-	"runtime/debug"
 	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/reloader-operator/reloader/internal/controller"
+	"github.com/reloader-operator/reloader/internal/gcpolicy"
 	"github.com/reloader-operator/reloader/internal/metainfo"
 	"github.com/reloader-operator/reloader/internal/metrics"
 	"github.com/reloader-operator/reloader/internal/options"
@@ -30,7 +30,7 @@ func addServices(mgr manager.Manager, conf options.Config, ready *atomic.Bool, m
 		return err
 	}
 	if conf.EnablePprof {
-		if err := mgr.Add(pprofServer{addr: conf.PprofAddr}); err != nil {
+		if err := mgr.Add(pprofServer(conf.PprofAddr)); err != nil {
 			return err
 		}
 	}
@@ -42,9 +42,9 @@ func addServices(mgr manager.Manager, conf options.Config, ready *atomic.Bool, m
 		}
 		ready.Store(true)
 		m.CachesSynced.Set(1)
-		// The start's decoding leaves free heap pages that the runtime's scavenger would give
-		// back only slowly; one collection returns them now.
-		debug.FreeOSMemory()
+		// Start-up's larger GC headroom ends; the first list's free heap pages, which the
+		// runtime's scavenger would give back only slowly, go back now.
+		gcpolicy.Settle()
 		return nil
 	}))
 }

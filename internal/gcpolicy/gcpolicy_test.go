@@ -1,4 +1,4 @@
-package main
+package gcpolicy
 
 import (
 	"runtime"
@@ -61,7 +61,7 @@ func TestApplyGCPolicy(t *testing.T) {
 		return func(k string) string { return vars[k] }
 	}
 	// GOGC set: the runtime's reading of it (here 100, as set above) is kept, not replaced.
-	if p := applyGCPolicy(env(map[string]string{"GOGC": "100"})); p.Percent != 100 || !p.FromEnv || p.MinHeadroom != 0 {
+	if p := Apply(env(map[string]string{"GOGC": "100"})); p.Percent != 100 || !p.FromEnv || p.MinHeadroom != 0 {
 		t.Errorf("GOGC=100: %+v, want 100 from env without headroom", p)
 	}
 	runtime.GC()
@@ -71,11 +71,11 @@ func TestApplyGCPolicy(t *testing.T) {
 
 	// A large GOGC is a number, off is -1.
 	debug.SetGCPercent(5000000)
-	if p := applyGCPolicy(env(map[string]string{"GOGC": "5000000"})); p.Percent != 5000000 {
+	if p := Apply(env(map[string]string{"GOGC": "5000000"})); p.Percent != 5000000 {
 		t.Errorf("GOGC=5000000 reads as %d", p.Percent)
 	}
 	debug.SetGCPercent(-1)
-	if p := applyGCPolicy(env(map[string]string{"GOGC": "off"})); p.Percent != -1 {
+	if p := Apply(env(map[string]string{"GOGC": "off"})); p.Percent != -1 {
 		t.Errorf("GOGC=off reads as %d, want -1", p.Percent)
 	}
 	debug.SetGCPercent(100)
@@ -107,4 +107,31 @@ func TestHeadroomFollowsTheLiveHeap(t *testing.T) {
 		runtime.GC()
 		time.Sleep(10 * time.Millisecond) // the finalizer runs on its own goroutine
 	}
+}
+
+// Until Settle the least headroom is start-up's 32 MiB; after it, 4 MiB. On a live heap of
+// 64 MiB: half of it, then the base quarter.
+func TestSettleEndsTheStartupHeadroom(t *testing.T) {
+	before := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(before) })
+
+	live := make([]byte, 64<<20)
+	for i := range live {
+		live[i] = byte(i)
+	}
+	runtime.GC()
+	p := Apply(func(string) string { return "" })
+	h := inForce.Load()
+	t.Cleanup(func() { h.stopped.Store(true); inForce.Store(nil) })
+	if p.FromEnv || p.MinHeadroom != 4<<20 || p.StartupHeadroom != 32<<20 {
+		t.Fatalf("policy %+v, want 4 MiB settled and 32 MiB at start-up", p)
+	}
+	if got := currentGCPercent(); got != 50 {
+		t.Errorf("percent at start-up with 64 MiB live: %d, want 50 (32 MiB)", got)
+	}
+	Settle()
+	if got := currentGCPercent(); got != 25 {
+		t.Errorf("percent after Settle with 64 MiB live: %d, want the base 25", got)
+	}
+	runtime.KeepAlive(live)
 }
