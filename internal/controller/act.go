@@ -152,7 +152,14 @@ func ledgered(l *ledger.Ledger, kind string, obj client.Object, d reload.Decisio
 func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen, f reload.Facts, k string) (reconcile.Result, string, error) {
 	rep := r.Report
 	updated := obj.DeepCopyObject().(client.Object)
-	d, res, err := r.decide(ctx, obj, w, f, k, false, func(changes []reload.Change) bool { return r.apply(ctx, updated, w, changes) })
+	// touched tells whether any step below may have changed updated; when none did, it
+	// equals obj without comparing them (most reconciles: a first record, a hold, nothing
+	// due). Every step that changes updated sets it.
+	touched := false
+	d, res, err := r.decide(ctx, obj, w, f, k, false, func(changes []reload.Change) bool {
+		touched = true
+		return r.apply(ctx, updated, w, changes)
+	})
 	if err != nil {
 		return reconcile.Result{}, "", err
 	}
@@ -171,12 +178,15 @@ func (r *WorkloadReconciler) act(ctx context.Context, obj client.Object, w seen,
 	}
 	dn.Plan, dn.Pause = d.Plan, d.Pause
 	annotate(updated, res.Annotate)
+	touched = touched || len(res.Annotate) > 0
 	if d.Plan.Reloads() && d.Hold.Reason == "" && d.WriteRecord {
 		annotate(updated, res.Spend) // what the gates spend with the reload
+		touched = touched || len(res.Spend) > 0
 	}
 	r.writeParts().evict.Mark(updated, w.restart, dn.Reloaded, d.Plan.Record)
 	r.pause(ctx, updated, d.Pause)
-	writes := !equality.Semantic.DeepEqual(obj, updated) || w.tw.Changed()
+	touched = touched || len(dn.Reloaded) > 0 || d.Pause.Pause || d.Pause.Resume || d.Pause.ClearPausedAt
+	writes := w.tw.Changed() || touched && !equality.Semantic.DeepEqual(obj, updated)
 	annotated, inLedger := false, false
 	if d.WriteRecord {
 		// A record that would be the whole write is kept in the ledger, when the workload

@@ -108,7 +108,7 @@ func keyDigest[V ~string | ~[]byte](h hash.Hash, tag byte, key string, v V) stri
 	h.Write([]byte{tag})
 	writeString(h, key)
 	writeLen(h, len(v))
-	h.Write([]byte(v))
+	h.Write(bytesOf(v))
 	return hex.EncodeToString(h.Sum(nil)[:digestBytes])
 }
 
