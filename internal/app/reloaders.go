@@ -143,7 +143,7 @@ func addReloaders(mgr manager.Manager, reader client.Client, conf options.Config
 		// The workloads' pipeline: the same gates in the same chain, the same pacer, a
 		// reporter of the same kind, and the same namespace selector.
 		rep := report.New(recorder, m, alerts)
-		generic := &generic.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		generic := &generic.Reconciler{Client: reader, APIReader: mgr.GetAPIReader(),
 			Configs: configs, Reporter: rep, Sources: sources, Shard: shard, Now: time.Now,
 			Kinds: conf.GenericKinds, Namespaces: conf.NamespaceLabels, Gates: gates,
 			Pacer: pacer, Workers: max(conf.Workers/2, 2), Metrics: m}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/fair"
+	"github.com/reloader-operator/reloader/internal/lookup"
 	"github.com/reloader-operator/reloader/internal/sourcecache"
 )
 
@@ -54,39 +55,50 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // configsIn are the configs of namespace ns with generic targets.
 func (r *Reconciler) configsIn(ctx context.Context, ns string) []reconcile.Request {
-	list := &v1alpha1.ReloaderConfigList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
-		log.FromContext(ctx).Error(err, "listing ReloaderConfigs")
-		return nil
-	}
 	var out []reconcile.Request
-	for i := range list.Items {
-		if len(list.Items[i].Spec.GenericTargets) > 0 {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	r.eachConfig(ctx, ns, func(cfg *v1alpha1.ReloaderConfig) {
+		if len(cfg.Spec.GenericTargets) > 0 {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(cfg)})
 		}
-	}
+	})
 	return out
 }
 
 // configsNaming are the configs of o's namespace with generic targets and a source naming o.
 func (r *Reconciler) configsNaming(ctx context.Context, kind string, o client.Object) []reconcile.Request {
-	list := &v1alpha1.ReloaderConfigList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
-		log.FromContext(ctx).Error(err, "listing ReloaderConfigs")
-		return nil
-	}
 	var out []reconcile.Request
-	for i := range list.Items {
-		cfg := &list.Items[i]
+	r.eachConfig(ctx, o.GetNamespace(), func(cfg *v1alpha1.ReloaderConfig) {
 		if len(cfg.Spec.GenericTargets) == 0 {
-			continue
+			return
 		}
 		for _, s := range cfg.Spec.Sources {
 			if s.Name == o.GetName() && strings.EqualFold(s.Kind, kind) {
 				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(cfg)})
-				break
+				return
 			}
 		}
-	}
+	})
 	return out
+}
+
+// eachConfig calls fn with each config of namespace ns, which it must not change: read in
+// place from the cache's store where the client can (lookup.IndexReader), as this runs on
+// every source event; else listed. A failed list is logged, and finds none.
+func (r *Reconciler) eachConfig(ctx context.Context, ns string, fn func(*v1alpha1.ReloaderConfig)) {
+	each := func(o client.Object) {
+		if cfg, ok := o.(*v1alpha1.ReloaderConfig); ok {
+			fn(cfg)
+		}
+	}
+	if ir, ok := r.Client.(lookup.IndexReader); ok && ir.EachIn((*v1alpha1.ReloaderConfigList)(nil), ns, each) {
+		return
+	}
+	list := &v1alpha1.ReloaderConfigList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		log.FromContext(ctx).Error(err, "listing ReloaderConfigs")
+		return
+	}
+	for i := range list.Items {
+		fn(&list.Items[i])
+	}
 }
