@@ -37,6 +37,8 @@ const ConfigStatusController = "reloaderconfig-status"
 // runs on the leader only. Nothing it writes wakes it: configs are watched for spec changes
 // (generation), sources for content and label changes, workloads for creation, deletion,
 // labels and spec, never status; each event goes to the configs of its namespace it concerns.
+// Sources and workloads are watched from the first reconcile of a config on (lazywatch): with
+// no ReloaderConfig, their events never reach this controller.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ConfigStatusController).
@@ -47,11 +49,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		if st.Pool != nil {
 			continue // configs choose ConfigMaps and Secrets only
 		}
-		b = b.Watches(st.NewObject(), r.toConfigs(r.sourceConcerns(st)), builder.WithPredicates(sourcecache.SourceContentOrLabelsChanged()))
+		r.lazy.Add(crsource.Kind(mgr.GetCache(), st.NewObject(), r.toConfigs(r.sourceConcerns(st)), sourcecache.SourceContentOrLabelsChanged()))
 	}
 	for _, kind := range r.Kinds {
 		name := kind.Name()
-		b = b.Watches(kind.NewObject(), r.toConfigs(func(_ context.Context, objs []client.Object) func(*reloaderconfig.Compiled) bool {
+		r.lazy.Add(crsource.Kind(mgr.GetCache(), kind.NewObject(), r.toConfigs(func(_ context.Context, objs []client.Object) func(*reloaderconfig.Compiled) bool {
 			return func(c *reloaderconfig.Compiled) bool {
 				for _, o := range objs {
 					if c.TargetsWorkload(name, o) {
@@ -62,7 +64,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}
 			// Annotations too: holds begin and end with them (pacing, approvals, the
 			// quarantine and wave records), and targets[].held follows.
-		}), builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{})))
+		}), predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{})))
 	}
 	// Reloads reach the queue directly (Reloaded): keep it once the controller starts.
 	b = b.WatchesRawSource(crsource.Func(func(_ context.Context, q workqueueOfRequests) error {
@@ -71,7 +73,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.queue = q
 		return nil
 	}))
-	return b.Complete(r)
+	ctl, err := b.Build(r)
+	if err != nil {
+		return err
+	}
+	r.lazy.Bind(ctl)
+	return nil
 }
 
 // Reloaded hears of a reload written (WorkloadReconciler.OnReload) and enqueues the configs

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
+	"github.com/reloader-operator/reloader/internal/controller/lazywatch"
 	"github.com/reloader-operator/reloader/internal/lookup"
 	"github.com/reloader-operator/reloader/internal/reload"
 	"github.com/reloader-operator/reloader/internal/reloaderconfig"
@@ -54,10 +55,15 @@ type Reconciler struct {
 
 	mu    sync.Mutex
 	queue workqueueOfRequests
+	// lazy are the source and workload watches, started by the first reconcile.
+	lazy lazywatch.Watches
 }
 
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if err := r.lazy.Start(); err != nil {
+		return reconcile.Result{}, fmt.Errorf("watch the sources and workloads of ReloaderConfigs: %w", err)
+	}
 	// As the workload reconcilers: another replica's, or its targets not listed yet.
 	if skip, wait := shard.Gate(r.Shard, req.Namespace); skip || wait > 0 {
 		return reconcile.Result{RequeueAfter: wait}, nil

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
+	"github.com/reloader-operator/reloader/internal/controller/lazywatch"
 	"github.com/reloader-operator/reloader/internal/gate"
 	"github.com/reloader-operator/reloader/internal/gate/rate"
 	"github.com/reloader-operator/reloader/internal/hashkey"
@@ -107,6 +108,9 @@ type Reconciler struct {
 	// Metrics hears of each reconcile as it ends (Metrics.Hook, as HookKind).
 	Metrics *metrics.Metrics
 
+	// lazy are the namespace and source watches, started by the first reconcile.
+	lazy lazywatch.Watches
+
 	keys targetKeys
 }
 
@@ -115,6 +119,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	defer func(started time.Time) {
 		r.Metrics.Ended(metrics.Reconcile{Kind: HookKind, Namespace: req.Namespace, Name: req.Name, Outcome: metrics.OutcomeOf(err), Started: started})
 	}(time.Now())
+	if err := r.lazy.Start(); err != nil {
+		return reconcile.Result{}, fmt.Errorf("watch the sources of ReloaderConfigs: %w", err)
+	}
 	// As the workload reconcilers: another replica's, or its targets not listed yet.
 	if skip, wait := shard.Gate(r.Shard, req.Namespace); skip || wait > 0 {
 		if skip {

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	crsource "sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/reloader-operator/reloader/api/v1alpha1"
 	"github.com/reloader-operator/reloader/internal/fair"
@@ -35,22 +36,29 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 				return fair.NewQueue(name, rl, func(req reconcile.Request) string { return req.Namespace })
 			}}).
 		For(&v1alpha1.ReloaderConfig{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	// Namespaces and sources are watched from the first reconcile of a config on (lazywatch):
+	// with no ReloaderConfig, their events never reach this controller.
 	if r.Namespaces != nil {
 		// A namespace selected anew catches up with the changes made meanwhile.
-		b = b.Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		r.lazy.Add(crsource.Kind[client.Object](mgr.GetCache(), &corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return r.configsIn(ctx, o.GetName())
-		}), builder.WithPredicates(predicate.LabelChangedPredicate{}))
+		}), predicate.LabelChangedPredicate{}))
 	}
 	for _, st := range r.Sources {
 		if st.Pool != nil {
 			continue // configs choose ConfigMaps and Secrets only
 		}
 		kind := string(st.Kind)
-		b = b.Watches(st.NewObject(), handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		r.lazy.Add(crsource.Kind(mgr.GetCache(), st.NewObject(), handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return r.configsNaming(ctx, kind, o)
-		}), builder.WithPredicates(sourcecache.SourceContentOrLabelsChanged()))
+		}), sourcecache.SourceContentOrLabelsChanged()))
 	}
-	return b.Complete(r)
+	ctl, err := b.Build(r)
+	if err != nil {
+		return err
+	}
+	r.lazy.Bind(ctl)
+	return nil
 }
 
 // configsIn are the configs of namespace ns with generic targets.
