@@ -1,7 +1,15 @@
 package app
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -46,5 +54,26 @@ func TestSourceCacheLeavesTheLedgerOut(t *testing.T) {
 	other, _ := labels.Parse("reload=no")
 	if cm, _, _ := selected(options.Config{SourceLabels: other}); cm {
 		t.Error("--resource-label-selector reload=no selects a ConfigMap labelled reload=yes")
+	}
+}
+
+// /metrics answers uncompressed, even to a scraper that accepts gzip.
+func TestScrapesAreNotCompressed(t *testing.T) {
+	filter, err := metricsOptions(options.Config{}, new(atomic.Bool)).FilterProvider(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "scraped_total", Help: "a counter"}))
+	h, err := filter(logr.Discard(), promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	req.Header.Set("Accept-Encoding", "gzip")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if enc := rec.Header().Get("Content-Encoding"); enc != "" || !strings.Contains(rec.Body.String(), "scraped_total 0") {
+		t.Errorf("Content-Encoding %q, body %q; want none and the counter in plain text", enc, rec.Body.String())
 	}
 }
