@@ -126,8 +126,9 @@ func TestSettleEndsTheStartupHeadroom(t *testing.T) {
 	if p.FromEnv || p.MinHeadroom != 4<<20 || p.StartupHeadroom != 32<<20 {
 		t.Fatalf("policy %+v, want 4 MiB settled and 32 MiB at start-up", p)
 	}
-	if got := currentGCPercent(); got != 50 {
-		t.Errorf("percent at start-up with 64 MiB live: %d, want 50 (32 MiB)", got)
+	// What else is live (stacks, globals, the test binary's heap) moves the percent a little.
+	if got := currentGCPercent(); got < 45 || got > 50 {
+		t.Errorf("percent at start-up with 64 MiB live: %d, want about 50 (32 MiB)", got)
 	}
 	Settle()
 	if got := currentGCPercent(); got != 25 {
