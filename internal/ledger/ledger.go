@@ -30,6 +30,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -94,6 +95,9 @@ type Ledger struct {
 	// off: the ledger may not be written (first records go onto the workloads); unread: it
 	// may not be listed either, so the records written in it before are out of reach too.
 	off, unread bool
+	// keepEmpty: reloader may not delete ConfigMaps; a ConfigMap left with no entry is kept
+	// empty.
+	keepEmpty atomic.Bool
 }
 
 // New returns the ledger kept in namespace (reloader's own), read through an informer on
@@ -265,10 +269,30 @@ func (l *Ledger) Drop(kind, namespace, name string) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.off {
+		return
+	}
 	if l.stale[namespace] == nil {
 		l.stale[namespace] = map[string]bool{}
 	}
-	l.stale[namespace][k] = true
+	stale := l.stale[namespace]
+	stale[k] = true
+	if len(l.pending[namespace]) == 0 && len(stale) >= len(cm.Data) && allIn(cm.Data, stale) {
+		// Every entry is stale (the namespace's workloads reloaded, or are gone with their
+		// namespace): the ConfigMap goes with the next flush, one delete, rather than wait
+		// for a write that may never come.
+		l.pendingIn(namespace)
+	}
+}
+
+// allIn reports whether every key of data is in keys.
+func allIn(data map[string]string, keys map[string]bool) bool {
+	for k := range data {
+		if !keys[k] {
+			return false
+		}
+	}
+	return true
 }
 
 func (l *Ledger) set(namespace, k, v string) {
@@ -410,17 +434,46 @@ func (l *Ledger) write(ctx context.Context, ns string, entries map[string]string
 			if maps.Equal(cm.Data, cur.Data) {
 				return nil
 			}
-			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: "reloader"})
+			if len(cm.Data) == 0 && !l.keepEmpty.Load() {
+				err = l.remove(ctx, cur)
+			} else {
+				_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: "reloader"})
+			}
 		}
 		if err == nil || try > 0 || !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
 		got, gerr := cms.Get(ctx, Name(ns), metav1.GetOptions{})
+		if apierrors.IsNotFound(gerr) {
+			cur = nil
+			continue
+		}
 		if gerr != nil {
 			return gerr
 		}
 		cur = got
 	}
+}
+
+// remove deletes cur, a namespace's ConfigMap left with no entry, on the condition that it is
+// still the version read (else a conflict: another replica wrote it meanwhile). Gone already
+// is done. Where reloader may not delete ConfigMaps (upstream's chart grants no delete), it is
+// left empty, and so are the next ones: the refusal turns nothing off.
+func (l *Ledger) remove(ctx context.Context, cur *corev1.ConfigMap) error {
+	uid, rv := cur.UID, cur.ResourceVersion
+	err := l.cs.ConfigMaps(l.namespace).Delete(ctx, cur.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsForbidden(err):
+		l.keepEmpty.Store(true)
+		l.log.Info("may not delete the ledger's empty ConfigMaps; leaving them empty", "namespace", l.namespace,
+			"grant", "configmaps delete in "+l.namespace, "error", err.Error())
+		cm := cur.DeepCopy()
+		cm.Data = nil
+		_, err = l.cs.ConfigMaps(l.namespace).Update(ctx, cm, metav1.UpdateOptions{FieldManager: "reloader"})
+	}
+	return err
 }
 
 // apply returns data with entries set (an empty value deletes its key).

@@ -255,3 +255,51 @@ func TestARefusedLedgerTurnsOffAndKeepsNothing(t *testing.T) {
 		t.Fatal("a ledger refused at start takes records")
 	}
 }
+
+// A namespace whose entries are all dropped (its workloads reloaded, or gone with it) loses
+// its ConfigMap with the next flush: one delete; a partial drop still writes nothing. Where
+// delete is refused (upstream's chart grants none), the ConfigMap is emptied instead and the
+// ledger stays on.
+func TestANamespaceWhoseEntriesAreAllDroppedLosesItsConfigMap(t *testing.T) {
+	cs := fake.NewClientset()
+	l := started(t, cs)
+	for _, ns := range []string{"gone", "kept"} {
+		l.Put("Deployment", ns, "web", "u", "r")
+		l.Put("Deployment", ns, "api", "u", "r")
+	}
+	l.Flush(context.Background())
+	for _, ns := range []string{"gone", "kept"} {
+		waitStored(t, l, ns, "Deployment", "web")
+		waitStored(t, l, ns, "Deployment", "api")
+	}
+	l.Drop("Deployment", "gone", "web")
+	cs.ClearActions()
+	l.Flush(context.Background())
+	if n := len(cs.Actions()); n != 0 {
+		t.Fatalf("a partial drop wrote the ledger (%d requests)", n)
+	}
+	l.Drop("Deployment", "gone", "api")
+	l.Flush(context.Background())
+	var verbs []string
+	for _, a := range cs.Actions() {
+		verbs = append(verbs, a.GetVerb())
+	}
+	if len(verbs) != 1 || verbs[0] != "delete" || stored(t, cs, "gone") != nil {
+		t.Fatalf("the last drop of a namespace made %v, ConfigMap %v; want one delete and none left", verbs, stored(t, cs, "gone"))
+	}
+	if l.Off() {
+		t.Fatal("the ledger turned off")
+	}
+
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", nil)
+	cs.PrependReactor("delete", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, forbidden })
+	l.Drop("Deployment", "kept", "web")
+	l.Drop("Deployment", "kept", "api")
+	l.Flush(context.Background())
+	if cm := stored(t, cs, "kept"); cm == nil || len(cm.Data) != 0 || l.Off() {
+		t.Fatalf("with delete refused: ConfigMap %v, ledger off %v; want it kept empty and the ledger on", cm, l.Off())
+	}
+	if !l.Put("Deployment", "kept", "db", "u", "r") {
+		t.Fatal("the ledger takes no record after a refused delete")
+	}
+}

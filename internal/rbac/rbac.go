@@ -119,9 +119,9 @@ func For(opts options.Config, p Platform) Rules {
 	}
 	if writes && opts.FirstRecordLedger && opts.ReloaderNamespace != "" {
 		// The ledger of first records (internal/ledger): a ConfigMap per workload namespace,
-		// listed and watched by label, created and updated by reloader alone (names come and
-		// go with namespaces, so they cannot be named here).
-		r.Own = append(r.Own, rule("", "configmaps", "get", "list", "watch", "create", "update"))
+		// listed and watched by label, created, updated and (once empty) deleted by reloader
+		// alone (names come and go with namespaces, so they cannot be named here).
+		r.Own = append(r.Own, rule("", "configmaps", "get", "list", "watch", "create", "update", "delete"))
 	}
 	if opts.ReloaderNamespace != "" {
 		// Server-side apply of one ConfigMap: a patch, and a create the first time, both

@@ -379,8 +379,8 @@ Watched rules apply where reloader watches: a ClusterRole, or a Role per watched
 {{- end -}}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "configmaps") "resourceNames" (list "reloader-meta-info") "verbs" (list "create" "patch")) -}}
 {{- if and (not (include "reloader.webhook" .)) (not (eq (($r.pacing | default dict).firstRecordLedger) false)) }}
-{{- /* The ledger of first records (--first-record-ledger): a ConfigMap per workload namespace, listed by label, created and updated by reloader alone. */ -}}
-{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "configmaps") "verbs" (list "get" "list" "watch" "create" "update")) -}}
+{{- /* The ledger of first records (--first-record-ledger): a ConfigMap per workload namespace, listed by label, created, updated and (once empty) deleted by reloader alone. */ -}}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "configmaps") "verbs" (list "get" "list" "watch" "create" "update" "delete")) -}}
 {{- end -}}
 {{- if include "reloader.usesHashKey" . }}
 {{- /* The install key (Secret hashes, Job replacement records), by name only: created by a server-side apply (create and patch by name), then read. */ -}}
