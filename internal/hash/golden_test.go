@@ -70,8 +70,9 @@ func TestLargeValuesAndKeyDigestsArePinned(t *testing.T) {
 }
 
 // TestHashingCopiesNoValue: a ConfigMap of ten 10 KiB values is hashed, whole and per key,
-// without copying them (values of 512 bytes or more go to the hash as they are) (each copy was 10 KiB allocated per key per hash); what is allocated is
-// the keys, the digests and the hash states, far below one value.
+// without copying them (values of 512 bytes or more go to the hash as they are; each copy was
+// 10 KiB allocated per key per hash): what is allocated is the keys, the digests and the hash
+// states, far below one value.
 func TestHashingCopiesNoValue(t *testing.T) {
 	cm := &corev1.ConfigMap{Data: map[string]string{}}
 	for i := range 10 {

@@ -340,23 +340,33 @@ func (l Lookup) EveryNamespaceConfig(ctx context.Context, ns string) (kept, left
 		return nil, nil, nil
 	}
 	var out []*reloaderconfig.Compiled
-	add := func(o client.Object) {
-		if cfg, ok := o.(*v1alpha1.ReloaderConfig); ok {
-			out = append(out, l.Configs.Get(cfg))
-		}
-	}
-	// Asked on each source event and reconcile: read in place where the client can.
-	if ir, ok := l.Client.(IndexReader); !ok || !ir.EachIn((*v1alpha1.ReloaderConfigList)(nil), ns, add) {
-		list := &v1alpha1.ReloaderConfigList{}
-		if err := l.Client.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
-			return nil, nil, fmt.Errorf("list ReloaderConfigs in %s: %w", ns, err)
-		}
-		for i := range list.Items {
-			add(&list.Items[i])
-		}
+	if err := EachConfig(ctx, l.Client, ns, func(cfg *v1alpha1.ReloaderConfig) { out = append(out, l.Configs.Get(cfg)) }); err != nil {
+		return nil, nil, err
 	}
 	kept, left = reloaderconfig.Considered(out)
 	return kept, left, nil
+}
+
+// EachConfig calls fn with each ReloaderConfig of namespace ns, which fn must not change:
+// asked on each source event and reconcile, they are read in place where c can
+// (IndexReader), else listed without copies.
+func EachConfig(ctx context.Context, c client.Reader, ns string, fn func(*v1alpha1.ReloaderConfig)) error {
+	each := func(o client.Object) {
+		if cfg, ok := o.(*v1alpha1.ReloaderConfig); ok {
+			fn(cfg)
+		}
+	}
+	if ir, ok := c.(IndexReader); ok && ir.EachIn((*v1alpha1.ReloaderConfigList)(nil), ns, each) {
+		return nil
+	}
+	list := &v1alpha1.ReloaderConfigList{}
+	if err := c.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		return fmt.Errorf("list ReloaderConfigs in %s: %w", ns, err)
+	}
+	for i := range list.Items {
+		fn(&list.Items[i])
+	}
+	return nil
 }
 
 // configTargets calls fn with each workload of kind in ns that one of configs (those of ns)

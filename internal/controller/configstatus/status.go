@@ -61,7 +61,7 @@ type Reconciler struct {
 
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	if err := r.lazy.Start(ctx); err != nil {
+	if err := r.lazy.Start(); err != nil {
 		return reconcile.Result{}, fmt.Errorf("watch the sources and workloads of ReloaderConfigs: %w", err)
 	}
 	// As the workload reconcilers: another replica's, or its targets not listed yet.

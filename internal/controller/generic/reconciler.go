@@ -119,7 +119,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	defer func(started time.Time) {
 		r.Metrics.Ended(metrics.Reconcile{Kind: HookKind, Namespace: req.Namespace, Name: req.Name, Outcome: metrics.OutcomeOf(err), Started: started})
 	}(time.Now())
-	if err := r.lazy.Start(ctx); err != nil {
+	if err := r.lazy.Start(); err != nil {
 		return reconcile.Result{}, fmt.Errorf("watch the sources of ReloaderConfigs: %w", err)
 	}
 	// As the workload reconcilers: another replica's, or its targets not listed yet.

@@ -89,24 +89,11 @@ func (r *Reconciler) configsNaming(ctx context.Context, kind string, o client.Ob
 	return out
 }
 
-// eachConfig calls fn with each config of namespace ns, which it must not change: read in
-// place from the cache's store where the client can (lookup.IndexReader), as this runs on
-// every source event; else listed. A failed list is logged, and finds none.
+// eachConfig calls fn with each config of namespace ns, which it must not change
+// (lookup.EachConfig: read in place, as this runs on every source event). A failed list is
+// logged, and finds none.
 func (r *Reconciler) eachConfig(ctx context.Context, ns string, fn func(*v1alpha1.ReloaderConfig)) {
-	each := func(o client.Object) {
-		if cfg, ok := o.(*v1alpha1.ReloaderConfig); ok {
-			fn(cfg)
-		}
-	}
-	if ir, ok := r.Client.(lookup.IndexReader); ok && ir.EachIn((*v1alpha1.ReloaderConfigList)(nil), ns, each) {
-		return
-	}
-	list := &v1alpha1.ReloaderConfigList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+	if err := lookup.EachConfig(ctx, r.Client, ns, fn); err != nil {
 		log.FromContext(ctx).Error(err, "listing ReloaderConfigs")
-		return
-	}
-	for i := range list.Items {
-		fn(&list.Items[i])
 	}
 }

@@ -8,7 +8,6 @@
 package lazywatch
 
 import (
-	"context"
 	"sync"
 
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -40,8 +39,8 @@ func (w *Watches) Bind(c controller.Controller) {
 // fails (Watch returns an error only for a source that cannot start at all) is tried again by
 // the next call. It does not wait for them to sync: the informers behind them are made and
 // synced with the manager's caches (internal/app, watch.go), so a handler added now is
-// replayed what they hold at once. Without a bound controller it does nothing; ctx is unused.
-func (w *Watches) Start(_ context.Context) error {
+// replayed what they hold at once. Without a bound controller it does nothing.
+func (w *Watches) Start() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.ctl == nil {
