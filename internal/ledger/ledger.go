@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -89,6 +90,9 @@ type Ledger struct {
 	pending map[string]map[string]string
 	// stale are the entries dropped (Drop) that the namespace's next write removes.
 	stale map[string]map[string]bool
+	// flying are the entries a flush took, by namespace, until the informer holds the
+	// write: read in place of the stored ones meanwhile (see flight).
+	flying map[string]*flight
 	// sizes are the bytes each namespace's ConfigMap holds with its pending entries, as last
 	// counted (Room).
 	sizes map[string]int
@@ -98,6 +102,40 @@ type Ledger struct {
 	// keepEmpty: reloader may not delete ConfigMaps; a ConfigMap left with no entry is kept
 	// empty.
 	keepEmpty atomic.Bool
+}
+
+// flight is a namespace's entries taken by a flush. Between the flush taking them (then
+// waiting for the budget) and the informer seeing the write, they are neither pending nor
+// stored: a reconcile asking then would find no record and take the live content as the
+// baseline, so that a change made meanwhile would never reload, and a plan would call the
+// workload first seen. They are read from here until the informer's ConfigMap holds them,
+// or, the write done, holds a version that is neither one the write started from nor its
+// own (another replica's, written after it).
+type flight struct {
+	entries map[string]string
+	// from are the resourceVersions the write started from ("": no ConfigMap); to is the
+	// one it made, once done.
+	from []string
+	to   string
+	done bool
+}
+
+// landed reports whether cm, the informer's ConfigMap of the flight's namespace, holds the
+// flight.
+func (f *flight) landed(cm *corev1.ConfigMap) bool {
+	if v := rv(cm); f.done && v != f.to && !slices.Contains(f.from, v) {
+		return true
+	}
+	for k, v := range f.entries {
+		var got string
+		if cm != nil {
+			got = cm.Data[k]
+		}
+		if got != v {
+			return false
+		}
+	}
+	return true
 }
 
 // New returns the ledger kept in namespace (reloader's own), read through an informer on
@@ -120,7 +158,7 @@ func New(cs corev1client.ConfigMapsGetter, namespace string, logger logr.Logger)
 	// The client says whether it streams lists (a fake does not), as the factory would ask.
 	inf := toolscache.NewSharedIndexInformer(toolscache.ToListWatcherWithWatchListSemantics(lw, cs), &corev1.ConfigMap{}, 0, toolscache.Indexers{})
 	l := &Ledger{cs: cs, namespace: namespace, informer: inf, store: inf.GetStore(), synced: inf.HasSynced, log: logger,
-		pending: map[string]map[string]string{}, sizes: map[string]int{}, stale: map[string]map[string]bool{}}
+		pending: map[string]map[string]string{}, sizes: map[string]int{}, stale: map[string]map[string]bool{}, flying: map[string]*flight{}}
 	_ = l.informer.SetWatchErrorHandler(func(_ *toolscache.Reflector, err error) {
 		if apierrors.IsForbidden(err) {
 			// Never listed, the ledger would hold every first sighting back.
@@ -143,7 +181,7 @@ func Static(namespace string, cms ...*corev1.ConfigMap) *Ledger {
 		_ = store.Add(cm)
 	}
 	return &Ledger{namespace: namespace, store: store, synced: func() bool { return true }, log: logr.Discard(), off: true,
-		pending: map[string]map[string]string{}, sizes: map[string]int{}, stale: map[string]map[string]bool{}}
+		pending: map[string]map[string]string{}, sizes: map[string]int{}, stale: map[string]map[string]bool{}, flying: map[string]*flight{}}
 }
 
 // Namespace is where the ledger lives.
@@ -198,6 +236,9 @@ func (l *Ledger) Record(kind, namespace, name string, uid types.UID) (string, bo
 	l.mu.Lock()
 	unread := l.unread
 	v, pending := l.pending[namespace][k]
+	if !pending {
+		v, pending = l.inFlight(namespace, k)
+	}
 	l.mu.Unlock()
 	if unread {
 		return "", false, nil
@@ -253,6 +294,7 @@ func (l *Ledger) Drop(kind, namespace, name string) {
 	k := Key(kind, name)
 	l.mu.Lock()
 	v, pending := l.pending[namespace][k]
+	flying, inFlight := l.inFlight(namespace, k)
 	l.mu.Unlock()
 	if pending {
 		if v != "" {
@@ -261,10 +303,11 @@ func (l *Ledger) Drop(kind, namespace, name string) {
 		return
 	}
 	cm := l.stored(namespace)
-	if cm == nil {
-		return
+	var held bool
+	if cm != nil {
+		_, held = cm.Data[k]
 	}
-	if _, ok := cm.Data[k]; !ok {
+	if !held && (!inFlight || flying == "") {
 		return
 	}
 	l.mu.Lock()
@@ -277,12 +320,35 @@ func (l *Ledger) Drop(kind, namespace, name string) {
 	}
 	stale := l.stale[namespace]
 	stale[k] = true
-	if len(l.pending[namespace]) == 0 && len(stale) >= len(cm.Data) && allIn(cm.Data, stale) {
+	if cm != nil && l.flying[namespace] == nil && len(l.pending[namespace]) == 0 && len(stale) >= len(cm.Data) && allIn(cm.Data, stale) {
 		// Every entry is stale (the namespace's workloads reloaded, or are gone with their
 		// namespace): the ConfigMap goes with the next flush, one delete, rather than wait
 		// for a write that may never come.
 		l.pendingIn(namespace)
 	}
+}
+
+// inFlight is the entry k of namespace's flight, if the informer does not hold the write
+// yet; a flight it holds is forgotten (l.mu held).
+func (l *Ledger) inFlight(namespace, k string) (string, bool) {
+	f := l.flying[namespace]
+	if f == nil {
+		return "", false
+	}
+	if f.landed(l.stored(namespace)) {
+		delete(l.flying, namespace)
+		return "", false
+	}
+	v, ok := f.entries[k]
+	return v, ok
+}
+
+// rv is cm's resourceVersion, "" for none.
+func rv(cm *corev1.ConfigMap) string {
+	if cm == nil {
+		return ""
+	}
+	return cm.ResourceVersion
 }
 
 // allIn reports whether every key of data is in keys.
@@ -313,9 +379,23 @@ func (l *Ledger) size(namespace string) int {
 		return n
 	}
 	n := 0
-	if cm := l.stored(namespace); cm != nil {
-		for k, v := range cm.Data {
+	cm := l.stored(namespace)
+	var data map[string]string
+	if cm != nil {
+		data = cm.Data
+		for k, v := range data {
 			n += len(k) + len(v)
+		}
+	}
+	if f := l.flying[namespace]; f != nil && !f.landed(cm) {
+		// A flush's entries on their way count as written.
+		for k, v := range f.entries {
+			if old, ok := data[k]; ok {
+				n -= len(k) + len(old)
+			}
+			if v != "" {
+				n += len(k) + len(v)
+			}
 		}
 	}
 	l.sizes[namespace] = n
@@ -348,6 +428,17 @@ func (l *Ledger) Flush(ctx context.Context) {
 			}
 		}
 		delete(l.stale, ns)
+		next := &flight{entries: maps.Clone(entries), from: []string{rv(l.stored(ns))}}
+		if f := l.flying[ns]; f != nil && !f.landed(l.stored(ns)) {
+			// The last flight is not in the informer yet: this one is read over it.
+			next.entries = maps.Clone(f.entries)
+			maps.Copy(next.entries, entries)
+			next.from = append(next.from, f.from...)
+			if f.done {
+				next.from = append(next.from, f.to)
+			}
+		}
+		l.flying[ns] = next
 	}
 	l.pending, l.sizes = map[string]map[string]string{}, map[string]int{}
 	l.mu.Unlock()
@@ -383,6 +474,7 @@ func (l *Ledger) requeue(ns string, entries map[string]string) {
 		}
 	}
 	delete(l.sizes, ns)
+	delete(l.flying, ns)
 }
 
 // pendingIn is namespace's pending entries, made when it has none (l.mu held).
@@ -398,7 +490,7 @@ func (l *Ledger) pendingIn(namespace string) map[string]string {
 func (l *Ledger) refuse(err error) {
 	l.mu.Lock()
 	was := l.off
-	l.off, l.pending, l.sizes = true, map[string]map[string]string{}, map[string]int{}
+	l.off, l.pending, l.sizes, l.flying = true, map[string]map[string]string{}, map[string]int{}, map[string]*flight{}
 	l.mu.Unlock()
 	if was {
 		return
@@ -417,14 +509,17 @@ func (l *Ledger) write(ctx context.Context, ns string, entries map[string]string
 	cms := l.cs.ConfigMaps(l.namespace)
 	cur := l.stored(ns)
 	for try := 0; ; try++ {
-		var err error
+		var (
+			err  error
+			made *corev1.ConfigMap // nil: deleted
+		)
 		if cur == nil {
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: Name(ns), Namespace: l.namespace,
 				Labels: map[string]string{Label: ns, "app.kubernetes.io/managed-by": "reloader"}}, Data: apply(nil, entries)}
 			if len(cm.Data) == 0 {
 				return nil
 			}
-			_, err = cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: "reloader"})
+			made, err = cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: "reloader"})
 		} else {
 			cm := cur.DeepCopy()
 			cm.Data = apply(cm.Data, entries)
@@ -435,10 +530,13 @@ func (l *Ledger) write(ctx context.Context, ns string, entries map[string]string
 				return nil
 			}
 			if len(cm.Data) == 0 && !l.keepEmpty.Load() {
-				err = l.remove(ctx, cur)
+				made, err = l.remove(ctx, cur)
 			} else {
-				_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: "reloader"})
+				made, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: "reloader"})
 			}
+		}
+		if err == nil {
+			l.wrote(ns, rv(made))
 		}
 		if err == nil || try > 0 || !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
 			return err
@@ -446,12 +544,33 @@ func (l *Ledger) write(ctx context.Context, ns string, entries map[string]string
 		got, gerr := cms.Get(ctx, Name(ns), metav1.GetOptions{})
 		if apierrors.IsNotFound(gerr) {
 			cur = nil
+			l.startsFrom(ns, "")
 			continue
 		}
 		if gerr != nil {
 			return gerr
 		}
 		cur = got
+		l.startsFrom(ns, got.ResourceVersion)
+	}
+}
+
+// startsFrom adds version to those namespace's flight starts from: a write retried from a
+// version read again is not in the informer while it holds that one.
+func (l *Ledger) startsFrom(namespace, version string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if f := l.flying[namespace]; f != nil && !slices.Contains(f.from, version) {
+		f.from = append(f.from, version)
+	}
+}
+
+// wrote marks namespace's flight done, its write having made version ("": deleted).
+func (l *Ledger) wrote(namespace, version string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if f := l.flying[namespace]; f != nil {
+		f.done, f.to = true, version
 	}
 }
 
@@ -459,21 +578,22 @@ func (l *Ledger) write(ctx context.Context, ns string, entries map[string]string
 // still the version read (else a conflict: another replica wrote it meanwhile). Gone already
 // is done. Where reloader may not delete ConfigMaps (upstream's chart grants no delete), it is
 // left empty, and so are the next ones: the refusal turns nothing off.
-func (l *Ledger) remove(ctx context.Context, cur *corev1.ConfigMap) error {
-	uid, rv := cur.UID, cur.ResourceVersion
-	err := l.cs.ConfigMaps(l.namespace).Delete(ctx, cur.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+// It returns the ConfigMap left, nil when deleted.
+func (l *Ledger) remove(ctx context.Context, cur *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	uid, version := cur.UID, cur.ResourceVersion
+	err := l.cs.ConfigMaps(l.namespace).Delete(ctx, cur.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &version}})
 	switch {
-	case apierrors.IsNotFound(err):
-		return nil
+	case err == nil, apierrors.IsNotFound(err):
+		return nil, nil
 	case apierrors.IsForbidden(err):
 		l.keepEmpty.Store(true)
 		l.log.Info("may not delete the ledger's empty ConfigMaps; leaving them empty", "namespace", l.namespace,
 			"grant", "configmaps delete in "+l.namespace, "error", err.Error())
 		cm := cur.DeepCopy()
 		cm.Data = nil
-		_, err = l.cs.ConfigMaps(l.namespace).Update(ctx, cm, metav1.UpdateOptions{FieldManager: "reloader"})
+		return l.cs.ConfigMaps(l.namespace).Update(ctx, cm, metav1.UpdateOptions{FieldManager: "reloader"})
 	}
-	return err
+	return nil, err
 }
 
 // apply returns data with entries set (an empty value deletes its key).

@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -137,13 +138,48 @@ func TestADroppedEntryLeavesWithTheNamespacesNextWrite(t *testing.T) {
 	}
 }
 
+// TestAnEntryIsReadWhileItsWriteIsUnderWay: the entries a flush takes are read until the
+// informer holds them, while the flush waits for its budget slot too (they are neither
+// pending nor stored then): a reconcile asking meanwhile would take the workload for one
+// never seen, and record the live content as its baseline. An entry dropped meanwhile
+// leaves with the namespace's next write.
+func TestAnEntryIsReadWhileItsWriteIsUnderWay(t *testing.T) {
+	cs := fake.NewClientset()
+	l := started(t, cs)
+	l.Put("Deployment", "team", "web", "u", "configmap/cfg=abc")
+	l.Put("Deployment", "team", "api", "u", "configmap/cfg=abc")
+	var during []string
+	l.Budget = func(context.Context) error {
+		if rec, ok, err := l.Record("Deployment", "team", "web", "u"); !ok || err != nil || rec != "configmap/cfg=abc" {
+			during = append(during, fmt.Sprintf("%q, %v, %v", rec, ok, err))
+		}
+		return nil
+	}
+	l.Flush(context.Background())
+	if during != nil {
+		t.Fatalf("while the flush waited for its budget slot the entry read as %s; want the record", during)
+	}
+	if rec, ok, err := l.Record("Deployment", "team", "web", "u"); !ok || err != nil || rec != "configmap/cfg=abc" {
+		t.Fatalf("once written, before or after the informer's echo, the entry reads as %q, %v, %v; want the record", rec, ok, err)
+	}
+	l.Budget = nil
+	l.Drop("Deployment", "team", "web")
+	waitStored(t, l, "team", "Deployment", "api")
+	l.Put("Deployment", "team", "db", "u", "r")
+	l.Flush(context.Background())
+	cm := stored(t, cs, "team")
+	if _, ok := cm.Data["Deployment.web"]; ok || cm.Data["Deployment.api"] == "" || cm.Data["Deployment.db"] == "" {
+		t.Fatalf("after the namespace's next write the ConfigMap holds %v; want api and db", cm.Data)
+	}
+}
+
 // waitStored waits until the ledger's informer has the entry (its own write's echo).
 func waitStored(t *testing.T, l *ledger.Ledger, ns, kind, name string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		l.Flush(context.Background()) // nothing pending: writes nothing
-		if _, ok, _ := l.Record(kind, ns, name, "u"); ok {
+		if _, ok, _ := l.Record(kind, ns, name, "u"); ok && !l.Flying(ns) {
 			return
 		}
 		if time.Now().After(deadline) {
