@@ -34,10 +34,20 @@ func (g GenericTarget) Describe() string {
 	return g.GVK.Kind + " " + g.Name
 }
 
+// namePattern is a pattern and a length: a bounded repeat such as `x{0,251}` compiles into
+// that many copies of x (these three held 270 KB from start to exit).
+type namePattern struct {
+	re  *regexp.Regexp
+	max int
+}
+
+// MatchString reports whether s has at most max bytes and matches the pattern.
+func (p namePattern) MatchString(s string) bool { return len(s) <= p.max && p.re.MatchString(s) }
+
 var (
-	fieldName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
-	kindName   = regexp.MustCompile(`^[A-Z][A-Za-z0-9]{0,62}$`)
-	objectName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
+	fieldName  = namePattern{regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`), 63}
+	kindName   = namePattern{regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`), 63}
+	objectName = namePattern{regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`), 253}
 )
 
 // ParseTemplatePath splits a dotted templatePath into its field names, holding it to the
