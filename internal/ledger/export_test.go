@@ -1,9 +1,15 @@
 package ledger
 
-// Flying reports whether a flush's entries for namespace are not in the informer yet.
-func (l *Ledger) Flying(namespace string) bool {
+// Unechoed reports whether namespace has entries written that the informer's ConfigMap does
+// not hold yet.
+func (l *Ledger) Unechoed(namespace string) bool {
+	data := cmData(l.stored(namespace))
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	f := l.flying[namespace]
-	return f != nil && !f.landed(l.stored(namespace))
+	for k, e := range l.pending[namespace] {
+		if e.written != 0 && !holds(data, k, e.v) {
+			return true
+		}
+	}
+	return false
 }

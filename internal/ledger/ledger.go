@@ -28,7 +28,6 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -85,17 +84,20 @@ type Ledger struct {
 	Refused func(err error)
 
 	mu sync.Mutex
-	// pending are the entries kept since the last flush, by workload namespace and key; an
-	// empty value drops the key.
-	pending map[string]map[string]string
+	// pending are the entries kept and not yet seen in the informer's ConfigMap, by workload
+	// namespace and key: those not written yet, and those written whose echo has not come
+	// (see entry). Record reads them before the informer's.
+	pending map[string]map[string]entry
+	// dirty are the namespaces the next flush writes: with entries not written yet, or
+	// whose every entry is stale.
+	dirty map[string]bool
 	// stale are the entries dropped (Drop) that the namespace's next write removes.
 	stale map[string]map[string]bool
-	// flying are the entries a flush took, by namespace, until the informer holds the
-	// write: read in place of the stored ones meanwhile (see flight).
-	flying map[string]*flight
 	// sizes are the bytes each namespace's ConfigMap holds with its pending entries, as last
 	// counted (Room).
 	sizes map[string]int
+	// flushes counts the flushes begun: an entry is written by one of them.
+	flushes uint64
 	// off: the ledger may not be written (first records go onto the workloads); unread: it
 	// may not be listed either, so the records written in it before are out of reach too.
 	off, unread bool
@@ -104,39 +106,20 @@ type Ledger struct {
 	keepEmpty atomic.Bool
 }
 
-// flight is a namespace's entries taken by a flush. Between the flush taking them (then
-// waiting for the budget) and the informer seeing the write, they are neither pending nor
-// stored: a reconcile asking then would find no record and take the live content as the
-// baseline, so that a change made meanwhile would never reload, and a plan would call the
-// workload first seen. They are read from here until the informer's ConfigMap holds them,
-// or, the write done, holds a version that is neither one the write started from nor its
-// own (another replica's, written after it).
-type flight struct {
-	entries map[string]string
-	// from are the resourceVersions the write started from ("": no ConfigMap); to is the
-	// one it made, once done.
-	from []string
-	to   string
-	done bool
+// entry is a pending entry: its value ("" drops the key), and the flush that wrote it (0:
+// not written yet). A written entry stays pending until the informer's ConfigMap holds it,
+// or forgetAfter flushes later (another writer changed it meanwhile): between the write and
+// its echo, and while the flush waits for its budget slot, it is in neither place, and a
+// reconcile asking then would take its workload for one never seen, record the live content
+// as its baseline, and so never reload a change made meanwhile.
+type entry struct {
+	v       string
+	written uint64
 }
 
-// landed reports whether cm, the informer's ConfigMap of the flight's namespace, holds the
-// flight.
-func (f *flight) landed(cm *corev1.ConfigMap) bool {
-	if v := rv(cm); f.done && v != f.to && !slices.Contains(f.from, v) {
-		return true
-	}
-	for k, v := range f.entries {
-		var got string
-		if cm != nil {
-			got = cm.Data[k]
-		}
-		if got != v {
-			return false
-		}
-	}
-	return true
-}
+// forgetAfter is how many flushes (seconds) a written entry is read from memory at most
+// when the informer's ConfigMap does not come to hold it.
+const forgetAfter = 30
 
 // New returns the ledger kept in namespace (reloader's own), read through an informer on
 // its labelled ConfigMaps and written through cs: the core client alone (a whole clientset
@@ -158,7 +141,7 @@ func New(cs corev1client.ConfigMapsGetter, namespace string, logger logr.Logger)
 	// The client says whether it streams lists (a fake does not), as the factory would ask.
 	inf := toolscache.NewSharedIndexInformer(toolscache.ToListWatcherWithWatchListSemantics(lw, cs), &corev1.ConfigMap{}, 0, toolscache.Indexers{})
 	l := &Ledger{cs: cs, namespace: namespace, informer: inf, store: inf.GetStore(), synced: inf.HasSynced, log: logger,
-		pending: map[string]map[string]string{}, sizes: map[string]int{}, stale: map[string]map[string]bool{}, flying: map[string]*flight{}}
+		pending: map[string]map[string]entry{}, dirty: map[string]bool{}, sizes: map[string]int{}, stale: map[string]map[string]bool{}}
 	_ = l.informer.SetWatchErrorHandler(func(_ *toolscache.Reflector, err error) {
 		if apierrors.IsForbidden(err) {
 			// Never listed, the ledger would hold every first sighting back.
@@ -181,7 +164,7 @@ func Static(namespace string, cms ...*corev1.ConfigMap) *Ledger {
 		_ = store.Add(cm)
 	}
 	return &Ledger{namespace: namespace, store: store, synced: func() bool { return true }, log: logr.Discard(), off: true,
-		pending: map[string]map[string]string{}, sizes: map[string]int{}, stale: map[string]map[string]bool{}, flying: map[string]*flight{}}
+		pending: map[string]map[string]entry{}, dirty: map[string]bool{}, sizes: map[string]int{}, stale: map[string]map[string]bool{}}
 }
 
 // Namespace is where the ledger lives.
@@ -235,11 +218,9 @@ func (l *Ledger) Record(kind, namespace, name string, uid types.UID) (string, bo
 	k := Key(kind, name)
 	l.mu.Lock()
 	unread := l.unread
-	v, pending := l.pending[namespace][k]
-	if !pending {
-		v, pending = l.inFlight(namespace, k)
-	}
+	e, pending := l.pending[namespace][k]
 	l.mu.Unlock()
+	v := e.v
 	if unread {
 		return "", false, nil
 	}
@@ -292,27 +273,21 @@ func (l *Ledger) Drop(kind, namespace, name string) {
 		return
 	}
 	k := Key(kind, name)
-	l.mu.Lock()
-	v, pending := l.pending[namespace][k]
-	flying, inFlight := l.inFlight(namespace, k)
-	l.mu.Unlock()
-	if pending {
-		if v != "" {
-			l.set(namespace, k, "")
-		}
-		return
-	}
 	cm := l.stored(namespace)
-	var held bool
-	if cm != nil {
-		_, held = cm.Data[k]
-	}
-	if !held && (!inFlight || flying == "") {
-		return
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.off {
+		return
+	}
+	p := l.pending[namespace]
+	if e, ok := p[k]; ok && e.written == 0 {
+		if e.v != "" {
+			l.setLocked(namespace, k, "")
+		}
+		return
+	} else if ok {
+		delete(p, k) // written: it leaves as a stored entry does
+	} else if _, held := cmData(cm)[k]; !held {
 		return
 	}
 	if l.stale[namespace] == nil {
@@ -320,35 +295,20 @@ func (l *Ledger) Drop(kind, namespace, name string) {
 	}
 	stale := l.stale[namespace]
 	stale[k] = true
-	if cm != nil && l.flying[namespace] == nil && len(l.pending[namespace]) == 0 && len(stale) >= len(cm.Data) && allIn(cm.Data, stale) {
+	if cm != nil && len(p) == 0 && len(stale) >= len(cm.Data) && allIn(cm.Data, stale) {
 		// Every entry is stale (the namespace's workloads reloaded, or are gone with their
 		// namespace): the ConfigMap goes with the next flush, one delete, rather than wait
 		// for a write that may never come.
-		l.pendingIn(namespace)
+		l.dirty[namespace] = true
 	}
 }
 
-// inFlight is the entry k of namespace's flight, if the informer does not hold the write
-// yet; a flight it holds is forgotten (l.mu held).
-func (l *Ledger) inFlight(namespace, k string) (string, bool) {
-	f := l.flying[namespace]
-	if f == nil {
-		return "", false
-	}
-	if f.landed(l.stored(namespace)) {
-		delete(l.flying, namespace)
-		return "", false
-	}
-	v, ok := f.entries[k]
-	return v, ok
-}
-
-// rv is cm's resourceVersion, "" for none.
-func rv(cm *corev1.ConfigMap) string {
+// cmData is cm's data, nil for no ConfigMap.
+func cmData(cm *corev1.ConfigMap) map[string]string {
 	if cm == nil {
-		return ""
+		return nil
 	}
-	return cm.ResourceVersion
+	return cm.Data
 }
 
 // allIn reports whether every key of data is in keys.
@@ -364,12 +324,31 @@ func allIn(data map[string]string, keys map[string]bool) bool {
 func (l *Ledger) set(namespace, k, v string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.setLocked(namespace, k, v)
+}
+
+// setLocked keeps v as namespace's entry k, to be written (l.mu held).
+func (l *Ledger) setLocked(namespace, k, v string) {
 	if l.off {
 		return
 	}
-	p := l.pendingIn(namespace)
-	l.sizes[namespace] = l.size(namespace) + len(k) + len(v) - len(p[k])
-	p[k] = v
+	n := l.size(namespace)
+	p := l.pending[namespace]
+	if p == nil {
+		p = map[string]entry{}
+		l.pending[namespace] = p
+	}
+	if old, ok := p[k]; ok {
+		n -= len(k) + len(old.v)
+	} else if old, ok := cmData(l.stored(namespace))[k]; ok {
+		n -= len(k) + len(old)
+	}
+	if v != "" {
+		n += len(k) + len(v)
+	}
+	l.sizes[namespace] = max(n, 0)
+	p[k] = entry{v: v}
+	l.dirty[namespace] = true
 }
 
 // size is what namespace's ConfigMap would hold with the pending entries, counted at most
@@ -379,23 +358,15 @@ func (l *Ledger) size(namespace string) int {
 		return n
 	}
 	n := 0
-	cm := l.stored(namespace)
-	var data map[string]string
-	if cm != nil {
-		data = cm.Data
-		for k, v := range data {
+	p := l.pending[namespace]
+	for k, v := range cmData(l.stored(namespace)) {
+		if _, over := p[k]; !over {
 			n += len(k) + len(v)
 		}
 	}
-	if f := l.flying[namespace]; f != nil && !f.landed(cm) {
-		// A flush's entries on their way count as written.
-		for k, v := range f.entries {
-			if old, ok := data[k]; ok {
-				n -= len(k) + len(old)
-			}
-			if v != "" {
-				n += len(k) + len(v)
-			}
+	for k, e := range p {
+		if e.v != "" {
+			n += len(k) + len(e.v)
 		}
 	}
 	l.sizes[namespace] = n
@@ -415,82 +386,119 @@ func (l *Ledger) stored(namespace string) *corev1.ConfigMap {
 	return cm
 }
 
-// Flush writes the pending entries: one write per namespace that has any, each within the
-// budget. Entries whose write fails stay pending for the next flush; a refusal (RBAC) turns
-// the ledger off.
+// Flush writes the entries not written yet: one write per namespace that has any, each
+// within the budget. Entries whose write fails are written with the next flush; a refusal
+// (RBAC) turns the ledger off. Written entries the informer now holds are forgotten first.
 func (l *Ledger) Flush(ctx context.Context) {
 	l.mu.Lock()
-	batch := l.pending
-	for ns, entries := range batch {
+	l.flushes++
+	seq := l.flushes
+	for ns, p := range l.pending {
+		data := cmData(l.stored(ns))
+		for k, e := range p {
+			if e.written != 0 && (holds(data, k, e.v) || seq-e.written > forgetAfter) {
+				delete(p, k)
+			}
+		}
+		if len(p) == 0 {
+			delete(l.pending, ns)
+		}
+	}
+	batch := map[string]map[string]string{}
+	for ns := range l.dirty {
+		entries := map[string]string{}
+		p := l.pending[ns]
+		for k, e := range p {
+			if e.written == 0 {
+				entries[k] = e.v
+				p[k] = entry{v: e.v, written: seq}
+			}
+		}
 		for k := range l.stale[ns] {
-			if _, newer := entries[k]; !newer {
+			if _, kept := p[k]; !kept {
 				entries[k] = ""
 			}
 		}
 		delete(l.stale, ns)
-		next := &flight{entries: maps.Clone(entries), from: []string{rv(l.stored(ns))}}
-		if f := l.flying[ns]; f != nil && !f.landed(l.stored(ns)) {
-			// The last flight is not in the informer yet: this one is read over it.
-			next.entries = maps.Clone(f.entries)
-			maps.Copy(next.entries, entries)
-			next.from = append(next.from, f.from...)
-			if f.done {
-				next.from = append(next.from, f.to)
-			}
-		}
-		l.flying[ns] = next
+		batch[ns] = entries
 	}
-	l.pending, l.sizes = map[string]map[string]string{}, map[string]int{}
+	l.dirty, l.sizes = map[string]bool{}, map[string]int{}
 	l.mu.Unlock()
 	for ns, entries := range batch {
 		if ctx.Err() != nil || l.Budget != nil && l.Budget(ctx) != nil {
-			l.requeue(ns, entries)
+			l.unwritten(ns, entries, seq)
 			continue
 		}
 		err := l.write(ctx, ns, entries)
+		delete(batch, ns)
 		switch {
 		case err == nil:
 		case apierrors.IsForbidden(err):
+			// This write and those not tried are not written: the refusal forgets them.
+			l.unwritten(ns, entries, seq)
+			for ns, entries := range batch {
+				l.unwritten(ns, entries, seq)
+			}
 			l.refuse(err)
 			return
 		default:
 			l.log.Info("could not write the first records of a namespace; retrying with the next flush", "namespace", ns, "entries", len(entries), "error", err.Error())
-			l.requeue(ns, entries)
+			l.unwritten(ns, entries, seq)
 		}
 	}
 }
 
-// requeue puts entries back under the ones kept since (newer win).
-func (l *Ledger) requeue(ns string, entries map[string]string) {
+// holds reports whether data, a namespace's ConfigMap's, holds entry k as v ("": absent).
+func holds(data map[string]string, k, v string) bool {
+	got, ok := data[k]
+	if v == "" {
+		return !ok
+	}
+	return got == v
+}
+
+// unwritten marks entries, taken by flush seq for namespace, as not written: those still
+// pending as that flush took them are written again with the next flush, and the drops of
+// stale entries are kept.
+func (l *Ledger) unwritten(ns string, entries map[string]string, seq uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.off {
 		return
 	}
-	p := l.pendingIn(ns)
+	p := l.pending[ns]
 	for k, v := range entries {
-		if _, newer := p[k]; !newer {
-			p[k] = v
+		e, ok := p[k]
+		switch {
+		case ok && e.written == seq:
+			p[k] = entry{v: e.v}
+		case !ok && v == "":
+			if l.stale[ns] == nil {
+				l.stale[ns] = map[string]bool{}
+			}
+			l.stale[ns][k] = true
 		}
 	}
+	l.dirty[ns] = true
 	delete(l.sizes, ns)
-	delete(l.flying, ns)
 }
 
-// pendingIn is namespace's pending entries, made when it has none (l.mu held).
-func (l *Ledger) pendingIn(namespace string) map[string]string {
-	p := l.pending[namespace]
-	if p == nil {
-		p = map[string]string{}
-		l.pending[namespace] = p
-	}
-	return p
-}
-
+// refuse turns the ledger off: the entries not written are forgotten (their workloads get
+// their first records onto them); those written are read until the informer holds them.
 func (l *Ledger) refuse(err error) {
 	l.mu.Lock()
 	was := l.off
-	l.off, l.pending, l.sizes, l.flying = true, map[string]map[string]string{}, map[string]int{}, map[string]*flight{}
+	l.off, l.dirty, l.sizes = true, map[string]bool{}, map[string]int{}
+	for ns, p := range l.pending {
+		for k, e := range p {
+			if e.written == 0 {
+				delete(p, k)
+			}
+		}
+		if len(p) == 0 {
+			delete(l.pending, ns)
+		}
+	}
 	l.mu.Unlock()
 	if was {
 		return
@@ -509,17 +517,14 @@ func (l *Ledger) write(ctx context.Context, ns string, entries map[string]string
 	cms := l.cs.ConfigMaps(l.namespace)
 	cur := l.stored(ns)
 	for try := 0; ; try++ {
-		var (
-			err  error
-			made *corev1.ConfigMap // nil: deleted
-		)
+		var err error
 		if cur == nil {
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: Name(ns), Namespace: l.namespace,
 				Labels: map[string]string{Label: ns, "app.kubernetes.io/managed-by": "reloader"}}, Data: apply(nil, entries)}
 			if len(cm.Data) == 0 {
 				return nil
 			}
-			made, err = cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: "reloader"})
+			_, err = cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: "reloader"})
 		} else {
 			cm := cur.DeepCopy()
 			cm.Data = apply(cm.Data, entries)
@@ -530,13 +535,10 @@ func (l *Ledger) write(ctx context.Context, ns string, entries map[string]string
 				return nil
 			}
 			if len(cm.Data) == 0 && !l.keepEmpty.Load() {
-				made, err = l.remove(ctx, cur)
+				err = l.remove(ctx, cur)
 			} else {
-				made, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: "reloader"})
+				_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: "reloader"})
 			}
-		}
-		if err == nil {
-			l.wrote(ns, rv(made))
 		}
 		if err == nil || try > 0 || !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
 			return err
@@ -544,33 +546,12 @@ func (l *Ledger) write(ctx context.Context, ns string, entries map[string]string
 		got, gerr := cms.Get(ctx, Name(ns), metav1.GetOptions{})
 		if apierrors.IsNotFound(gerr) {
 			cur = nil
-			l.startsFrom(ns, "")
 			continue
 		}
 		if gerr != nil {
 			return gerr
 		}
 		cur = got
-		l.startsFrom(ns, got.ResourceVersion)
-	}
-}
-
-// startsFrom adds version to those namespace's flight starts from: a write retried from a
-// version read again is not in the informer while it holds that one.
-func (l *Ledger) startsFrom(namespace, version string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if f := l.flying[namespace]; f != nil && !slices.Contains(f.from, version) {
-		f.from = append(f.from, version)
-	}
-}
-
-// wrote marks namespace's flight done, its write having made version ("": deleted).
-func (l *Ledger) wrote(namespace, version string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if f := l.flying[namespace]; f != nil {
-		f.done, f.to = true, version
 	}
 }
 
@@ -578,22 +559,21 @@ func (l *Ledger) wrote(namespace, version string) {
 // still the version read (else a conflict: another replica wrote it meanwhile). Gone already
 // is done. Where reloader may not delete ConfigMaps (upstream's chart grants no delete), it is
 // left empty, and so are the next ones: the refusal turns nothing off.
-// It returns the ConfigMap left, nil when deleted.
-func (l *Ledger) remove(ctx context.Context, cur *corev1.ConfigMap) (*corev1.ConfigMap, error) {
-	uid, version := cur.UID, cur.ResourceVersion
-	err := l.cs.ConfigMaps(l.namespace).Delete(ctx, cur.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &version}})
+func (l *Ledger) remove(ctx context.Context, cur *corev1.ConfigMap) error {
+	uid, rv := cur.UID, cur.ResourceVersion
+	err := l.cs.ConfigMaps(l.namespace).Delete(ctx, cur.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
 	switch {
-	case err == nil, apierrors.IsNotFound(err):
-		return nil, nil
+	case apierrors.IsNotFound(err):
+		return nil
 	case apierrors.IsForbidden(err):
 		l.keepEmpty.Store(true)
 		l.log.Info("may not delete the ledger's empty ConfigMaps; leaving them empty", "namespace", l.namespace,
 			"grant", "configmaps delete in "+l.namespace, "error", err.Error())
 		cm := cur.DeepCopy()
 		cm.Data = nil
-		return l.cs.ConfigMaps(l.namespace).Update(ctx, cm, metav1.UpdateOptions{FieldManager: "reloader"})
+		_, err = l.cs.ConfigMaps(l.namespace).Update(ctx, cm, metav1.UpdateOptions{FieldManager: "reloader"})
 	}
-	return nil, err
+	return err
 }
 
 // apply returns data with entries set (an empty value deletes its key).

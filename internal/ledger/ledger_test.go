@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	k8stesting "k8s.io/client-go/testing"
@@ -138,39 +140,97 @@ func TestADroppedEntryLeavesWithTheNamespacesNextWrite(t *testing.T) {
 	}
 }
 
-// TestAnEntryIsReadWhileItsWriteIsUnderWay: the entries a flush takes are read until the
-// informer holds them, while the flush waits for its budget slot too (they are neither
-// pending nor stored then): a reconcile asking meanwhile would take the workload for one
-// never seen, and record the live content as its baseline. An entry dropped meanwhile
-// leaves with the namespace's next write.
-func TestAnEntryIsReadWhileItsWriteIsUnderWay(t *testing.T) {
+// TestAnEntryIsReadUntilTheInformerHoldsIt: the entries a flush writes are read from memory
+// while the flush waits for its budget slot and until the informer's ConfigMap holds them (a
+// watch that brings nothing until the test says so); in neither place, a reconcile asking
+// then would take the workload for one never seen and record the live content as its
+// baseline. An entry dropped then costs no write of its own and leaves with the namespace's
+// next write; once the informer holds the write, the flush after forgets what it wrote.
+func TestAnEntryIsReadUntilTheInformerHoldsIt(t *testing.T) {
 	cs := fake.NewClientset()
+	echo := watch.NewFake()
+	cs.PrependWatchReactor("configmaps", func(k8stesting.Action) (bool, watch.Interface, error) { return true, echo, nil })
 	l := started(t, cs)
-	l.Put("Deployment", "team", "web", "u", "configmap/cfg=abc")
-	l.Put("Deployment", "team", "api", "u", "configmap/cfg=abc")
-	var during []string
-	l.Budget = func(context.Context) error {
-		if rec, ok, err := l.Record("Deployment", "team", "web", "u"); !ok || err != nil || rec != "configmap/cfg=abc" {
+	var (
+		mu     sync.Mutex
+		slots  int
+		during []string
+	)
+	l.Budget = func(context.Context) error { // the ticker's flush may be the one taking them
+		rec, ok, err := l.Record("Deployment", "team", "web", "u")
+		mu.Lock()
+		defer mu.Unlock()
+		slots++
+		if !ok || err != nil || rec != "configmap/cfg=abc" {
 			during = append(during, fmt.Sprintf("%q, %v, %v", rec, ok, err))
 		}
 		return nil
 	}
+	l.Put("Deployment", "team", "web", "u", "configmap/cfg=abc")
+	l.Put("Deployment", "team", "api", "u", "configmap/cfg=abc")
 	l.Flush(context.Background())
-	if during != nil {
-		t.Fatalf("while the flush waited for its budget slot the entry read as %s; want the record", during)
+	cm := eventually(t, "the entries written", func() *corev1.ConfigMap { return stored(t, cs, "team") })
+	mu.Lock()
+	if slots != 1 || during != nil {
+		t.Fatalf("the flush took %d budget slots, want 1; while it waited, the entry read as %v (want the record)", slots, during)
+	}
+	mu.Unlock()
+	if !l.Unechoed("team") {
+		t.Fatal("the informer holds a write its watch never brought")
 	}
 	if rec, ok, err := l.Record("Deployment", "team", "web", "u"); !ok || err != nil || rec != "configmap/cfg=abc" {
-		t.Fatalf("once written, before or after the informer's echo, the entry reads as %q, %v, %v; want the record", rec, ok, err)
+		t.Fatalf("written, before the informer holds it, the entry reads as %q, %v, %v; want the record", rec, ok, err)
 	}
-	l.Budget = nil
+
 	l.Drop("Deployment", "team", "web")
-	waitStored(t, l, "team", "Deployment", "api")
+	cs.ClearActions()
+	l.Flush(context.Background())
+	if writes := writesOf(cs); writes != 0 {
+		t.Fatalf("a drop alone wrote the ledger (%d writes)", writes)
+	}
+	echo.Add(cm)
+	eventually(t, "the informer's echo", func() *corev1.ConfigMap {
+		if l.Unechoed("team") {
+			return nil
+		}
+		return cm
+	})
+	if rec, ok, _ := l.Record("Deployment", "team", "api", "u"); !ok || rec != "configmap/cfg=abc" {
+		t.Fatalf("echoed, the entry reads as %q, %v; want the record", rec, ok)
+	}
 	l.Put("Deployment", "team", "db", "u", "r")
 	l.Flush(context.Background())
-	cm := stored(t, cs, "team")
-	if _, ok := cm.Data["Deployment.web"]; ok || cm.Data["Deployment.api"] == "" || cm.Data["Deployment.db"] == "" {
-		t.Fatalf("after the namespace's next write the ConfigMap holds %v; want api and db", cm.Data)
+	got := stored(t, cs, "team")
+	if _, ok := got.Data["Deployment.web"]; ok || got.Data["Deployment.api"] == "" || got.Data["Deployment.db"] == "" {
+		t.Fatalf("after the namespace's next write the ConfigMap holds %v; want api and db", got.Data)
 	}
+}
+
+// eventually polls f until it returns non-nil.
+func eventually[T any](t *testing.T, what string, f func() *T) *T {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if v := f(); v != nil {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// writesOf counts the creates, updates and deletes cs was asked for.
+func writesOf(cs *fake.Clientset) int {
+	n := 0
+	for _, a := range cs.Actions() {
+		switch a.GetVerb() {
+		case "create", "update", "delete":
+			n++
+		}
+	}
+	return n
 }
 
 // waitStored waits until the ledger's informer has the entry (its own write's echo).
@@ -179,7 +239,7 @@ func waitStored(t *testing.T, l *ledger.Ledger, ns, kind, name string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		l.Flush(context.Background()) // nothing pending: writes nothing
-		if _, ok, _ := l.Record(kind, ns, name, "u"); ok && !l.Flying(ns) {
+		if _, ok, _ := l.Record(kind, ns, name, "u"); ok && !l.Unechoed(ns) {
 			return
 		}
 		if time.Now().After(deadline) {
