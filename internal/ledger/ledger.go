@@ -91,8 +91,9 @@ type Ledger struct {
 	// dirty are the namespaces the next flush writes: with entries not written yet, or
 	// whose every entry is stale.
 	dirty map[string]bool
-	// stale are the entries dropped (Drop) that the namespace's next write removes.
-	stale map[string]map[string]bool
+	// stale are the entries dropped (Drop) that the namespace's next write removes, with the
+	// flush they were dropped in; those the ConfigMap does not hold go staleFor flushes on.
+	stale map[string]map[string]uint64
 	// sizes are the bytes each namespace's ConfigMap holds with its pending entries, as last
 	// counted (Room).
 	sizes map[string]int
@@ -107,19 +108,20 @@ type Ledger struct {
 }
 
 // entry is a pending entry: its value ("" drops the key), and the flush that wrote it (0:
-// not written yet). A written entry stays pending until the informer's ConfigMap holds it,
-// or forgetAfter flushes later (another writer changed it meanwhile): between the write and
-// its echo, and while the flush waits for its budget slot, it is in neither place, and a
-// reconcile asking then would take its workload for one never seen, record the live content
-// as its baseline, and so never reload a change made meanwhile.
+// not written yet). A written entry stays pending until the informer's ConfigMap holds it:
+// between the write and its echo, and while the flush waits for its budget slot, it would be
+// in neither place, and a reconcile asking then would take its workload for one never seen,
+// record the live content as its baseline, and so never reload a change made meanwhile.
+// What stays pending longer (the watch is down, or another replica changed the entry since)
+// is at most what the namespace's ConfigMap holds, and goes with the key's next Put or Drop.
 type entry struct {
 	v       string
 	written uint64
 }
 
-// forgetAfter is how many flushes (seconds) a written entry is read from memory at most
-// when the informer's ConfigMap does not come to hold it.
-const forgetAfter = 30
+// staleFor is how many flushes a dropped entry the informer's ConfigMap does not hold is kept
+// for the namespace's next write (a write on its way may still bring it).
+const staleFor = 30
 
 // New returns the ledger kept in namespace (reloader's own), read through an informer on
 // its labelled ConfigMaps and written through cs: the core client alone (a whole clientset
@@ -141,7 +143,7 @@ func New(cs corev1client.ConfigMapsGetter, namespace string, logger logr.Logger)
 	// The client says whether it streams lists (a fake does not), as the factory would ask.
 	inf := toolscache.NewSharedIndexInformer(toolscache.ToListWatcherWithWatchListSemantics(lw, cs), &corev1.ConfigMap{}, 0, toolscache.Indexers{})
 	l := &Ledger{cs: cs, namespace: namespace, informer: inf, store: inf.GetStore(), synced: inf.HasSynced, log: logger,
-		pending: map[string]map[string]entry{}, dirty: map[string]bool{}, sizes: map[string]int{}, stale: map[string]map[string]bool{}}
+		pending: map[string]map[string]entry{}, dirty: map[string]bool{}, sizes: map[string]int{}, stale: map[string]map[string]uint64{}}
 	_ = l.informer.SetWatchErrorHandler(func(_ *toolscache.Reflector, err error) {
 		if apierrors.IsForbidden(err) {
 			// Never listed, the ledger would hold every first sighting back.
@@ -164,7 +166,7 @@ func Static(namespace string, cms ...*corev1.ConfigMap) *Ledger {
 		_ = store.Add(cm)
 	}
 	return &Ledger{namespace: namespace, store: store, synced: func() bool { return true }, log: logr.Discard(), off: true,
-		pending: map[string]map[string]entry{}, dirty: map[string]bool{}, sizes: map[string]int{}, stale: map[string]map[string]bool{}}
+		pending: map[string]map[string]entry{}, dirty: map[string]bool{}, sizes: map[string]int{}, stale: map[string]map[string]uint64{}}
 }
 
 // Namespace is where the ledger lives.
@@ -273,12 +275,12 @@ func (l *Ledger) Drop(kind, namespace, name string) {
 		return
 	}
 	k := Key(kind, name)
-	cm := l.stored(namespace)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.off {
 		return
 	}
+	cm := l.stored(namespace)
 	p := l.pending[namespace]
 	if e, ok := p[k]; ok && e.written == 0 {
 		if e.v != "" {
@@ -290,15 +292,25 @@ func (l *Ledger) Drop(kind, namespace, name string) {
 	} else if _, held := cmData(cm)[k]; !held {
 		return
 	}
+	l.markStale(namespace, k)
+	l.emptied(namespace, cm)
+}
+
+// markStale keeps namespace's entry k for removal with its next write (l.mu held).
+func (l *Ledger) markStale(namespace, k string) {
 	if l.stale[namespace] == nil {
-		l.stale[namespace] = map[string]bool{}
+		l.stale[namespace] = map[string]uint64{}
 	}
+	l.stale[namespace][k] = l.flushes
+}
+
+// emptied names namespace for the next flush when every entry its ConfigMap cm holds is
+// stale and none is pending (its workloads reloaded, or are gone with their namespace): the
+// ConfigMap goes then, one delete, rather than wait for a write that may never come (l.mu
+// held).
+func (l *Ledger) emptied(namespace string, cm *corev1.ConfigMap) {
 	stale := l.stale[namespace]
-	stale[k] = true
-	if cm != nil && len(p) == 0 && len(stale) >= len(cm.Data) && allIn(cm.Data, stale) {
-		// Every entry is stale (the namespace's workloads reloaded, or are gone with their
-		// namespace): the ConfigMap goes with the next flush, one delete, rather than wait
-		// for a write that may never come.
+	if cm != nil && len(l.pending[namespace]) == 0 && len(stale) >= len(cm.Data) && allIn(cm.Data, stale) {
 		l.dirty[namespace] = true
 	}
 }
@@ -312,9 +324,9 @@ func cmData(cm *corev1.ConfigMap) map[string]string {
 }
 
 // allIn reports whether every key of data is in keys.
-func allIn(data map[string]string, keys map[string]bool) bool {
+func allIn[V any](data map[string]string, keys map[string]V) bool {
 	for k := range data {
-		if !keys[k] {
+		if _, ok := keys[k]; !ok {
 			return false
 		}
 	}
@@ -339,7 +351,9 @@ func (l *Ledger) setLocked(namespace, k, v string) {
 		l.pending[namespace] = p
 	}
 	if old, ok := p[k]; ok {
-		n -= len(k) + len(old.v)
+		if old.v != "" {
+			n -= len(k) + len(old.v)
+		}
 	} else if old, ok := cmData(l.stored(namespace))[k]; ok {
 		n -= len(k) + len(old)
 	}
@@ -386,9 +400,10 @@ func (l *Ledger) stored(namespace string) *corev1.ConfigMap {
 	return cm
 }
 
-// Flush writes the entries not written yet: one write per namespace that has any, each
-// within the budget. Entries whose write fails are written with the next flush; a refusal
-// (RBAC) turns the ledger off. Written entries the informer now holds are forgotten first.
+// Flush writes the entries not written yet and the drops of stale ones: one write per
+// namespace that has any (a delete when none is left), each within the budget. Entries whose
+// write fails are written with the next flush; a refusal (RBAC) turns the ledger off. Written
+// entries the informer now holds are forgotten first.
 func (l *Ledger) Flush(ctx context.Context) {
 	l.mu.Lock()
 	l.flushes++
@@ -396,13 +411,26 @@ func (l *Ledger) Flush(ctx context.Context) {
 	for ns, p := range l.pending {
 		data := cmData(l.stored(ns))
 		for k, e := range p {
-			if e.written != 0 && (holds(data, k, e.v) || seq-e.written > forgetAfter) {
+			if e.written != 0 && holds(data, k, e.v) {
 				delete(p, k)
 			}
 		}
 		if len(p) == 0 {
 			delete(l.pending, ns)
 		}
+	}
+	for ns, stale := range l.stale {
+		cm := l.stored(ns)
+		for k, at := range stale {
+			if _, held := cmData(cm)[k]; !held && seq-at > staleFor {
+				delete(stale, k)
+			}
+		}
+		if len(stale) == 0 {
+			delete(l.stale, ns)
+			continue
+		}
+		l.emptied(ns, cm) // the last drop came before the informer held the entry
 	}
 	batch := map[string]map[string]string{}
 	for ns := range l.dirty {
@@ -473,22 +501,20 @@ func (l *Ledger) unwritten(ns string, entries map[string]string, seq uint64) {
 		case ok && e.written == seq:
 			p[k] = entry{v: e.v}
 		case !ok && v == "":
-			if l.stale[ns] == nil {
-				l.stale[ns] = map[string]bool{}
-			}
-			l.stale[ns][k] = true
+			l.markStale(ns, k)
 		}
 	}
 	l.dirty[ns] = true
 	delete(l.sizes, ns)
 }
 
-// refuse turns the ledger off: the entries not written are forgotten (their workloads get
-// their first records onto them); those written are read until the informer holds them.
+// refuse turns the ledger off: the entries not written are forgotten (their workloads are
+// first seen again at their next reconcile, and recorded onto themselves); those written are
+// read until the informer holds them.
 func (l *Ledger) refuse(err error) {
 	l.mu.Lock()
 	was := l.off
-	l.off, l.dirty, l.sizes = true, map[string]bool{}, map[string]int{}
+	l.off, l.dirty, l.sizes, l.stale = true, map[string]bool{}, map[string]int{}, map[string]map[string]uint64{}
 	for ns, p := range l.pending {
 		for k, e := range p {
 			if e.written == 0 {
