@@ -7,7 +7,7 @@ func (l *Ledger) Unechoed(namespace string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for k, e := range l.pending[namespace] {
-		if e.written != 0 && !holds(data, k, e.v) {
+		if e.written != 0 && !e.echoed(data, k) {
 			return true
 		}
 	}

@@ -123,6 +123,12 @@ type entry struct {
 // for the namespace's next write (a write on its way may still bring it).
 const staleFor = 30
 
+// echoed reports whether e, namespace's entry k, is written and data, the informer's
+// ConfigMap's, holds it: it is read from there from now on.
+func (e entry) echoed(data map[string]string, k string) bool {
+	return e.written != 0 && holds(data, k, e.v)
+}
+
 // New returns the ledger kept in namespace (reloader's own), read through an informer on
 // its labelled ConfigMaps and written through cs: the core client alone (a whole clientset
 // behind an interface would link every API group's client into the binary).
@@ -411,7 +417,7 @@ func (l *Ledger) Flush(ctx context.Context) {
 	for ns, p := range l.pending {
 		data := cmData(l.stored(ns))
 		for k, e := range p {
-			if e.written != 0 && holds(data, k, e.v) {
+			if e.echoed(data, k) {
 				delete(p, k)
 			}
 		}
